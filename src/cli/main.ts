@@ -1,4 +1,52 @@
-// Placeholder: the @effect/cli program lands here.
-export const run = (argv: ReadonlyArray<string>): void => {
-  process.stdout.write(`berth ${argv.join(" ")}\n`)
+/**
+ * The berth command line: @effect/cli commands that are thin clients of the daemon (or, for commands that need no
+ * daemon such as `check` and `init`, of the local services). Loaded lazily by `entry.ts`.
+ */
+import * as Command from "@effect/cli/Command"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { ConfigFiles } from "../services/ConfigFiles.js"
+import { check } from "./commands/check.js"
+import { init } from "./commands/init.js"
+import { reportFailure, UsageError, wantsJson, withCliConsole } from "./output.js"
+import { findUsageProblem } from "./usage.js"
+
+declare const BERTH_VERSION: string
+const version = typeof BERTH_VERSION === "string" ? BERTH_VERSION : "0.0.0-dev"
+
+const berth = Command.make("berth").pipe(
+  Command.withDescription("One isolated local world per git worktree"),
+  Command.withSubcommands([check, init])
+)
+
+const cli = Command.run(berth, { name: "berth", version })
+
+const CliLive = ConfigFiles.Default.pipe(Layer.provideMerge(NodeContext.layer))
+
+export const run = (given: ReadonlyArray<string>): void => {
+  // `berth` alone shows the help rather than a "missing command" error
+  const argv = given.length === 0 ? ["--help"] : given
+  const problem = findUsageProblem(berth, argv)
+  const main: Effect.Effect<void, unknown, Layer.Layer.Success<typeof CliLive>> = problem === undefined
+    ? cli(["node", "berth", ...argv])
+    : Effect.fail(new UsageError(problem))
+  const program = main.pipe(
+    Effect.catchAllCause((cause) =>
+      Cause.isInterruptedOnly(cause)
+        ? Effect.sync(() => {
+            process.exitCode = 130
+          })
+        : reportFailure(
+            Option.getOrElse(Cause.failureOption(cause), () => Cause.squash(cause)),
+            wantsJson(argv)
+          )
+    ),
+    withCliConsole,
+    Effect.provide(CliLive)
+  )
+  NodeRuntime.runMain(program, { disableErrorReporting: true })
 }

@@ -1,0 +1,88 @@
+/**
+ * `berth init [dir] [--force]`: write a starting berth.toml from the project's compose file (and `.env`), or from
+ * package.json scripts when there is none. Never overwrites without --force; the result is checked before returning.
+ */
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import { formatDiagnostic } from "../../domain/config/diagnostic.js"
+import { InitFailed, InitRefused } from "../../domain/errors.js"
+import { fromCompose } from "../../domain/init/compose.js"
+import { fromPackageJson } from "../../domain/init/packageJson.js"
+import { projectLabel } from "../../domain/names.js"
+import { CONFIG_FILE, ConfigFiles } from "../../services/ConfigFiles.js"
+import { json, printJson } from "../output.js"
+
+const dir = Args.directory({ name: "dir", exists: "yes" }).pipe(
+  Args.withDescription("the repository root to write berth.toml into (default: the current folder)"),
+  Args.withDefault(".")
+)
+
+const force = Options.boolean("force").pipe(Options.withDescription("Overwrite an existing berth.toml"))
+
+/** Compose's own lookup order. */
+const composeFiles = ["compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml"]
+const lockfiles = ["package-lock.json", "pnpm-lock.yaml", "yarn.lock", "bun.lockb", "bun.lock"]
+
+export const init = Command.make("init", { dir, force, json }, ({ dir, force, json }) =>
+  Effect.gen(function* () {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const files = yield* ConfigFiles
+    const root = path.resolve(dir)
+    const target = path.join(root, CONFIG_FILE)
+    const shown = files.display(target)
+    if (!force && (yield* fs.exists(target))) return yield* new InitRefused({ file: shown })
+
+    const readIfThere = (name: string) =>
+      fs.readFileString(path.join(root, name)).pipe(Effect.orElseSucceed(() => undefined))
+    const projectName = projectLabel(path.basename(root))
+
+    let source: string | undefined
+    let result: { readonly toml: string; readonly notes: ReadonlyArray<string> } | undefined
+    for (const name of composeFiles) {
+      const composeText = yield* readIfThere(name)
+      if (composeText === undefined) continue
+      const converted = fromCompose({
+        composeText,
+        composeFile: name,
+        envText: yield* readIfThere(".env"),
+        projectName
+      })
+      if (Either.isLeft(converted)) {
+        const at = converted.left.line === undefined ? name : `${name}:${converted.left.line}`
+        return yield* new InitFailed({ file: at, reason: converted.left.message })
+      }
+      source = name
+      result = converted.right
+      break
+    }
+    if (result === undefined) {
+      const present: Array<string> = []
+      for (const name of lockfiles) if (yield* fs.exists(path.join(root, name))) present.push(name)
+      result = fromPackageJson({ packageJsonText: yield* readIfThere("package.json"), projectName, lockfiles: present })
+      source = "package.json"
+    }
+
+    yield* fs
+      .writeFileString(target, result.toml)
+      .pipe(Effect.mapError((e) => new InitFailed({ file: shown, reason: e.message })))
+    const loaded = yield* files.load(target)
+    const warnings = yield* files.lint(loaded)
+
+    if (json) return yield* printJson({ file: target, source, notes: result.notes, warnings })
+    const services = loaded.parsed.config.services
+    const slices = services.filter((s) => s._tag === "Slice").length
+    yield* Console.log(
+      `wrote ${shown} from ${source}: ${services.length - slices} process${services.length - slices === 1 ? "" : "es"}, ${slices} slice${slices === 1 ? "" : "s"}`
+    )
+    for (const note of result.notes) yield* Console.log(`  note: ${note}`)
+    for (const warning of warnings) yield* Console.log(`  ${formatDiagnostic(warning)}`)
+    yield* Console.log("next: review it, then run `berth check`")
+  })
+).pipe(Command.withDescription("Write a starting berth.toml from docker-compose or package.json"))

@@ -1,0 +1,95 @@
+/**
+ * How the CLI speaks: plain text for people, JSON for programs (`--json`), never a stack trace. Errors become one
+ * clear message on stderr (or `{ "error": { "tag", "message" } }` in JSON mode) and an exit code: 1 for a failure,
+ * 2 for a usage error.
+ */
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as Console from "effect/Console"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+
+export const json = Options.boolean("json").pipe(Options.withDescription("Print machine-readable JSON"))
+
+/** JSON mode is decided from argv so that even a usage error, found before options are parsed, is reported in it. */
+export const wantsJson = (argv: ReadonlyArray<string>): boolean => {
+  const end = argv.indexOf("--")
+  return (end === -1 ? argv : argv.slice(0, end)).includes("--json")
+}
+
+export const useColor = (): boolean => process.stdout.isTTY === true && process.env.NO_COLOR === undefined
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching ANSI escapes is the point
+const ansi = /\u001b\[[0-9;]*m/g
+export const stripAnsi = (text: string): string => text.replace(ansi, "")
+
+/**
+ * The console the CLI runs with. @effect/cli colours help even when piped, so colour is stripped unless wanted; and
+ * it prints its own rendering of usage errors through `Console.error` before failing, which `reportFailure` replaces
+ * with one line, so that channel is muted. berth's commands write to stderr through `printError`.
+ */
+export const withCliConsole = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Console.consoleWith((current) => {
+    const plain = !useColor()
+    return Effect.withConsole(effect, {
+      ...current,
+      log: (...args: ReadonlyArray<unknown>) =>
+        current.log(...args.map((a) => (plain && typeof a === "string" ? stripAnsi(a) : a))),
+      error: () => Effect.void
+    })
+  })
+
+/** A line on stderr (warnings, progress), outside the muted `Console.error`. */
+export const printError = (line: string) =>
+  Effect.sync(() => {
+    process.stderr.write(`${line}\n`)
+  })
+
+/** A usage mistake found before @effect/cli runs (unknown command or option). */
+export class UsageError extends Data.TaggedError("UsageError")<{ readonly message: string }> {}
+
+export const printJson = (value: unknown) => Console.log(JSON.stringify(value, null, 2))
+
+export interface Failure {
+  readonly tag: string
+  readonly message: string
+  readonly exitCode: 1 | 2
+}
+
+const hasTagAndMessage = (e: unknown): e is { readonly _tag: string; readonly message: string } =>
+  typeof e === "object" && e !== null && typeof (e as { _tag?: unknown })._tag === "string" && "message" in e
+
+/** Any failure → what to tell the user. Unknown defects are reported without their stack. */
+export const describeFailure = (error: unknown): Failure => {
+  if (ValidationError.isValidationError(error)) {
+    return { tag: error._tag, message: usageMessage(error), exitCode: 2 }
+  }
+  if (error instanceof UsageError) return { tag: error._tag, message: error.message, exitCode: 2 }
+  if (hasTagAndMessage(error)) return { tag: error._tag, message: error.message, exitCode: 1 }
+  if (error instanceof Error) return { tag: error.name, message: error.message, exitCode: 1 }
+  return { tag: "Unknown", message: String(error), exitCode: 1 }
+}
+
+const usageMessage = (error: ValidationError.ValidationError): string => {
+  const text =
+    "error" in error
+      ? stripAnsi(HelpDoc.toAnsiText(error.error))
+          .trim()
+          .replace(/\s*\n\s*/g, " ")
+      : ""
+  return text === "" ? "invalid usage: see berth --help" : text
+}
+
+/** Writes the failure and sets the exit code; the program then ends normally. */
+export const reportFailure = (error: unknown, jsonMode: boolean) =>
+  Effect.sync(() => {
+    const failure = describeFailure(error)
+    if (jsonMode) {
+      process.stderr.write(`${JSON.stringify({ error: { tag: failure.tag, message: failure.message } })}\n`)
+    } else {
+      const prefix = failure.exitCode === 2 ? "berth: " : "error: "
+      process.stderr.write(`${prefix}${failure.message}\n`)
+    }
+    process.exitCode = failure.exitCode
+  })

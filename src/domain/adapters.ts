@@ -1,0 +1,44 @@
+/**
+ * What berth knows about each built-in adapter without loading it: its family (aliases share one implementation),
+ * whether it can copy a slice server-side, and the adapter-specific keys its `[services.X]` table accepts.
+ * Adding an adapter means adding a folder under `adapters/` and a line here; nothing else in the core changes.
+ */
+export interface AdapterInfo {
+  readonly name: string
+  /** the implementation that serves it: valkey → redis, mariadb and percona → mysql */
+  readonly family: string
+  readonly canClone: boolean
+  /** needs no server: the slice lives under BERTH_HOME */
+  readonly embedded: boolean
+  /** adapter-specific keys, with the literal values each accepts (an empty list accepts any string) */
+  readonly options: Readonly<Record<string, ReadonlyArray<string>>>
+}
+
+const info = (
+  name: string,
+  family: string,
+  canClone: boolean,
+  options: Record<string, ReadonlyArray<string>> = {},
+  embedded = false
+): AdapterInfo => ({ name, family, canClone, embedded, options })
+
+const redisOptions = { mode: ["db", "prefix"] }
+
+export const builtinAdapters: ReadonlyMap<string, AdapterInfo> = new Map(
+  [
+    info("postgres", "postgres", true),
+    info("mysql", "mysql", true),
+    info("mariadb", "mysql", true),
+    info("percona", "mysql", true),
+    info("redis", "redis", true, redisOptions),
+    info("valkey", "redis", true, redisOptions),
+    info("rabbitmq", "rabbitmq", false, { management_url: [] }),
+    info("sqlite", "sqlite", true, {}, true),
+    info("dir", "dir", true, {}, true)
+  ].map((a) => [a.name, a])
+)
+
+/** The executable that serves an adapter berth has no built-in implementation for. */
+export const externalAdapterCommand = (name: string): string => `berth-adapter-${name}`
+
+export const isValidAdapterName = (name: string): boolean => /^[a-z][a-z0-9_-]*$/.test(name)

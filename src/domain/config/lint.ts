@@ -1,0 +1,190 @@
+/**
+ * `berth check`'s warnings: things that are valid TOML and a valid config but probably not what the user meant.
+ * Pure: whatever needs the machine (is an adapter executable on PATH, is a variable set) comes in as a function.
+ */
+import { builtinAdapters, externalAdapterCommand } from "../adapters.js"
+import { closestName } from "../names.js"
+import { tokensOf } from "../tokens.js"
+import { byPosition, type Diagnostic, didYouMean, formatPath, type KeyPath } from "./diagnostic.js"
+import * as Model from "./model.js"
+import { dirEscapes, type ParsedConfig } from "./parse.js"
+
+export interface LintEnvironment {
+  /** is an executable of this name on PATH? */
+  readonly onPath: (command: string) => boolean
+  /** the environment plus the project's `.env` */
+  readonly env: (name: string) => string | undefined
+}
+
+const isTable = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date)
+
+/** Every string in the document with its key path. */
+const strings = (value: unknown, path: KeyPath, out: Array<{ path: KeyPath; value: string }>) => {
+  if (typeof value === "string") out.push({ path, value })
+  else if (Array.isArray(value)) for (const [i, v] of value.entries()) strings(v, [...path, i], out)
+  else if (isTable(value)) for (const [k, v] of Object.entries(value)) strings(v, [...path, k], out)
+  return out
+}
+
+/** The service a key path belongs to, for `${self.…}`. */
+const ownerOf = (path: KeyPath): string | undefined => {
+  if (path[0] === "services") return path[1] as string | undefined
+  if (path[0] === "overrides" && path[2] === "services") return path[3] as string | undefined
+  return undefined
+}
+
+const secretKey = /(PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|PRIVATE_?KEY|_KEY$|^KEY$|CREDENTIAL)/i
+const inlinePassword = /^[a-z][a-z0-9+.-]*:\/\/[^/@:\s]*:([^@/\s]+)@/i
+
+type Finding = { readonly message: string; readonly hint?: string | undefined }
+
+/** Why a token would stay unresolved, or undefined when it names something real. */
+const tokenProblem = (
+  segments: ReadonlyArray<string>,
+  owner: string | undefined,
+  services: ReadonlyMap<string, Model.Service>
+): Finding | undefined => {
+  const written = `\${${segments.join(".")}}`
+  const [head, field, sub, ...rest] = segments
+  if (head === "env")
+    return field !== undefined && sub === undefined ? undefined : { message: `${written} is malformed` }
+  if (head === "world") {
+    return ["name", "slug", "path"].includes(field ?? "") && sub === undefined
+      ? undefined
+      : { message: `${written} is not a world token`, hint: "use ${world.name}, ${world.slug} or ${world.path}" }
+  }
+  if (head === "project") {
+    return field === "name" && sub === undefined ? undefined : { message: `${written} is not a project token` }
+  }
+  const name = head === "self" ? owner : head
+  const service = name === undefined ? undefined : services.get(name)
+  if (service === undefined) {
+    const guess = head === undefined ? undefined : closestName(head, services.keys())
+    return {
+      message: `${written} names no service; it will stay as written`,
+      hint: guess === undefined ? undefined : `did you mean \${${[guess, ...segments.slice(1)].join(".")}}?`
+    }
+  }
+  if (rest.length > 0) return { message: `${written} has too many parts` }
+  if (service._tag === "Slice") {
+    return field === "url" && sub === undefined
+      ? undefined
+      : { message: `${written}: a slice gives only \${${head}.url}` }
+  }
+  const self = head === "self"
+  const noPort: Finding = {
+    message: self
+      ? `${written} is used in "${service.name}", which has neither url nor ports, so it gets no port`
+      : `${written}: "${service.name}" has neither url nor ports, so it gets no port`,
+    hint: `add url = "${service.name}" or ports = ["…"] to [services.${service.name}]`
+  }
+  if (field === "port" || field === "url" || field === "host") {
+    return sub !== undefined
+      ? { message: `${written} has too many parts` }
+      : Model.hasPort(service)
+        ? undefined
+        : noPort
+  }
+  if (field === "ports" && sub !== undefined) {
+    return service.ports.includes(sub)
+      ? undefined
+      : {
+          message: `${written}: "${service.name}" declares no port named "${sub}"`,
+          hint: service.ports.length > 0 ? `its ports: ${service.ports.join(", ")}` : `add ports = ["${sub}"]`
+        }
+  }
+  return { message: `${written} is not a service token`, hint: "use .url, .port, .host or .ports.NAME" }
+}
+
+export const lintConfig = (parsed: ParsedConfig, environment: LintEnvironment): ReadonlyArray<Diagnostic> => {
+  const { config, positions, raw } = parsed
+  const warnings: Array<Diagnostic> = []
+  const warn = (path: KeyPath, finding: Finding, offset?: number) => {
+    const key = positions.find(path)
+    const value = positions.value(path)
+    // point into the string when the value sits on one line
+    const at =
+      offset !== undefined && value !== undefined ? { line: value.line, column: value.column + 1 + offset } : key
+    warnings.push({ severity: "warning", file: config.file, ...at, path: formatPath(path), ...finding })
+  }
+  const services = new Map(config.services.map((s) => [s.name, s]))
+
+  for (const { path, value } of strings(raw, [], [])) {
+    const owner = ownerOf(path)
+    const missing = new Set<string>()
+    for (const token of tokensOf(value)) {
+      const problem = tokenProblem(token.segments, owner, services)
+      if (problem !== undefined) warn(path, problem, token.start)
+      const [head, name] = token.segments
+      if (head === "env" && name !== undefined && environment.env(name) === undefined && !missing.has(name)) {
+        missing.add(name)
+        warn(
+          path,
+          { message: `\${env.${name}} is not set`, hint: `set ${name} in your environment or in the project's .env` },
+          token.start
+        )
+      }
+    }
+    const password = inlinePassword.exec(value)
+    if (password !== null && !password[1]!.includes("${")) {
+      warn(path, {
+        message: "a password is written inline in this URL",
+        hint: "put the URL in .env and write ${env.NAME} here, so the credential stays out of the repository"
+      })
+    }
+    const key = path[path.length - 1]
+    const inEnv = path[path.length - 2] === "env"
+    if (inEnv && typeof key === "string" && secretKey.test(key) && value !== "" && tokensOf(value).length === 0) {
+      warn(path, {
+        message: `${key} has a literal value: credentials do not belong in berth.toml`,
+        hint: `put it in .env and write ${key} = "\${env.${key}}"`
+      })
+    }
+  }
+
+  const urls = new Map<string, string>()
+  for (const service of config.services) {
+    const at = ["services", service.name]
+    if (service._tag === "Process") {
+      if (service.dir !== undefined && dirEscapes(service.dir)) {
+        warn([...at, "dir"], {
+          message: `dir "${service.dir}" is outside the worktree; berth up will refuse to start "${service.name}"`,
+          hint: "use a path relative to the repository root that stays inside it"
+        })
+      }
+      if (service.url !== undefined) {
+        const first = urls.get(service.url)
+        if (first !== undefined) {
+          warn([...at, "url"], {
+            message: `url "${service.url}" is also used by "${first}": only one of them can be routed`,
+            hint: `give "${service.name}" its own url`
+          })
+        } else urls.set(service.url, service.name)
+      }
+      continue
+    }
+    const adapter = builtinAdapters.get(service.adapter)
+    if (adapter === undefined && !environment.onPath(externalAdapterCommand(service.adapter))) {
+      warn([...at, "adapter"], {
+        message: `berth has no built-in adapter "${service.adapter}" and ${externalAdapterCommand(service.adapter)} is not on PATH`,
+        hint:
+          didYouMean(closestName(service.adapter, builtinAdapters.keys())) ??
+          `built-in adapters: ${[...builtinAdapters.keys()].join(", ")}`
+      })
+    }
+    if (service.cloneFrom !== undefined && adapter !== undefined && !adapter.canClone) {
+      warn([...at, "clone_from"], {
+        message: `the ${service.adapter} adapter cannot clone: every world runs migrate and seed itself`,
+        hint: "remove clone_from"
+      })
+    }
+    if (service.cloneFrom !== undefined && service.migrate === undefined && service.seed === undefined) {
+      warn([...at, "clone_from"], {
+        message: "clone_from without migrate or seed copies an empty golden",
+        hint: "add migrate and/or seed, or remove clone_from"
+      })
+    }
+  }
+  return warnings.sort(byPosition)
+}

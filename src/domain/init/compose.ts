@@ -1,0 +1,850 @@
+import * as Either from "effect/Either"
+import { isMap, isScalar, LineCounter, parseDocument } from "yaml"
+import { type ConfigDraft, type Health, InitError, type InitResult, type ServiceDraft, todoCmd } from "./model.js"
+import { renderConfig } from "./render.js"
+
+// ---------------------------------------------------------------------------------------------------------------
+// Generic helpers
+// ---------------------------------------------------------------------------------------------------------------
+
+type Dict = Readonly<Record<string, unknown>>
+
+const isDict = (value: unknown): value is Dict => typeof value === "object" && value !== null && !Array.isArray(value)
+
+const scalarText = (value: unknown): string | undefined =>
+  typeof value === "string"
+    ? value
+    : typeof value === "number" || typeof value === "boolean"
+      ? String(value)
+      : undefined
+
+const selfPort = `\${self.port}`
+
+const unique = <A>(values: ReadonlyArray<A>): Array<A> => [...new Set(values)]
+
+const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+
+/** POSIX shell quoting: plain words stay bare, anything else goes into single quotes. */
+export const shellQuote = (arg: string): string =>
+  /^[A-Za-z0-9_@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, "'\\''")}'`
+
+/** Normalizes a relative posix path; undefined when it is absolute or climbs above the repo root. */
+const repoPath = (base: string, rel: string): string | undefined => {
+  if (rel.startsWith("/") || /^[A-Za-z]:[\\/]/.test(rel)) return undefined
+  const parts: Array<string> = []
+  for (const segment of `${base}/${rel}`.replace(/\\/g, "/").split("/")) {
+    if (segment === "" || segment === ".") continue
+    if (segment !== "..") parts.push(segment)
+    else if (parts.pop() === undefined) return undefined
+  }
+  return parts.length === 0 ? "." : parts.join("/")
+}
+
+const composeDirOf = (composeFile: string): string => {
+  const normalized = composeFile.replace(/\\/g, "/")
+  // An absolute compose path cannot be related to the repo root here; treat it as living at the root.
+  if (normalized.startsWith("/")) return ""
+  const slash = normalized.lastIndexOf("/")
+  return slash < 0 ? "" : normalized.slice(0, slash)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Compose variable interpolation: `$$`, `$VAR`, `${VAR}`, `${VAR:-default}`, `${VAR-default}`, `${VAR:?err}`, ...
+// ---------------------------------------------------------------------------------------------------------------
+
+type Segment =
+  | { readonly _tag: "Text"; readonly text: string }
+  | { readonly _tag: "Var"; readonly name: string; readonly op: string; readonly arg: ReadonlyArray<Segment> }
+
+const varName = /^[A-Za-z_][A-Za-z0-9_]*/
+
+const parseSegments = (
+  input: string,
+  start: number,
+  nested: boolean
+): { readonly segments: Array<Segment>; readonly end: number } => {
+  const segments: Array<Segment> = []
+  let text = ""
+  let i = start
+  const flush = () => {
+    if (text !== "") segments.push({ _tag: "Text", text })
+    text = ""
+  }
+  while (i < input.length) {
+    const char = input.charAt(i)
+    if (nested && char === "}") break
+    const next = input.charAt(i + 1)
+    if (char !== "$") {
+      text += char
+      i += 1
+    } else if (next === "$") {
+      text += "$"
+      i += 2
+    } else if (next === "{") {
+      const name = varName.exec(input.slice(i + 2))?.[0]
+      const op = name === undefined ? "" : (/^:?[-?+]/.exec(input.slice(i + 2 + name.length))?.[0] ?? "")
+      const inner = parseSegments(input, i + 2 + (name?.length ?? 0) + op.length, true)
+      const arg = op === "" ? { segments: [], end: i + 2 + (name?.length ?? 0) } : inner
+      if (name === undefined || input.charAt(arg.end) !== "}") {
+        // Not a valid reference: keep the dollar sign literally rather than guessing.
+        text += "$"
+        i += 1
+      } else {
+        flush()
+        segments.push({ _tag: "Var", name, op, arg: arg.segments })
+        i = arg.end + 1
+      }
+    } else {
+      const name = varName.exec(input.slice(i + 1))?.[0]
+      if (name === undefined) {
+        text += "$"
+        i += 1
+      } else {
+        flush()
+        segments.push({ _tag: "Var", name, op: "", arg: [] })
+        i += 1 + name.length
+      }
+    }
+  }
+  flush()
+  return { segments, end: i }
+}
+
+const interpolation = (input: string): ReadonlyArray<Segment> => parseSegments(input, 0, false).segments
+
+/** What compose itself would substitute, given the `.env` values (used only to recognise shapes, never written). */
+const resolve = (segments: ReadonlyArray<Segment>, env: ReadonlyMap<string, string>): string =>
+  segments
+    .map((segment) => {
+      if (segment._tag === "Text") return segment.text
+      const value = env.get(segment.name)
+      const isSet = value !== undefined
+      const nonEmpty = isSet && value !== ""
+      switch (segment.op) {
+        case ":-":
+          return nonEmpty ? value : resolve(segment.arg, env)
+        case "-":
+          return isSet ? value : resolve(segment.arg, env)
+        case ":+":
+          return nonEmpty ? resolve(segment.arg, env) : ""
+        case "+":
+          return isSet ? resolve(segment.arg, env) : ""
+        default:
+          return value ?? ""
+      }
+    })
+    .join("")
+
+/** The berth form: every compose variable becomes `${env.NAME}`; defaults are dropped (they may hold secrets). */
+const toBerth = (segments: ReadonlyArray<Segment>): string =>
+  segments.map((segment) => (segment._tag === "Text" ? segment.text : `\${env.${segment.name}}`)).join("")
+
+const varsOf = (segments: ReadonlyArray<Segment>): Array<string> =>
+  segments.flatMap((segment) => (segment._tag === "Var" ? [segment.name] : []))
+
+const hasLiteral = (segments: ReadonlyArray<Segment>): boolean =>
+  segments.some((segment) => segment._tag === "Text" && segment.text.trim() !== "")
+
+// ---------------------------------------------------------------------------------------------------------------
+// .env and secrets
+// ---------------------------------------------------------------------------------------------------------------
+
+const dotenvValue = (raw: string): string => {
+  const quote = raw.charAt(0)
+  if (quote === '"' || quote === "'") {
+    const close = raw.indexOf(quote, 1)
+    const inner = raw.slice(1, close < 0 ? undefined : close)
+    return quote === "'" ? inner : inner.replace(/\\n/g, "\n").replace(/\\(["\\])/g, "$1")
+  }
+  return raw.replace(/\s+#.*$/, "").trim()
+}
+
+const parseDotenv = (text: string | undefined): ReadonlyMap<string, string> => {
+  const env = new Map<string, string>()
+  for (const line of (text ?? "").split(/\r?\n/)) {
+    const match = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(.*)$/.exec(line)
+    if (match?.[1] !== undefined && match[2] !== undefined) env.set(match[1], dotenvValue(match[2]))
+  }
+  return env
+}
+
+const secretKey = /(PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|PRIVATE_KEY|_KEY$|CREDENTIALS?|(^|_)PASS($|_))/i
+
+interface UrlShape {
+  readonly password: string | undefined
+  readonly hosts: ReadonlyArray<{ readonly host: string; readonly port: number | undefined }>
+}
+
+/** A lenient `scheme://user:pass@host:port,host2/...` reader; WHATWG URL rejects multi-host and odd schemes. */
+const urlShape = (text: string): UrlShape | undefined => {
+  const match = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/(?:([^@/?#\s]*)@)?([^/?#\s]*)/.exec(text.trim())
+  if (match === null) return undefined
+  const userinfo = match[1]
+  const colon = userinfo?.indexOf(":") ?? -1
+  const password = userinfo !== undefined && colon >= 0 ? userinfo.slice(colon + 1) : undefined
+  const hosts = (match[2] ?? "").split(",").map((hostPort) => {
+    const parts = /^(\[[^\]]*\]|[^:]*)(?::(\d+))?$/.exec(hostPort)
+    return {
+      host: (parts?.[1] ?? hostPort).toLowerCase(),
+      port: parts?.[2] === undefined ? undefined : Number(parts[2])
+    }
+  })
+  return { password: password === "" ? undefined : password, hosts }
+}
+
+interface Secret {
+  readonly key: string
+  readonly value: string
+}
+
+// Values that are too short or are well-known dev defaults would collide with ordinary words in commands.
+const minSecretLength = 4
+const defaultCredentials = new Set(["postgres", "password", "secret", "root", "admin", "guest", "example", "changeme"])
+
+const redactable = (secret: Secret): boolean =>
+  secret.value.length >= minSecretLength && !defaultCredentials.has(secret.value.toLowerCase())
+
+const secretsOfEntry = (key: string, value: string): Array<Secret> => {
+  const password = urlShape(value)?.password
+  const found = secretKey.test(key) && value.trim() !== "" ? [{ key, value }] : []
+  return password === undefined ? found : [...found, { key, value: password }]
+}
+
+const containsSecret = (text: string, secret: Secret): boolean =>
+  new RegExp(`(?<![A-Za-z0-9])${escapeRegExp(secret.value)}(?![A-Za-z0-9])`).test(text)
+
+// ---------------------------------------------------------------------------------------------------------------
+// Image classification
+// ---------------------------------------------------------------------------------------------------------------
+
+interface Adapter {
+  readonly name: string
+  readonly images: ReadonlyArray<string>
+  readonly port: number
+  readonly example: (port: number) => string
+}
+
+const adapters: ReadonlyArray<Adapter> = [
+  {
+    name: "postgres",
+    images: ["postgres", "postgresql", "postgis", "timescaledb", "timescaledb-ha"],
+    port: 5432,
+    example: (port) => `postgres://postgres@127.0.0.1:${port}/postgres`
+  },
+  { name: "mysql", images: ["mysql", "mysql-server"], port: 3306, example: (port) => `mysql://root@127.0.0.1:${port}` },
+  { name: "mariadb", images: ["mariadb"], port: 3306, example: (port) => `mysql://root@127.0.0.1:${port}` },
+  {
+    name: "percona",
+    images: ["percona", "percona-server"],
+    port: 3306,
+    example: (port) => `mysql://root@127.0.0.1:${port}`
+  },
+  {
+    name: "mongodb",
+    images: ["mongo", "mongodb", "mongodb-community-server"],
+    port: 27017,
+    example: (port) => `mongodb://root@127.0.0.1:${port}/admin`
+  },
+  {
+    name: "redis",
+    images: ["redis", "redis-stack", "redis-stack-server"],
+    port: 6379,
+    example: (port) => `redis://127.0.0.1:${port}`
+  },
+  { name: "valkey", images: ["valkey"], port: 6379, example: (port) => `redis://127.0.0.1:${port}` },
+  { name: "rabbitmq", images: ["rabbitmq"], port: 15672, example: (port) => `http://guest@127.0.0.1:${port}` },
+  { name: "kafka", images: ["kafka", "cp-kafka"], port: 9092, example: (port) => `kafka://127.0.0.1:${port}` },
+  { name: "redpanda", images: ["redpanda"], port: 9092, example: (port) => `kafka://127.0.0.1:${port}` },
+  { name: "minio", images: ["minio"], port: 9000, example: (port) => `http://minioadmin@127.0.0.1:${port}` },
+  {
+    name: "elasticsearch",
+    images: ["elasticsearch"],
+    port: 9200,
+    example: (port) => `http://elastic@127.0.0.1:${port}`
+  },
+  { name: "opensearch", images: ["opensearch"], port: 9200, example: (port) => `http://admin@127.0.0.1:${port}` },
+  { name: "qdrant", images: ["qdrant"], port: 6333, example: (port) => `http://127.0.0.1:${port}` },
+  {
+    name: "clickhouse",
+    images: ["clickhouse", "clickhouse-server"],
+    port: 8123,
+    example: (port) => `http://default@127.0.0.1:${port}`
+  }
+]
+
+// Tooling that only supports local development (admin UIs, mail catchers, coordination for old Kafka, init clients).
+const helperImages = new Set([
+  "zookeeper",
+  "cp-zookeeper",
+  "mailhog",
+  "mailpit",
+  "maildev",
+  "adminer",
+  "pgadmin",
+  "pgadmin4",
+  "phpmyadmin",
+  "redis-commander",
+  "redisinsight",
+  "kafka-ui",
+  "kafdrop",
+  "mongo-express",
+  "mc",
+  "portainer",
+  "dozzle"
+])
+
+/** `registry:5000/ns/postgresql:16@sha256:...` → `postgresql`. */
+const imageRepository = (image: string): string => {
+  const withoutDigest = image.split("@")[0] ?? image
+  const last = withoutDigest.slice(withoutDigest.lastIndexOf("/") + 1)
+  return (last.split(":")[0] ?? last).toLowerCase()
+}
+
+type Kind =
+  | { readonly _tag: "Slice"; readonly adapter: Adapter }
+  | { readonly _tag: "Helper" }
+  | { readonly _tag: "Process" }
+
+const kindOf = (image: string | undefined): Kind => {
+  if (image === undefined) return { _tag: "Process" }
+  const repository = imageRepository(image)
+  const adapter = adapters.find((candidate) => candidate.images.includes(repository))
+  if (adapter !== undefined) return { _tag: "Slice", adapter }
+  return helperImages.has(repository) ? { _tag: "Helper" } : { _tag: "Process" }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Service names
+// ---------------------------------------------------------------------------------------------------------------
+
+// `self` and `env` are reference namespaces in berth.toml (`${self.port}`, `${env.KEY}`).
+const reservedNames = new Set(["self", "env", "project"])
+
+const toName = (raw: string): string => {
+  const name = raw
+    .toLowerCase()
+    .replace(/[^a-z0-9_-]/g, "-")
+    .replace(/^[^a-z0-9]+/, "")
+  // Names must start with a letter; keep leading digits readable (`2fa` → `svc-2fa`).
+  return name === "" ? "service" : /^[0-9]/.test(name) ? `svc-${name}` : name
+}
+
+const assignNames = (composeNames: ReadonlyArray<string>): ReadonlyMap<string, string> => {
+  const taken = new Set<string>()
+  const names = new Map<string, string>()
+  for (const composeName of composeNames) {
+    const base = reservedNames.has(toName(composeName)) ? `${toName(composeName)}-svc` : toName(composeName)
+    let name = base
+    for (let n = 2; taken.has(name); n += 1) name = `${base}-${n}`
+    taken.add(name)
+    names.set(composeName, name)
+  }
+  return names
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Context shared by the per-service conversions
+// ---------------------------------------------------------------------------------------------------------------
+
+interface Service {
+  readonly composeName: string
+  readonly name: string
+  readonly def: Dict
+  readonly kind: Kind
+  readonly image: string | undefined
+}
+
+interface Ctx {
+  readonly composeDir: string
+  readonly dotenv: ReadonlyMap<string, string>
+  readonly byName: ReadonlyMap<string, Service>
+  readonly byHost: ReadonlyMap<string, Service>
+  readonly secrets: ReadonlyArray<Secret>
+  readonly notes: Array<string>
+  /** Variables berth.toml now reads through `${env.NAME}`. */
+  readonly usedVars: Set<string>
+  /** Keys whose literal compose value was moved out of berth.toml. */
+  readonly movedSecrets: Set<string>
+  /** Processes another service reaches by URL, with the container port seen in that URL. */
+  readonly urlRefs: Map<string, number | undefined>
+}
+
+const note = (ctx: Ctx, text: string): void => {
+  if (!ctx.notes.includes(text)) ctx.notes.push(text)
+}
+
+const hostAliases = (service: Service): Array<string> => {
+  const networks = service.def.networks
+  const aliases = isDict(networks)
+    ? Object.values(networks).flatMap((network) =>
+        isDict(network) && Array.isArray(network.aliases) ? network.aliases.flatMap((a) => scalarText(a) ?? []) : []
+      )
+    : []
+  const named = [service.def.container_name, service.def.hostname].flatMap((value) => scalarText(value) ?? [])
+  return [service.composeName, ...named, ...aliases].map((alias) => alias.toLowerCase())
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// environment
+// ---------------------------------------------------------------------------------------------------------------
+
+/** Map or list form; `null` means "inherit from the host environment". */
+const envEntries = (value: unknown): Array<readonly [string, string | null]> => {
+  if (isDict(value)) {
+    return Object.entries(value).map(([key, raw]): readonly [string, string | null] =>
+      raw === null || raw === undefined ? [key, null] : [key, scalarText(raw) ?? JSON.stringify(raw)]
+    )
+  }
+  if (!Array.isArray(value)) return []
+  return value.flatMap((item) => {
+    const text = scalarText(item)
+    if (text === undefined || text.trim() === "") return []
+    const eq = text.indexOf("=")
+    return [eq < 0 ? ([text.trim(), null] as const) : ([text.slice(0, eq).trim(), text.slice(eq + 1)] as const)]
+  })
+}
+
+const envRef = (ctx: Ctx, name: string): string => {
+  ctx.usedVars.add(name)
+  return `\${env.${name}}`
+}
+
+const moveSecret = (ctx: Ctx, owner: Service, key: string): string => {
+  ctx.movedSecrets.add(key)
+  note(ctx, `${owner.name}: ${key} holds a secret, so berth.toml reads it as \${env.${key}}; put its value into .env`)
+  return envRef(ctx, key)
+}
+
+/** The compose service a URL points at, if any. */
+const urlTarget = (
+  ctx: Ctx,
+  resolved: string
+): { readonly service: Service; readonly port: number | undefined } | undefined => {
+  for (const { host, port } of urlShape(resolved)?.hosts ?? []) {
+    const service = ctx.byHost.get(host)
+    if (service !== undefined) return { service, port }
+  }
+  return undefined
+}
+
+const serviceUrlToken = (
+  ctx: Ctx,
+  owner: Service,
+  key: string,
+  target: { readonly service: Service; readonly port: number | undefined }
+): string | undefined => {
+  if (target.service.kind._tag === "Helper") {
+    note(ctx, `${owner.name}: ${key} points at ${target.service.composeName}, which berth init skipped; check it`)
+    return undefined
+  }
+  if (target.service.kind._tag === "Process" && !ctx.urlRefs.has(target.service.composeName)) {
+    ctx.urlRefs.set(target.service.composeName, target.port)
+  }
+  return `\${${target.service.name}.url}`
+}
+
+/** A bare `host` or `host:port` naming another service cannot be mapped to a berth reference automatically. */
+const noteHostValue = (ctx: Ctx, owner: Service, key: string, resolved: string): void => {
+  const host = /^([A-Za-z0-9._-]+)(?::\d+)?$/.exec(resolved.trim())?.[1]?.toLowerCase()
+  const target = host === undefined ? undefined : ctx.byHost.get(host)
+  if (target !== undefined && target.kind._tag !== "Helper" && target !== owner) {
+    note(ctx, `${owner.name}: ${key} names compose host ${target.composeName}; derive it from \${${target.name}.url}`)
+  }
+}
+
+const envValue = (ctx: Ctx, owner: Service, key: string, raw: string | null, port: number | undefined): string => {
+  if (raw === null) return envRef(ctx, key)
+  const segments = interpolation(raw)
+  const resolved = resolve(segments, ctx.dotenv)
+  // The service's own listening port is whatever berth hands it.
+  if (port !== undefined && /(^|_)PORT$/i.test(key) && resolved.trim() === String(port)) return selfPort
+  const target = urlTarget(ctx, resolved)
+  const token = target === undefined ? undefined : serviceUrlToken(ctx, owner, key, target)
+  if (token !== undefined) return token
+  const written = toBerth(segments)
+  const literalPassword = urlShape(written)?.password?.replace(/\$\{env\.[A-Za-z0-9_]+\}/g, "")
+  const leaks =
+    (secretKey.test(key) && hasLiteral(segments)) ||
+    (literalPassword !== undefined && literalPassword !== "") ||
+    ctx.secrets.some((secret) => containsSecret(written, secret))
+  if (leaks) return moveSecret(ctx, owner, key)
+  noteHostValue(ctx, owner, key, resolved)
+  for (const name of varsOf(segments)) ctx.usedVars.add(name)
+  return written
+}
+
+const convertEnv = (ctx: Ctx, owner: Service): Array<readonly [string, string]> => {
+  const entries = new Map<string, string>()
+  const port = portsOf(ctx, owner)[0]?.target
+  for (const [key, raw] of envEntries(owner.def.environment)) entries.set(key, envValue(ctx, owner, key, raw, port))
+  return [...entries]
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// ports, command, health, build, depends_on, env_file
+// ---------------------------------------------------------------------------------------------------------------
+
+interface PortMapping {
+  readonly target: number
+  readonly published: number | undefined
+}
+
+const portNumber = (text: string | undefined): number | undefined => {
+  if (text === undefined || !/^\d+$/.test(text)) return undefined
+  const port = Number(text)
+  return port > 0 && port < 65536 ? port : undefined
+}
+
+const shortPort = (spec: string): PortMapping | "range" | undefined => {
+  const parts = (spec.split("/")[0] ?? spec).replace(/^\[[^\]]*\]:/, "").split(":")
+  const container = parts[parts.length - 1]
+  if (container?.includes("-")) return "range"
+  const target = portNumber(container)
+  return target === undefined ? undefined : { target, published: portNumber(parts[parts.length - 2]) }
+}
+
+const portsOf = (ctx: Ctx, service: Service): Array<PortMapping> => {
+  const value = service.def.ports
+  if (!Array.isArray(value)) return []
+  return value.flatMap((entry): Array<PortMapping> => {
+    const spec = isDict(entry) ? undefined : scalarText(entry)
+    const parsed = isDict(entry)
+      ? longPort(entry)
+      : spec === undefined
+        ? undefined
+        : shortPort(resolve(interpolation(spec), ctx.dotenv))
+    if (parsed === "range") note(ctx, `${service.name}: skipped port range ${spec ?? ""}; add named ports by hand`)
+    return parsed === undefined || parsed === "range" ? [] : [parsed]
+  })
+}
+
+const longPort = (entry: Dict): PortMapping | "range" | undefined => {
+  const targetText = scalarText(entry.target)
+  if (targetText?.includes("-")) return "range"
+  const target = portNumber(targetText)
+  return target === undefined ? undefined : { target, published: portNumber(scalarText(entry.published)) }
+}
+
+/**
+ * Compose interpolation in a command, in berth form. A variable that resolves to the service's own port becomes the
+ * literal port, so `withSelfPort` can turn it into `${self.port}`.
+ */
+const shellText = (ctx: Ctx, text: string, port: number | undefined): string => {
+  const segments = interpolation(text).map((segment): Segment => {
+    const value = segment._tag === "Var" ? resolve([segment], ctx.dotenv) : undefined
+    return port !== undefined && value === String(port) ? { _tag: "Text", text: value } : segment
+  })
+  for (const name of varsOf(segments)) ctx.usedVars.add(name)
+  return toBerth(segments)
+}
+
+/** Compose runs exec-form arrays without a shell, so each argument is quoted to keep it one word. */
+const commandText = (ctx: Ctx, value: unknown, port: number | undefined): string | undefined => {
+  const text =
+    typeof value === "string"
+      ? shellText(ctx, value, port).trim()
+      : Array.isArray(value)
+        ? value
+            .flatMap((arg) => scalarText(arg) ?? [])
+            .map((arg) => shellQuote(shellText(ctx, arg, port)))
+            .join(" ")
+        : undefined
+  return text === undefined || text === "" ? undefined : text
+}
+
+// A port is a standalone token (`--port 3000`, `PORT=3000`, `'3000'`) or follows a local/bind address.
+const portBefore = String.raw`(?<=^|[\s='"]|(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\]|\*):)`
+const portAfter = String.raw`(?=$|[\s'";&|)/])`
+
+/** `--port 3000`, `-p 3000`, `PORT=3000`, `0.0.0.0:3000` → `${self.port}`; other digits are left alone. */
+const withSelfPort = (command: string, port: number | undefined): string =>
+  port === undefined ? command : command.replace(new RegExp(`${portBefore}${port}${portAfter}`, "g"), () => selfPort)
+
+const redact = (ctx: Ctx, owner: Service, field: string, text: string): string =>
+  [...ctx.secrets]
+    .sort((a, b) => b.value.length - a.value.length)
+    .reduce((acc, secret) => {
+      if (!containsSecret(acc, secret)) return acc
+      note(ctx, `${owner.name}: ${field} contained the value of ${secret.key}; it now reads \${env.${secret.key}}`)
+      ctx.usedVars.add(secret.key)
+      return acc.replace(
+        new RegExp(`(?<![A-Za-z0-9])${escapeRegExp(secret.value)}(?![A-Za-z0-9])`, "g"),
+        () => `\${env.${secret.key}}`
+      )
+    }, text)
+
+const healthTest = (ctx: Ctx, test: unknown, port: number | undefined): string | undefined => {
+  if (typeof test === "string") return commandText(ctx, test, port)
+  if (!Array.isArray(test)) return undefined
+  const [head, ...rest] = test.map((item) => scalarText(item) ?? "")
+  if (head === "NONE" || head === undefined) return undefined
+  if (head === "CMD-SHELL") return commandText(ctx, rest.join(" "), port)
+  return commandText(ctx, head === "CMD" ? rest : [head, ...rest], port)
+}
+
+const localUrl = /\bhttps?:\/\/(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1\])(?::(\d+))?(\/[^\s'"|;&)]*)?/
+
+const healthOf = (ctx: Ctx, service: Service, port: number | undefined): Health | undefined => {
+  const check = service.def.healthcheck
+  if (!isDict(check) || check.disable === true) return undefined
+  const test = healthTest(ctx, check.test, port)
+  if (test === undefined || test.trim() === "") return undefined
+  const http = /\b(curl|wget)\b/.test(test) ? localUrl.exec(test) : null
+  // An http check only makes sense on the port berth hands the service.
+  if (http !== null && port !== undefined && Number(http[1] ?? "80") === port) {
+    return { http: http[2] ?? "/" }
+  }
+  return { cmd: redact(ctx, service, "healthcheck", withSelfPort(test, port)) }
+}
+
+interface BuildInfo {
+  readonly context: string
+  readonly dockerfile: string | undefined
+}
+
+const buildOf = (value: unknown): BuildInfo | undefined => {
+  if (typeof value === "string") return { context: value, dockerfile: undefined }
+  if (!isDict(value)) return undefined
+  return { context: scalarText(value.context) ?? ".", dockerfile: scalarText(value.dockerfile) }
+}
+
+const buildDir = (ctx: Ctx, service: Service, build: BuildInfo): string | undefined => {
+  if (/^[a-z][a-z0-9+.-]*:\/\/|^git@/i.test(build.context)) return undefined
+  const dir = repoPath(ctx.composeDir, build.context)
+  if (dir === undefined)
+    note(ctx, `${service.name}: build context ${build.context} is outside the repo; set dir by hand`)
+  return dir === "." ? undefined : dir
+}
+
+const todoComment = (service: Service, build: BuildInfo | undefined): string => {
+  if (build !== undefined) {
+    const dockerfile = build.dockerfile === undefined ? "" : ` (${build.dockerfile})`
+    return `TODO: compose builds ${service.composeName} from context ${build.context}${dockerfile} and gives no command; set cmd`
+  }
+  if (service.image !== undefined) {
+    return `TODO: compose runs image ${service.image} for ${service.composeName} and gives no command; set cmd`
+  }
+  return `TODO: compose gives ${service.composeName} no command, image or build; set cmd`
+}
+
+const dependsOn = (ctx: Ctx, service: Service): Array<string> => {
+  const value = service.def.depends_on
+  const names = Array.isArray(value)
+    ? value.flatMap((v) => scalarText(v) ?? [])
+    : isDict(value)
+      ? Object.keys(value)
+      : []
+  return unique(
+    names.flatMap((name) => {
+      const target = ctx.byName.get(name)
+      if (target === undefined) note(ctx, `${service.name}: depends_on names unknown service ${name}; dropped`)
+      return target === undefined || target.kind._tag === "Helper" ? [] : [target.name]
+    })
+  )
+}
+
+const envFileOf = (ctx: Ctx, value: unknown): string | Array<string> | undefined => {
+  const items = Array.isArray(value) ? value : value === undefined ? [] : [value]
+  const paths = items.flatMap((item) => scalarText(isDict(item) ? item.path : item) ?? [])
+  const relocated = paths.map((path) => repoPath(ctx.composeDir, path) ?? path)
+  if (relocated.length === 0) return undefined
+  return typeof value === "string" && relocated[0] !== undefined ? relocated[0] : relocated
+}
+
+const groupsOf = (value: unknown): Array<string> =>
+  Array.isArray(value) ? unique(value.flatMap((v) => scalarText(v) ?? []).map(toName)) : []
+
+// ---------------------------------------------------------------------------------------------------------------
+// Service drafts
+// ---------------------------------------------------------------------------------------------------------------
+
+const sliceDraft = (ctx: Ctx, service: Service, adapter: Adapter): ServiceDraft => {
+  const variable = `${adapter.name.toUpperCase()}_ADMIN_URL`
+  const published = portsOf(ctx, service).find((mapping) => mapping.target === adapter.port)?.published
+  note(
+    ctx,
+    `${service.name}: now a slice (adapter ${adapter.name}); set ${variable} in .env to a shared ${adapter.name} server`
+  )
+  return {
+    _tag: "Slice",
+    name: service.name,
+    adapter: adapter.name,
+    adminUrlHint: `${variable}, e.g. ${adapter.example(published ?? adapter.port)}`,
+    adminUrl: `\${env.${variable}}`,
+    mode: adapter.name === "redis" || adapter.name === "valkey" ? "db" : undefined
+  }
+}
+
+const processDraft = (ctx: Ctx, service: Service, env: Array<readonly [string, string]>): ServiceDraft => {
+  const ports = portsOf(ctx, service).map((mapping) => mapping.target)
+  const referenced = ctx.urlRefs.has(service.composeName)
+  const port = ports[0] ?? ctx.urlRefs.get(service.composeName)
+  const build = buildOf(service.def.build)
+  const command = [commandText(ctx, service.def.entrypoint, port), commandText(ctx, service.def.command, port)].filter(
+    (part): part is string => part !== undefined
+  )
+  const cmd =
+    command.length === 0
+      ? todoCmd(service.name)
+      : redact(ctx, service, "command", withSelfPort(command.join(" "), port))
+  if (command.length === 0) note(ctx, `${service.name}: no command in compose; set services.${service.name}.cmd`)
+  return {
+    _tag: "Process",
+    name: service.name,
+    cmdComments: command.length === 0 ? [todoComment(service, build)] : [],
+    cmd,
+    dir: build === undefined ? undefined : buildDir(ctx, service, build),
+    url: ports.length > 0 || referenced ? service.name : undefined,
+    ports: unique(ports.slice(1).filter((extra) => extra !== ports[0])).map((extra) => `p${extra}`),
+    dependsOn: dependsOn(ctx, service),
+    env,
+    envFile: envFileOf(ctx, service.def.env_file),
+    health: healthOf(ctx, service, ports.length > 0 || referenced ? port : undefined),
+    groups: groupsOf(service.def.profiles)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Parsing and assembly
+// ---------------------------------------------------------------------------------------------------------------
+
+const initError = (message: string, file: string, line: number | undefined): InitError =>
+  new InitError(line === undefined ? { message, file } : { message, file, line })
+
+interface ComposeRoot {
+  readonly services: Dict
+  readonly hasInclude: boolean
+}
+
+const parseCompose = (text: string, file: string): Either.Either<ComposeRoot, InitError> => {
+  const lineCounter = new LineCounter()
+  const doc = parseDocument(text, { merge: true, lineCounter, prettyErrors: false })
+  const error = doc.errors[0]
+  if (error !== undefined) {
+    return Either.left(initError(`invalid YAML: ${error.message}`, file, lineCounter.linePos(error.pos[0]).line))
+  }
+  const servicesKey = isMap(doc.contents)
+    ? doc.contents.items.find((pair) => isScalar(pair.key) && pair.key.value === "services")?.key
+    : undefined
+  const servicesLine =
+    isScalar(servicesKey) && servicesKey.range ? lineCounter.linePos(servicesKey.range[0]).line : undefined
+  let root: unknown
+  try {
+    root = doc.toJS({ maxAliasCount: 1000 })
+  } catch (cause) {
+    return Either.left(
+      initError(`invalid YAML: ${cause instanceof Error ? cause.message : String(cause)}`, file, undefined)
+    )
+  }
+  if (!isDict(root) || !isDict(root.services)) {
+    return Either.left(initError("compose file has no `services` map", file, servicesLine))
+  }
+  return Either.right({ services: root.services, hasInclude: root.include !== undefined })
+}
+
+const collectSecrets = (services: ReadonlyArray<Service>, dotenv: ReadonlyMap<string, string>): Array<Secret> => {
+  const fromCompose = services.flatMap((service) =>
+    envEntries(service.def.environment).flatMap(([key, raw]) =>
+      raw === null ? [] : secretsOfEntry(key, resolve(interpolation(raw), dotenv))
+    )
+  )
+  const fromDotenv = [...dotenv].flatMap(([key, value]) => secretsOfEntry(key, value))
+  return [...fromCompose, ...fromDotenv].filter(redactable)
+}
+
+const toServices = (ctx: Pick<Ctx, "notes" | "dotenv">, defs: Dict): Array<Service> => {
+  const entries = Object.entries(defs).flatMap(([composeName, def]): Array<readonly [string, Dict]> => {
+    if (def === null || def === undefined) return [[composeName, {}]]
+    if (isDict(def)) return [[composeName, def]]
+    ctx.notes.push(`skipped ${composeName}: its compose definition is not a map`)
+    return []
+  })
+  const names = assignNames(entries.map(([composeName]) => composeName))
+  return entries.map(([composeName, def]) => {
+    const imageText = scalarText(def.image)
+    const image = imageText === undefined ? undefined : resolve(interpolation(imageText), ctx.dotenv)
+    return {
+      composeName,
+      name: names.get(composeName) ?? toName(composeName),
+      def,
+      kind: kindOf(image),
+      image: imageText
+    }
+  })
+}
+
+const makeCtx = (input: Parameters<typeof fromCompose>[0], services: ReadonlyArray<Service>, notes: Array<string>) => {
+  const dotenv = parseDotenv(input.envText)
+  const byHost = new Map<string, Service>()
+  for (const service of services)
+    for (const alias of hostAliases(service)) if (!byHost.has(alias)) byHost.set(alias, service)
+  const ctx: Ctx = {
+    composeDir: composeDirOf(input.composeFile),
+    dotenv,
+    byName: new Map(services.map((service) => [service.composeName, service])),
+    byHost,
+    secrets: collectSecrets(services, dotenv),
+    notes,
+    usedVars: new Set(),
+    movedSecrets: new Set(),
+    urlRefs: new Map()
+  }
+  return ctx
+}
+
+const serviceNotes = (ctx: Ctx, services: ReadonlyArray<Service>): void => {
+  for (const service of services) {
+    if (service.name !== service.composeName)
+      note(ctx, `renamed compose service ${service.composeName} to ${service.name}`)
+    if (service.kind._tag === "Helper") {
+      note(
+        ctx,
+        `skipped ${service.composeName} (image ${service.image ?? "?"}): a dev helper, not an app or data service`
+      )
+    }
+    if (service.def.extends !== undefined) note(ctx, `${service.name}: compose \`extends\` is not followed; check it`)
+  }
+}
+
+const missingVarsNote = (ctx: Ctx): void => {
+  const missing = [...ctx.usedVars].filter((name) => !ctx.dotenv.has(name) && !ctx.movedSecrets.has(name)).sort()
+  if (missing.length > 0)
+    note(ctx, `berth.toml reads these from the environment or .env; make sure they are set: ${missing.join(", ")}`)
+}
+
+const header = (composeFile: string): Array<string> => [
+  `Generated by \`berth init\` from ${composeFile}.`,
+  "Review the TODOs, then run `berth check`."
+]
+
+/** Turns a docker-compose file (and the project's `.env` text) into a starting berth.toml. */
+export const fromCompose = (input: {
+  readonly composeText: string
+  readonly composeFile: string
+  readonly envText?: string | undefined
+  readonly projectName: string
+}): Either.Either<InitResult, InitError> =>
+  Either.map(parseCompose(input.composeText, input.composeFile), (root) => {
+    const notes: Array<string> = []
+    const services = toServices({ notes, dotenv: parseDotenv(input.envText) }, root.services)
+    const ctx = makeCtx(input, services, notes)
+    serviceNotes(ctx, services)
+    if (root.hasInclude) note(ctx, "compose `include` files are not read; run berth init on them separately")
+    // Env first: it discovers which processes others reach by URL, and those need a `url` of their own.
+    const envs = new Map(
+      services.map((service) => [service.composeName, service.kind._tag === "Process" ? convertEnv(ctx, service) : []])
+    )
+    const drafts = services.flatMap((service): Array<ServiceDraft> => {
+      if (service.kind._tag === "Helper") return []
+      if (service.kind._tag === "Slice") return [sliceDraft(ctx, service, service.kind.adapter)]
+      return [processDraft(ctx, service, envs.get(service.composeName) ?? [])]
+    })
+    if (drafts.length === 0) note(ctx, "the compose file defines no services berth can run")
+    missingVarsNote(ctx)
+    const draft: ConfigDraft = {
+      header: header(input.composeFile),
+      project: { name: input.projectName },
+      services: drafts
+    }
+    return { toml: renderConfig(draft), notes: ctx.notes }
+  })

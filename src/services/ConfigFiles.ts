@@ -1,0 +1,110 @@
+/**
+ * Finding, reading and checking `berth.toml` on disk. The parsing itself is pure (`domain/config`); this service is
+ * the edge that touches the file system and the environment.
+ */
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import { externalAdapterCommand } from "../domain/adapters.js"
+import type { Diagnostic } from "../domain/config/diagnostic.js"
+import { lintConfig } from "../domain/config/lint.js"
+import { type ParsedConfig, parseConfig } from "../domain/config/parse.js"
+import { parseDotenv } from "../domain/dotenv.js"
+import { ConfigInvalid, ConfigNotFound, ConfigUnreadable } from "../domain/errors.js"
+
+export const CONFIG_FILE = "berth.toml"
+
+export interface LoadedConfig {
+  /** absolute path of berth.toml */
+  readonly file: string
+  /** the folder holding it: the worktree root */
+  readonly root: string
+  readonly parsed: ParsedConfig
+  /** the project's `.env`, when present */
+  readonly dotenv: ReadonlyMap<string, string>
+}
+
+export class ConfigFiles extends Effect.Service<ConfigFiles>()("berth/ConfigFiles", {
+  effect: Effect.gen(function* () {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+
+    const exists = (p: string) => fs.exists(p).pipe(Effect.orElseSucceed(() => false))
+    const isDirectory = (p: string) =>
+      fs.stat(p).pipe(
+        Effect.map((s) => s.type === "Directory"),
+        Effect.orElseSucceed(() => false)
+      )
+
+    /** `start` may name the file itself or any folder at or below the one holding it. */
+    const locate = Effect.fn("ConfigFiles.locate")(function* (start: string) {
+      const absolute = path.resolve(start)
+      if (!(yield* isDirectory(absolute))) {
+        if (yield* exists(absolute)) return absolute
+        return yield* new ConfigNotFound({ searched: absolute })
+      }
+      for (let dir = absolute; ; dir = path.dirname(dir)) {
+        const candidate = path.join(dir, CONFIG_FILE)
+        if (yield* exists(candidate)) return candidate
+        if (path.dirname(dir) === dir) return yield* new ConfigNotFound({ searched: absolute })
+      }
+    })
+
+    const readText = (file: string) =>
+      fs
+        .readFileString(file)
+        .pipe(Effect.mapError((e) => new ConfigUnreadable({ file, reason: e.message.replace(/^[^:]*: /, "") })))
+
+    const readDotenv = (root: string) =>
+      fs.readFileString(path.join(root, ".env")).pipe(
+        Effect.map(parseDotenv),
+        Effect.orElseSucceed((): ReadonlyMap<string, string> => new Map())
+      )
+
+    /** How a file is named in messages: relative to the working folder when it is below it. */
+    const display = (file: string) => {
+      const relative = path.relative(process.cwd(), file)
+      return relative !== "" && !relative.startsWith("..") && !path.isAbsolute(relative) ? relative : file
+    }
+
+    const load = Effect.fn("ConfigFiles.load")(function* (start: string) {
+      const file = yield* locate(start)
+      const text = yield* readText(file)
+      const parsed = parseConfig(text, display(file))
+      if (Either.isLeft(parsed)) return yield* new ConfigInvalid({ file: display(file), diagnostics: parsed.left })
+      const root = path.dirname(file)
+      return { file, root, parsed: parsed.right, dotenv: yield* readDotenv(root) } satisfies LoadedConfig
+    })
+
+    const isExecutable = (file: string) =>
+      fs.stat(file).pipe(
+        Effect.map((s) => s.type === "File" && (s.mode & 0o111) !== 0),
+        Effect.orElseSucceed(() => false)
+      )
+
+    const onPath = (command: string) =>
+      Effect.gen(function* () {
+        for (const dir of (process.env.PATH ?? "").split(":")) {
+          if (dir !== "" && (yield* isExecutable(path.join(dir, command)))) return true
+        }
+        return false
+      })
+
+    /** `check`'s warnings for a loaded config. */
+    const lint = Effect.fn("ConfigFiles.lint")(function* (loaded: LoadedConfig) {
+      const adapters = loaded.parsed.config.services.flatMap((s) => (s._tag === "Slice" ? [s.adapter] : []))
+      const present = new Set<string>()
+      for (const adapter of new Set(adapters)) {
+        const command = externalAdapterCommand(adapter)
+        if (yield* onPath(command)) present.add(command)
+      }
+      return lintConfig(loaded.parsed, {
+        onPath: (command) => present.has(command),
+        env: (name) => process.env[name] ?? loaded.dotenv.get(name)
+      }) satisfies ReadonlyArray<Diagnostic>
+    })
+
+    return { locate, load, lint, display } as const
+  })
+}) {}
