@@ -399,6 +399,22 @@ describe("fromCompose: edge cases", () => {
     expect(result.notes.some((n) => n.includes("outside the repo"))).toBe(true)
   })
 
+  it("takes dir from a bind mount onto working_dir when there is no build", () => {
+    const result = convert({
+      composeText: [
+        "services:",
+        "  web:",
+        "    image: node:20",
+        "    working_dir: /app/",
+        "    volumes: [node_modules:/app/node_modules, ./frontend:/app:cached]",
+        "    command: npm run dev",
+        "volumes:",
+        "  node_modules: {}"
+      ].join("\n")
+    })
+    expect(parsed(result.toml).services.web).toEqual({ cmd: "npm run dev", dir: "frontend" })
+  })
+
   it("reads every published port form", () => {
     const result = convert({
       composeText: [
@@ -625,7 +641,7 @@ describe("fromPackageJson", () => {
       project: { name: "p", setup: "npm ci" },
       services: { web: { cmd: todo("web"), url: "web" } }
     })
-    expect(result.notes.some((n) => n.includes("not valid JSON"))).toBe(true)
+    expect(result.notes.some((n) => n.includes("not a valid JSON object"))).toBe(true)
   })
 
   it("handles a missing package.json", () => {

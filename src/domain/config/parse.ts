@@ -80,10 +80,22 @@ const writtenDependsOn = (value: unknown): ReadonlyArray<string> =>
 
 const sliceOnlyKeys = new Set(["adapter", "admin_url", "migrate", "seed", "clone_from", "golden_inputs"])
 
+/** Keys people bring from docker-compose and other tools, and what berth calls them. */
+const familiarKeys: Record<string, string> = {
+  command: "cmd",
+  environment: "env",
+  working_dir: "dir",
+  cwd: "dir",
+  port: "ports",
+  healthcheck: "health",
+  depends: "depends_on",
+  profiles: "groups"
+}
+
 const processHint = (key: string): string | undefined =>
   sliceOnlyKeys.has(key)
     ? `"${key}" belongs to a slice: add adapter = "postgres" (or another adapter) to make this service a slice`
-    : undefined
+    : didYouMean(familiarKeys[key])
 
 const toHealth = (h: S.ProcessServiceInput["health"]): Model.HealthCheck | undefined => {
   if (h === undefined) return undefined

@@ -58,6 +58,31 @@ type Segment =
 
 const varName = /^[A-Za-z_][A-Za-z0-9_]*/
 
+type Step = { readonly text: string; readonly end: number } | { readonly segment: Segment; readonly end: number }
+
+/** `${NAME}` or `${NAME<op>arg}` at `start` (the `$`); undefined when malformed. */
+const parseBraced = (input: string, start: number): Step | undefined => {
+  const nameStart = start + 2
+  const name = varName.exec(input.slice(nameStart))?.[0]
+  if (name === undefined) return undefined
+  const opStart = nameStart + name.length
+  const op = /^:?[-?+]/.exec(input.slice(opStart))?.[0] ?? ""
+  const arg = op === "" ? { segments: [], end: opStart } : parseSegments(input, opStart + op.length, true)
+  if (input.charAt(arg.end) !== "}") return undefined
+  return { segment: { _tag: "Var", name, op, arg: arg.segments }, end: arg.end + 1 }
+}
+
+// A `$` that starts no valid reference stays literal rather than being guessed at.
+const parseDollar = (input: string, start: number): Step => {
+  const next = input.charAt(start + 1)
+  if (next === "$") return { text: "$", end: start + 2 }
+  if (next === "{") return parseBraced(input, start) ?? { text: "$", end: start + 1 }
+  const name = varName.exec(input.slice(start + 1))?.[0]
+  return name === undefined
+    ? { text: "$", end: start + 1 }
+    : { segment: { _tag: "Var", name, op: "", arg: [] }, end: start + 1 + name.length }
+}
+
 const parseSegments = (
   input: string,
   start: number,
@@ -66,47 +91,19 @@ const parseSegments = (
   const segments: Array<Segment> = []
   let text = ""
   let i = start
-  const flush = () => {
-    if (text !== "") segments.push({ _tag: "Text", text })
-    text = ""
-  }
   while (i < input.length) {
     const char = input.charAt(i)
     if (nested && char === "}") break
-    const next = input.charAt(i + 1)
-    if (char !== "$") {
-      text += char
-      i += 1
-    } else if (next === "$") {
-      text += "$"
-      i += 2
-    } else if (next === "{") {
-      const name = varName.exec(input.slice(i + 2))?.[0]
-      const op = name === undefined ? "" : (/^:?[-?+]/.exec(input.slice(i + 2 + name.length))?.[0] ?? "")
-      const inner = parseSegments(input, i + 2 + (name?.length ?? 0) + op.length, true)
-      const arg = op === "" ? { segments: [], end: i + 2 + (name?.length ?? 0) } : inner
-      if (name === undefined || input.charAt(arg.end) !== "}") {
-        // Not a valid reference: keep the dollar sign literally rather than guessing.
-        text += "$"
-        i += 1
-      } else {
-        flush()
-        segments.push({ _tag: "Var", name, op, arg: arg.segments })
-        i = arg.end + 1
-      }
-    } else {
-      const name = varName.exec(input.slice(i + 1))?.[0]
-      if (name === undefined) {
-        text += "$"
-        i += 1
-      } else {
-        flush()
-        segments.push({ _tag: "Var", name, op: "", arg: [] })
-        i += 1 + name.length
-      }
+    const step: Step = char === "$" ? parseDollar(input, i) : { text: char, end: i + 1 }
+    if ("text" in step) text += step.text
+    else {
+      if (text !== "") segments.push({ _tag: "Text", text })
+      text = ""
+      segments.push(step.segment)
     }
+    i = step.end
   }
-  flush()
+  if (text !== "") segments.push({ _tag: "Text", text })
   return { segments, end: i }
 }
 
@@ -318,13 +315,13 @@ const kindOf = (image: string | undefined): Kind => {
 // ---------------------------------------------------------------------------------------------------------------
 
 // `self` and `env` are reference namespaces in berth.toml (`${self.port}`, `${env.KEY}`).
-const reservedNames = new Set(["self", "env", "project"])
+const reservedNames = new Set(["self", "env"])
 
 const toName = (raw: string): string => {
   const name = raw
     .toLowerCase()
     .replace(/[^a-z0-9_-]/g, "-")
-    .replace(/^[^a-z0-9]+/, "")
+    .replace(/^[^a-z0-9]+|-+$/g, "")
   // Names must start with a letter; keep leading digits readable (`2fa` → `svc-2fa`).
   return name === "" ? "service" : /^[0-9]/.test(name) ? `svc-${name}` : name
 }
@@ -476,7 +473,9 @@ const envValue = (ctx: Ctx, owner: Service, key: string, raw: string | null, por
 const convertEnv = (ctx: Ctx, owner: Service): Array<readonly [string, string]> => {
   const entries = new Map<string, string>()
   const port = portsOf(ctx, owner)[0]?.target
-  for (const [key, raw] of envEntries(owner.def.environment)) entries.set(key, envValue(ctx, owner, key, raw, port))
+  for (const [key, raw] of envEntries(owner.def.environment)) {
+    if (key !== "") entries.set(key, envValue(ctx, owner, key, raw, port))
+  }
   return [...entries]
 }
 
@@ -611,9 +610,31 @@ const buildOf = (value: unknown): BuildInfo | undefined => {
 const buildDir = (ctx: Ctx, service: Service, build: BuildInfo): string | undefined => {
   if (/^[a-z][a-z0-9+.-]*:\/\/|^git@/i.test(build.context)) return undefined
   const dir = repoPath(ctx.composeDir, build.context)
-  if (dir === undefined)
+  if (dir === undefined) {
     note(ctx, `${service.name}: build context ${build.context} is outside the repo; set dir by hand`)
+  }
   return dir === "." ? undefined : dir
+}
+
+const volumeMount = (volume: unknown): readonly [string | undefined, string | undefined] => {
+  if (isDict(volume)) return [scalarText(volume.source), scalarText(volume.target)]
+  const [source, target] = scalarText(volume)?.split(":") ?? []
+  return [source, target]
+}
+
+/** Image-only dev services usually run the repo's code through a bind mount onto their working_dir. */
+const mountDir = (ctx: Ctx, service: Service): string | undefined => {
+  const workdir = scalarText(service.def.working_dir)?.replace(/\/$/, "")
+  const volumes = Array.isArray(service.def.volumes) ? service.def.volumes : []
+  for (const volume of volumes) {
+    const [source, target] = volumeMount(volume)
+    // Only relative host paths are bind mounts of the repo; bare names are named volumes.
+    if (workdir === undefined || source === undefined || !/^\.{1,2}(\/|$)/.test(source)) continue
+    if (target?.replace(/\/$/, "") !== workdir) continue
+    const dir = repoPath(ctx.composeDir, source)
+    return dir === "." ? undefined : dir
+  }
+  return undefined
 }
 
 const todoComment = (service: Service, build: BuildInfo | undefined): string => {
@@ -693,7 +714,7 @@ const processDraft = (ctx: Ctx, service: Service, env: Array<readonly [string, s
     name: service.name,
     cmdComments: command.length === 0 ? [todoComment(service, build)] : [],
     cmd,
-    dir: build === undefined ? undefined : buildDir(ctx, service, build),
+    dir: build === undefined ? mountDir(ctx, service) : buildDir(ctx, service, build),
     url: ports.length > 0 || referenced ? service.name : undefined,
     ports: unique(ports.slice(1).filter((extra) => extra !== ports[0])).map((extra) => `p${extra}`),
     dependsOn: dependsOn(ctx, service),
@@ -752,17 +773,17 @@ const collectSecrets = (services: ReadonlyArray<Service>, dotenv: ReadonlyMap<st
   return [...fromCompose, ...fromDotenv].filter(redactable)
 }
 
-const toServices = (ctx: Pick<Ctx, "notes" | "dotenv">, defs: Dict): Array<Service> => {
+const toServices = (defs: Dict, dotenv: ReadonlyMap<string, string>, notes: Array<string>): Array<Service> => {
   const entries = Object.entries(defs).flatMap(([composeName, def]): Array<readonly [string, Dict]> => {
     if (def === null || def === undefined) return [[composeName, {}]]
     if (isDict(def)) return [[composeName, def]]
-    ctx.notes.push(`skipped ${composeName}: its compose definition is not a map`)
+    notes.push(`skipped ${composeName}: its compose definition is not a map`)
     return []
   })
   const names = assignNames(entries.map(([composeName]) => composeName))
   return entries.map(([composeName, def]) => {
     const imageText = scalarText(def.image)
-    const image = imageText === undefined ? undefined : resolve(interpolation(imageText), ctx.dotenv)
+    const image = imageText === undefined ? undefined : resolve(interpolation(imageText), dotenv)
     return {
       composeName,
       name: names.get(composeName) ?? toName(composeName),
@@ -773,13 +794,18 @@ const toServices = (ctx: Pick<Ctx, "notes" | "dotenv">, defs: Dict): Array<Servi
   })
 }
 
-const makeCtx = (input: Parameters<typeof fromCompose>[0], services: ReadonlyArray<Service>, notes: Array<string>) => {
-  const dotenv = parseDotenv(input.envText)
+const makeCtx = (
+  composeFile: string,
+  dotenv: ReadonlyMap<string, string>,
+  services: ReadonlyArray<Service>,
+  notes: Array<string>
+): Ctx => {
   const byHost = new Map<string, Service>()
-  for (const service of services)
+  for (const service of services) {
     for (const alias of hostAliases(service)) if (!byHost.has(alias)) byHost.set(alias, service)
-  const ctx: Ctx = {
-    composeDir: composeDirOf(input.composeFile),
+  }
+  return {
+    composeDir: composeDirOf(composeFile),
     dotenv,
     byName: new Map(services.map((service) => [service.composeName, service])),
     byHost,
@@ -789,13 +815,13 @@ const makeCtx = (input: Parameters<typeof fromCompose>[0], services: ReadonlyArr
     movedSecrets: new Set(),
     urlRefs: new Map()
   }
-  return ctx
 }
 
 const serviceNotes = (ctx: Ctx, services: ReadonlyArray<Service>): void => {
   for (const service of services) {
-    if (service.name !== service.composeName)
+    if (service.name !== service.composeName) {
       note(ctx, `renamed compose service ${service.composeName} to ${service.name}`)
+    }
     if (service.kind._tag === "Helper") {
       note(
         ctx,
@@ -808,8 +834,9 @@ const serviceNotes = (ctx: Ctx, services: ReadonlyArray<Service>): void => {
 
 const missingVarsNote = (ctx: Ctx): void => {
   const missing = [...ctx.usedVars].filter((name) => !ctx.dotenv.has(name) && !ctx.movedSecrets.has(name)).sort()
-  if (missing.length > 0)
+  if (missing.length > 0) {
     note(ctx, `berth.toml reads these from the environment or .env; make sure they are set: ${missing.join(", ")}`)
+  }
 }
 
 const header = (composeFile: string): Array<string> => [
@@ -826,10 +853,11 @@ export const fromCompose = (input: {
 }): Either.Either<InitResult, InitError> =>
   Either.map(parseCompose(input.composeText, input.composeFile), (root) => {
     const notes: Array<string> = []
-    const services = toServices({ notes, dotenv: parseDotenv(input.envText) }, root.services)
-    const ctx = makeCtx(input, services, notes)
+    const dotenv = parseDotenv(input.envText)
+    const services = toServices(root.services, dotenv, notes)
+    const ctx = makeCtx(input.composeFile, dotenv, services, notes)
     serviceNotes(ctx, services)
-    if (root.hasInclude) note(ctx, "compose `include` files are not read; run berth init on them separately")
+    if (root.hasInclude) note(ctx, "compose `include` files are not read; add their services by hand")
     // Env first: it discovers which processes others reach by URL, and those need a `url` of their own.
     const envs = new Map(
       services.map((service) => [service.composeName, service.kind._tag === "Process" ? convertEnv(ctx, service) : []])

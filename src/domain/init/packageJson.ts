@@ -51,9 +51,9 @@ const pickManager = (
     notes.push(`several lock files found (${present.map((m) => m.lockfile).join(", ")}); using ${chosen.lockfile}`)
   }
   if (chosen !== undefined) return { name: chosen.name, setup: chosen.setup }
-  notes.push("no lock file found, so [project] has no setup command; add one (e.g. `npm ci`) once there is a lock file")
-  const known = managers.find((manager) => manager.name === declared)
-  return { name: known?.name ?? "npm", setup: undefined }
+  const name = managers.find((manager) => manager.name === declared)?.name ?? "npm"
+  notes.push(`no lock file found, so [project] has no setup command; add one once \`${name} install\` has made one`)
+  return { name, setup: undefined }
 }
 
 const selfPort = `\${self.port}`
@@ -90,7 +90,7 @@ export const fromPackageJson = (input: {
   const notes: Array<string> = []
   const pkg = input.packageJsonText === undefined ? undefined : parsePackageJson(input.packageJsonText)
   if (input.packageJsonText === undefined) notes.push("no package.json found; set services.web.cmd in berth.toml")
-  else if (pkg === undefined) notes.push("package.json is not valid JSON; set services.web.cmd in berth.toml")
+  else if (pkg === undefined) notes.push("package.json is not a valid JSON object; set services.web.cmd in berth.toml")
   const manager = pickManager(input.lockfiles, pkg?.declaredManager, notes)
   const toml = renderConfig({
     header: [
