@@ -37,7 +37,9 @@ describe("berth (the binary)", () => {
   it("rejects an unknown option with a suggestion and exit 2", async () => {
     const r = await box.run(["check", "--jsn"])
     expect(r.code).toBe(2)
-    expect(r.stderr.trim().split("\n")).toEqual(['berth: unknown option "--jsn" for berth check; did you mean "--json"?'])
+    expect(r.stderr.trim().split("\n")).toEqual([
+      'berth: unknown option "--jsn" for berth check; did you mean "--json"?'
+    ])
   })
 
   it("reports errors as JSON on stderr in --json mode", async () => {
@@ -50,7 +52,11 @@ describe("berth (the binary)", () => {
   })
 
   it("never prints a stack trace", async () => {
-    for (const args of [["check", "/nonexistent/berth.toml"], ["init", "/nonexistent"], ["check", "--json", "/x"]]) {
+    for (const args of [
+      ["check", "/nonexistent/berth.toml"],
+      ["init", "/nonexistent"],
+      ["check", "--json", "/x"]
+    ]) {
       const r = await box.run(args)
       expect(r.code).not.toBe(0)
       expect(r.stderr).not.toMatch(/\n\s+at /)

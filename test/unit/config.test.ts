@@ -61,7 +61,13 @@ verify = ["npm test"]
 describe("parseConfig", () => {
   it("reads the design's example into the model with defaults", () => {
     const { config } = ok(example)
-    expect(config.project).toEqual({ name: "acme", domain: "localhost", worktrees: undefined, setup: "npm ci", https: false })
+    expect(config.project).toEqual({
+      name: "acme",
+      domain: "localhost",
+      worktrees: undefined,
+      setup: "npm ci",
+      https: false
+    })
     expect(config.services.map((s) => `${s._tag}:${s.name}`)).toEqual([
       "Process:web",
       "Process:api",
@@ -128,7 +134,9 @@ command = "b"
   })
 
   it("prints a depends_on cycle as a path", () => {
-    const ds = errors(`[services.a]\ncmd = "x"\ndepends_on = ["b"]\n[services.b]\ncmd = "y"\ndepends_on = ["c"]\n[services.c]\ncmd = "z"\ndepends_on = ["a"]\n`)
+    const ds = errors(
+      `[services.a]\ncmd = "x"\ndepends_on = ["b"]\n[services.b]\ncmd = "y"\ndepends_on = ["c"]\n[services.c]\ncmd = "z"\ndepends_on = ["a"]\n`
+    )
     expect(ds.map((d) => d.message)).toEqual(["depends_on has a cycle: a → b → c → a"])
   })
 
@@ -149,7 +157,9 @@ command = "b"
   it("checks adapter-specific keys of built-in adapters and passes external ones through", () => {
     const [d] = errors(`[services.cache]\nadapter = "redis"\nmode = "dbb"\n`)
     expect(d).toMatchObject({ path: "services.cache.mode", hint: 'did you mean "db"?' })
-    const { config } = ok(`[services.search]\nadapter = "meili"\nindex_prefix = "x"\n[services.kv]\nadapter = "valkey"\nmode = "prefix"\n`)
+    const { config } = ok(
+      `[services.search]\nadapter = "meili"\nindex_prefix = "x"\n[services.kv]\nadapter = "valkey"\nmode = "prefix"\n`
+    )
     expect((config.services[0] as Model.SliceService).options).toEqual({ index_prefix: "x" })
     expect((config.services[1] as Model.SliceService).options).toEqual({ mode: "prefix" })
   })
@@ -160,7 +170,9 @@ command = "b"
   })
 
   it("parses durations", () => {
-    const { config } = ok(`[services.a]\ncmd = "x"\nstop_grace = "500ms"\nhealth = { tcp = true, timeout = "2m", interval = 1 }\n`)
+    const { config } = ok(
+      `[services.a]\ncmd = "x"\nstop_grace = "500ms"\nhealth = { tcp = true, timeout = "2m", interval = 1 }\n`
+    )
     const a = config.services[0] as Model.ProcessService
     expect(a.stopGraceMs).toBe(500)
     expect(a.health).toEqual({ kind: "tcp", target: "", timeoutMs: 120_000, intervalMs: 1000 })
@@ -174,7 +186,9 @@ command = "b"
   })
 
   it("checks overrides name real processes", () => {
-    const ds = errors(`[services.api]\ncmd = "x"\n[services.db]\nadapter = "postgres"\n[overrides."exp-*".services.apu]\ncmd = "y"\n[overrides."exp-*".services.db]\ncmd = "z"\n`)
+    const ds = errors(
+      `[services.api]\ncmd = "x"\n[services.db]\nadapter = "postgres"\n[overrides."exp-*".services.apu]\ncmd = "y"\n[overrides."exp-*".services.db]\ncmd = "z"\n`
+    )
     expect(ds.map((d) => [d.path, d.hint])).toEqual([
       ['overrides."exp-*".services.apu', 'did you mean "api"?'],
       ['overrides."exp-*".services.db', undefined]
@@ -182,7 +196,9 @@ command = "b"
   })
 
   it("applies overrides to matching worlds only", () => {
-    const { config } = ok(`[services.api]\ncmd = "x"\nenv = { A = "1", B = "2" }\n[overrides."feature/*".services.api]\ncmd = "y"\nenv = { B = "3" }\nports = ["debug"]\n`)
+    const { config } = ok(
+      `[services.api]\ncmd = "x"\nenv = { A = "1", B = "2" }\n[overrides."feature/*".services.api]\ncmd = "y"\nenv = { B = "3" }\nports = ["debug"]\n`
+    )
     const api = (c: Model.Config) => c.services[0] as Model.ProcessService
     expect(api(Model.forWorld(config, "main")).cmd).toBe("x")
     const overridden = api(Model.forWorld(config, "feature/login"))
@@ -202,7 +218,9 @@ describe("lintConfig", () => {
   })
 
   it("warns about tokens that name nothing", () => {
-    const ws = warnings(`[services.api]\ncmd = "x"\nurl = "api"\nports = ["m"]\nenv = { A = "\${apii.url}", B = "\${api.ports.n}", C = "\${world.nope}" }\n`)
+    const ws = warnings(
+      `[services.api]\ncmd = "x"\nurl = "api"\nports = ["m"]\nenv = { A = "\${apii.url}", B = "\${api.ports.n}", C = "\${world.nope}" }\n`
+    )
     expect(ws.map((w) => w.message)).toEqual([
       "${apii.url} names no service; it will stay as written",
       '${api.ports.n}: "api" declares no port named "n"',
@@ -212,7 +230,10 @@ describe("lintConfig", () => {
   })
 
   it("warns about credentials written inline", () => {
-    const ws = warnings(`[services.api]\ncmd = "x"\nenv = { DB = "postgres://u:hunter2@h/db", API_TOKEN = "abc", OK_TOKEN = "\${env.T}", PUBLIC = "x" }\n`, { T: "1" })
+    const ws = warnings(
+      `[services.api]\ncmd = "x"\nenv = { DB = "postgres://u:hunter2@h/db", API_TOKEN = "abc", OK_TOKEN = "\${env.T}", PUBLIC = "x" }\n`,
+      { T: "1" }
+    )
     expect(ws.map((w) => w.path)).toEqual(["services.api.env.DB", "services.api.env.API_TOKEN"])
     for (const w of ws) expect(JSON.stringify(w)).not.toContain("hunter2")
   })

@@ -3,7 +3,9 @@ import { fileURLToPath } from "node:url"
 import * as Either from "effect/Either"
 import { parse } from "smol-toml"
 import { describe, expect, it } from "vitest"
-import { fromCompose, shellQuote } from "../../src/domain/init/compose.js"
+import { lintConfig } from "../../src/domain/config/lint.js"
+import { parseConfig } from "../../src/domain/config/parse.js"
+import { fromCompose } from "../../src/domain/init/compose.js"
 import type { InitError, InitResult } from "../../src/domain/init/model.js"
 import { fromPackageJson } from "../../src/domain/init/packageJson.js"
 import { renderConfig, tomlKey, tomlString } from "../../src/domain/init/render.js"
@@ -33,10 +35,17 @@ const parsed = (toml: string): { readonly project: Table; readonly services: Rec
   return { project: doc.project ?? {}, services: doc.services ?? {} }
 }
 
+/** The output must pass berth's own config parser, whatever else a test checks. */
+const expectValidConfig = (result: InitResult): InitResult => {
+  const checked = parseConfig(result.toml, "berth.toml")
+  if (Either.isLeft(checked)) expect.fail(checked.left.map((d) => `${d.path}: ${d.message}`).join("\n"))
+  return result
+}
+
 const convert = (input: { composeText: string; envText?: string; composeFile?: string }): InitResult => {
   const result = fromCompose({ composeFile: "compose.yaml", projectName: "demo", ...input })
   if (Either.isLeft(result)) throw new Error(result.left.message)
-  return result.right
+  return expectValidConfig(result.right)
 }
 
 const failure = (composeText: string): InitError => {
@@ -78,11 +87,12 @@ describe("fromCompose: every fixture", () => {
       }
       for (const portName of (service.ports as Array<string> | undefined) ?? [])
         expect(portName).toMatch(/^[a-z][a-z0-9_]*$/)
-      // `${x.url}` must name a slice or a process that asks for a url.
-      for (const [, target] of JSON.stringify(service).matchAll(/\$\{([a-z][a-z0-9_-]*)\.url\}/g)) {
-        const referenced = services[target ?? ""]
+      // `${x.url|host|port}` must name a slice (url only) or a process that asks for a url.
+      for (const [, target, field] of JSON.stringify(service).matchAll(/\$\{([a-z][a-z0-9_-]*)\.(url|host|port)\}/g)) {
+        const referenced = target === "self" ? service : services[target ?? ""]
         expect(referenced, `${serviceName} -> ${target}`).toBeDefined()
-        expect(referenced?.adapter !== undefined || referenced?.url === target).toBe(true)
+        if (referenced?.adapter !== undefined) expect(field).toBe("url")
+        else expect(referenced?.url).toMatch(/^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/)
       }
     }
     for (const secret of secrets) {
@@ -90,6 +100,19 @@ describe("fromCompose: every fixture", () => {
       expect(result.toml).not.toContain(secret)
       expect(result.notes.join("\n")).not.toContain(secret)
     }
+  })
+})
+
+describe("fromCompose: berth's own config check accepts every fixture's output", () => {
+  it.each(fixtures)("%s", (name) => {
+    const { result } = loadFixture(name)
+    const checked = parseConfig(result.toml, "berth.toml")
+    if (Either.isLeft(checked)) expect.fail(checked.left.map((d) => `${d.path}: ${d.message}`).join("\n"))
+    // Only warnings that depend on the machine are expected: unset variables and adapters not installed.
+    const warnings = lintConfig(checked.right, { onPath: () => false, env: () => undefined })
+      .map((w) => w.message)
+      .filter((message) => !/ is not set$| is not on PATH$/.test(message))
+    expect(warnings).toEqual([])
   })
 })
 
@@ -152,7 +175,11 @@ describe("fromCompose: fixtures in detail", () => {
     })
     expect(services.postgres).toEqual(postgresSlice)
     expect(services.redis).toEqual(redisSlice)
-    expect(services.rabbitmq).toEqual({ adapter: "rabbitmq", admin_url: "${env.RABBITMQ_ADMIN_URL}" })
+    expect(services.rabbitmq).toEqual({
+      adapter: "rabbitmq",
+      admin_url: "${env.RABBITMQ_ADMIN_URL}",
+      groups: ["jobs", "full"]
+    })
     expect(result.notes.some((n) => n.includes("skipped mailhog"))).toBe(true)
     expect(result.notes.some((n) => n.includes("SESSION_SECRET") && n.includes(".env"))).toBe(true)
     expect(result.notes.some((n) => n.includes("STRIPE_API_KEY") && n.includes(".env"))).toBe(true)
@@ -280,12 +307,16 @@ describe("fromCompose: fixtures in detail", () => {
     const { result } = loadFixture("array-command")
     const { services } = parsed(result.toml)
     expect(services.server).toEqual({
-      cmd: "/usr/bin/env node server.js --port ${self.port} --greeting 'hello world' '--name=it'\\''s me' --filter 'a|b' --empty ''",
+      // berth shell-quotes what it substitutes, so tokens stay outside the quotes.
+      cmd: "/usr/bin/env node server.js --port ${self.port} --greeting 'hello world' '--name=it'\\''s me' --filter 'a|b' --empty '' --label ${env.LABEL}' build' --data ${env.DATA_DIR}",
       url: "server",
       health: { cmd: "node healthcheck.js --url http://localhost:${self.port}/ready" }
     })
-    // `$$` is compose's escape for a literal dollar sign.
-    expect(services.cron).toEqual({ cmd: `sh -c 'while true; do echo "tick $(date)"; sleep 60; done'`, dir: "cron" })
+    // `$$` is compose's escape for a literal dollar sign; `$${` is berth's for a literal `${`.
+    expect(services.cron).toEqual({
+      cmd: `sh -c 'while true; do echo "tick $(date) in $\${HOME}"; sleep 60; done'`,
+      dir: "cron"
+    })
     expect(services.checker).toEqual({
       cmd: "python check.py --target http://server:4000/ready",
       dir: "checker",
@@ -296,20 +327,31 @@ describe("fromCompose: fixtures in detail", () => {
   it("odd-names: dots, upper case, reserved and digit-first names map consistently", () => {
     const { result } = loadFixture("odd-names")
     const { services } = parsed(result.toml)
-    expect(Object.keys(services)).toEqual(["web-app", "api_server", "cache-redis", "env-svc", "svc-2fa"])
+    expect(Object.keys(services)).toEqual(["web-app", "api_server", "worker-1", "cache-redis", "env-svc", "svc-2fa"])
     expect(services["web-app"]).toEqual({
       cmd: "npm start",
       dir: "web",
       url: "web-app",
       depends_on: ["api_server", "cache-redis"],
-      env: { API_URL: "${api_server.url}", CACHE_URL: "${cache-redis.url}" }
+      env: {
+        API_URL: "${api_server.url}",
+        CACHE_URL: "${cache-redis.url}",
+        API_HOST: "${api_server.host}",
+        API_ADDR: "${api_server.host}:${api_server.port}",
+        PUBLIC_URL: "${self.url}",
+        // not a host-like key, so a value that happens to name a service stays a plain word
+        QUEUE: "worker.1"
+      }
     })
+    // A url is a host-name label, so `_` becomes `-` there (and in groups) while the service name keeps it.
     expect(services.api_server).toEqual({
       cmd: "flask run --host 0.0.0.0 -p ${self.port}",
       dir: "api",
-      url: "api_server",
-      depends_on: ["cache-redis"]
+      url: "api-server",
+      depends_on: ["cache-redis"],
+      groups: ["debug-tools", "backend"]
     })
+    expect(services["worker-1"]).toEqual({ cmd: "./worker", dir: "worker" })
     expect(services["cache-redis"]).toEqual(redisSlice)
     expect(services["svc-2fa"]).toEqual({
       cmd: "./twofactor --listen 0.0.0.0:${self.port}",
@@ -570,14 +612,6 @@ describe("render", () => {
     expect(tomlKey("a.b")).toBe('"a.b"')
     expect(tomlString('say "hi"')).toBe('"say \\"hi\\""')
   })
-
-  it("shell-quotes only arguments that need it", () => {
-    expect(shellQuote("--port=3000")).toBe("--port=3000")
-    expect(shellQuote("hello world")).toBe("'hello world'")
-    expect(shellQuote("it's")).toBe("'it'\\''s'")
-    expect(shellQuote("")).toBe("''")
-    expect(shellQuote("$HOME")).toBe("'$HOME'")
-  })
 })
 
 describe("fromPackageJson", () => {
@@ -585,11 +619,13 @@ describe("fromPackageJson", () => {
     JSON.stringify({ name: "x", scripts, ...extra })
 
   it("uses the dev script and the lock file's install command", () => {
-    const result = fromPackageJson({
-      packageJsonText: pkg({ dev: "next dev", start: "next start" }),
-      projectName: "acme",
-      lockfiles: ["pnpm-lock.yaml"]
-    })
+    const result = expectValidConfig(
+      fromPackageJson({
+        packageJsonText: pkg({ dev: "next dev", start: "next start" }),
+        projectName: "acme",
+        lockfiles: ["pnpm-lock.yaml"]
+      })
+    )
     expect(parse(result.toml)).toEqual({
       project: { name: "acme", setup: "pnpm install --frozen-lockfile" },
       services: { web: { cmd: "pnpm run dev", url: "web", env: { PORT: "${self.port}" } } }
@@ -602,22 +638,26 @@ describe("fromPackageJson", () => {
     ["yarn.lock", "yarn install --frozen-lockfile", "yarn"],
     ["bun.lockb", "bun install", "bun"]
   ])("%s → %s", (lockfile, setup, manager) => {
-    const result = fromPackageJson({
-      packageJsonText: pkg({ start: "node ." }),
-      projectName: "p",
-      lockfiles: [lockfile]
-    })
+    const result = expectValidConfig(
+      fromPackageJson({
+        packageJsonText: pkg({ start: "node ." }),
+        projectName: "p",
+        lockfiles: [lockfile]
+      })
+    )
     const { project, services } = parsed(result.toml)
     expect(project).toEqual({ name: "p", setup })
     expect(services.web?.cmd).toBe(`${manager} run start`)
   })
 
   it("prefers the declared packageManager when several lock files exist", () => {
-    const result = fromPackageJson({
-      packageJsonText: pkg({ dev: "vite" }, { packageManager: "yarn@4.1.0" }),
-      projectName: "p",
-      lockfiles: ["package-lock.json", "yarn.lock"]
-    })
+    const result = expectValidConfig(
+      fromPackageJson({
+        packageJsonText: pkg({ dev: "vite" }, { packageManager: "yarn@4.1.0" }),
+        projectName: "p",
+        lockfiles: ["package-lock.json", "yarn.lock"]
+      })
+    )
     expect(parsed(result.toml).project.setup).toBe("yarn install --frozen-lockfile")
     expect(result.notes.some((n) => n.includes("several lock files"))).toBe(true)
     // vite ignores PORT, so a hint shows how to pass the port.
@@ -625,7 +665,9 @@ describe("fromPackageJson", () => {
   })
 
   it("writes a TODO cmd without dev or start scripts, and no setup without a lock file", () => {
-    const result = fromPackageJson({ packageJsonText: pkg({ build: "tsc" }), projectName: "p", lockfiles: [] })
+    const result = expectValidConfig(
+      fromPackageJson({ packageJsonText: pkg({ build: "tsc" }), projectName: "p", lockfiles: [] })
+    )
     expect(parse(result.toml)).toEqual({
       project: { name: "p" },
       services: { web: { cmd: todo("web"), url: "web" } }
@@ -636,7 +678,9 @@ describe("fromPackageJson", () => {
   })
 
   it("still produces a minimal config from invalid JSON", () => {
-    const result = fromPackageJson({ packageJsonText: "{ nope", projectName: "p", lockfiles: ["package-lock.json"] })
+    const result = expectValidConfig(
+      fromPackageJson({ packageJsonText: "{ nope", projectName: "p", lockfiles: ["package-lock.json"] })
+    )
     expect(parse(result.toml)).toEqual({
       project: { name: "p", setup: "npm ci" },
       services: { web: { cmd: todo("web"), url: "web" } }
@@ -645,7 +689,7 @@ describe("fromPackageJson", () => {
   })
 
   it("handles a missing package.json", () => {
-    const result = fromPackageJson({ packageJsonText: undefined, projectName: "p", lockfiles: [] })
+    const result = expectValidConfig(fromPackageJson({ packageJsonText: undefined, projectName: "p", lockfiles: [] }))
     expect(parsed(result.toml).services.web).toEqual({ cmd: todo("web"), url: "web" })
     expect(result.notes.some((n) => n.includes("no package.json"))).toBe(true)
   })

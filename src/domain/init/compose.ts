@@ -1,5 +1,9 @@
 import * as Either from "effect/Either"
 import { isMap, isScalar, LineCounter, parseDocument } from "yaml"
+import { builtinAdapters, externalAdapterCommand } from "../adapters.js"
+import { reservedServiceNames } from "../config/parse.js"
+import { parseDotenv } from "../dotenv.js"
+import { shellQuote } from "../tokens.js"
 import { type ConfigDraft, type Health, InitError, type InitResult, type ServiceDraft, todoCmd } from "./model.js"
 import { renderConfig } from "./render.js"
 
@@ -23,10 +27,6 @@ const selfPort = `\${self.port}`
 const unique = <A>(values: ReadonlyArray<A>): Array<A> => [...new Set(values)]
 
 const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-
-/** POSIX shell quoting: plain words stay bare, anything else goes into single quotes. */
-export const shellQuote = (arg: string): string =>
-  /^[A-Za-z0-9_@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, "'\\''")}'`
 
 /** Normalizes a relative posix path; undefined when it is absolute or climbs above the repo root. */
 const repoPath = (base: string, rel: string): string | undefined => {
@@ -55,6 +55,8 @@ const composeDirOf = (composeFile: string): string => {
 type Segment =
   | { readonly _tag: "Text"; readonly text: string }
   | { readonly _tag: "Var"; readonly name: string; readonly op: string; readonly arg: ReadonlyArray<Segment> }
+  /** A berth token written as is, e.g. `${self.port}`; produced by the conversion, never by compose text. */
+  | { readonly _tag: "Token"; readonly token: string }
 
 const varName = /^[A-Za-z_][A-Za-z0-9_]*/
 
@@ -114,6 +116,7 @@ const resolve = (segments: ReadonlyArray<Segment>, env: ReadonlyMap<string, stri
   segments
     .map((segment) => {
       if (segment._tag === "Text") return segment.text
+      if (segment._tag === "Token") return segment.token
       const value = env.get(segment.name)
       const isSet = value !== undefined
       const nonEmpty = isSet && value !== ""
@@ -132,9 +135,44 @@ const resolve = (segments: ReadonlyArray<Segment>, env: ReadonlyMap<string, stri
     })
     .join("")
 
+/** Literal text in berth form: `$${` is berth's escape for a literal `${`. */
+const berthLiteral = (text: string): string => text.replaceAll("${", () => "$${")
+
+const berthSegment = (segment: Segment): string =>
+  segment._tag === "Text"
+    ? berthLiteral(segment.text)
+    : segment._tag === "Token"
+      ? segment.token
+      : `\${env.${segment.name}}`
+
 /** The berth form: every compose variable becomes `${env.NAME}`; defaults are dropped (they may hold secrets). */
-const toBerth = (segments: ReadonlyArray<Segment>): string =>
-  segments.map((segment) => (segment._tag === "Text" ? segment.text : `\${env.${segment.name}}`)).join("")
+const toBerth = (segments: ReadonlyArray<Segment>): string => segments.map(berthSegment).join("")
+
+/**
+ * One exec-form argument as shell text. berth shell-quotes the values it substitutes into a cmd, so tokens stay bare
+ * and only the literal text around them is quoted.
+ */
+const shellArg = (segments: ReadonlyArray<Segment>): string =>
+  segments.length === 0
+    ? "''"
+    : segments
+        .map((segment) => (segment._tag === "Text" ? berthLiteral(shellQuote(segment.text)) : berthSegment(segment)))
+        .join("")
+
+/** Replaces every match of a global `pattern` inside literal text with the segment `replacement` gives. */
+const splitText = (segments: ReadonlyArray<Segment>, pattern: RegExp, replacement: Segment): ReadonlyArray<Segment> =>
+  segments.flatMap((segment): Array<Segment> => {
+    if (segment._tag !== "Text") return [segment]
+    const out: Array<Segment> = []
+    let last = 0
+    for (const match of segment.text.matchAll(pattern)) {
+      if (match.index > last) out.push({ _tag: "Text", text: segment.text.slice(last, match.index) })
+      out.push(replacement)
+      last = match.index + match[0].length
+    }
+    if (last < segment.text.length) out.push({ _tag: "Text", text: segment.text.slice(last) })
+    return out
+  })
 
 const varsOf = (segments: ReadonlyArray<Segment>): Array<string> =>
   segments.flatMap((segment) => (segment._tag === "Var" ? [segment.name] : []))
@@ -146,26 +184,8 @@ const hasLiteral = (segments: ReadonlyArray<Segment>): boolean =>
 // .env and secrets
 // ---------------------------------------------------------------------------------------------------------------
 
-const dotenvValue = (raw: string): string => {
-  const quote = raw.charAt(0)
-  if (quote === '"' || quote === "'") {
-    const close = raw.indexOf(quote, 1)
-    const inner = raw.slice(1, close < 0 ? undefined : close)
-    return quote === "'" ? inner : inner.replace(/\\n/g, "\n").replace(/\\(["\\])/g, "$1")
-  }
-  return raw.replace(/\s+#.*$/, "").trim()
-}
-
-const parseDotenv = (text: string | undefined): ReadonlyMap<string, string> => {
-  const env = new Map<string, string>()
-  for (const line of (text ?? "").split(/\r?\n/)) {
-    const match = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(.*)$/.exec(line)
-    if (match?.[1] !== undefined && match[2] !== undefined) env.set(match[1], dotenvValue(match[2]))
-  }
-  return env
-}
-
-const secretKey = /(PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|PRIVATE_KEY|_KEY$|CREDENTIALS?|(^|_)PASS($|_))/i
+// What `berth check` flags as a credential, plus `*_PASS`.
+const secretKey = /(PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|PRIVATE_?KEY|_KEY$|^KEY$|CREDENTIALS?|(^|_)PASS($|_))/i
 
 interface UrlShape {
   readonly password: string | undefined
@@ -207,8 +227,10 @@ const secretsOfEntry = (key: string, value: string): Array<Secret> => {
   return password === undefined ? found : [...found, { key, value: password }]
 }
 
-const containsSecret = (text: string, secret: Secret): boolean =>
-  new RegExp(`(?<![A-Za-z0-9])${escapeRegExp(secret.value)}(?![A-Za-z0-9])`).test(text)
+const secretPattern = (secret: Secret): RegExp =>
+  new RegExp(`(?<![A-Za-z0-9])${escapeRegExp(secret.value)}(?![A-Za-z0-9])`, "g")
+
+const containsSecret = (text: string, secret: Secret): boolean => secretPattern(secret).test(text)
 
 // ---------------------------------------------------------------------------------------------------------------
 // Image classification
@@ -249,7 +271,7 @@ const adapters: ReadonlyArray<Adapter> = [
     example: (port) => `redis://127.0.0.1:${port}`
   },
   { name: "valkey", images: ["valkey"], port: 6379, example: (port) => `redis://127.0.0.1:${port}` },
-  { name: "rabbitmq", images: ["rabbitmq"], port: 15672, example: (port) => `http://guest@127.0.0.1:${port}` },
+  { name: "rabbitmq", images: ["rabbitmq"], port: 5672, example: (port) => `amqp://guest@127.0.0.1:${port}` },
   { name: "kafka", images: ["kafka", "cp-kafka"], port: 9092, example: (port) => `kafka://127.0.0.1:${port}` },
   { name: "redpanda", images: ["redpanda"], port: 9092, example: (port) => `kafka://127.0.0.1:${port}` },
   { name: "minio", images: ["minio"], port: 9000, example: (port) => `http://minioadmin@127.0.0.1:${port}` },
@@ -314,9 +336,6 @@ const kindOf = (image: string | undefined): Kind => {
 // Service names
 // ---------------------------------------------------------------------------------------------------------------
 
-// `self` and `env` are reference namespaces in berth.toml (`${self.port}`, `${env.KEY}`).
-const reservedNames = new Set(["self", "env"])
-
 const toName = (raw: string): string => {
   const name = raw
     .toLowerCase()
@@ -326,17 +345,35 @@ const toName = (raw: string): string => {
   return name === "" ? "service" : /^[0-9]/.test(name) ? `svc-${name}` : name
 }
 
+/** url and groups are host-name labels: no `_`, at most 63 characters. */
+const toLabel = (raw: string): string => {
+  const label = toName(raw).replace(/_/g, "-").replace(/-{2,}/g, "-").slice(0, 63).replace(/-+$/, "")
+  return label === "" ? "service" : label
+}
+
 const assignNames = (composeNames: ReadonlyArray<string>): ReadonlyMap<string, string> => {
   const taken = new Set<string>()
   const names = new Map<string, string>()
   for (const composeName of composeNames) {
-    const base = reservedNames.has(toName(composeName)) ? `${toName(composeName)}-svc` : toName(composeName)
+    const base = reservedServiceNames.has(toName(composeName)) ? `${toName(composeName)}-svc` : toName(composeName)
     let name = base
     for (let n = 2; taken.has(name); n += 1) name = `${base}-${n}`
     taken.add(name)
     names.set(composeName, name)
   }
   return names
+}
+
+const assignLabels = (names: ReadonlyArray<string>): ReadonlyMap<string, string> => {
+  const taken = new Set<string>()
+  const labels = new Map<string, string>()
+  for (const name of names) {
+    let label = toLabel(name)
+    for (let n = 2; taken.has(label); n += 1) label = `${toLabel(name).slice(0, 60)}-${n}`
+    taken.add(label)
+    labels.set(name, label)
+  }
+  return labels
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -346,6 +383,8 @@ const assignNames = (composeNames: ReadonlyArray<string>): ReadonlyMap<string, s
 interface Service {
   readonly composeName: string
   readonly name: string
+  /** the route label for `url`, unique among services */
+  readonly label: string
   readonly def: Dict
   readonly kind: Kind
   readonly image: string | undefined
@@ -424,6 +463,13 @@ const urlTarget = (
   return undefined
 }
 
+/** A process reached by address needs a port of its own, so it gets a `url` even when compose published none. */
+const markReached = (ctx: Ctx, target: Service, port: number | undefined): void => {
+  if (target.kind._tag === "Process" && !ctx.urlRefs.has(target.composeName)) ctx.urlRefs.set(target.composeName, port)
+}
+
+const tokenName = (owner: Service, target: Service): string => (target === owner ? "self" : target.name)
+
 const serviceUrlToken = (
   ctx: Ctx,
   owner: Service,
@@ -434,19 +480,27 @@ const serviceUrlToken = (
     note(ctx, `${owner.name}: ${key} points at ${target.service.composeName}, which berth init skipped; check it`)
     return undefined
   }
-  if (target.service.kind._tag === "Process" && !ctx.urlRefs.has(target.service.composeName)) {
-    ctx.urlRefs.set(target.service.composeName, target.port)
-  }
-  return `\${${target.service.name}.url}`
+  markReached(ctx, target.service, target.port)
+  return `\${${tokenName(owner, target.service)}.url}`
 }
 
-/** A bare `host` or `host:port` naming another service cannot be mapped to a berth reference automatically. */
-const noteHostValue = (ctx: Ctx, owner: Service, key: string, resolved: string): void => {
-  const host = /^([A-Za-z0-9._-]+)(?::\d+)?$/.exec(resolved.trim())?.[1]?.toLowerCase()
-  const target = host === undefined ? undefined : ctx.byHost.get(host)
-  if (target !== undefined && target.kind._tag !== "Helper" && target !== owner) {
-    note(ctx, `${owner.name}: ${key} names compose host ${target.composeName}; derive it from \${${target.name}.url}`)
+/** `api` or `api:4000` naming a process → `${api.host}` or `${api.host}:${api.port}`; a slice only gives a url. */
+const hostToken = (ctx: Ctx, owner: Service, key: string, resolved: string): string | undefined => {
+  const match = /^([A-Za-z0-9._-]+)(?::(\d+))?$/.exec(resolved.trim())
+  const target = match?.[1] === undefined ? undefined : ctx.byHost.get(match[1].toLowerCase())
+  if (match === null || target === undefined || target.kind._tag === "Helper") return undefined
+  // A bare word is a host only under a host-like key: `QUEUE = "worker"` just names a queue.
+  if (match[2] === undefined && !/HOST|ADDR|SERVER|BROKER|ENDPOINT/i.test(key)) return undefined
+  if (target.kind._tag === "Slice") {
+    note(
+      ctx,
+      `${owner.name}: ${key} names compose host ${target.composeName}; a slice gives only \${${target.name}.url}`
+    )
+    return undefined
   }
+  markReached(ctx, target, portNumber(match[2]))
+  const ref = tokenName(owner, target)
+  return match[2] === undefined ? `\${${ref}.host}` : `\${${ref}.host}:\${${ref}.port}`
 }
 
 const envValue = (ctx: Ctx, owner: Service, key: string, raw: string | null, port: number | undefined): string => {
@@ -465,7 +519,8 @@ const envValue = (ctx: Ctx, owner: Service, key: string, raw: string | null, por
     (literalPassword !== undefined && literalPassword !== "") ||
     ctx.secrets.some((secret) => containsSecret(written, secret))
   if (leaks) return moveSecret(ctx, owner, key)
-  noteHostValue(ctx, owner, key, resolved)
+  const host = hostToken(ctx, owner, key, resolved)
+  if (host !== undefined) return host
   for (const name of varsOf(segments)) ctx.usedVars.add(name)
   return written
 }
@@ -524,61 +579,67 @@ const longPort = (entry: Dict): PortMapping | "range" | undefined => {
   return target === undefined ? undefined : { target, published: portNumber(scalarText(entry.published)) }
 }
 
-/**
- * Compose interpolation in a command, in berth form. A variable that resolves to the service's own port becomes the
- * literal port, so `withSelfPort` can turn it into `${self.port}`.
- */
-const shellText = (ctx: Ctx, text: string, port: number | undefined): string => {
-  const segments = interpolation(text).map((segment): Segment => {
-    const value = segment._tag === "Var" ? resolve([segment], ctx.dotenv) : undefined
-    return port !== undefined && value === String(port) ? { _tag: "Text", text: value } : segment
-  })
-  for (const name of varsOf(segments)) ctx.usedVars.add(name)
-  return toBerth(segments)
-}
-
-/** Compose runs exec-form arrays without a shell, so each argument is quoted to keep it one word. */
-const commandText = (ctx: Ctx, value: unknown, port: number | undefined): string | undefined => {
-  const text =
-    typeof value === "string"
-      ? shellText(ctx, value, port).trim()
-      : Array.isArray(value)
-        ? value
-            .flatMap((arg) => scalarText(arg) ?? [])
-            .map((arg) => shellQuote(shellText(ctx, arg, port)))
-            .join(" ")
-        : undefined
-  return text === undefined || text === "" ? undefined : text
-}
-
 // A port is a standalone token (`--port 3000`, `PORT=3000`, `'3000'`) or follows a local/bind address.
 const portBefore = String.raw`(?<=^|[\s='"]|(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\]|\*):)`
 const portAfter = String.raw`(?=$|[\s'";&|)/])`
 
 /** `--port 3000`, `-p 3000`, `PORT=3000`, `0.0.0.0:3000` → `${self.port}`; other digits are left alone. */
-const withSelfPort = (command: string, port: number | undefined): string =>
-  port === undefined ? command : command.replace(new RegExp(`${portBefore}${port}${portAfter}`, "g"), () => selfPort)
+const withSelfPort = (segments: ReadonlyArray<Segment>, port: number | undefined): ReadonlyArray<Segment> => {
+  if (port === undefined) return segments
+  return splitText(segments, new RegExp(`${portBefore}${port}${portAfter}`, "g"), { _tag: "Token", token: selfPort })
+}
 
-const redact = (ctx: Ctx, owner: Service, field: string, text: string): string =>
+/** Secret values repeated in a command become `${env.KEY}` of the key that held them. */
+const redact = (ctx: Ctx, owner: Service, field: string, segments: ReadonlyArray<Segment>): ReadonlyArray<Segment> =>
   [...ctx.secrets]
     .sort((a, b) => b.value.length - a.value.length)
     .reduce((acc, secret) => {
-      if (!containsSecret(acc, secret)) return acc
+      if (!acc.some((segment) => segment._tag === "Text" && containsSecret(segment.text, secret))) return acc
       note(ctx, `${owner.name}: ${field} contained the value of ${secret.key}; it now reads \${env.${secret.key}}`)
-      ctx.usedVars.add(secret.key)
-      return acc.replace(
-        new RegExp(`(?<![A-Za-z0-9])${escapeRegExp(secret.value)}(?![A-Za-z0-9])`, "g"),
-        () => `\${env.${secret.key}}`
-      )
-    }, text)
+      return splitText(acc, secretPattern(secret), { _tag: "Var", name: secret.key, op: "", arg: [] })
+    }, segments)
 
-const healthTest = (ctx: Ctx, test: unknown, port: number | undefined): string | undefined => {
-  if (typeof test === "string") return commandText(ctx, test, port)
+interface CommandOptions {
+  readonly owner: Service
+  readonly field: string
+  /** the service's own port, replaced by `${self.port}`; undefined leaves digits alone */
+  readonly port: number | undefined
+}
+
+/** One command word or string: compose interpolation, own port, then secrets, as berth segments. */
+const commandSegments = (ctx: Ctx, text: string, options: CommandOptions): ReadonlyArray<Segment> => {
+  const { port } = options
+  // A variable that resolves to the port (`--port ${PORT:-3000}`) is the port too.
+  const segments = interpolation(text).map((segment): Segment => {
+    const value = segment._tag === "Var" ? resolve([segment], ctx.dotenv) : undefined
+    return port !== undefined && value === String(port) ? { _tag: "Text", text: value } : segment
+  })
+  const converted = redact(ctx, options.owner, options.field, withSelfPort(segments, port))
+  for (const name of varsOf(converted)) ctx.usedVars.add(name)
+  return converted
+}
+
+/** A string is kept as written; compose runs an exec-form array without a shell, so each word is quoted. */
+const commandText = (ctx: Ctx, value: unknown, options: CommandOptions): string | undefined => {
+  const text =
+    typeof value === "string"
+      ? toBerth(commandSegments(ctx, value, options)).trim()
+      : Array.isArray(value)
+        ? value
+            .flatMap((arg) => scalarText(arg) ?? [])
+            .map((arg) => shellArg(commandSegments(ctx, arg, options)))
+            .join(" ")
+        : undefined
+  return text === undefined || text === "" ? undefined : text
+}
+
+const healthTest = (ctx: Ctx, test: unknown, options: CommandOptions): string | undefined => {
+  if (typeof test === "string") return commandText(ctx, test, options)
   if (!Array.isArray(test)) return undefined
   const [head, ...rest] = test.map((item) => scalarText(item) ?? "")
   if (head === "NONE" || head === undefined) return undefined
-  if (head === "CMD-SHELL") return commandText(ctx, rest.join(" "), port)
-  return commandText(ctx, head === "CMD" ? rest : [head, ...rest], port)
+  if (head === "CMD-SHELL") return commandText(ctx, rest.join(" "), options)
+  return commandText(ctx, head === "CMD" ? rest : [head, ...rest], options)
 }
 
 const localUrl = /\bhttps?:\/\/(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1\])(?::(\d+))?(\/[^\s'"|;&)]*)?/
@@ -586,14 +647,12 @@ const localUrl = /\bhttps?:\/\/(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1\])(?::
 const healthOf = (ctx: Ctx, service: Service, port: number | undefined): Health | undefined => {
   const check = service.def.healthcheck
   if (!isDict(check) || check.disable === true) return undefined
-  const test = healthTest(ctx, check.test, port)
-  if (test === undefined || test.trim() === "") return undefined
-  const http = /\b(curl|wget)\b/.test(test) ? localUrl.exec(test) : null
-  // An http check only makes sense on the port berth hands the service.
-  if (http !== null && port !== undefined && Number(http[1] ?? "80") === port) {
-    return { http: http[2] ?? "/" }
-  }
-  return { cmd: redact(ctx, service, "healthcheck", withSelfPort(test, port)) }
+  // Read the probe as written first: an http check only makes sense on the port berth hands the service.
+  const probe = healthTest(ctx, check.test, { owner: service, field: "healthcheck", port: undefined })
+  const http = probe !== undefined && /\b(curl|wget)\b/.test(probe) ? localUrl.exec(probe) : null
+  if (http !== null && port !== undefined && Number(http[1] ?? "80") === port) return { http: http[2] ?? "/" }
+  const cmd = healthTest(ctx, check.test, { owner: service, field: "healthcheck", port })
+  return cmd === undefined ? undefined : { cmd }
 }
 
 interface BuildInfo {
@@ -673,7 +732,7 @@ const envFileOf = (ctx: Ctx, value: unknown): string | Array<string> | undefined
 }
 
 const groupsOf = (value: unknown): Array<string> =>
-  Array.isArray(value) ? unique(value.flatMap((v) => scalarText(v) ?? []).map(toName)) : []
+  Array.isArray(value) ? unique(value.flatMap((v) => scalarText(v) ?? []).map(toLabel)) : []
 
 // ---------------------------------------------------------------------------------------------------------------
 // Service drafts
@@ -686,13 +745,20 @@ const sliceDraft = (ctx: Ctx, service: Service, adapter: Adapter): ServiceDraft 
     ctx,
     `${service.name}: now a slice (adapter ${adapter.name}); set ${variable} in .env to a shared ${adapter.name} server`
   )
+  if (!builtinAdapters.has(adapter.name)) {
+    note(
+      ctx,
+      `${service.name}: berth has no built-in ${adapter.name} adapter; it needs ${externalAdapterCommand(adapter.name)} on PATH`
+    )
+  }
   return {
     _tag: "Slice",
     name: service.name,
     adapter: adapter.name,
     adminUrlHint: `${variable}, e.g. ${adapter.example(published ?? adapter.port)}`,
     adminUrl: `\${env.${variable}}`,
-    mode: adapter.name === "redis" || adapter.name === "valkey" ? "db" : undefined
+    mode: adapter.name === "redis" || adapter.name === "valkey" ? "db" : undefined,
+    groups: groupsOf(service.def.profiles)
   }
 }
 
@@ -701,21 +767,19 @@ const processDraft = (ctx: Ctx, service: Service, env: Array<readonly [string, s
   const referenced = ctx.urlRefs.has(service.composeName)
   const port = ports[0] ?? ctx.urlRefs.get(service.composeName)
   const build = buildOf(service.def.build)
-  const command = [commandText(ctx, service.def.entrypoint, port), commandText(ctx, service.def.command, port)].filter(
-    (part): part is string => part !== undefined
-  )
-  const cmd =
-    command.length === 0
-      ? todoCmd(service.name)
-      : redact(ctx, service, "command", withSelfPort(command.join(" "), port))
-  if (command.length === 0) note(ctx, `${service.name}: no command in compose; set services.${service.name}.cmd`)
+  const options = { owner: service, field: "command", port }
+  const command = [commandText(ctx, service.def.entrypoint, options), commandText(ctx, service.def.command, options)]
+    .filter((part): part is string => part !== undefined)
+    .join(" ")
+  const cmd = command === "" ? todoCmd(service.name) : command
+  if (command === "") note(ctx, `${service.name}: no command in compose; set services.${service.name}.cmd`)
   return {
     _tag: "Process",
     name: service.name,
-    cmdComments: command.length === 0 ? [todoComment(service, build)] : [],
+    cmdComments: command === "" ? [todoComment(service, build)] : [],
     cmd,
     dir: build === undefined ? mountDir(ctx, service) : buildDir(ctx, service, build),
-    url: ports.length > 0 || referenced ? service.name : undefined,
+    url: ports.length > 0 || referenced ? service.label : undefined,
     ports: unique(ports.slice(1).filter((extra) => extra !== ports[0])).map((extra) => `p${extra}`),
     dependsOn: dependsOn(ctx, service),
     env,
@@ -781,12 +845,14 @@ const toServices = (defs: Dict, dotenv: ReadonlyMap<string, string>, notes: Arra
     return []
   })
   const names = assignNames(entries.map(([composeName]) => composeName))
+  const labels = assignLabels([...names.values()])
   return entries.map(([composeName, def]) => {
     const imageText = scalarText(def.image)
     const image = imageText === undefined ? undefined : resolve(interpolation(imageText), dotenv)
     return {
       composeName,
       name: names.get(composeName) ?? toName(composeName),
+      label: labels.get(names.get(composeName) ?? "") ?? toLabel(composeName),
       def,
       kind: kindOf(image),
       image: imageText
@@ -853,7 +919,7 @@ export const fromCompose = (input: {
 }): Either.Either<InitResult, InitError> =>
   Either.map(parseCompose(input.composeText, input.composeFile), (root) => {
     const notes: Array<string> = []
-    const dotenv = parseDotenv(input.envText)
+    const dotenv = parseDotenv(input.envText ?? "")
     const services = toServices(root.services, dotenv, notes)
     const ctx = makeCtx(input.composeFile, dotenv, services, notes)
     serviceNotes(ctx, services)

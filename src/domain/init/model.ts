@@ -44,6 +44,7 @@ export interface SliceDraft {
   readonly adminUrlHint: string
   readonly adminUrl: string
   readonly mode?: string | undefined
+  readonly groups?: ReadonlyArray<string> | undefined
 }
 
 export type ServiceDraft = ProcessDraft | SliceDraft

@@ -70,6 +70,7 @@ const sliceLines = (service: SliceDraft): Array<string> => {
     `admin_url = ${tomlString(service.adminUrl)}`
   ]
   if (service.mode !== undefined) lines.push(`mode = ${tomlString(service.mode)}`)
+  if (nonEmpty(service.groups)) lines.push(`groups = ${stringArray(service.groups)}`)
   return lines
 }
 
