@@ -1,9 +1,124 @@
 // The process entry. Kept tiny: `--version` answers without evaluating Effect; everything else loads the CLI lazily.
+//
+// In dist/berth.mjs the program (main.ts and all it imports) is not code: scripts/build.mjs puts it in `//` comments
+// ahead of this entry. V8 only skims comments, while it pre-parses code even if it never runs (tens of milliseconds
+// for this bundle; a string constant costs several too). Commands read the program back from the file and compile it
+// with a V8 code cache in the user's cache folder, which also saves later runs compiling the functions that the run
+// which wrote the cache needed. BERTH_CODE_CACHE=0 turns the cache off.
+import type * as Main from "./main.js"
+
 declare const BERTH_VERSION: string
+/**
+ * Set by the build: the length of the commented program, which starts on the file's second line and, comments taken
+ * off, reads `(function (exports, require, module, __filename, __dirname, __berthImportMeta) { …main.ts as CommonJS… })`.
+ */
+declare const BERTH_MAIN_LENGTH: number | undefined
+/** A hash of the program, naming its code cache. */
+declare const BERTH_MAIN_HASH: string
+
+type MainModule = typeof Main
 
 const argv = process.argv.slice(2)
 if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "-V")) {
   process.stdout.write(`${BERTH_VERSION}\n`)
 } else {
-  void import("./main.js").then((cli) => cli.run(argv))
+  // the build defines BERTH_MAIN_LENGTH, so esbuild drops the import() branch, which serves unbundled runs
+  const main: Promise<MainModule> =
+    typeof BERTH_MAIN_LENGTH === "number" ? loadBundledMain(BERTH_MAIN_LENGTH) : import("./main.js")
+  void main.then((cli) => cli.run(argv))
+}
+
+async function loadBundledMain(length: number): Promise<MainModule> {
+  // imported here rather than at the top so that `--version` does not load them
+  const [crypto, fs, { createRequire }, os, path, { fileURLToPath }, vm] = await Promise.all([
+    import("node:crypto"),
+    import("node:fs"),
+    import("node:module"),
+    import("node:os"),
+    import("node:path"),
+    import("node:url"),
+    import("node:vm")
+  ])
+
+  const cacheFolder = (): string | undefined => {
+    if (process.env.BERTH_CODE_CACHE === "0") return undefined
+    try {
+      const xdg = process.env.XDG_CACHE_HOME
+      // the XDG spec says to ignore a relative XDG_CACHE_HOME
+      const folder = path.join(xdg && path.isAbsolute(xdg) ? xdg : path.join(os.homedir(), ".cache"), "berth")
+      fs.mkdirSync(folder, { recursive: true, mode: 0o700 })
+      // V8 runs what a code cache holds: only trust a folder that no one else can write to
+      const stat = fs.statSync(folder)
+      const uid = process.getuid?.()
+      return uid === undefined || (stat.uid === uid && (stat.mode & 0o022) === 0) ? folder : undefined
+    } catch {
+      return undefined
+    }
+  }
+
+  // V8 checks a code cache's header but not its body, and crashes on a damaged one: the file starts with a digest
+  const digest = (data: Uint8Array): Buffer => crypto.createHash("sha256").update(data).digest()
+  const readCache = (file: string): Buffer | undefined => {
+    try {
+      const bytes = fs.readFileSync(file)
+      const data = bytes.subarray(32)
+      return digest(data).equals(bytes.subarray(0, 32)) ? data : undefined
+    } catch {
+      return undefined
+    }
+  }
+  const writeCache = (file: string, produce: () => Buffer): void => {
+    // written aside and renamed into place, so that a concurrent run never reads half a file
+    const temporary = `${file}.${process.pid}.tmp`
+    try {
+      const fd = fs.openSync(temporary, "wx", 0o600)
+      try {
+        const data = produce()
+        fs.writeSync(fd, digest(data))
+        fs.writeSync(fd, data)
+      } finally {
+        fs.closeSync(fd)
+      }
+      fs.renameSync(temporary, file)
+    } catch {
+      try {
+        fs.rmSync(temporary, { force: true })
+      } catch {}
+      return
+    }
+    // caches of other builds or Node versions go once not rewritten for a month
+    try {
+      const monthAgo = Date.now() - 30 * 24 * 3600 * 1000
+      for (const name of fs.readdirSync(path.dirname(file))) {
+        const other = path.join(path.dirname(file), name)
+        if (other !== file && /^main-.*\.v8$/.test(name) && fs.statSync(other).mtimeMs < monthAgo) fs.rmSync(other)
+      }
+    } catch {}
+  }
+
+  const filename = fileURLToPath(import.meta.url)
+  const text = fs.readFileSync(filename, "utf8")
+  const start = text.indexOf("\n") + 1
+  const source = text.slice(start + 2, start + length).replaceAll("\n//", "\n")
+  const folder = cacheFolder()
+  const cacheFile = folder && path.join(folder, `main-${BERTH_MAIN_HASH}-${process.version}-${process.arch}.v8`)
+  const cachedData = cacheFile ? readCache(cacheFile) : undefined
+  // the build turns import() into require(), so this is only a fallback (and Node < 20.12 lacks it)
+  const importModuleDynamically = (vm as Partial<typeof vm>).constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER
+  const script = new vm.Script(source, {
+    filename,
+    // stack traces then give the program's lines as lines of dist/berth.mjs
+    lineOffset: 1,
+    ...(cachedData ? { cachedData } : {}),
+    ...(importModuleDynamically === undefined ? {} : { importModuleDynamically })
+  })
+  if (cacheFile && (cachedData === undefined || script.cachedDataRejected === true)) {
+    // written at exit, so that it holds the functions compiled while running too, not only the top level
+    process.once("exit", () => writeCache(cacheFile, () => script.createCachedData()))
+  }
+
+  const module = { exports: {} as MainModule }
+  const factory = script.runInThisContext() as (...args: ReadonlyArray<unknown>) => void
+  factory(module.exports, createRequire(import.meta.url), module, filename, path.dirname(filename), import.meta)
+  return module.exports
 }

@@ -10,17 +10,17 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { ConfigFiles } from "../services/ConfigFiles.js"
+import { version } from "../version.js"
 import { check } from "./commands/check.js"
+import { daemon, port } from "./commands/daemon.js"
 import { init } from "./commands/init.js"
+import { down, env, logs, reload, remove, status, up } from "./commands/worlds.js"
 import { reportFailure, UsageError, wantsJson, withCliConsole } from "./output.js"
 import { findUsageProblem } from "./usage.js"
 
-declare const BERTH_VERSION: string
-const version = typeof BERTH_VERSION === "string" ? BERTH_VERSION : "0.0.0-dev"
-
 const berth = Command.make("berth").pipe(
   Command.withDescription("One isolated local world per git worktree"),
-  Command.withSubcommands([check, init])
+  Command.withSubcommands([up, down, reload, remove, status, env, logs, check, init, daemon, port])
 )
 
 const cli = Command.run(berth, { name: "berth", version })

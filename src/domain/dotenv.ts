@@ -5,7 +5,8 @@
  */
 export const parseDotenv = (text: string): ReadonlyMap<string, string> => {
   const vars = new Map<string, string>()
-  const line = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*/
+  // blank lines before a key are skipped, but around `=` only spaces and tabs: `KEY=` on its own line is empty
+  const line = /^\s*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*=[ \t]*/
   let rest = text.replace(/\r\n?/g, "\n")
   while (rest.length > 0) {
     const m = line.exec(rest)

@@ -60,3 +60,121 @@ export class InitFailed extends Schema.TaggedError<InitFailed>()("InitFailed", {
 }
 
 export type ConfigError = ConfigNotFound | ConfigUnreadable | ConfigInvalid
+
+export class NotARepository extends Schema.TaggedError<NotARepository>()("NotARepository", {
+  path: Schema.String
+}) {
+  override get message(): string {
+    return `${this.path} is not inside a git repository\n  hint: berth worlds are git worktrees: run berth inside a repository`
+  }
+}
+
+export class InvalidWorldName extends Schema.TaggedError<InvalidWorldName>()("InvalidWorldName", {
+  name: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `${JSON.stringify(this.name)} cannot name a world: ${this.reason}\n  hint: use a valid git branch name`
+  }
+}
+
+export class WorldNotFound extends Schema.TaggedError<WorldNotFound>()("WorldNotFound", {
+  project: Schema.String,
+  name: Schema.String,
+  known: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    const known = this.known.length === 0 ? "it has none yet" : `its worlds: ${this.known.join(", ")}`
+    return `project ${this.project} has no world ${JSON.stringify(this.name)}; ${known}\n  hint: berth up ${this.name}`
+  }
+}
+
+export class WorktreeDirty extends Schema.TaggedError<WorktreeDirty>()("WorktreeDirty", {
+  world: Schema.String,
+  path: Schema.String,
+  files: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    const shown = this.files.slice(0, 20).map((f) => `    ${f}`)
+    const more = this.files.length > 20 ? [`    … and ${this.files.length - 20} more`] : []
+    return [
+      `world ${this.world} has uncommitted or untracked changes in ${this.path}:`,
+      ...shown,
+      ...more,
+      "  hint: commit or stash them, or pass --force to discard them"
+    ].join("\n")
+  }
+}
+
+export class MainCheckout extends Schema.TaggedError<MainCheckout>()("MainCheckout", {
+  world: Schema.String,
+  path: Schema.String
+}) {
+  override get message(): string {
+    return `world ${this.world} is the main checkout (${this.path}); berth never deletes its files\n  hint: berth down ${this.world} stops it`
+  }
+}
+
+export class StartFailed extends Schema.TaggedError<StartFailed>()("StartFailed", {
+  world: Schema.String,
+  service: Schema.String,
+  reason: Schema.String,
+  logTail: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    const tail = this.logTail.length === 0 ? ["    (no output)"] : this.logTail.map((l) => `    ${l}`)
+    return [
+      `world ${this.world}: ${this.service} ${this.reason}; nothing that this up started is left running`,
+      `  last lines of ${this.service}'s log:`,
+      ...tail
+    ].join("\n")
+  }
+}
+
+export class PortUnavailable extends Schema.TaggedError<PortUnavailable>()("PortUnavailable", {
+  port: Schema.Number,
+  world: Schema.String,
+  service: Schema.String,
+  holder: Schema.optional(Schema.String)
+}) {
+  override get message(): string {
+    const by = this.holder === undefined ? "another process" : this.holder
+    return `port ${this.port}, leased to ${this.world}/${this.service}, is taken by ${by}\n  hint: stop that process, or berth remove ${this.world} to give the world new ports`
+  }
+}
+
+export class PortRangeExhausted extends Schema.TaggedError<PortRangeExhausted>()("PortRangeExhausted", {
+  from: Schema.Number,
+  to: Schema.Number,
+  wanted: Schema.Number
+}) {
+  override get message(): string {
+    return `no free port left in ${this.from}-${this.to} for ${this.wanted} more\n  hint: berth port --range A-B widens it, or berth remove unused worlds`
+  }
+}
+
+export class DaemonUnavailable extends Schema.TaggedError<DaemonUnavailable>()("DaemonUnavailable", {
+  reason: Schema.String,
+  log: Schema.optional(Schema.String)
+}) {
+  override get message(): string {
+    return `cannot reach the berth daemon: ${this.reason}${this.log === undefined ? "" : `\n  hint: see ${this.log}`}`
+  }
+}
+
+export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", {
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return this.reason
+  }
+}
+
+/** Something berth itself got wrong (a database error, a bug): reported, never a crash. */
+export class InternalError extends Schema.TaggedError<InternalError>()("InternalError", {
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `berth hit an internal error: ${this.reason}\n  hint: the daemon's log (berth daemon status shows where) has details`
+  }
+}

@@ -25,7 +25,7 @@ export interface LiteralPart {
 
 export type TemplatePart = TokenPart | LiteralPart
 
-const tokenPattern = /\$\$\{|\$\{([^}]*)\}/g
+const tokenPattern = /\$\$\{|\$\{([^{}]*)\}/g
 
 /** Splits a template into literal text and tokens. Unterminated `${` stays literal. */
 export const parseTemplate = (template: string): ReadonlyArray<TemplatePart> => {
@@ -103,7 +103,9 @@ export const lookupToken = (
   const service = name === undefined ? undefined : ctx.services.get(name)
   if (service === undefined || rest.length > 0) return undefined
   let value: string | number | undefined
-  if (field === "ports") value = sub === undefined ? undefined : service.ports?.[sub]
+  // own properties only: `${api.ports.constructor}` names nothing
+  const ports = service.ports ?? {}
+  if (field === "ports") value = sub !== undefined && Object.hasOwn(ports, sub) ? ports[sub] : undefined
   else if (sub !== undefined) value = undefined
   else if (field === "url") value = service.url
   else if (field === "host") value = service.host
@@ -129,7 +131,7 @@ export const resolveTemplate = (
     }
     const found = lookupToken(part.segments, ctx)
     if (found === undefined) {
-      const written = `\${${part.expr}}`
+      const written = template.slice(part.start, part.end)
       if (part.segments[0] === "env" && part.segments.length === 2) missingEnv.push(part.segments[1]!)
       else unresolved.push(written)
       value += written

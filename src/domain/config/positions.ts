@@ -3,7 +3,7 @@
  * and column. smol-toml gives values but not positions; this scanner walks the same grammar only to record them.
  * It assumes the document already parsed (it is run after smol-toml succeeds) and never throws on odd input.
  */
-import type { KeyPath } from "./diagnostic.js"
+import type { KeyPath, PathSegment } from "./diagnostic.js"
 
 export interface Position {
   readonly line: number
@@ -155,24 +155,33 @@ export const indexPositions = (text: string): PositionIndex => {
       }
     } else if (c === "{") {
       i++
+      // TOML 1.1 (and smol-toml) let an inline table span lines, with comments
       for (;;) {
-        skipInline()
-        if (peek() === "}" || i >= text.length || peek() === "\n") {
-          if (peek() === "}") i++
+        skipAll()
+        if (peek() === "}" || i >= text.length) {
+          i++
           return
         }
         readKeyValue(path)
-        skipInline()
+        skipAll()
         if (peek() === ",") i++
       }
     } else {
-      while (i < text.length && !/[,\]}\s#]/.test(text[i]!)) i++
+      // at least one character, so that odd input cannot stall the scan
+      const start = i
+      do i++
+      while (i < text.length && !/[,\]}\s#]/.test(text[i]!))
+      // a date and a time may be separated by a space: `1979-05-27 07:32:00Z`
+      if (/^\d{4}-\d{2}-\d{2}$/.test(text.slice(start, i)) && peek() === " " && /\d/.test(peek(1) ?? "")) {
+        i++
+        while (i < text.length && !/[,\]}\s#]/.test(text[i]!)) i++
+      }
     }
   }
 
   const readKeyValue = (table: KeyPath): void => {
     const parts = readKey()
-    const path: Array<string | number> = [...table]
+    const path: Array<PathSegment> = [...table]
     for (const part of parts) {
       path.push(part.key)
       record(path, part.at)
@@ -190,7 +199,14 @@ export const indexPositions = (text: string): PositionIndex => {
       const isArray = peek(1) === "["
       const at = here()
       i += isArray ? 2 : 1
-      const parts = readKey().map((p) => p.key)
+      // below an array of tables, a header extends its latest element: `[[a]]` then `[a.b]` is a[last].b
+      const keys = readKey().map((p) => p.key)
+      const parts: Array<PathSegment> = []
+      for (const [n, key] of keys.entries()) {
+        parts.push(key)
+        const count = n < keys.length - 1 ? arrayTableCounts.get(keyOf(parts)) : undefined
+        if (count !== undefined) parts.push(count - 1)
+      }
       i += isArray ? 2 : 1
       if (isArray) {
         const k = keyOf(parts)

@@ -1,0 +1,437 @@
+/**
+ * One world's life: a fiber with a mailbox, so commands on one world run one at a time while different worlds run
+ * in parallel. It owns the world's current "generation" — the scope its service fibers (and so their process groups)
+ * live in. Ports are leased for the world's whole life (they survive `down`); processes for one generation.
+ *
+ * Admission (a later issue) holds a world `queued` before `start` and suspends it by stopping its generation while
+ * keeping everything else: both are commands of this same mailbox.
+ */
+import { existsSync } from "node:fs"
+import { basename, dirname, join, resolve } from "node:path"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Queue from "effect/Queue"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
+import * as Model from "../domain/config/model.js"
+import { coordinates, groupPorts, launch, portRequests, redact, type WorldIdentity } from "../domain/coordinates.js"
+import {
+  type ConfigError,
+  type InternalError,
+  InvalidRequest,
+  type MainCheckout,
+  type PortRangeExhausted,
+  StartFailed,
+  WorktreeDirty
+} from "../domain/errors.js"
+import { closure } from "../domain/graph.js"
+import type { WorldState } from "../domain/world-state.js"
+import { ConfigFiles } from "../services/ConfigFiles.js"
+import { Git } from "../services/Git.js"
+import { Home } from "../services/Home.js"
+import * as LogFiles from "../services/LogFiles.js"
+import { Ports } from "../services/Ports.js"
+import { Processes, type ProcessHandle } from "../services/Processes.js"
+import { Registry, type WorldRow } from "../services/Registry.js"
+import {
+  makeRuntime,
+  markStopped,
+  markStopping,
+  runService,
+  type ServiceRuntime,
+  type ServiceSnapshot
+} from "./ServiceActor.js"
+import type { Health } from "../services/Health.js"
+
+export interface Selection {
+  readonly services: ReadonlyArray<string>
+  readonly groups: ReadonlyArray<string>
+}
+
+export type WorldCommand =
+  | { readonly _tag: "Up"; readonly selection: Selection; readonly env: Readonly<Record<string, string>> }
+  | { readonly _tag: "Down" }
+  | { readonly _tag: "Reload"; readonly env: Readonly<Record<string, string>> }
+  | { readonly _tag: "Remove"; readonly force: boolean }
+  /** after a daemon restart: take over the processes that survived, start the ones that did not */
+  | { readonly _tag: "Adopt" }
+  /** the worktree folder was deleted outside berth: stop everything and forget the world */
+  | { readonly _tag: "Vanished" }
+
+export type WorldError =
+  | ConfigError
+  | StartFailed
+  | WorktreeDirty
+  | MainCheckout
+  | InvalidRequest
+  | PortRangeExhausted
+  | InternalError
+
+interface Envelope {
+  readonly command: WorldCommand
+  readonly reply: Deferred.Deferred<void, WorldError>
+}
+
+interface Generation {
+  readonly scope: Scope.CloseableScope
+  readonly config: Model.Config
+  readonly layers: ReadonlyArray<ReadonlyArray<string>>
+  readonly services: Map<string, { readonly rt: ServiceRuntime; readonly fiber: Fiber.RuntimeFiber<never, unknown> }>
+}
+
+export interface WorldActor {
+  readonly worldId: number
+  readonly send: (command: WorldCommand) => Effect.Effect<void, WorldError>
+  /** the world's live service snapshots (empty when nothing runs) */
+  readonly snapshots: Effect.Effect<ReadonlyMap<string, ServiceSnapshot>>
+  /** completes when the actor has ended (its world was removed) */
+  readonly done: Effect.Effect<void>
+}
+
+const SETUP = "setup"
+
+/** Default worktrees folder: beside the main checkout, `<repo>.worktrees`. */
+export const worktreesFolder = (mainRoot: string, configured: string | undefined): string =>
+  configured === undefined ? join(dirname(mainRoot), `${basename(mainRoot)}.worktrees`) : resolve(mainRoot, configured)
+
+export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
+  Effect.gen(function* () {
+    const registry = yield* Registry
+    const configs = yield* ConfigFiles
+    const git = yield* Git
+    const ports = yield* Ports
+    const home = yield* Home
+    const processes = yield* Processes
+    const context = yield* Effect.context<Processes | Health>()
+    const mailbox = yield* Queue.unbounded<Envelope>()
+    const done = yield* Deferred.make<void>()
+    let generation: Generation | undefined
+    let selection: Selection = { services: [], groups: [] }
+    let lastEnv: Readonly<Record<string, string>> = {}
+
+    const row = Effect.flatMap(registry.world(worldId), (w) =>
+      w === undefined
+        ? Effect.fail(new InvalidRequest({ reason: `world ${worldId} no longer exists` }))
+        : Effect.succeed(w)
+    )
+
+    const setObserved = (state: WorldState, reason: string | null = null) =>
+      registry.setObserved(worldId, state, reason)
+
+    const identity = (w: WorldRow): WorldIdentity => ({
+      project: w.projectName,
+      name: w.name,
+      slug: w.slug,
+      path: w.path
+    })
+
+    /** A world's processes, then services, stopped in reverse dependency order, one layer at a time. */
+    const stopGeneration = Effect.gen(function* () {
+      const g = generation
+      if (g === undefined) return
+      generation = undefined
+      for (const layer of [...g.layers].reverse()) {
+        const running = layer.flatMap((name) => {
+          const s = g.services.get(name)
+          return s === undefined ? [] : [s]
+        })
+        yield* Effect.forEach(running, (s) => markStopping(s.rt), { discard: true })
+        yield* Fiber.interruptAll(running.map((s) => s.fiber))
+        yield* Effect.forEach(running, (s) => markStopped(s.rt), { discard: true })
+      }
+      yield* Scope.close(g.scope, Exit.void)
+    })
+
+    const ensureWorktree = (w: WorldRow) =>
+      Effect.gen(function* () {
+        if (existsSync(w.path)) return
+        if (w.isMain) return yield* new InvalidRequest({ reason: `the main checkout ${w.path} is missing` })
+        yield* git
+          .addWorktree(w.mainRoot, w.path, w.branch ?? w.name)
+          .pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
+      })
+
+    const loadConfig = (w: WorldRow) =>
+      Effect.map(configs.load(w.path), (loaded) => ({ loaded, config: Model.forWorld(loaded.parsed.config, w.name) }))
+
+    /** The services an `up` starts: the selection and everything it depends on, or all of them. */
+    const selected = (config: Model.Config, sel: Selection) =>
+      Effect.gen(function* () {
+        if (sel.services.length === 0 && sel.groups.length === 0) return config.graph.order
+        const known = new Set(config.services.map((s) => s.name))
+        for (const s of sel.services) {
+          if (!known.has(s)) {
+            return yield* new InvalidRequest({
+              reason: `no service ${JSON.stringify(s)} in ${config.file}; services: ${[...known].join(", ")}`
+            })
+          }
+        }
+        const inGroups = config.services.filter((s) => s.groups.some((g) => sel.groups.includes(g))).map((s) => s.name)
+        for (const g of sel.groups) {
+          if (!config.services.some((s) => s.groups.includes(g))) {
+            return yield* new InvalidRequest({ reason: `no service is in group ${JSON.stringify(g)}` })
+          }
+        }
+        return closure(config.graph, [...sel.services, ...inGroups])
+      })
+
+    const runSetup = (w: WorldRow, command: string, env: Readonly<Record<string, string>>) =>
+      Effect.gen(function* () {
+        const logFile = home.serviceLog(worldId, SETUP)
+        const exit = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const handle = yield* processes.spawnScoped({ command, cwd: w.path, env, logFile }, 10_000)
+            return yield* processes.awaitExit(handle)
+          })
+        ).pipe(Effect.catchTag("SpawnFailed", (e) => Effect.succeed({ code: null, signal: e.reason })))
+        if (exit.code === 0) return yield* registry.markSetupDone(worldId)
+        const logTail = yield* LogFiles.tail(logFile, 20).pipe(Effect.orElseSucceed(() => []))
+        return yield* new StartFailed({
+          world: w.name,
+          service: SETUP,
+          reason: `setup \`${command}\` failed (${exit.code === null ? `${exit.signal}` : `exit code ${exit.code}`})`,
+          logTail
+        })
+      })
+
+    /** Starts a generation: ports, then every selected service in dependency order, waiting for all to be ready. */
+    const start = (
+      sel: Selection,
+      userEnv: Readonly<Record<string, string>>,
+      adopt: ReadonlyMap<string, ProcessHandle>
+    ) =>
+      Effect.gen(function* () {
+        const w = yield* row
+        yield* ensureWorktree(w)
+        const { loaded, config } = yield* loadConfig(w)
+        const names = yield* selected(config, sel)
+        yield* setObserved("starting")
+        if (!w.setupDone && config.project.setup !== undefined && adopt.size === 0) {
+          yield* runSetup(w, config.project.setup, userEnv)
+        }
+        // every port of the world is leased before anything starts (all services, so they stay stable)
+        const leased =
+          adopt.size > 0
+            ? (yield* registry.leases(worldId)).map((l) => ({ service: l.service, name: l.name, port: l.port }))
+            : (yield* ports.allocate({ id: worldId, project: w.projectName, name: w.name }, portRequests(config)))
+                .assigned
+        const portMap = groupPorts(leased)
+        const coords = coordinates(config, portMap, new Map())
+        const scope = yield* Scope.make()
+        const g: Generation = { scope, config, layers: config.graph.layers, services: new Map() }
+        generation = g
+        const runtimes = new Map<string, ServiceRuntime>()
+        for (const name of config.graph.order) {
+          if (!names.includes(name)) continue
+          const service = config.services.find((s) => s.name === name)
+          if (service === undefined || service._tag !== "Process") continue
+          if (service.dir !== undefined && !resolve(w.path, service.dir).startsWith(w.path)) {
+            return yield* new InvalidRequest({
+              reason: `services.${name}.dir ${JSON.stringify(service.dir)} leaves the worktree`
+            })
+          }
+          const l = launch(service, identity(w), coords, userEnv, loaded.dotenv)
+          const rt = yield* makeRuntime({
+            world: w.name,
+            service,
+            command: l.command,
+            setup: l.setup,
+            cwd: service.dir === undefined ? w.path : resolve(w.path, service.dir),
+            env: l.env,
+            port: portMap.get(name)?.main,
+            logFile: home.serviceLog(worldId, name),
+            secrets: l.secrets
+          })
+          runtimes.set(name, rt)
+        }
+        for (const [name, rt] of runtimes) {
+          const deps = (config.graph.dependencies.get(name) ?? []).flatMap((d) => {
+            const dep = runtimes.get(d)
+            return dep === undefined ? [] : [Deferred.await(dep.ready)]
+          })
+          const persist = rt.snapshot.changes.pipe(
+            Stream.runForEach((s) =>
+              registry
+                .saveService({
+                  worldId,
+                  name,
+                  observed: s.state,
+                  pid: s.handle?.pid ?? null,
+                  pgid: s.handle?.pgid ?? null,
+                  startTime: s.handle?.startTime ?? null,
+                  restarts: s.restarts,
+                  reason: s.reason ?? null,
+                  logTail: s.logTail.length === 0 ? null : JSON.stringify(s.logTail)
+                })
+                .pipe(Effect.orElse(() => Effect.void))
+            )
+          )
+          yield* Effect.forkIn(persist, scope)
+          const fiber = yield* runService(rt, {
+            adopt: adopt.get(name),
+            dependencies: Effect.all(deps, { discard: true })
+          }).pipe(Effect.provide(context), Effect.forkIn(scope))
+          g.services.set(name, { rt, fiber })
+        }
+        yield* registry.dropServicesExcept(worldId, [...runtimes.keys()])
+        // ready when every selected service is healthy; the first failure fails the up
+        const ready = yield* Effect.all(
+          [...runtimes.values()].map((rt) => Deferred.await(rt.ready)),
+          { concurrency: "unbounded", discard: true }
+        ).pipe(Effect.either)
+        if (ready._tag === "Left") {
+          yield* stopGeneration
+          const failure = ready.left
+          yield* setObserved("failed", `${failure.service}: ${failure.reason}`)
+          return yield* new StartFailed({
+            world: w.name,
+            service: failure.service,
+            reason: failure.reason,
+            logTail: failure.logTail.map((line) => redact(line, []))
+          })
+        }
+        yield* setObserved("running")
+      })
+
+    const up = (sel: Selection, env: Readonly<Record<string, string>>) =>
+      Effect.gen(function* () {
+        yield* registry.setDesired(worldId, "up")
+        // `up` of a running world changes nothing
+        if (generation !== undefined) return
+        selection = sel
+        lastEnv = env
+        yield* start(sel, env, new Map()).pipe(Effect.onError(() => stopGeneration))
+      })
+
+    const down = Effect.gen(function* () {
+      yield* registry.setDesired(worldId, "down")
+      yield* setObserved("stopping")
+      yield* stopGeneration
+      yield* stopOrphans
+      yield* setObserved("stopped")
+    })
+
+    /** Processes recorded for this world that no generation owns (e.g. after a failed adoption). */
+    const stopOrphans = Effect.gen(function* () {
+      for (const s of yield* registry.services(worldId)) {
+        if (s.pid === null || s.pgid === null || s.startTime === null) continue
+        const handle = { pid: s.pid, pgid: s.pgid, startTime: s.startTime }
+        if (yield* processes.isRunning(handle)) yield* processes.stop(handle, 10_000)
+        yield* registry.saveService({ ...s, observed: "stopped", pid: null, pgid: null, startTime: null })
+      }
+    })
+
+    const forget = (removeFiles: boolean, force: boolean) =>
+      Effect.gen(function* () {
+        const w = yield* row
+        yield* setObserved("removing")
+        yield* stopGeneration
+        yield* stopOrphans
+        yield* ports.release(worldId)
+        if (removeFiles && !w.isMain) {
+          yield* git
+            .removeWorktree(w.mainRoot, w.path, force)
+            .pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
+        }
+        yield* registry.deleteWorld(worldId)
+      })
+
+    const remove = (force: boolean) =>
+      Effect.gen(function* () {
+        const w = yield* row
+        if (!force && existsSync(w.path) && !w.isMain) {
+          const changes = yield* git.changes(w.path).pipe(Effect.orElseSucceed(() => []))
+          if (changes.length > 0) {
+            return yield* new WorktreeDirty({
+              world: w.name,
+              path: w.path,
+              files: changes.map((c) => `${c.status} ${c.file}`)
+            })
+          }
+        }
+        yield* registry.setDesired(worldId, "removed")
+        yield* forget(true, force)
+      })
+
+    const adopt = Effect.gen(function* () {
+      const handles = new Map<string, ProcessHandle>()
+      for (const s of yield* registry.services(worldId)) {
+        if (s.pid === null || s.pgid === null || s.startTime === null) continue
+        const handle = { pid: s.pid, pgid: s.pgid, startTime: s.startTime }
+        if (yield* processes.isRunning(handle)) handles.set(s.name, handle)
+      }
+      // services that died while no daemon watched are started again; the live ones are watched
+      yield* start(selection, lastEnv, handles).pipe(Effect.onError(() => stopGeneration))
+    })
+
+    const handle = (command: WorldCommand): Effect.Effect<void, WorldError> => {
+      switch (command._tag) {
+        case "Up":
+          return up(command.selection, command.env)
+        case "Down":
+          return down
+        case "Reload":
+          return Effect.gen(function* () {
+            yield* stopGeneration
+            lastEnv = command.env
+            yield* up(selection, command.env)
+          })
+        case "Remove":
+          return remove(command.force)
+        case "Adopt":
+          return adopt
+        case "Vanished":
+          return forget(false, true)
+      }
+    }
+
+    const ended = (command: WorldCommand) => command._tag === "Remove" || command._tag === "Vanished"
+
+    const loop = Effect.gen(function* () {
+      for (;;) {
+        const envelope = yield* Queue.take(mailbox)
+        const exit = yield* Effect.exit(
+          handle(envelope.command).pipe(
+            Effect.catchAllDefect((d) =>
+              Effect.fail(
+                new InvalidRequest({ reason: `internal error: ${d instanceof Error ? d.message : String(d)}` })
+              )
+            )
+          )
+        )
+        yield* Deferred.complete(envelope.reply, exit)
+        if (Exit.isSuccess(exit) && ended(envelope.command)) {
+          yield* onEnd
+          return
+        }
+      }
+    }).pipe(
+      Effect.ensuring(Effect.all([stopGeneration, Deferred.succeed(done, undefined)])),
+      Effect.catchAllCause((cause) => Effect.logError("world actor ended", cause))
+    )
+
+    const actor: WorldActor = {
+      worldId,
+      send: (command) =>
+        Effect.gen(function* () {
+          const reply = yield* Deferred.make<void, WorldError>()
+          yield* Queue.offer(mailbox, { command, reply })
+          return yield* Deferred.await(reply)
+        }),
+      snapshots: Effect.suspend(() => {
+        const g = generation
+        if (g === undefined) return Effect.succeed(new Map<string, ServiceSnapshot>())
+        return Effect.map(
+          Effect.forEach([...g.services], ([name, s]) =>
+            Effect.map(SubscriptionRef.get(s.rt.snapshot), (snap) => [name, snap] as const)
+          ),
+          (entries) => new Map(entries)
+        )
+      }),
+      done: Deferred.await(done)
+    }
+    return { actor, loop }
+  })

@@ -1,0 +1,288 @@
+/**
+ * The supervisor of every world: it resolves which world a request means (a worktree of a project), keeps one
+ * WorldActor per world (a FiberMap of their mailbox loops) and answers the daemon's API. This is also what a
+ * program embeds: everything the CLI does goes through these methods.
+ */
+import { existsSync } from "node:fs"
+import { basename, join } from "node:path"
+import * as Effect from "effect/Effect"
+import * as FiberMap from "effect/FiberMap"
+import * as Stream from "effect/Stream"
+import type { ServiceStatus, WorldStatus } from "../daemon/api.js"
+import { coordinates, groupPorts, portRequests, worldVariables } from "../domain/coordinates.js"
+import * as Model from "../domain/config/model.js"
+import { InternalError, InvalidRequest, InvalidWorldName, NotARepository, WorldNotFound } from "../domain/errors.js"
+import { projectLabel } from "../domain/names.js"
+import { decide } from "../domain/reconcile.js"
+import { ConfigFiles } from "../services/ConfigFiles.js"
+import { Git } from "../services/Git.js"
+import type { Health } from "../services/Health.js"
+import { Home } from "../services/Home.js"
+import * as LogFiles from "../services/LogFiles.js"
+import { Ports } from "../services/Ports.js"
+import { Processes } from "../services/Processes.js"
+import { Registry, type WorldRow } from "../services/Registry.js"
+import { makeWorldActor, type Selection, type WorldActor, type WorldCommand, worktreesFolder } from "./WorldActor.js"
+
+export interface WorldRef {
+  readonly cwd: string
+  readonly world?: string | undefined
+}
+
+const internal = (e: { readonly message: string }) => new InternalError({ reason: e.message })
+
+export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
+  scoped: Effect.gen(function* () {
+    const registry = yield* Registry
+    const git = yield* Git
+    const configs = yield* ConfigFiles
+    const ports = yield* Ports
+    const context = yield* Effect.context<Registry | ConfigFiles | Git | Ports | Home | Processes | Health>()
+    const actors = new Map<number, WorldActor>()
+    const loops = yield* FiberMap.make<number>()
+
+    const actorFor = (worldId: number) =>
+      Effect.gen(function* () {
+        const existing = actors.get(worldId)
+        if (existing !== undefined) return existing
+        const { actor, loop } = yield* makeWorldActor(
+          worldId,
+          Effect.sync(() => actors.delete(worldId))
+        ).pipe(Effect.provide(context))
+        actors.set(worldId, actor)
+        yield* FiberMap.run(loops, worldId, loop)
+        return actor
+      })
+
+    const send = (worldId: number, command: WorldCommand) =>
+      Effect.flatMap(actorFor(worldId), (actor) => actor.send(command))
+
+    /** The project `cwd` is in, registered on first sight. */
+    const project = Effect.fn("Worlds.project")(function* (cwd: string) {
+      const repo = yield* git.repo(cwd).pipe(
+        Effect.catchTags({
+          NotARepository: () => new NotARepository({ path: cwd }),
+          GitFailed: internal
+        })
+      )
+      const loaded = yield* configs.load(repo.root)
+      const config = loaded.parsed.config
+      const name = config.project.name ?? projectLabel(basename(repo.mainRoot))
+      const row = yield* registry.upsertProject({ name, commonDir: repo.commonDir, mainRoot: repo.mainRoot })
+      return { repo, row, config }
+    })
+
+    /** The world a request names (or the worktree `cwd` is in), created on first `up` when `create`. */
+    const resolve = Effect.fn("Worlds.resolve")(function* (ref: WorldRef, create: boolean) {
+      const { repo, row, config } = yield* project(ref.cwd)
+      const name = ref.world ?? repo.branch ?? basename(repo.root)
+      const existing = yield* registry.findWorld(row.id, name)
+      if (existing !== undefined) return existing
+      if (!create) {
+        const known = (yield* registry.worlds(row.id)).map((w) => w.name)
+        return yield* new WorldNotFound({ project: row.name, name, known })
+      }
+      if (ref.world !== undefined) {
+        yield* git.validateBranch(ref.world).pipe(
+          Effect.catchTags({
+            InvalidBranchName: (e) => new InvalidWorldName({ name: e.name, reason: e.reason }),
+            GitFailed: internal
+          })
+        )
+      }
+      // the branch may already be checked out somewhere: that worktree is the world
+      const trees = yield* git.worktrees(repo.mainRoot).pipe(Effect.mapError(internal))
+      const checkedOut = ref.world === undefined ? repo.root : trees.find((t) => t.branch === name)?.path
+      const folder = worktreesFolder(repo.mainRoot, config.project.worktrees)
+      const created = yield* registry.createWorld({
+        projectId: row.id,
+        name,
+        path: checkedOut ?? "",
+        branch: ref.world === undefined ? (repo.branch ?? null) : name,
+        isMain: checkedOut === repo.mainRoot
+      })
+      if (checkedOut !== undefined) return created
+      // a new worktree is named after the world's slug, which is unique in the project
+      const path = join(folder, created.slug)
+      yield* registry.setPath(created.id, path)
+      return { ...created, path }
+    })
+
+    const serviceStatus = (w: WorldRow) =>
+      Effect.gen(function* () {
+        const leases = yield* registry.leases(w.id)
+        const rows = yield* registry.services(w.id)
+        return rows.map((s): ServiceStatus => {
+          const mine = leases.filter((l) => l.service === s.name)
+          const main = mine.find((l) => l.name === "")?.port ?? null
+          return {
+            name: s.name,
+            kind: "process",
+            state: s.observed,
+            pid: s.pid,
+            port: main,
+            ports: Object.fromEntries(mine.filter((l) => l.name !== "").map((l) => [l.name, l.port])),
+            url: main === null ? null : `http://127.0.0.1:${main}`,
+            restarts: s.restarts,
+            reason: s.reason,
+            logTail: s.logTail === null ? [] : (JSON.parse(s.logTail) as Array<string>)
+          }
+        })
+      })
+
+    const worldStatus = (w: WorldRow) =>
+      Effect.map(
+        serviceStatus(w),
+        (services): WorldStatus => ({
+          project: w.projectName,
+          name: w.name,
+          slug: w.slug,
+          path: w.path,
+          branch: w.branch,
+          main: w.isMain,
+          desired: w.desired,
+          state: w.observed,
+          reason: w.reason,
+          services
+        })
+      )
+
+    const statusOf = (worldId: number) =>
+      Effect.flatMap(registry.world(worldId), (w) =>
+        w === undefined ? Effect.fail(new InternalError({ reason: `world ${worldId} vanished` })) : worldStatus(w)
+      )
+
+    const up = Effect.fn("Worlds.up")(function* (
+      ref: WorldRef,
+      selection: Selection,
+      env: Readonly<Record<string, string>>
+    ) {
+      const w = yield* resolve(ref, true)
+      yield* send(w.id, { _tag: "Up", selection, env })
+      return yield* statusOf(w.id)
+    })
+
+    const down = Effect.fn("Worlds.down")(function* (ref: WorldRef, all: boolean) {
+      const targets = all
+        ? yield* project(ref.cwd).pipe(
+            Effect.flatMap(({ row }) => registry.worlds(row.id)),
+            Effect.catchTag("ConfigNotFound", () => registry.worlds()),
+            Effect.catchTag("NotARepository", () => registry.worlds())
+          )
+        : [yield* resolve(ref, false)]
+      yield* Effect.forEach(targets, (w) => send(w.id, { _tag: "Down" }), { concurrency: "unbounded", discard: true })
+      return yield* Effect.forEach(targets, (w) => statusOf(w.id))
+    })
+
+    const reload = Effect.fn("Worlds.reload")(function* (ref: WorldRef, env: Readonly<Record<string, string>>) {
+      const w = yield* resolve(ref, false)
+      yield* send(w.id, { _tag: "Reload", env })
+      return yield* statusOf(w.id)
+    })
+
+    const remove = Effect.fn("Worlds.remove")(function* (ref: WorldRef, force: boolean) {
+      const w = yield* resolve(ref, false)
+      yield* send(w.id, { _tag: "Remove", force })
+      return { project: w.projectName, name: w.name, path: w.path }
+    })
+
+    const status = Effect.fn("Worlds.status")(function* (cwd: string | undefined) {
+      const rows =
+        cwd === undefined
+          ? yield* registry.worlds()
+          : yield* Effect.flatMap(project(cwd), ({ row }) => registry.worlds(row.id))
+      return { worlds: yield* Effect.forEach(rows, worldStatus) }
+    })
+
+    /** The world's coordinates; ports are leased now if the world never ran (they are chosen before anything starts). */
+    const env = Effect.fn("Worlds.env")(function* (ref: WorldRef) {
+      const w = yield* resolve(ref, false)
+      const loaded = yield* configs.load(existsSync(w.path) ? w.path : w.mainRoot)
+      const config = Model.forWorld(loaded.parsed.config, w.name)
+      let leases = yield* registry.leases(w.id)
+      if (leases.length === 0 && portRequests(config).length > 0) {
+        leases = (yield* ports.allocate(
+          { id: w.id, project: w.projectName, name: w.name },
+          portRequests(config)
+        )).assigned.map((a) => ({ ...a, worldId: w.id }))
+      }
+      const coords = coordinates(config, groupPorts(leases), new Map())
+      return { world: w.name, vars: { ...worldVariables(config, coords) } }
+    })
+
+    const home = yield* Home
+    const logs = (ref: WorldRef, options: { service?: string | undefined; follow: boolean; lines: number }) =>
+      Stream.unwrap(
+        Effect.gen(function* () {
+          const w = yield* resolve(ref, false)
+          const rows = yield* registry.services(w.id)
+          const names = rows.map((s) => s.name).filter((n) => options.service === undefined || n === options.service)
+          if (options.service !== undefined && names.length === 0) {
+            return yield* new InvalidRequest({
+              reason: `world ${w.name} has no service ${JSON.stringify(options.service)} with logs; services: ${rows.map((s) => s.name).join(", ")}`
+            })
+          }
+          const streams = names.map((service) => {
+            const file = home.serviceLog(w.id, service)
+            const past = Stream.fromIterableEffect(
+              LogFiles.tail(file, options.lines).pipe(Effect.orElseSucceed((): ReadonlyArray<string> => []))
+            )
+            const future = options.follow
+              ? Stream.unwrap(
+                  Effect.map(LogFiles.size(file).pipe(Effect.orElseSucceed(() => 0)), (offset) =>
+                    LogFiles.follow(file, offset).pipe(Stream.orElse(() => Stream.empty))
+                  )
+                )
+              : Stream.empty
+            return Stream.concat(past, future).pipe(Stream.map((line) => ({ service, line })))
+          })
+          return Stream.mergeAll(streams, { concurrency: "unbounded" })
+        })
+      )
+
+    const processes = yield* Processes
+    const liveProcesses = (worldId: number) =>
+      Effect.gen(function* () {
+        let n = 0
+        for (const s of yield* registry.services(worldId)) {
+          if (s.pid === null || s.pgid === null || s.startTime === null) continue
+          if (yield* processes.isRunning({ pid: s.pid, pgid: s.pgid, startTime: s.startTime })) n++
+        }
+        return n
+      })
+
+    /**
+     * One pass of reconciliation over every world: the decision is `domain/reconcile.ts`; acting on it is a command
+     * to the world's actor, so it is serialised with whatever the user asks of that world.
+     */
+    const reconcile = Effect.fn("Worlds.reconcile")(function* () {
+      for (const w of yield* registry.worlds()) {
+        const action = decide({
+          desired: w.desired,
+          observed: w.observed,
+          isMain: w.isMain,
+          pathExists: w.path !== "" && existsSync(w.path),
+          hasActor: actors.has(w.id),
+          liveProcesses: yield* liveProcesses(w.id)
+        })
+        const command: WorldCommand | undefined =
+          action === "adopt"
+            ? { _tag: "Adopt" }
+            : action === "teardown"
+              ? { _tag: "Vanished" }
+              : action === "stop-strays"
+                ? { _tag: "Down" }
+                : undefined
+        if (command === undefined) continue
+        // adoption can take a while (health checks): the pass does not wait for it
+        yield* Effect.forkDaemon(
+          send(w.id, command).pipe(
+            Effect.catchAll((e) => Effect.logWarning(`reconcile ${action} of world ${w.name}: ${e.message}`))
+          )
+        )
+      }
+    })
+
+    return { up, down, reload, remove, status, env, logs, reconcile } as const
+  })
+}) {}

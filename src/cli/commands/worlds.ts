@@ -1,0 +1,180 @@
+/**
+ * The world commands: thin clients of the daemon. Each sends one request and prints the answer, for people or
+ * (with --json) for programs.
+ */
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import { DaemonClient } from "../../daemon/client.js"
+import { Home } from "../../services/Home.js"
+import * as Layer from "effect/Layer"
+import { DaemonUnavailable } from "../../domain/errors.js"
+import { json, printJson } from "../output.js"
+import { renderEnv, renderStatus, renderWorld } from "../render.js"
+
+const worldName = Args.text({ name: "name" }).pipe(
+  Args.withDescription("the world: a branch name (default: the worktree you are in)"),
+  Args.optional
+)
+
+/** Only the commands that talk to the daemon build its client (and so start it). */
+export const DaemonClientLive = DaemonClient.Default.pipe(Layer.provideMerge(Home.layer))
+export const withDaemon = <Name extends string, R, E, A>(self: Command.Command<Name, R, E, A>) =>
+  Command.provide(self, DaemonClientLive)
+
+const clientEnv = (): Record<string, string> => {
+  const env: Record<string, string> = {}
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v
+  return env
+}
+
+/** A transport failure (the daemon died mid-request) is told as such, not as a protocol error. */
+const viaDaemon = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(
+    Effect.catchIf(
+      (e): e is E & { readonly _tag: "RpcClientError" } =>
+        typeof e === "object" && e !== null && (e as { _tag?: unknown })._tag === "RpcClientError",
+      (e) => new DaemonUnavailable({ reason: String((e as { message?: unknown }).message ?? "connection lost") })
+    )
+  )
+
+const ref = (name: Option.Option<string>) => ({ cwd: process.cwd(), world: Option.getOrUndefined(name) })
+
+const services = Options.text("service").pipe(
+  Options.withAlias("s"),
+  Options.withDescription("only this service and its dependencies (repeatable)"),
+  Options.repeated
+)
+const groups = Options.text("group").pipe(
+  Options.withAlias("g"),
+  Options.withDescription("only the services of this group and their dependencies (repeatable)"),
+  Options.repeated
+)
+
+export const up = Command.make("up", { name: worldName, services, groups, json }, ({ groups, json, name, services }) =>
+  viaDaemon(
+    Effect.gen(function* () {
+      const client = yield* DaemonClient
+      const world = yield* client.Up({ ...ref(name), env: clientEnv(), services, groups })
+      if (json) return yield* printJson(world)
+      yield* Console.log(renderWorld(world).join("\n"))
+    })
+  )
+).pipe(Command.withDescription("Start a world: its worktree, ports, services and routes"), withDaemon)
+
+export const down = Command.make(
+  "down",
+  {
+    name: worldName,
+    all: Options.boolean("all").pipe(Options.withDescription("every world of this project")),
+    json
+  },
+  ({ all, json, name }) =>
+    viaDaemon(
+      Effect.gen(function* () {
+        const client = yield* DaemonClient
+        const worlds = yield* client.Down({ ...ref(name), all })
+        if (json) return yield* printJson({ worlds })
+        for (const w of worlds) yield* Console.log(`${w.name}: ${w.state}`)
+      })
+    )
+).pipe(Command.withDescription("Stop a world's processes; keep its files, ports and data"), withDaemon)
+
+export const reload = Command.make("reload", { name: worldName, json }, ({ json, name }) =>
+  viaDaemon(
+    Effect.gen(function* () {
+      const client = yield* DaemonClient
+      const world = yield* client.Reload({ ...ref(name), env: clientEnv() })
+      if (json) return yield* printJson(world)
+      yield* Console.log(renderWorld(world).join("\n"))
+    })
+  )
+).pipe(Command.withDescription("Stop a world, then start it again on the same ports and data"), withDaemon)
+
+export const remove = Command.make(
+  "remove",
+  {
+    name: worldName,
+    force: Options.boolean("force").pipe(Options.withDescription("discard uncommitted and untracked changes")),
+    json
+  },
+  ({ force, json, name }) =>
+    viaDaemon(
+      Effect.gen(function* () {
+        const client = yield* DaemonClient
+        const removed = yield* client.Remove({ ...ref(name), force })
+        if (json) return yield* printJson(removed)
+        yield* Console.log(`removed ${removed.name} (${removed.path})`)
+      })
+    )
+).pipe(Command.withDescription("Destroy a world: stop it, release its ports, remove its worktree"), withDaemon)
+
+export const status = Command.make(
+  "status",
+  {
+    path: Args.directory({ name: "path" }).pipe(
+      Args.withDescription("only the project this folder belongs to (e.g. .)"),
+      Args.optional
+    ),
+    json
+  },
+  ({ json, path }) =>
+    viaDaemon(
+      Effect.gen(function* () {
+        const client = yield* DaemonClient
+        const { worlds } = yield* client.Status({ cwd: Option.getOrUndefined(path) })
+        if (json) return yield* printJson({ worlds })
+        yield* Console.log(renderStatus(worlds))
+      })
+    )
+).pipe(Command.withDescription("Every world of every project, with its services"), withDaemon)
+
+export const env = Command.make(
+  "env",
+  {
+    name: worldName,
+    dotenv: Options.boolean("dotenv").pipe(Options.withDescription('KEY="value" lines for a .env file')),
+    shell: Options.boolean("shell").pipe(Options.withDescription("export lines for eval in a shell")),
+    json
+  },
+  ({ dotenv, json, name, shell }) =>
+    viaDaemon(
+      Effect.gen(function* () {
+        const client = yield* DaemonClient
+        const { vars } = yield* client.Env(ref(name))
+        if (json) return yield* printJson(vars)
+        yield* Console.log(renderEnv(vars, shell ? "shell" : dotenv ? "dotenv" : "plain"))
+      })
+    )
+).pipe(Command.withDescription("A world's coordinates: <SERVICE>_URL, <SERVICE>_PORT, <SLICE>_URL"), withDaemon)
+
+export const logs = Command.make(
+  "logs",
+  {
+    name: worldName,
+    service: Options.text("service").pipe(Options.withAlias("s"), Options.optional),
+    follow: Options.boolean("follow").pipe(Options.withAlias("f"), Options.withDescription("keep printing new lines")),
+    lines: Options.integer("lines").pipe(Options.withAlias("n"), Options.withDefault(50)),
+    json
+  },
+  ({ follow, json, lines, name, service }) =>
+    viaDaemon(
+      Effect.gen(function* () {
+        const client = yield* DaemonClient
+        const only = Option.getOrUndefined(service)
+        yield* client
+          .Logs({ ...ref(name), service: only, follow, lines })
+          .pipe(
+            Stream.runForEach((l) =>
+              json
+                ? Console.log(JSON.stringify(l))
+                : Console.log(only === undefined ? `${l.service} | ${l.line}` : l.line)
+            )
+          )
+      })
+    )
+).pipe(Command.withDescription("A world's service logs"), withDaemon)

@@ -1,0 +1,143 @@
+/**
+ * The daemon's API: every request, reply and failure as `effect/Schema`, shared by the daemon, the CLI and
+ * embedders. Transport: @effect/rpc over a unix socket with newline-delimited JSON, which is also simple enough for
+ * the CLI's lean path to speak without loading Effect (see `cli/fast.ts`).
+ */
+import * as Rpc from "@effect/rpc/Rpc"
+import * as RpcGroup from "@effect/rpc/RpcGroup"
+import * as Schema from "effect/Schema"
+import {
+  ConfigInvalid,
+  ConfigNotFound,
+  ConfigUnreadable,
+  InternalError,
+  InvalidRequest,
+  InvalidWorldName,
+  MainCheckout,
+  NotARepository,
+  PortRangeExhausted,
+  PortUnavailable,
+  StartFailed,
+  WorktreeDirty,
+  WorldNotFound
+} from "../domain/errors.js"
+
+export const ServiceStatus = Schema.Struct({
+  name: Schema.String,
+  kind: Schema.Literal("process", "slice"),
+  state: Schema.String,
+  pid: Schema.NullOr(Schema.Number),
+  port: Schema.NullOr(Schema.Number),
+  ports: Schema.Record({ key: Schema.String, value: Schema.Number }),
+  url: Schema.NullOr(Schema.String),
+  restarts: Schema.Number,
+  reason: Schema.NullOr(Schema.String),
+  logTail: Schema.Array(Schema.String)
+})
+export type ServiceStatus = typeof ServiceStatus.Type
+
+export const WorldStatus = Schema.Struct({
+  project: Schema.String,
+  name: Schema.String,
+  slug: Schema.String,
+  path: Schema.String,
+  branch: Schema.NullOr(Schema.String),
+  main: Schema.Boolean,
+  desired: Schema.String,
+  state: Schema.String,
+  reason: Schema.NullOr(Schema.String),
+  services: Schema.Array(ServiceStatus)
+})
+export type WorldStatus = typeof WorldStatus.Type
+
+/** Which world: by name, or the worktree that `cwd` is in. */
+const worldRef = {
+  cwd: Schema.String,
+  world: Schema.optional(Schema.String)
+}
+
+const clientEnv = Schema.Record({ key: Schema.String, value: Schema.String })
+
+/** Everything a world command can fail with. */
+export const WorldError = Schema.Union(
+  ConfigInvalid,
+  ConfigNotFound,
+  ConfigUnreadable,
+  NotARepository,
+  InvalidWorldName,
+  WorldNotFound,
+  WorktreeDirty,
+  MainCheckout,
+  StartFailed,
+  PortUnavailable,
+  PortRangeExhausted,
+  InvalidRequest,
+  InternalError
+)
+export type WorldError = typeof WorldError.Type
+
+export const Settings = Schema.Struct({
+  portRange: Schema.Struct({ from: Schema.Number, to: Schema.Number })
+})
+export type Settings = typeof Settings.Type
+
+export const LogLine = Schema.Struct({ service: Schema.String, line: Schema.String })
+
+export class DaemonApi extends RpcGroup.make(
+  Rpc.make("Ping", {
+    success: Schema.Struct({ version: Schema.String, pid: Schema.Number, home: Schema.String })
+  }),
+  Rpc.make("Up", {
+    payload: {
+      ...worldRef,
+      env: clientEnv,
+      services: Schema.Array(Schema.String),
+      groups: Schema.Array(Schema.String)
+    },
+    success: WorldStatus,
+    error: WorldError
+  }),
+  Rpc.make("Down", {
+    payload: { ...worldRef, all: Schema.Boolean },
+    success: Schema.Array(WorldStatus),
+    error: WorldError
+  }),
+  Rpc.make("Reload", {
+    payload: { ...worldRef, env: clientEnv },
+    success: WorldStatus,
+    error: WorldError
+  }),
+  Rpc.make("Remove", {
+    payload: { ...worldRef, force: Schema.Boolean },
+    success: Schema.Struct({ project: Schema.String, name: Schema.String, path: Schema.String }),
+    error: WorldError
+  }),
+  Rpc.make("Status", {
+    payload: { cwd: Schema.optional(Schema.String) },
+    success: Schema.Struct({ worlds: Schema.Array(WorldStatus) }),
+    error: WorldError
+  }),
+  Rpc.make("Env", {
+    payload: worldRef,
+    success: Schema.Struct({ world: Schema.String, vars: Schema.Record({ key: Schema.String, value: Schema.String }) }),
+    error: WorldError
+  }),
+  Rpc.make("Logs", {
+    payload: {
+      ...worldRef,
+      service: Schema.optional(Schema.String),
+      follow: Schema.Boolean,
+      lines: Schema.Number
+    },
+    success: LogLine,
+    error: WorldError,
+    stream: true
+  }),
+  Rpc.make("GetSettings", { success: Settings }),
+  Rpc.make("SetPortRange", {
+    payload: { from: Schema.Number, to: Schema.Number },
+    success: Settings,
+    error: InvalidRequest
+  }),
+  Rpc.make("Shutdown", {})
+) {}

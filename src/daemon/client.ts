@@ -1,0 +1,84 @@
+/**
+ * How a CLI reaches its daemon: connect to BERTH_HOME's socket, starting the daemon when nobody answers, and
+ * replacing it cleanly when it is of another version. Then a typed @effect/rpc client of `DaemonApi`.
+ */
+import { spawn } from "node:child_process"
+import { openSync } from "node:fs"
+import * as NodeSocket from "@effect/platform-node/NodeSocket"
+import * as RpcClient from "@effect/rpc/RpcClient"
+import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { DaemonUnavailable } from "../domain/errors.js"
+import { Home, type HomePaths } from "../services/Home.js"
+import { version } from "../version.js"
+import { DaemonApi } from "./api.js"
+import { socketAnswers } from "./lock.js"
+import { request } from "./wire.js"
+
+const START_TIMEOUT_MS = 15_000
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+const waitFor = async (check: () => Promise<boolean>, timeoutMs: number): Promise<boolean> => {
+  const deadline = Date.now() + timeoutMs
+  for (let delay = 10; Date.now() < deadline; delay = Math.min(delay * 2, 200)) {
+    if (await check()) return true
+    await sleep(delay)
+  }
+  return check()
+}
+
+/** Starts `berth daemon run` detached, its output in the daemon log, and waits until it answers. */
+const startDaemon = async (home: HomePaths): Promise<boolean> => {
+  const log = openSync(home.daemonLog, "a", 0o600)
+  const entry = process.argv[1]
+  if (entry === undefined) return false
+  const child = spawn(process.execPath, [entry, "daemon", "run"], {
+    detached: true,
+    stdio: ["ignore", log, log],
+    env: { ...process.env, BERTH_HOME: home.root },
+    cwd: home.root
+  })
+  child.unref()
+  return waitFor(() => socketAnswers(home.socket), START_TIMEOUT_MS)
+}
+
+interface Pong {
+  readonly version: string
+}
+
+/** Makes sure a daemon of this very version answers on the socket. */
+export const ensureDaemon = (home: HomePaths) =>
+  Effect.tryPromise({
+    try: async () => {
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const pong = await request(home.socket, "Ping", undefined, 5_000)
+        if (pong._tag === "Success") {
+          if ((pong.value as Pong).version === version) return
+          // another version answers: ask it to go, wait for the socket to fall silent, start ours
+          await request(home.socket, "Shutdown", undefined, 5_000)
+          await waitFor(async () => !(await socketAnswers(home.socket)), 10_000)
+        }
+        if (await startDaemon(home)) continue
+      }
+      throw new Error("it did not start")
+    },
+    catch: (e) => new DaemonUnavailable({ reason: e instanceof Error ? e.message : String(e), log: home.daemonLog })
+  })
+
+/** The typed client; building it starts the daemon if needed. */
+export class DaemonClient extends Effect.Service<DaemonClient>()("berth/DaemonClient", {
+  scoped: Effect.gen(function* () {
+    const home = yield* Home
+    yield* ensureDaemon(home)
+    // built into the service's own scope: the connection must live as long as the client, not just its creation
+    const protocol = yield* Layer.build(
+      RpcClient.layerProtocolSocket({ retryTransientErrors: false }).pipe(
+        Layer.provide(RpcSerialization.layerNdjson),
+        Layer.provide(NodeSocket.layerNet({ path: home.socket }))
+      )
+    )
+    return yield* RpcClient.make(DaemonApi).pipe(Effect.provide(protocol))
+  })
+}) {}

@@ -1,0 +1,137 @@
+/**
+ * A world's coordinates: where each of its services and slices can be reached, and the environment each process
+ * gets. Pure: ports come from the allocator, slice URLs from the adapters, and the rest is the config.
+ */
+import * as Model from "./config/model.js"
+import { envKey } from "./names.js"
+import { resolveTemplate, type ServiceCoordinates, type TokenContext } from "./tokens.js"
+
+export interface WorldIdentity {
+  readonly project: string
+  readonly name: string
+  readonly slug: string
+  readonly path: string
+}
+
+/** The ports a service holds: its main port and its named extras. */
+export interface ServicePorts {
+  readonly main: number
+  readonly named: Readonly<Record<string, number>>
+}
+
+/** Every port a world asks for, as `{ service, name }` ("" = the main port), in config order. */
+export const portRequests = (
+  config: Model.Config
+): ReadonlyArray<{ readonly service: string; readonly name: string }> =>
+  Model.processes(config).flatMap((s) =>
+    Model.hasPort(s) ? [{ service: s.name, name: "" }, ...s.ports.map((name) => ({ service: s.name, name }))] : []
+  )
+
+/** Groups allocator output by service. */
+export const groupPorts = (
+  assigned: ReadonlyArray<{ readonly service: string; readonly name: string; readonly port: number }>
+): ReadonlyMap<string, ServicePorts> => {
+  const out = new Map<string, { main: number; named: Record<string, number> }>()
+  for (const a of assigned) {
+    const entry = out.get(a.service) ?? { main: 0, named: {} }
+    if (a.name === "") entry.main = a.port
+    else entry.named[a.name] = a.port
+    out.set(a.service, entry)
+  }
+  return out
+}
+
+/** Where each service and slice of the world is reached, as tokens see it. */
+export const coordinates = (
+  config: Model.Config,
+  ports: ReadonlyMap<string, ServicePorts>,
+  sliceUrls: ReadonlyMap<string, string>
+): ReadonlyMap<string, ServiceCoordinates> => {
+  const out = new Map<string, ServiceCoordinates>()
+  for (const s of config.services) {
+    if (s._tag === "Slice") {
+      const url = sliceUrls.get(s.name)
+      if (url !== undefined) out.set(s.name, { url })
+      continue
+    }
+    const p = ports.get(s.name)
+    out.set(
+      s.name,
+      p === undefined ? {} : { url: `http://127.0.0.1:${p.main}`, host: "127.0.0.1", port: p.main, ports: p.named }
+    )
+  }
+  return out
+}
+
+export interface ProcessLaunch {
+  readonly command: string
+  readonly setup: string | undefined
+  readonly env: Readonly<Record<string, string>>
+  /** values that came from `${env.…}`: kept out of anything berth itself prints or writes */
+  readonly secrets: ReadonlyArray<string>
+  /** tokens that resolved to nothing (already warned about by `check`) */
+  readonly unresolved: ReadonlyArray<string>
+}
+
+/**
+ * What one process is started with: its command with tokens resolved and quoted for `sh -c`, and its environment —
+ * the user's, then the config's `env` with tokens resolved, then PORT and the BERTH_* variables.
+ */
+export const launch = (
+  service: Model.ProcessService,
+  world: WorldIdentity,
+  coords: ReadonlyMap<string, ServiceCoordinates>,
+  userEnv: Readonly<Record<string, string>>,
+  dotenv: ReadonlyMap<string, string>
+): ProcessLaunch => {
+  const ctx: TokenContext = {
+    self: service.name,
+    services: coords,
+    env: (name) => userEnv[name] ?? dotenv.get(name),
+    world: { name: world.name, slug: world.slug, path: world.path },
+    project: { name: world.project }
+  }
+  const secrets = new Set<string>()
+  const unresolved = new Set<string>()
+  const resolve = (template: string, shell: boolean) => {
+    const r = resolveTemplate(template, ctx, { shell })
+    for (const s of r.secrets) secrets.add(s)
+    for (const u of r.unresolved) unresolved.add(u)
+    return r.value
+  }
+  const env: Record<string, string> = { ...userEnv }
+  for (const [key, value] of Object.entries(service.env)) env[key] = resolve(value, false)
+  const own = coords.get(service.name)
+  if (own?.port !== undefined) env.PORT = String(own.port)
+  env.BERTH_WORLD = world.name
+  env.BERTH_PROJECT = world.project
+  env.BERTH_SERVICE = service.name
+  return {
+    command: resolve(service.cmd, true),
+    setup: service.setup === undefined ? undefined : resolve(service.setup, true),
+    env,
+    secrets: [...secrets],
+    unresolved: [...unresolved]
+  }
+}
+
+/** `berth env`: `<SERVICE>_URL` and `<SERVICE>_PORT` (and `<SERVICE>_<NAME>_PORT`) per service with a port, `<SLICE>_URL` per slice. */
+export const worldVariables = (
+  config: Model.Config,
+  coords: ReadonlyMap<string, ServiceCoordinates>
+): Readonly<Record<string, string>> => {
+  const vars: Record<string, string> = {}
+  for (const s of config.services) {
+    const c = coords.get(s.name)
+    if (c === undefined) continue
+    const key = envKey(s.name)
+    if (c.url !== undefined) vars[`${key}_URL`] = c.url
+    if (c.port !== undefined) vars[`${key}_PORT`] = String(c.port)
+    for (const [name, port] of Object.entries(c.ports ?? {})) vars[`${key}_${envKey(name)}_PORT`] = String(port)
+  }
+  return vars
+}
+
+/** Replaces every secret in `text` so that nothing berth shows or stores carries one. */
+export const redact = (text: string, secrets: ReadonlyArray<string>): string =>
+  secrets.reduce((t, s) => (s.length >= 4 ? t.replaceAll(s, "***") : t), text)

@@ -1,0 +1,92 @@
+/**
+ * One service's lifecycle inside a world. As for worlds, observed state changes only through `transition`, which
+ * answers `undefined` for an illegal event; the ServiceActor ignores those, so a health verdict or an exit that
+ * arrives after a stop began can never resurrect a service.
+ *
+ * The restart decision is not made here: on an exit the actor first asks `decideRestart` and then reports
+ * `Restart`, `Fail` or `Exited`, so that `exited` always means "ended cleanly and stays down".
+ */
+import * as Data from "effect/Data"
+import type { ExitStatus } from "./restart.js"
+import { isCleanExit } from "./restart.js"
+
+export type ServiceState =
+  | "pending"
+  | "starting"
+  | "running"
+  | "healthy"
+  | "unhealthy"
+  | "stopping"
+  | "stopped"
+  | "restarting"
+  | "failed"
+  | "exited"
+
+/** Every observed state, in lifecycle order. */
+export const serviceStates: ReadonlyArray<ServiceState> = [
+  "pending",
+  "starting",
+  "running",
+  "healthy",
+  "unhealthy",
+  "stopping",
+  "stopped",
+  "restarting",
+  "failed",
+  "exited"
+]
+
+/** What a user asked for (`inactive`: not part of the selected services or group). */
+export type ServiceDesired = "running" | "stopped" | "inactive"
+
+export type ServiceEvent = Data.TaggedEnum<{
+  /** Dependencies are ready (or the backoff elapsed): setup and spawn begin. */
+  Start: {}
+  /** The process exists; until a health verdict arrives (or when there is no check) the service is `running`. */
+  Spawned: {}
+  Healthy: {}
+  Unhealthy: {}
+  /** The process ended and will not be restarted: clean exits become `exited`, anything else `failed`. */
+  Exited: ExitStatus
+  Stop: {}
+  /** The process group is gone (SIGTERM, grace, SIGKILL). */
+  StopDone: {}
+  /** The process died or was judged unhealthy and will be started again after a backoff. */
+  Restart: {}
+  Fail: { readonly reason: string }
+}>
+
+export const ServiceEvent = Data.taggedEnum<ServiceEvent>()
+
+/** States in which a process of ours is (or may be) alive. */
+const live: ReadonlyArray<ServiceState> = ["starting", "running", "healthy", "unhealthy"]
+/** States in which a health probe may run: the process was spawned and no stop or restart is under way. */
+const probed: ReadonlyArray<ServiceState> = ["running", "healthy", "unhealthy"]
+
+/** Exits and verdicts lead somewhere that depends on the event's payload; everything else is a fixed edge. */
+export const transition = (state: ServiceState, event: ServiceEvent): ServiceState | undefined => {
+  const when = (from: ReadonlyArray<ServiceState>, to: ServiceState): ServiceState | undefined =>
+    from.includes(state) ? to : undefined
+  switch (event._tag) {
+    case "Start":
+      return when(["pending", "stopped", "exited", "failed", "restarting"], "starting")
+    case "Spawned":
+      return when(["starting"], "running")
+    case "Healthy":
+      return when(probed, "healthy")
+    case "Unhealthy":
+      return when(probed, "unhealthy")
+    case "Exited":
+      return when(live, isCleanExit(event) ? "exited" : "failed")
+    // a stop also sweeps a dead service's group: commands that fork and exit 0 leave orphans behind
+    case "Stop":
+      return when(["pending", ...live, "restarting", "exited", "failed"], "stopping")
+    case "StopDone":
+      return when(["stopping"], "stopped")
+    case "Restart":
+      return when(live, "restarting")
+    // a stop always ends in `stopped`: a late give-up must not overwrite it
+    case "Fail":
+      return when(["pending", ...live, "restarting"], "failed")
+  }
+}

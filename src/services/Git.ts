@@ -1,0 +1,369 @@
+/**
+ * The `git` executable, run with an argument array (never a shell: branch names may legally hold `$ ; ( ) ' " | & < >`
+ * and backticks). Every method names its repository by a folder; the environment never picks one (GIT_DIR and friends
+ * are dropped, so berth behaves the same when it runs inside a git hook).
+ */
+import { execFile } from "node:child_process"
+import { existsSync, realpathSync } from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+
+export class NotARepository extends Data.TaggedError("NotARepository")<{ readonly path: string }> {
+  override get message(): string {
+    return `${this.path} is not inside a git repository`
+  }
+}
+
+export class InvalidBranchName extends Data.TaggedError("InvalidBranchName")<{
+  readonly name: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `${JSON.stringify(this.name)} is not a valid branch name: ${this.reason}`
+  }
+}
+
+export class GitFailed extends Data.TaggedError("GitFailed")<{
+  readonly args: ReadonlyArray<string>
+  readonly stderr: string
+  /** -1 when git did not run or was killed by a signal */
+  readonly exitCode: number
+}> {
+  override get message(): string {
+    const command = ["git", ...this.args.slice(0, 2).filter((a) => !a.startsWith("-"))].join(" ")
+    const detail = this.stderr === "" ? "" : `: ${this.stderr}`
+    return `${command} failed (exit ${this.exitCode})${detail}`
+  }
+}
+
+/** A branch can be checked out in one worktree only. */
+export class BranchCheckedOut extends Data.TaggedError("BranchCheckedOut")<{
+  readonly branch: string
+  readonly worktree: string
+}> {
+  override get message(): string {
+    return `branch ${JSON.stringify(this.branch)} is already checked out in the worktree at ${this.worktree}`
+  }
+}
+
+export interface RepoInfo {
+  /** this worktree's top-level folder */
+  readonly root: string
+  /** the repository's shared git folder, absolute */
+  readonly commonDir: string
+  /** the main worktree's folder (for a bare repository, the bare folder itself) */
+  readonly mainRoot: string
+  /** undefined when HEAD is detached */
+  readonly branch: string | undefined
+  readonly isMain: boolean
+}
+
+export interface Worktree {
+  readonly path: string
+  /** the checked-out commit; empty for a bare entry or an unborn branch */
+  readonly head: string
+  /** without `refs/heads/` */
+  readonly branch?: string
+  readonly detached: boolean
+  readonly bare: boolean
+  readonly locked: boolean
+  /** its folder is gone: `git worktree prune` would drop it */
+  readonly prunable: boolean
+}
+
+export interface Change {
+  /** the two porcelain v1 status letters as git prints them: " M", "A ", "R ", "??", … */
+  readonly status: string
+  /** relative to the worktree root; for a rename or copy, the new name */
+  readonly file: string
+  /** for a rename or copy, the old name */
+  readonly from?: string
+}
+
+export interface AddedWorktree {
+  readonly path: string
+  readonly branch: string
+  /** the branch did not exist and was created from HEAD */
+  readonly created: boolean
+  /** the branch was already checked out at this very path: nothing was done */
+  readonly reused: boolean
+}
+
+interface Output {
+  readonly stdout: string
+  readonly stderr: string
+  readonly exitCode: number
+}
+
+/** Variables that would make git ignore the folder it runs in. */
+const REPOSITORY_VARIABLES = [
+  "GIT_DIR",
+  "GIT_WORK_TREE",
+  "GIT_INDEX_FILE",
+  "GIT_COMMON_DIR",
+  "GIT_OBJECT_DIRECTORY",
+  "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+  "GIT_NAMESPACE",
+  "GIT_PREFIX"
+]
+
+const gitEnvironment = (): NodeJS.ProcessEnv => {
+  const env: NodeJS.ProcessEnv = { ...process.env }
+  for (const name of REPOSITORY_VARIABLES) delete env[name]
+  // messages are parsed (checked out at '…'), so keep them in English; never prompt; never take the index lock
+  // just to refresh stat data while the user may be running git in the same worktree
+  env.LC_ALL = "C"
+  env.LANGUAGE = "C"
+  env.GIT_TERMINAL_PROMPT = "0"
+  env.GIT_OPTIONAL_LOCKS = "0"
+  return env
+}
+
+const MAX_OUTPUT = 64 * 1024 * 1024
+
+/** Runs git; a non-zero exit is a value here, so callers can read exit codes such as show-ref's 1. */
+const exec = (cwd: string, args: ReadonlyArray<string>): Effect.Effect<Output, NotARepository | GitFailed> =>
+  Effect.async<Output, NotARepository | GitFailed>((resume, signal) => {
+    execFile(
+      "git",
+      [...args],
+      { cwd, env: gitEnvironment(), signal, encoding: "utf8", maxBuffer: MAX_OUTPUT, windowsHide: true },
+      (error, stdout, stderr) => {
+        if (error === null) return resume(Effect.succeed({ stdout, stderr, exitCode: 0 }))
+        if (typeof error.code === "number") return resume(Effect.succeed({ stdout, stderr, exitCode: error.code }))
+        // spawn itself failed: node reports a missing cwd as ENOENT too, so tell the two apart
+        if (error.code === "ENOENT" && !existsSync(cwd)) return resume(Effect.fail(new NotARepository({ path: cwd })))
+        const reason =
+          error.code === "ENOENT"
+            ? "git was not found on PATH"
+            : error.signal
+              ? `killed by ${error.signal}`
+              : (error.message.split("\n")[0] ?? "")
+        resume(Effect.fail(new GitFailed({ args, stderr: `${stderr.trim()}\n${reason}`.trim(), exitCode: -1 })))
+      }
+    )
+  })
+
+const isNotARepository = (stderr: string) => /not a git repository/i.test(stderr)
+
+/** Runs git and wants exit 0. */
+const run = (cwd: string, args: ReadonlyArray<string>): Effect.Effect<string, NotARepository | GitFailed> =>
+  Effect.flatMap(exec(cwd, args), (out): Effect.Effect<string, NotARepository | GitFailed> => {
+    if (out.exitCode === 0) return Effect.succeed(out.stdout)
+    if (isNotARepository(out.stderr)) return Effect.fail(new NotARepository({ path: cwd }))
+    return Effect.fail(new GitFailed({ args, stderr: out.stderr.trim(), exitCode: out.exitCode }))
+  })
+
+/** The same folder however it is spelled (symlinks, `..`, a trailing slash). */
+const canonical = (p: string): string => {
+  const absolute = path.resolve(p)
+  try {
+    return realpathSync(absolute)
+  } catch {
+    return absolute
+  }
+}
+
+const lines = (text: string): Array<string> => text.split("\n").filter((line) => line !== "")
+
+const stripHeads = (ref: string): string | undefined =>
+  ref.startsWith("refs/heads/") ? ref.slice("refs/heads/".length) : undefined
+
+/** `git worktree list --porcelain -z`: attributes end with NUL, an empty attribute ends a record. */
+export const parseWorktreeList = (text: string): Array<Worktree> => {
+  const result: Array<Worktree> = []
+  let current: { -readonly [K in keyof Worktree]: Worktree[K] } | undefined
+  const flush = () => {
+    if (current !== undefined) result.push(current)
+    current = undefined
+  }
+  for (const field of text.split("\0")) {
+    if (field === "") {
+      flush()
+      continue
+    }
+    const space = field.indexOf(" ")
+    const key = space === -1 ? field : field.slice(0, space)
+    const value = space === -1 ? "" : field.slice(space + 1)
+    if (key === "worktree") {
+      flush()
+      current = { path: value, head: "", detached: false, bare: false, locked: false, prunable: false }
+      continue
+    }
+    if (current === undefined) continue
+    if (key === "HEAD") current.head = value
+    else if (key === "branch") {
+      const branch = stripHeads(value)
+      if (branch !== undefined) current.branch = branch
+    } else if (key === "detached") current.detached = true
+    else if (key === "bare") current.bare = true
+    else if (key === "locked") current.locked = true
+    else if (key === "prunable") current.prunable = true
+  }
+  flush()
+  return result
+}
+
+/** `git status --porcelain=v1 -z`: `XY path` per entry; a rename or copy is followed by its old path. */
+export const parseStatus = (text: string): Array<Change> => {
+  const fields = text.split("\0")
+  const result: Array<Change> = []
+  for (let i = 0; i < fields.length; i++) {
+    const entry = fields[i] ?? ""
+    if (entry.length < 4) continue
+    const status = entry.slice(0, 2)
+    const file = entry.slice(3)
+    if (/[RC]/.test(status)) {
+      i++
+      result.push({ status, file, from: fields[i] ?? "" })
+    } else {
+      result.push({ status, file })
+    }
+  }
+  return result
+}
+
+/** git's own words when a branch is held by another worktree (2.39: "checked out at", later: "used by worktree at"). */
+const CHECKED_OUT = /already (?:checked out|used by worktree) at '([^']*)'/
+
+export class Git extends Effect.Service<Git>()("berth/Git", {
+  effect: Effect.sync(() => {
+    const worktrees = Effect.fn("Git.worktrees")(function* (repoRoot: string) {
+      return parseWorktreeList(yield* run(repoRoot, ["worktree", "list", "--porcelain", "-z"]))
+    })
+
+    /**
+     * One rev-parse call. `--symbolic-full-name` rather than `--abbrev-ref`: the latter prints `heads/x` when a tag
+     * is also called `x`. A branch with no commit yet makes rev-parse fail after printing the paths; symbolic-ref
+     * names it then.
+     */
+    const repo = Effect.fn("Git.repo")(function* (cwd: string) {
+      const dir = path.resolve(cwd)
+      const args = ["rev-parse", "--show-toplevel", "--git-common-dir", "--symbolic-full-name", "HEAD"]
+      const out = yield* exec(dir, args)
+      const [top, common, head] = lines(out.stdout)
+      if (out.exitCode !== 0 || top === undefined || common === undefined) {
+        if (isNotARepository(out.stderr)) return yield* new NotARepository({ path: dir })
+        if (!/unknown revision|bad revision/.test(out.stderr) || top === undefined || common === undefined) {
+          return yield* new GitFailed({ args, stderr: out.stderr.trim(), exitCode: out.exitCode })
+        }
+      }
+      const unborn = out.exitCode !== 0
+      const ref = unborn
+        ? lines((yield* exec(dir, ["symbolic-ref", "--quiet", "HEAD"])).stdout)[0]
+        : head === "HEAD"
+          ? undefined
+          : head
+      const root = canonical(top)
+      // relative to the folder git ran in (".git", "../../.git")
+      const commonDir = canonical(path.resolve(dir, common))
+      const mainRoot =
+        path.basename(commonDir) === ".git"
+          ? path.dirname(commonDir)
+          : canonical((yield* worktrees(root))[0]?.path ?? path.dirname(commonDir))
+      return {
+        root,
+        commonDir,
+        mainRoot,
+        branch: ref === undefined ? undefined : stripHeads(ref),
+        isMain: root === mainRoot
+      } satisfies RepoInfo
+    })
+
+    /**
+     * git's rules via `check-ref-format --branch`, and no leading `-` (it would read as an option). Also refused:
+     * `@` alone and `@{…}`, which `--branch` expands instead of judging, and `HEAD`.
+     */
+    const validateBranch = Effect.fn("Git.validateBranch")(function* (name: string) {
+      const invalid = (reason: string) => new InvalidBranchName({ name, reason })
+      if (name === "") return yield* invalid("it is empty")
+      if (name.startsWith("-")) return yield* invalid("it starts with '-'")
+      if (name === "@" || name === "HEAD") return yield* invalid(`'${name}' names HEAD, not a branch`)
+      if (name.includes("@{")) return yield* invalid("it contains '@{'")
+      // in the temp folder: the verdict on a name must not depend on the repository berth happens to run in
+      const args = ["check-ref-format", "--branch", name]
+      const out = yield* exec(os.tmpdir(), args).pipe(
+        Effect.catchTag("NotARepository", (e) => Effect.fail(new GitFailed({ args, stderr: e.message, exitCode: -1 })))
+      )
+      if (out.exitCode !== 0 || out.stdout.replace(/\n$/, "") !== name) {
+        return yield* invalid(
+          "git does not accept it (no spaces, control characters, ~ ^ : ? * [ \\, '..', '//', a leading or trailing " +
+            "'/' or '.', or a '.lock' ending)"
+        )
+      }
+      return name
+    })
+
+    const branchExists = Effect.fn("Git.branchExists")(function* (repoRoot: string, name: string) {
+      const args = ["show-ref", "--verify", "--quiet", `refs/heads/${name}`]
+      const out = yield* exec(repoRoot, args)
+      if (out.exitCode === 0) return true
+      if (out.exitCode === 1) return false
+      if (isNotARepository(out.stderr)) return yield* new NotARepository({ path: repoRoot })
+      return yield* new GitFailed({ args, stderr: out.stderr.trim(), exitCode: out.exitCode })
+    })
+
+    /**
+     * Checks out `branch` in a new worktree at `worktreePath`, creating the branch from HEAD when it does not exist.
+     * Stale entries (folders deleted by hand) are pruned first, so they do not hold on to their branch. When the
+     * branch is already checked out at that very path, nothing is done.
+     */
+    const addWorktree = Effect.fn("Git.addWorktree")(function* (
+      repoRoot: string,
+      worktreePath: string,
+      branch: string
+    ) {
+      yield* validateBranch(branch)
+      const target = path.resolve(repoRoot, worktreePath)
+      let list = yield* worktrees(repoRoot)
+      if (list.some((w) => w.prunable)) {
+        yield* run(repoRoot, ["worktree", "prune"])
+        list = yield* worktrees(repoRoot)
+      }
+      const holder = list.find((w) => w.branch === branch)
+      if (holder !== undefined) {
+        if (canonical(holder.path) === canonical(target)) {
+          return { path: canonical(target), branch, created: false, reused: true } satisfies AddedWorktree
+        }
+        return yield* new BranchCheckedOut({ branch, worktree: holder.path })
+      }
+      const exists = yield* branchExists(repoRoot, branch)
+      const args = exists
+        ? ["worktree", "add", "--", target, branch]
+        : ["worktree", "add", "-b", branch, "--", target, "HEAD"]
+      yield* run(repoRoot, args).pipe(
+        Effect.catchTag("GitFailed", (e): Effect.Effect<never, GitFailed | BranchCheckedOut> => {
+          const held = CHECKED_OUT.exec(e.stderr)
+          return held?.[1] !== undefined ? new BranchCheckedOut({ branch, worktree: held[1] }) : e
+        })
+      )
+      return { path: canonical(target), branch, created: !exists, reused: false } satisfies AddedWorktree
+    })
+
+    /**
+     * `git worktree remove` (refused by git when the worktree has changes, unless `force`; a locked worktree needs
+     * unlocking first) then `git worktree prune`. A folder that is already gone is only pruned.
+     */
+    const removeWorktree = Effect.fn("Git.removeWorktree")(function* (
+      repoRoot: string,
+      worktreePath: string,
+      force: boolean
+    ) {
+      const target = path.resolve(repoRoot, worktreePath)
+      if (existsSync(target)) {
+        yield* run(repoRoot, ["worktree", "remove", ...(force ? ["--force"] : []), "--", target])
+      }
+      yield* run(repoRoot, ["worktree", "prune"])
+    })
+
+    /** Uncommitted and untracked files, paths relative to the worktree root. */
+    const changes = Effect.fn("Git.changes")(function* (worktreePath: string) {
+      return parseStatus(yield* run(worktreePath, ["status", "--porcelain=v1", "-z", "--untracked-files=all"]))
+    })
+
+    return { repo, worktrees, validateBranch, branchExists, addWorktree, removeWorktree, changes } as const
+  }),
+  dependencies: []
+}) {}

@@ -1,0 +1,324 @@
+/**
+ * Whether a started service is healthy: one probe per attempt (http, tcp, cmd or log), and `waitHealthy`, which polls
+ * until a probe passes or the check's timeout is spent. A probe never fails: anything that goes wrong is "not healthy
+ * yet". Every attempt is bounded in time and releases what it opened (sockets, processes, file handles) even when it
+ * is interrupted, so a caller may race `waitHealthy` against the process exiting.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { open } from "node:fs/promises"
+import * as http from "node:http"
+import * as net from "node:net"
+import { StringDecoder } from "node:string_decoder"
+import * as Clock from "effect/Clock"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import { defaults, type HealthCheck } from "../domain/config/model.js"
+
+export interface ProbeContext {
+  /** the service's port: http and tcp checks need one */
+  readonly port?: number | undefined
+  /** where a cmd check runs */
+  readonly cwd: string
+  /** a cmd check's complete environment (the one the service itself gets) */
+  readonly env: Readonly<Record<string, string>>
+  /** the service's log file, for a log check */
+  readonly logFile: string
+  /** bytes of the log that predate this start: a log check ignores them */
+  readonly logOffset: number
+}
+
+export class HealthTimeout extends Data.TaggedError("HealthTimeout")<{
+  readonly kind: HealthCheck["kind"]
+  readonly target: string
+  readonly waitedMs: number
+}> {
+  override get message(): string {
+    const what = this.kind === "tcp" ? "a tcp connection" : `the ${this.kind} check ${JSON.stringify(this.target)}`
+    return `not healthy after ${(this.waitedMs / 1000).toFixed(1)}s: ${what} never passed`
+  }
+}
+
+/** Follows a log file from an offset, reading each byte once however often it is asked. */
+export interface LogWatcher {
+  /** reads what was appended since the last call; true once the pattern has appeared (it stays true) */
+  readonly matched: Effect.Effect<boolean>
+  /** the byte offset read up to */
+  readonly cursor: Effect.Effect<number>
+}
+
+/** A service with a port is healthy once it accepts connections; one without is healthy once it runs. */
+export const defaultCheck = (hasPort: boolean): HealthCheck | undefined =>
+  hasPort
+    ? { kind: "tcp", target: "", timeoutMs: defaults.healthTimeoutMs, intervalMs: defaults.healthIntervalMs }
+    : undefined
+
+/** A network attempt gets a few intervals, never more than 2 s: a hung server must not stall the polling. */
+export const networkAttemptMs = (check: HealthCheck): number => Math.max(1, Math.min(2_000, check.intervalMs * 4))
+
+/** Commands (a CLI starting, a client connecting) get longer, but never more than the whole check. */
+export const commandAttemptMs = (check: HealthCheck): number =>
+  Math.max(1, Math.min(check.timeoutMs, Math.max(5_000, check.intervalMs * 4)))
+
+/** Loopback as both families: dev servers may listen on only one of them. */
+const LOOPBACK = ["127.0.0.1", "::1"] as const
+
+type HttpOutcome = "healthy" | "unhealthy" | "unreachable"
+
+/**
+ * One GET. A 2xx answer is healthy. The body is drained (so the server sees a clean close) until it ends or the
+ * time is up; an answer that came without a complete body still counts by its status.
+ */
+const httpGet = (host: string, port: number, path: string, timeoutMs: number): Effect.Effect<HttpOutcome> =>
+  Effect.async<HttpOutcome>((resume) => {
+    let status: number | undefined
+    let settled = false
+    const judged = (): HttpOutcome =>
+      status === undefined ? "unhealthy" : status >= 200 && status < 300 ? "healthy" : "unhealthy"
+    const request = http.request({
+      host,
+      port,
+      path,
+      method: "GET",
+      agent: false,
+      headers: { host: `localhost:${port}`, connection: "close", "user-agent": "berth-health" }
+    })
+    const finish = (outcome: HttpOutcome) => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      request.destroy()
+      resume(Effect.succeed(outcome))
+    }
+    const timer = setTimeout(() => finish(judged()), timeoutMs)
+    request.on("response", (response) => {
+      status = response.statusCode ?? 0
+      response.on("end", () => finish(judged()))
+      response.on("error", () => finish(judged()))
+      response.resume()
+    })
+    request.on("error", () => finish(status === undefined ? "unreachable" : judged()))
+    request.end()
+    return Effect.sync(() => {
+      settled = true
+      clearTimeout(timer)
+      request.destroy()
+    })
+  })
+
+const tcpConnect = (host: string, port: number, timeoutMs: number): Effect.Effect<boolean> =>
+  Effect.async<boolean>((resume) => {
+    let settled = false
+    const socket = net.connect({ host, port })
+    const finish = (ok: boolean) => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      socket.destroy()
+      resume(Effect.succeed(ok))
+    }
+    const timer = setTimeout(() => finish(false), timeoutMs)
+    socket.once("connect", () => finish(true))
+    socket.once("error", () => finish(false))
+    return Effect.sync(() => {
+      settled = true
+      clearTimeout(timer)
+      socket.destroy()
+    })
+  })
+
+/** ::1 is asked only when 127.0.0.1 refused: a server that answered badly or hung there is the answer. */
+const probeHttp = (port: number, target: string, timeoutMs: number): Effect.Effect<boolean> =>
+  Effect.gen(function* () {
+    const path = target.startsWith("/") ? target : `/${target}`
+    const started = yield* Clock.currentTimeMillis
+    const v4 = yield* httpGet(LOOPBACK[0], port, path, timeoutMs)
+    if (v4 !== "unreachable") return v4 === "healthy"
+    const left = timeoutMs - ((yield* Clock.currentTimeMillis) - started)
+    return left > 0 && (yield* httpGet(LOOPBACK[1], port, path, left)) === "healthy"
+  })
+
+const probeTcp = (port: number, timeoutMs: number): Effect.Effect<boolean> =>
+  Effect.gen(function* () {
+    const started = yield* Clock.currentTimeMillis
+    if (yield* tcpConnect(LOOPBACK[0], port, timeoutMs)) return true
+    const left = timeoutMs - ((yield* Clock.currentTimeMillis) - started)
+    return left > 0 && (yield* tcpConnect(LOOPBACK[1], port, left))
+  })
+
+const killGroup = (pid: number | undefined) => {
+  if (pid === undefined) return
+  try {
+    process.kill(-pid, "SIGKILL")
+  } catch {
+    // the group is already gone
+  }
+}
+
+/**
+ * `sh -c target` in its own process group. The whole group is killed when the attempt overruns or is interrupted,
+ * and also after the shell exits, so a helper it left in the background does not outlive the attempt.
+ */
+const probeCmd = (target: string, cwd: string, env: Readonly<Record<string, string>>, timeoutMs: number) =>
+  Effect.async<boolean>((resume) => {
+    let settled = false
+    let child: ChildProcess
+    try {
+      child = spawn("/bin/sh", ["-c", target], { cwd, env: { ...env }, detached: true, stdio: "ignore" })
+    } catch {
+      // arguments node refuses outright (a NUL byte, say)
+      return resume(Effect.succeed(false))
+    }
+    const finish = (ok: boolean) => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      killGroup(child.pid)
+      resume(Effect.succeed(ok))
+    }
+    const timer = setTimeout(() => finish(false), timeoutMs)
+    child.once("error", () => finish(false))
+    child.once("exit", (code) => finish(code === 0))
+    return Effect.sync(() => {
+      settled = true
+      clearTimeout(timer)
+      killGroup(child.pid)
+    })
+  })
+
+const CHUNK_BYTES = 1024 * 1024
+/** Text kept from the previous read, so a match split across two reads is still found. */
+const CARRY_CHARS = 64 * 1024
+
+/** The pattern with `m` (so `^` and `$` work per line) and without `g`/`y` (whose lastIndex makes test() stateful). */
+const compilePattern = (pattern: string | RegExp): RegExp | undefined => {
+  const source = typeof pattern === "string" ? pattern : pattern.source
+  const flags = typeof pattern === "string" ? "" : pattern.flags.replace(/[gym]/g, "")
+  try {
+    return new RegExp(source, `${flags}m`)
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Follows `file` from `offset`: each call reads only the bytes appended since the previous one (in 1 MiB chunks,
+ * keeping a 64 KiB carry between them), so a large log costs its new bytes per attempt, not its size. A file that
+ * shrank was truncated or replaced: it is read again from its start. A missing file is "not yet".
+ */
+export const makeLogWatcher = (file: string, pattern: string | RegExp, offset: number): Effect.Effect<LogWatcher> =>
+  Effect.sync(() => {
+    const regex = compilePattern(pattern)
+    let cursor = Math.max(0, offset)
+    let decoder = new StringDecoder("utf8")
+    let carry = ""
+    let matched = false
+
+    const scan = async (): Promise<boolean> => {
+      if (matched || regex === undefined) return matched
+      let handle: Awaited<ReturnType<typeof open>>
+      try {
+        handle = await open(file, "r")
+      } catch {
+        return false
+      }
+      try {
+        const { size } = await handle.stat()
+        if (size < cursor) {
+          cursor = 0
+          decoder = new StringDecoder("utf8")
+          carry = ""
+        }
+        const buffer = Buffer.allocUnsafe(Math.min(CHUNK_BYTES, Math.max(1, size - cursor)))
+        while (cursor < size) {
+          const { bytesRead } = await handle.read(buffer, 0, Math.min(buffer.length, size - cursor), cursor)
+          if (bytesRead === 0) break
+          cursor += bytesRead
+          const text = carry + decoder.write(buffer.subarray(0, bytesRead))
+          if (regex.test(text)) {
+            matched = true
+            carry = ""
+            return true
+          }
+          carry = text.slice(-CARRY_CHARS)
+        }
+        return false
+      } catch {
+        return false
+      } finally {
+        await handle.close().catch(() => undefined)
+      }
+    }
+
+    // calls run one after another even when an interrupted one is still reading in the background
+    let queue: Promise<boolean> = Promise.resolve(false)
+    const matchedEffect = Effect.promise(() => {
+      queue = queue.then(scan, scan)
+      return queue
+    })
+    return { matched: matchedEffect, cursor: Effect.sync(() => cursor) } satisfies LogWatcher
+  })
+
+const missingPort = (check: HealthCheck) =>
+  Effect.logWarning(`a ${check.kind} health check needs a port; this service has none`).pipe(Effect.as(false))
+
+const logProbe = (check: HealthCheck, ctx: ProbeContext): Effect.Effect<Effect.Effect<boolean>> =>
+  compilePattern(check.target) === undefined
+    ? Effect.logWarning(`the log health check ${JSON.stringify(check.target)} is not a valid regular expression`).pipe(
+        Effect.as(Effect.succeed(false))
+      )
+    : Effect.map(makeLogWatcher(ctx.logFile, check.target, ctx.logOffset), (watcher) => watcher.matched)
+
+/** One attempt of a stateless kind (every kind but log). */
+const attempt = (check: HealthCheck, ctx: ProbeContext): Effect.Effect<boolean> => {
+  switch (check.kind) {
+    case "http":
+      return ctx.port === undefined ? missingPort(check) : probeHttp(ctx.port, check.target, networkAttemptMs(check))
+    case "tcp":
+      return ctx.port === undefined ? missingPort(check) : probeTcp(ctx.port, networkAttemptMs(check))
+    case "cmd":
+      return probeCmd(check.target, ctx.cwd, ctx.env, commandAttemptMs(check))
+    case "log":
+      return Effect.flatten(logProbe(check, ctx))
+  }
+}
+
+export class Health extends Effect.Service<Health>()("berth/Health", {
+  effect: Effect.sync(() => {
+    /**
+     * One attempt. A log check read this way starts at `logOffset` each time: to poll, use `prober` (or
+     * `makeLogWatcher`), which keeps its place in the file.
+     */
+    const probe = Effect.fn("Health.probe")(function* (check: HealthCheck, ctx: ProbeContext) {
+      return yield* attempt(check, ctx)
+    })
+
+    /** A repeatable attempt that keeps state between runs (a log check's cursor). */
+    const prober = Effect.fn("Health.prober")(function* (check: HealthCheck, ctx: ProbeContext) {
+      if (check.kind === "log") return yield* logProbe(check, ctx)
+      return attempt(check, ctx).pipe(Effect.withSpan("Health.attempt", { attributes: { kind: check.kind } }))
+    })
+
+    /**
+     * Probes every `intervalMs` (the first one at once) until one passes; fails with HealthTimeout once `timeoutMs`
+     * has passed, interrupting the attempt in flight.
+     */
+    const waitHealthy = Effect.fn("Health.waitHealthy")(function* (check: HealthCheck, ctx: ProbeContext) {
+      const once = yield* prober(check, ctx)
+      const started = yield* Clock.currentTimeMillis
+      const result = yield* once.pipe(
+        Effect.repeat({ schedule: Schedule.spaced(Duration.millis(check.intervalMs)), until: (ok) => ok }),
+        Effect.timeoutOption(Duration.millis(check.timeoutMs))
+      )
+      if (Option.isNone(result)) {
+        const waitedMs = (yield* Clock.currentTimeMillis) - started
+        return yield* new HealthTimeout({ kind: check.kind, target: check.target, waitedMs })
+      }
+    })
+
+    return { probe, prober, waitHealthy, defaultCheck, makeLogWatcher } as const
+  }),
+  dependencies: []
+}) {}

@@ -1,0 +1,189 @@
+/**
+ * Per-service log files. A service writes its log through an O_APPEND descriptor it was given at spawn and that berth
+ * cannot reopen, so rotation is copy-then-truncate: the writer keeps its descriptor and, thanks to O_APPEND, its next
+ * write lands at the new end of the truncated file instead of leaving a hole of NUL bytes.
+ */
+import * as fsp from "node:fs/promises"
+import * as Chunk from "effect/Chunk"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+
+export class LogFileFailed extends Data.TaggedError("LogFileFailed")<{
+  readonly file: string
+  readonly operation: "stat" | "rotate" | "read"
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `cannot ${this.operation} log file ${this.file}: ${this.reason}`
+  }
+}
+
+const CHUNK = 64 * 1024
+/** the most `follow` reads in one go, so a burst of output never has to fit in memory at once */
+const MAX_READ = 1024 * 1024
+const FOLLOW_POLL = Duration.millis(200)
+
+const isMissing = (e: unknown) => typeof e === "object" && e !== null && "code" in e && e.code === "ENOENT"
+
+const attempt = <A>(file: string, operation: LogFileFailed["operation"], run: () => Promise<A>) =>
+  Effect.tryPromise({
+    try: run,
+    catch: (e) => new LogFileFailed({ file, operation, reason: e instanceof Error ? e.message : String(e) })
+  })
+
+const sizeOrZero = async (file: string): Promise<number> => {
+  try {
+    return (await fsp.stat(file)).size
+  } catch (e) {
+    if (isMissing(e)) return 0
+    throw e
+  }
+}
+
+/** The file's size in bytes, 0 when it does not exist yet: where `follow` starts to see only what comes next. */
+export const size = (file: string): Effect.Effect<number, LogFileFailed> =>
+  attempt(file, "stat", () => sizeOrZero(file))
+
+const exists = (file: string) =>
+  fsp.stat(file).then(
+    () => true,
+    (e: unknown) => {
+      if (isMissing(e)) return false
+      throw e
+    }
+  )
+
+/** Appends the bytes of `from` after `offset` to `to`: what the writer added while the copy ran. */
+const appendTail = async (from: string, offset: number, to: string) => {
+  const source = await fsp.open(from, "r")
+  try {
+    const target = await fsp.open(to, "a")
+    try {
+      const buffer = Buffer.alloc(CHUNK)
+      for (let at = offset; ; ) {
+        const { bytesRead } = await source.read(buffer, 0, CHUNK, at)
+        if (bytesRead === 0) return
+        await target.write(buffer, 0, bytesRead)
+        at += bytesRead
+      }
+    } finally {
+      await target.close()
+    }
+  } finally {
+    await source.close()
+  }
+}
+
+/**
+ * When `file` is larger than `maxBytes`: shift `file.1` → `file.2` … (dropping what would become `file.<keep+1>`),
+ * copy `file` → `file.1`, truncate `file` to 0. Returns whether it rotated. Lines written in the instant between the
+ * last copied byte and the truncation are lost: that is the price of not owning the writer's descriptor.
+ */
+export const rotateIfLarger = (file: string, maxBytes: number, keep = 2): Effect.Effect<boolean, LogFileFailed> =>
+  attempt(file, "rotate", async () => {
+    const current = await sizeOrZero(file)
+    if (current <= maxBytes) return false
+    if (keep >= 1) {
+      await fsp.rm(`${file}.${keep}`, { force: true })
+      for (let i = keep - 1; i >= 1; i--) {
+        if (await exists(`${file}.${i}`)) await fsp.rename(`${file}.${i}`, `${file}.${i + 1}`)
+      }
+      await fsp.copyFile(file, `${file}.1`)
+      // catch up on what was appended during the copy, so only a tiny window remains
+      await appendTail(file, (await fsp.stat(`${file}.1`)).size, `${file}.1`)
+    }
+    await fsp.truncate(file, 0)
+    return true
+  })
+
+const splitLines = (text: string): Array<string> => text.split("\n").map((l) => (l.endsWith("\r") ? l.slice(0, -1) : l))
+
+/**
+ * The last `lines` lines of `file` (a final line without a newline counts), reading backwards in chunks so a large
+ * log costs only the bytes shown. A missing file has no lines.
+ */
+export const tail = (file: string, lines: number): Effect.Effect<ReadonlyArray<string>, LogFileFailed> =>
+  attempt(file, "read", async (): Promise<ReadonlyArray<string>> => {
+    if (lines <= 0) return []
+    let handle: fsp.FileHandle
+    try {
+      handle = await fsp.open(file, "r")
+    } catch (e) {
+      if (isMissing(e)) return []
+      throw e
+    }
+    try {
+      const end = (await handle.stat()).size
+      const chunks: Array<Buffer> = []
+      let newlines = 0
+      let start = end
+      // a trailing newline ends the last line, it does not start an empty one: need one newline more than lines
+      while (start > 0 && newlines <= lines) {
+        const length = Math.min(CHUNK, start)
+        start -= length
+        const buffer = Buffer.alloc(length)
+        const { bytesRead } = await handle.read(buffer, 0, length, start)
+        const chunk = buffer.subarray(0, bytesRead)
+        for (const byte of chunk) if (byte === 0x0a) newlines++
+        chunks.unshift(chunk)
+      }
+      // decoded only once all bytes are together: a multi-byte character may straddle two chunks
+      const all = splitLines(Buffer.concat(chunks).toString("utf8"))
+      if (all.at(-1) === "") all.pop()
+      // when reading stopped before the file start, the first piece is a partial line
+      if (start > 0) all.shift()
+      return all.slice(-lines)
+    } finally {
+      await handle.close()
+    }
+  })
+
+/**
+ * New lines appended to `file` after byte `fromOffset`, polled every 200 ms; never ends by itself. When the file
+ * shrinks (rotated, or truncated by someone) it starts again from byte 0. A missing file is waited for.
+ */
+export const follow = (file: string, fromOffset: number): Stream.Stream<string, LogFileFailed> =>
+  Stream.suspend(() => {
+    let offset = Math.max(0, fromOffset)
+    // bytes of a line whose newline has not been written yet
+    let pending: Buffer = Buffer.alloc(0)
+    // more than one read's worth was waiting: read on without sleeping
+    let behind = true
+
+    const readNew = attempt(file, "read", async (): Promise<Array<string>> => {
+      const current = await sizeOrZero(file)
+      const out: Array<string> = []
+      if (current < offset) {
+        // rotated: the unfinished line went with the old content, show it rather than lose it
+        if (pending.length > 0) out.push(...splitLines(pending.toString("utf8")))
+        pending = Buffer.alloc(0)
+        offset = 0
+      }
+      if (current === offset) return out
+      const handle = await fsp.open(file, "r")
+      try {
+        const length = Math.min(MAX_READ, current - offset)
+        const buffer = Buffer.alloc(length)
+        const { bytesRead } = await handle.read(buffer, 0, length, offset)
+        offset += bytesRead
+        behind = offset < current
+        const data = Buffer.concat([pending, buffer.subarray(0, bytesRead)])
+        const lastNewline = data.lastIndexOf(0x0a)
+        pending = data.subarray(lastNewline + 1)
+        if (lastNewline >= 0) out.push(...splitLines(data.subarray(0, lastNewline).toString("utf8")))
+        return out
+      } finally {
+        await handle.close()
+      }
+    })
+
+    const poll = Effect.gen(function* () {
+      if (!behind) yield* Effect.sleep(FOLLOW_POLL)
+      behind = false
+      return Chunk.fromIterable(yield* readNew)
+    })
+
+    return Stream.repeatEffectChunk(poll)
+  })

@@ -1,0 +1,155 @@
+/**
+ * The machine-global port allocator. Every port of a world is chosen before any of its processes starts: a stable
+ * preference (a hash of project, world, service and port name) then linear probing (`domain/ports.ts`), skipping
+ * ports leased to any world and ports the OS will not let us bind on 127.0.0.1 and ::1. Leases live in the registry
+ * and persist through `down`; before reuse each is re-checked, and one taken from outside meanwhile is replaced (with
+ * an event naming the holder) — never two processes on one port. One allocation runs at a time.
+ */
+import { readdirSync, readFileSync, readlinkSync } from "node:fs"
+import * as net from "node:net"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import { defaultPortRange, type PortRange, planPorts, portKey } from "../domain/ports.js"
+import { PortRangeExhausted } from "../domain/errors.js"
+import { Registry } from "./Registry.js"
+
+const RANGE_SETTING = "ports.range"
+
+/** Can a listener bind `port` on `host` right now? Hosts without that address family (no IPv6) do not count. */
+const canBindOn = (port: number, host: string) =>
+  Effect.async<boolean>((resume) => {
+    const server = net.createServer()
+    server.unref()
+    server.once("error", (e: NodeJS.ErrnoException) => {
+      resume(Effect.succeed(e.code === "EADDRNOTAVAIL" || e.code === "EAFNOSUPPORT"))
+    })
+    server.listen({ port, host, exclusive: true }, () => {
+      server.close(() => resume(Effect.succeed(true)))
+    })
+  })
+
+export const canBind = (port: number) =>
+  Effect.zipWith(canBindOn(port, "127.0.0.1"), canBindOn(port, "::1"), (a, b) => a && b, { concurrent: true })
+
+/** Who listens on `port`, from /proc (Linux); undefined where the OS does not tell. */
+export const portHolder = (port: number): string | undefined => {
+  try {
+    const hex = port.toString(16).toUpperCase().padStart(4, "0")
+    const inodes = new Set<string>()
+    for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+      for (const line of readFileSync(table, "utf8").split("\n").slice(1)) {
+        const cols = line.trim().split(/\s+/)
+        // local address is ADDR:PORT in hex; state 0A is LISTEN
+        if (cols[1]?.endsWith(`:${hex}`) && cols[3] === "0A" && cols[9] !== undefined) inodes.add(cols[9])
+      }
+    }
+    if (inodes.size === 0) return undefined
+    for (const pid of readdirSync("/proc")) {
+      if (!/^\d+$/.test(pid)) continue
+      let fds: Array<string>
+      try {
+        fds = readdirSync(`/proc/${pid}/fd`)
+      } catch {
+        continue
+      }
+      for (const fd of fds) {
+        try {
+          const target = readlinkSync(`/proc/${pid}/fd/${fd}`)
+          const inode = /^socket:\[(\d+)\]$/.exec(target)?.[1]
+          if (inode !== undefined && inodes.has(inode)) {
+            const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\u0000", " ").trim()
+            return `pid ${pid} (${cmd.length > 80 ? `${cmd.slice(0, 77)}...` : cmd})`
+          }
+        } catch {
+          // the process or fd went away meanwhile
+        }
+      }
+    }
+    return "a process berth cannot see"
+  } catch {
+    return undefined
+  }
+}
+
+export interface PortRequest {
+  readonly service: string
+  /** `""` for the service's main port */
+  readonly name: string
+}
+
+export interface Assigned extends PortRequest {
+  readonly port: number
+}
+
+export class Ports extends Effect.Service<Ports>()("berth/Ports", {
+  effect: Effect.gen(function* () {
+    const registry = yield* Registry
+    const lock = yield* Effect.makeSemaphore(1)
+
+    const range = Effect.fn("Ports.range")(function* () {
+      const stored = yield* registry.getSetting(RANGE_SETTING)
+      const r = stored as PortRange | undefined
+      return r !== undefined && typeof r.from === "number" && typeof r.to === "number" ? r : defaultPortRange
+    })
+
+    const setRange = (r: PortRange) => registry.setSetting(RANGE_SETTING, r)
+
+    /**
+     * Leases every requested port of a world, keeping the ones it already holds when they are still free.
+     * `replaced` lists leases that had to move because something outside berth took the port.
+     */
+    const allocate = Effect.fn("Ports.allocate")(function* (
+      world: { readonly id: number; readonly project: string; readonly name: string },
+      requests: ReadonlyArray<PortRequest>
+    ) {
+      return yield* lock.withPermits(1)(
+        Effect.gen(function* () {
+          const r = yield* range()
+          const all = yield* registry.leases()
+          const key = (q: PortRequest) =>
+            portKey({ project: world.project, world: world.name, service: q.service, name: q.name })
+          const existing = new Map<string, number>()
+          const taken = new Set<number>()
+          for (const lease of all) {
+            if (lease.worldId === world.id) existing.set(key(lease), lease.port)
+            else taken.add(lease.port)
+          }
+          const replaced: Array<{
+            readonly service: string
+            readonly port: number
+            readonly holder: string | undefined
+          }> = []
+          for (;;) {
+            const plan = planPorts(requests.map(key), r, taken, existing)
+            if (Either.isLeft(plan)) {
+              return yield* new PortRangeExhausted({ from: r.from, to: r.to, wanted: plan.left.wanted })
+            }
+            let retry = false
+            for (const q of requests) {
+              const port = plan.right.get(key(q))!
+              if (yield* canBind(port)) continue
+              // taken from outside: never hand it out; a lease we held moves elsewhere
+              taken.add(port)
+              if (existing.get(key(q)) === port) {
+                existing.delete(key(q))
+                replaced.push({ service: q.service, port, holder: portHolder(port) })
+              }
+              retry = true
+            }
+            if (retry) continue
+            const assigned: Array<Assigned> = requests.map((q) => ({ ...q, port: plan.right.get(key(q))! }))
+            yield* registry.setLeases(
+              world.id,
+              assigned.map((a) => ({ port: a.port, worldId: world.id, service: a.service, name: a.name }))
+            )
+            return { assigned, replaced }
+          }
+        })
+      )
+    })
+
+    const release = (worldId: number) => lock.withPermits(1)(registry.releaseLeases(worldId))
+
+    return { range, setRange, allocate, release } as const
+  })
+}) {}

@@ -1,0 +1,405 @@
+/**
+ * The daemon's state in SQLite (WAL, foreign keys, busy timeout): projects, worlds, their services and processes,
+ * port leases, events and machine-wide settings. Desired state lives here and survives restarts; it is changed only
+ * by a user's command. Migrations are code, applied in place at start; a database that is corrupt or was written by
+ * a newer berth stops the daemon with a clear error and is never discarded.
+ */
+import { openSync, readSync, closeSync, existsSync, statSync, chmodSync } from "node:fs"
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as Cause from "effect/Cause"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { InternalError } from "../domain/errors.js"
+import { assignSlug } from "../domain/names.js"
+import type { WorldDesired, WorldState } from "../domain/world-state.js"
+import { Home } from "./Home.js"
+
+export class RegistryUnavailable extends Data.TaggedError("RegistryUnavailable")<{
+  readonly file: string
+  readonly reason: string
+  readonly hint: string
+}> {
+  override get message() {
+    return `berth's state database ${this.file} cannot be used: ${this.reason}\n  hint: ${this.hint}`
+  }
+}
+
+const migrations = {
+  "0001_init": Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE TABLE projects (
+      id INTEGER PRIMARY KEY,
+      name TEXT NOT NULL,
+      common_dir TEXT NOT NULL UNIQUE,
+      main_root TEXT NOT NULL
+    )`
+    yield* sql`CREATE TABLE worlds (
+      id INTEGER PRIMARY KEY,
+      project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+      name TEXT NOT NULL,
+      slug TEXT NOT NULL,
+      path TEXT NOT NULL,
+      branch TEXT,
+      is_main INTEGER NOT NULL DEFAULT 0,
+      desired TEXT NOT NULL,
+      observed TEXT NOT NULL,
+      reason TEXT,
+      setup_done INTEGER NOT NULL DEFAULT 0,
+      created_at INTEGER NOT NULL,
+      started_at INTEGER,
+      UNIQUE (project_id, name),
+      UNIQUE (project_id, slug)
+    )`
+    yield* sql`CREATE TABLE services (
+      world_id INTEGER NOT NULL REFERENCES worlds(id) ON DELETE CASCADE,
+      name TEXT NOT NULL,
+      observed TEXT NOT NULL,
+      pid INTEGER,
+      pgid INTEGER,
+      start_time TEXT,
+      restarts INTEGER NOT NULL DEFAULT 0,
+      reason TEXT,
+      log_tail TEXT,
+      PRIMARY KEY (world_id, name)
+    )`
+    yield* sql`CREATE TABLE leases (
+      port INTEGER PRIMARY KEY,
+      world_id INTEGER NOT NULL REFERENCES worlds(id) ON DELETE CASCADE,
+      service TEXT NOT NULL,
+      name TEXT NOT NULL,
+      UNIQUE (world_id, service, name)
+    )`
+    yield* sql`CREATE TABLE events (
+      id INTEGER PRIMARY KEY,
+      world_id INTEGER REFERENCES worlds(id) ON DELETE CASCADE,
+      service TEXT,
+      kind TEXT NOT NULL,
+      message TEXT NOT NULL,
+      at INTEGER NOT NULL
+    )`
+    yield* sql`CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)`
+  })
+}
+
+const knownMigrations = Object.keys(migrations).length
+
+export interface ProjectRow {
+  readonly id: number
+  readonly name: string
+  readonly commonDir: string
+  readonly mainRoot: string
+}
+
+export interface WorldRow {
+  readonly id: number
+  readonly projectId: number
+  readonly projectName: string
+  readonly mainRoot: string
+  readonly name: string
+  readonly slug: string
+  readonly path: string
+  readonly branch: string | null
+  readonly isMain: boolean
+  readonly desired: WorldDesired
+  readonly observed: WorldState
+  readonly reason: string | null
+  readonly setupDone: boolean
+  readonly createdAt: number
+  readonly startedAt: number | null
+}
+
+export interface ServiceRow {
+  readonly worldId: number
+  readonly name: string
+  readonly observed: string
+  readonly pid: number | null
+  readonly pgid: number | null
+  readonly startTime: string | null
+  readonly restarts: number
+  readonly reason: string | null
+  readonly logTail: string | null
+}
+
+export interface LeaseRow {
+  readonly port: number
+  readonly worldId: number
+  readonly service: string
+  readonly name: string
+}
+
+interface WorldRecord {
+  readonly id: number
+  readonly project_id: number
+  readonly project_name: string
+  readonly main_root: string
+  readonly name: string
+  readonly slug: string
+  readonly path: string
+  readonly branch: string | null
+  readonly is_main: number
+  readonly desired: string
+  readonly observed: string
+  readonly reason: string | null
+  readonly setup_done: number
+  readonly created_at: number
+  readonly started_at: number | null
+}
+
+const toWorld = (r: WorldRecord): WorldRow => ({
+  id: r.id,
+  projectId: r.project_id,
+  projectName: r.project_name,
+  mainRoot: r.main_root,
+  name: r.name,
+  slug: r.slug,
+  path: r.path,
+  branch: r.branch,
+  isMain: r.is_main === 1,
+  desired: r.desired as WorldDesired,
+  observed: r.observed as WorldState,
+  reason: r.reason,
+  setupDone: r.setup_done === 1,
+  createdAt: r.created_at,
+  startedAt: r.started_at
+})
+
+/** A file that exists but does not start with SQLite's magic header is not ours to open (or to overwrite). */
+const checkHeader = (file: string): string | undefined => {
+  if (!existsSync(file) || statSync(file).size === 0) return undefined
+  const fd = openSync(file, "r")
+  try {
+    const header = Buffer.alloc(16)
+    readSync(fd, header, 0, 16, 0)
+    return header.toString("latin1") === "SQLite format 3\u0000" ? undefined : "it is not a SQLite database"
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** Database errors are berth's own failures: callers see an InternalError, never a raw SqlError. */
+const orInternal =
+  <Args extends ReadonlyArray<unknown>, A, R>(f: (...args: Args) => Effect.Effect<A, SqlError, R>) =>
+  (...args: Args): Effect.Effect<A, InternalError, R> =>
+    Effect.mapError(f(...args), (e) => new InternalError({ reason: `state database: ${e.message}` }))
+
+const makeRegistry = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const home = yield* Home
+
+  const worldSelect = sql`SELECT w.*, p.name AS project_name, p.main_root AS main_root FROM worlds w JOIN projects p ON p.id = w.project_id`
+
+  const upsertProject = Effect.fn("Registry.upsertProject")(function* (p: Omit<ProjectRow, "id">) {
+    yield* sql`INSERT INTO projects (name, common_dir, main_root) VALUES (${p.name}, ${p.commonDir}, ${p.mainRoot})
+      ON CONFLICT (common_dir) DO UPDATE SET name = excluded.name, main_root = excluded.main_root`
+    const rows = yield* sql<ProjectRow>`SELECT id, name, common_dir AS commonDir, main_root AS mainRoot FROM projects
+      WHERE common_dir = ${p.commonDir}`
+    return rows[0]!
+  })
+
+  const worlds = Effect.fn("Registry.worlds")(function* (projectId?: number) {
+    const rows = yield* projectId === undefined
+      ? sql<WorldRecord>`${worldSelect} ORDER BY p.name, w.created_at, w.id`
+      : sql<WorldRecord>`${worldSelect} WHERE w.project_id = ${projectId} ORDER BY w.created_at, w.id`
+    return rows.map(toWorld)
+  })
+
+  const world = Effect.fn("Registry.world")(function* (id: number) {
+    const rows = yield* sql<WorldRecord>`${worldSelect} WHERE w.id = ${id}`
+    return rows[0] === undefined ? undefined : toWorld(rows[0])
+  })
+
+  const findWorld = Effect.fn("Registry.findWorld")(function* (projectId: number, name: string) {
+    const rows = yield* sql<WorldRecord>`${worldSelect} WHERE w.project_id = ${projectId} AND w.name = ${name}`
+    return rows[0] === undefined ? undefined : toWorld(rows[0])
+  })
+
+  /** Creates a world with a slug no other world of the project holds (assigned once, then kept). */
+  const createWorld = Effect.fn("Registry.createWorld")(function* (w: {
+    readonly projectId: number
+    readonly name: string
+    readonly path: string
+    readonly branch: string | null
+    readonly isMain: boolean
+  }) {
+    return yield* sql.withTransaction(
+      Effect.gen(function* () {
+        const held = yield* sql<{ slug: string; name: string }>`SELECT slug, name FROM worlds
+          WHERE project_id = ${w.projectId}`
+        const slug = assignSlug(w.name, new Map(held.map((r) => [r.slug, r.name])))
+        yield* sql`INSERT INTO worlds (project_id, name, slug, path, branch, is_main, desired, observed, created_at)
+          VALUES (${w.projectId}, ${w.name}, ${slug}, ${w.path}, ${w.branch}, ${w.isMain ? 1 : 0}, 'down', 'stopped',
+          ${Date.now()})`
+        const rows = yield* sql<WorldRecord>`${worldSelect} WHERE w.project_id = ${w.projectId} AND w.name = ${w.name}`
+        return toWorld(rows[0]!)
+      })
+    )
+  })
+
+  const setDesired = (id: number, desired: WorldDesired) =>
+    sql`UPDATE worlds SET desired = ${desired} WHERE id = ${id}`.pipe(Effect.asVoid)
+
+  const setObserved = (id: number, observed: WorldState, reason: string | null) =>
+    sql`UPDATE worlds SET observed = ${observed}, reason = ${reason},
+      started_at = CASE WHEN ${observed} = 'running' THEN ${Date.now()} ELSE started_at END WHERE id = ${id}`.pipe(
+      Effect.asVoid
+    )
+
+  const setPath = (id: number, path: string) =>
+    sql`UPDATE worlds SET path = ${path} WHERE id = ${id}`.pipe(Effect.asVoid)
+
+  const markSetupDone = (id: number) => sql`UPDATE worlds SET setup_done = 1 WHERE id = ${id}`.pipe(Effect.asVoid)
+
+  const deleteWorld = (id: number) => sql`DELETE FROM worlds WHERE id = ${id}`.pipe(Effect.asVoid)
+
+  const services = Effect.fn("Registry.services")(function* (worldId: number) {
+    return yield* sql<ServiceRow>`SELECT world_id AS worldId, name, observed, pid, pgid, start_time AS startTime,
+      restarts, reason, log_tail AS logTail FROM services WHERE world_id = ${worldId} ORDER BY rowid`
+  })
+
+  const saveService = (s: ServiceRow) =>
+    sql`INSERT INTO services (world_id, name, observed, pid, pgid, start_time, restarts, reason, log_tail)
+      VALUES (${s.worldId}, ${s.name}, ${s.observed}, ${s.pid}, ${s.pgid}, ${s.startTime}, ${s.restarts}, ${s.reason},
+      ${s.logTail})
+      ON CONFLICT (world_id, name) DO UPDATE SET observed = excluded.observed, pid = excluded.pid,
+      pgid = excluded.pgid, start_time = excluded.start_time, restarts = excluded.restarts,
+      reason = excluded.reason, log_tail = excluded.log_tail`.pipe(Effect.asVoid)
+
+  const dropServicesExcept = (worldId: number, keep: ReadonlyArray<string>) =>
+    (keep.length === 0
+      ? sql`DELETE FROM services WHERE world_id = ${worldId}`
+      : sql`DELETE FROM services WHERE world_id = ${worldId} AND name NOT IN ${sql.in(keep)}`
+    ).pipe(Effect.asVoid)
+
+  const leases = Effect.fn("Registry.leases")(function* (worldId?: number) {
+    return yield* worldId === undefined
+      ? sql<LeaseRow>`SELECT port, world_id AS worldId, service, name FROM leases`
+      : sql<LeaseRow>`SELECT port, world_id AS worldId, service, name FROM leases WHERE world_id = ${worldId}`
+  })
+
+  /** Replaces a world's leases with `entries` in one transaction (the port column is the machine-wide guard). */
+  const setLeases = Effect.fn("Registry.setLeases")(function* (worldId: number, entries: ReadonlyArray<LeaseRow>) {
+    yield* sql.withTransaction(
+      Effect.gen(function* () {
+        yield* sql`DELETE FROM leases WHERE world_id = ${worldId}`
+        for (const e of entries) {
+          yield* sql`INSERT INTO leases (port, world_id, service, name) VALUES (${e.port}, ${worldId}, ${e.service},
+            ${e.name})`
+        }
+      })
+    )
+  })
+
+  const releaseLeases = (worldId: number) => sql`DELETE FROM leases WHERE world_id = ${worldId}`.pipe(Effect.asVoid)
+
+  const addEvent = (e: { worldId: number | null; service: string | null; kind: string; message: string }) =>
+    sql`INSERT INTO events (world_id, service, kind, message, at) VALUES (${e.worldId}, ${e.service}, ${e.kind},
+      ${e.message}, ${Date.now()})`.pipe(Effect.asVoid)
+
+  const events = Effect.fn("Registry.events")(function* (worldId: number, limit = 50) {
+    return yield* sql<{ service: string | null; kind: string; message: string; at: number }>`SELECT service, kind,
+      message, at FROM events WHERE world_id = ${worldId} ORDER BY id DESC LIMIT ${limit}`
+  })
+
+  const getSetting = Effect.fn("Registry.getSetting")(function* (key: string) {
+    const rows = yield* sql<{ value: string }>`SELECT value FROM settings WHERE key = ${key}`
+    return rows[0] === undefined ? undefined : (JSON.parse(rows[0].value) as unknown)
+  })
+
+  const setSetting = (key: string, value: unknown) =>
+    sql`INSERT INTO settings (key, value) VALUES (${key}, ${JSON.stringify(value)})
+      ON CONFLICT (key) DO UPDATE SET value = excluded.value`.pipe(Effect.asVoid)
+
+  return {
+    file: home.database,
+    upsertProject: orInternal(upsertProject),
+    worlds: orInternal(worlds),
+    world: orInternal(world),
+    findWorld: orInternal(findWorld),
+    createWorld: orInternal(createWorld),
+    setDesired: orInternal(setDesired),
+    setObserved: orInternal(setObserved),
+    markSetupDone: orInternal(markSetupDone),
+    setPath: orInternal(setPath),
+    deleteWorld: orInternal(deleteWorld),
+    services: orInternal(services),
+    saveService: orInternal(saveService),
+    dropServicesExcept: orInternal(dropServicesExcept),
+    leases: orInternal(leases),
+    setLeases: orInternal(setLeases),
+    releaseLeases: orInternal(releaseLeases),
+    addEvent: orInternal(addEvent),
+    events: orInternal(events),
+    getSetting: orInternal(getSetting),
+    setSetting: orInternal(setSetting)
+  } as const
+})
+
+export type RegistryShape = Effect.Effect.Success<typeof makeRegistry>
+
+export class Registry extends Effect.Tag("berth/Registry")<Registry, RegistryShape>() {}
+
+const unavailable = (file: string, reason: string) =>
+  new RegistryUnavailable({
+    file,
+    reason,
+    hint: `move it aside (for example to ${file}.broken) and run the command again; berth will start with empty state`
+  })
+
+/** Opens (creating if needed) the database under BERTH_HOME, sets the pragmas berth relies on and migrates it. */
+export const RegistryLive: Layer.Layer<Registry, RegistryUnavailable, Home> = Layer.unwrapEffect(
+  Effect.gen(function* () {
+    const home = yield* Home
+    const file = home.database
+    const problem = checkHeader(file)
+    if (problem !== undefined) return yield* unavailable(file, problem)
+    const client = SqliteClient.layer({ filename: file })
+    const setup = Layer.effectDiscard(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`PRAGMA foreign_keys = ON`
+        yield* sql`PRAGMA busy_timeout = 5000`
+        yield* sql`PRAGMA synchronous = NORMAL`
+        const integrity = yield* sql<{ quick_check: string }>`PRAGMA quick_check`
+        if (integrity[0]?.quick_check !== "ok") {
+          return yield* unavailable(file, `it is corrupt (${integrity[0]?.quick_check ?? "no answer"})`)
+        }
+        yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations) })
+        const applied = yield* sql<{ n: number }>`SELECT MAX(migration_id) AS n FROM effect_sql_migrations`
+        if ((applied[0]?.n ?? 0) > knownMigrations) {
+          return yield* new RegistryUnavailable({
+            file,
+            reason: "it was written by a newer berth",
+            hint: "upgrade berth, or move the file aside to start with empty state"
+          })
+        }
+        chmodSync(file, 0o600)
+      }).pipe(
+        Effect.catchTags({
+          SqlError: (e: SqlError) => unavailable(file, String((e.cause as Error | undefined)?.message ?? e.message)),
+          MigrationError: (e) => unavailable(file, e.message)
+        })
+      )
+    )
+    return Layer.effect(Registry, makeRegistry).pipe(
+      Layer.provide(setup),
+      Layer.provide(client),
+      // better-sqlite3 throws (a defect) on some broken files: it is still "cannot use this file", never a crash
+      Layer.catchAllCause((cause) => {
+        const failure = Cause.failureOption(cause)
+        return Layer.fail(
+          Option.isSome(failure) && failure.value._tag === "RegistryUnavailable"
+            ? failure.value
+            : unavailable(
+                file,
+                Cause.squash(cause) instanceof Error ? (Cause.squash(cause) as Error).message : "unknown"
+              )
+        )
+      })
+    )
+  })
+)

@@ -1,0 +1,337 @@
+import { afterAll, describe, expect, layer } from "@effect/vitest"
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import * as http from "node:http"
+import * as net from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import type { HealthCheck } from "../../src/domain/config/model.js"
+import { defaultCheck, Health, makeLogWatcher, type ProbeContext } from "../../src/services/Health.js"
+
+const base = mkdtempSync(join(tmpdir(), "berth-health-"))
+afterAll(() => rmSync(base, { recursive: true, force: true }))
+
+/** Containers without IPv6 cannot bind ::1: the ::1-only case is skipped there. */
+const hasIpv6Loopback = await new Promise<boolean>((resolve) => {
+  const server = net.createServer()
+  server.once("error", () => resolve(false))
+  server.listen(0, "::1", () => server.close(() => resolve(true)))
+})
+
+let count = 0
+const fresh = (name: string) => join(base, `${name}-${count++}`)
+
+const check = (kind: HealthCheck["kind"], target = "", timing: Partial<HealthCheck> = {}): HealthCheck => ({
+  kind,
+  target,
+  timeoutMs: 5_000,
+  intervalMs: 50,
+  ...timing
+})
+
+const context = (overrides: Partial<ProbeContext> = {}): ProbeContext => ({
+  cwd: base,
+  env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+  logFile: join(base, "none.log"),
+  logOffset: 0,
+  ...overrides
+})
+
+const elapsed = <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    const started = Date.now()
+    const value = yield* self
+    return { value, ms: Date.now() - started }
+  })
+
+/** Listens on an ephemeral port of `host`, and closes every connection when the scope ends. */
+const listen = (server: net.Server, host: string) =>
+  Effect.acquireRelease(
+    Effect.async<number, Error>((resume) => {
+      server.once("error", (e) => resume(Effect.fail(e)))
+      server.listen(0, host, () => {
+        const address = server.address()
+        resume(Effect.succeed(typeof address === "object" && address !== null ? address.port : 0))
+      })
+    }),
+    () =>
+      Effect.async<void>((resume) => {
+        if (server instanceof http.Server) server.closeAllConnections()
+        for (const socket of sockets.get(server) ?? []) socket.destroy()
+        server.close(() => resume(Effect.void))
+      })
+  )
+
+const sockets = new WeakMap<net.Server, Set<net.Socket>>()
+const tracked = <S extends net.Server>(server: S): S => {
+  const set = new Set<net.Socket>()
+  sockets.set(server, set)
+  server.on("connection", (socket: net.Socket) => {
+    set.add(socket)
+    socket.on("close", () => set.delete(socket))
+  })
+  return server
+}
+
+const httpServer = (host: string, handler: http.RequestListener) => listen(tracked(http.createServer(handler)), host)
+
+const status =
+  (code: number): http.RequestListener =>
+  (_request, response) => {
+    response.writeHead(code, { "content-type": "text/plain" })
+    response.end("x".repeat(100_000))
+  }
+
+/** A port nobody listens on: one that was just free. */
+const closedPort = Effect.scoped(listen(net.createServer(), "127.0.0.1"))
+
+/** A process counts as gone when it no longer exists or is a zombie nobody reaped yet. */
+const alive = (pid: number): boolean => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    return !/^[ZX]$/.test(stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3))
+  } catch {
+    return false
+  }
+}
+
+const waitUntil = (condition: () => boolean, ms = 2_000) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + ms
+    while (!condition() && Date.now() < deadline) yield* Effect.sleep("20 millis")
+    return condition()
+  })
+
+layer(Health.Default, { excludeTestServices: true })("Health", (it) => {
+  describe("http", () => {
+    it.scoped("is healthy on 2xx only", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const ok = yield* httpServer("127.0.0.1", status(204))
+        const bad = yield* httpServer("127.0.0.1", status(500))
+        const seen: Array<string> = []
+        const paths = yield* httpServer("127.0.0.1", (request, response) => {
+          seen.push(`${request.method} ${request.url} ${request.headers.host}`)
+          response.end("ok")
+        })
+        expect(yield* health.probe(check("http", "/healthz"), context({ port: ok }))).toBe(true)
+        expect(yield* health.probe(check("http", "/healthz"), context({ port: bad }))).toBe(false)
+        expect(yield* health.probe(check("http", "/ready?x=1"), context({ port: paths }))).toBe(true)
+        expect(seen).toEqual([`GET /ready?x=1 localhost:${paths}`])
+        expect(yield* health.probe(check("http", "/"), context({ port: yield* closedPort }))).toBe(false)
+        expect(yield* health.probe(check("http", "/"), context())).toBe(false)
+      })
+    )
+
+    it.scoped("gives up on a server that accepts but never answers, within the attempt's time", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const hung = yield* httpServer("127.0.0.1", () => undefined)
+        // interval 100 ms: an attempt may take min(2 s, 4 × 100 ms)
+        const { value, ms } = yield* elapsed(
+          health.probe(check("http", "/", { intervalMs: 100 }), context({ port: hung }))
+        )
+        expect(value).toBe(false)
+        expect(ms).toBeGreaterThanOrEqual(350)
+        expect(ms).toBeLessThan(1_500)
+        // a long interval is still capped at 2 s
+        const capped = yield* elapsed(health.probe(check("http", "/", { intervalMs: 10_000 }), context({ port: hung })))
+        expect(capped.ms).toBeGreaterThanOrEqual(1_900)
+        expect(capped.ms).toBeLessThan(3_000)
+      })
+    )
+
+    it.scoped.skipIf(!hasIpv6Loopback)("reaches a dev server that listens only on ::1", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const port = yield* httpServer("::1", status(200))
+        expect(yield* health.probe(check("http", "/"), context({ port }))).toBe(true)
+        expect(yield* health.probe(check("tcp"), context({ port }))).toBe(true)
+      })
+    )
+  })
+
+  describe("tcp", () => {
+    it.scoped("passes when the port accepts, fails when nobody listens", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const open = yield* listen(tracked(net.createServer()), "127.0.0.1")
+        expect(yield* health.probe(check("tcp"), context({ port: open }))).toBe(true)
+        expect(yield* health.probe(check("tcp"), context({ port: yield* closedPort }))).toBe(false)
+      })
+    )
+  })
+
+  describe("cmd", () => {
+    it.effect("passes on exit 0, in cwd with env", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const dir = fresh("cwd")
+        mkdirSync(dir)
+        writeFileSync(join(dir, "present.txt"), "")
+        // the context's env is the whole environment: the daemon's own variables do not leak in
+        process.env.BERTH_HEALTH_LEAK = "leaked"
+        const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", WANTED: "yes it's set" }
+        const ctx = context({ cwd: dir, env })
+        expect(yield* health.probe(check("cmd", "true"), ctx)).toBe(true)
+        expect(yield* health.probe(check("cmd", "exit 1"), ctx)).toBe(false)
+        expect(yield* health.probe(check("cmd", `test "$WANTED" = "yes it's set" && test -f present.txt`), ctx)).toBe(
+          true
+        )
+        expect(yield* health.probe(check("cmd", 'test -z "$BERTH_HEALTH_LEAK"'), ctx)).toBe(true)
+        delete process.env.BERTH_HEALTH_LEAK
+        expect(yield* health.probe(check("cmd", "true"), context({ cwd: join(base, "missing") }))).toBe(false)
+      })
+    )
+
+    it.effect("kills a command that hangs, with what it started", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const pids = fresh("pids")
+        // a grandchild in the background and the shell waiting on it: both must die
+        const hang = check("cmd", `sleep 30 & echo $! > '${pids}'; echo $$ >> '${pids}'; wait`, { timeoutMs: 600 })
+        const { value, ms } = yield* elapsed(health.probe(hang, context()))
+        expect(value).toBe(false)
+        expect(ms).toBeGreaterThanOrEqual(550)
+        expect(ms).toBeLessThan(2_000)
+        const started = readFileSync(pids, "utf8").trim().split("\n").map(Number)
+        expect(started).toHaveLength(2)
+        expect(yield* waitUntil(() => started.every((pid) => !alive(pid)))).toBe(true)
+      })
+    )
+
+    it.effect("kills the command when the attempt is interrupted", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const pids = fresh("pids")
+        const fiber = yield* Effect.fork(health.probe(check("cmd", `echo $$ > '${pids}'; exec sleep 30`), context()))
+        expect(yield* waitUntil(() => existsSync(pids) && readFileSync(pids, "utf8").endsWith("\n"))).toBe(true)
+        const pid = Number(readFileSync(pids, "utf8").trim())
+        expect(alive(pid)).toBe(true)
+        yield* Fiber.interrupt(fiber)
+        expect(yield* waitUntil(() => !alive(pid))).toBe(true)
+      })
+    )
+  })
+
+  describe("log", () => {
+    it.effect("matches only what was written after logOffset, as it is appended", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const logFile = fresh("service.log")
+        writeFileSync(logFile, "listening on 3000, server ready\n")
+        const ctx = context({ logFile, logOffset: readFileSync(logFile).length })
+        const ready = check("log", "^.*server ready$", { intervalMs: 20, timeoutMs: 5_000 })
+        expect(yield* health.probe(ready, ctx)).toBe(false)
+        expect(yield* health.probe(ready, context({ logFile, logOffset: 0 }))).toBe(true)
+
+        const fiber = yield* Effect.fork(health.waitHealthy(ready, ctx))
+        appendFileSync(logFile, "compiling…\n")
+        yield* Effect.sleep("100 millis")
+        appendFileSync(logFile, "listening on 3000, server re")
+        yield* Effect.sleep("100 millis")
+        expect(fiber.unsafePoll()).toBeNull()
+        appendFileSync(logFile, "ady\n")
+        const { ms } = yield* elapsed(Fiber.join(fiber))
+        expect(ms).toBeLessThan(1_000)
+      })
+    )
+
+    it.effect("waits for a file that does not exist yet", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const logFile = fresh("later.log")
+        const fiber = yield* Effect.fork(
+          health.waitHealthy(check("log", "up", { intervalMs: 20 }), context({ logFile }))
+        )
+        yield* Effect.sleep("100 millis")
+        writeFileSync(logFile, "it is up\n")
+        yield* Fiber.join(fiber)
+      })
+    )
+
+    it.effect("reads each byte once, across chunk boundaries, and again after a truncation", () =>
+      Effect.gen(function* () {
+        const logFile = fresh("big.log")
+        const noise = `${"x".repeat(99)}\n`.repeat(30_000)
+        writeFileSync(logFile, "READY before the offset\n")
+        const offset = readFileSync(logFile).length
+        // the line straddles the 1 MiB read boundary, then 3 MB of noise follow
+        appendFileSync(logFile, `${"x".repeat(1024 * 1024 - 4)}\nREADY\n${noise}`)
+        const watcher = yield* makeLogWatcher(logFile, /^READY$/g, offset)
+        expect(yield* watcher.matched).toBe(true)
+
+        const slow = yield* makeLogWatcher(logFile, "never", offset)
+        expect(yield* slow.matched).toBe(false)
+        const size = readFileSync(logFile).length
+        expect(yield* slow.cursor).toBe(size)
+        appendFileSync(logFile, "a little more\n")
+        expect(yield* slow.matched).toBe(false)
+        expect(yield* slow.cursor).toBe(size + 14)
+
+        writeFileSync(logFile, "rotated: never mind\n")
+        expect(yield* slow.matched).toBe(true)
+      })
+    )
+  })
+
+  describe("waitHealthy", () => {
+    it.scoped("polls until the server turns healthy", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        let answers = 0
+        const port = yield* httpServer("127.0.0.1", (_request, response) => {
+          answers++
+          response.writeHead(answers < 4 ? 503 : 200)
+          response.end()
+        })
+        yield* health.waitHealthy(check("http", "/", { intervalMs: 30 }), context({ port }))
+        expect(answers).toBe(4)
+      })
+    )
+
+    it.effect("fails with HealthTimeout once timeoutMs has passed", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const port = yield* closedPort
+        const { value: error, ms } = yield* elapsed(
+          Effect.flip(health.waitHealthy(check("tcp", "", { timeoutMs: 400, intervalMs: 50 }), context({ port })))
+        )
+        expect(error._tag).toBe("HealthTimeout")
+        expect(error.kind).toBe("tcp")
+        expect(error.waitedMs).toBeGreaterThanOrEqual(390)
+        expect(ms).toBeLessThan(1_500)
+        expect(error.message).toMatch(/^not healthy after 0\.\ds: a tcp connection never passed$/)
+
+        const cmd = yield* Effect.flip(health.waitHealthy(check("cmd", "exit 3", { timeoutMs: 200 }), context()))
+        expect(cmd.message).toMatch(/the cmd check "exit 3" never passed/)
+      })
+    )
+
+    it.effect("can be interrupted, e.g. by the process exiting first", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const port = yield* closedPort
+        const { value, ms } = yield* elapsed(
+          Effect.race(
+            health.waitHealthy(check("tcp", "", { timeoutMs: 60_000 }), context({ port })).pipe(Effect.as("healthy")),
+            Effect.sleep("150 millis").pipe(Effect.as("exited"))
+          )
+        )
+        expect(value).toBe("exited")
+        expect(ms).toBeLessThan(1_000)
+      })
+    )
+  })
+
+  describe("defaultCheck", () => {
+    it.effect("is tcp with the model's defaults for a service with a port, none otherwise", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        expect(health.defaultCheck(true)).toEqual({ kind: "tcp", target: "", timeoutMs: 60_000, intervalMs: 250 })
+        expect(defaultCheck(false)).toBeUndefined()
+      })
+    )
+  })
+})

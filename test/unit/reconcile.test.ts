@@ -1,0 +1,30 @@
+import { describe, expect, it } from "@effect/vitest"
+import { decide, type WorldFacts } from "../../src/domain/reconcile.js"
+
+const facts = (f: Partial<WorldFacts>): WorldFacts => ({
+  desired: "up",
+  observed: "running",
+  isMain: false,
+  pathExists: true,
+  hasActor: false,
+  liveProcesses: 0,
+  ...f
+})
+
+describe("reconcile.decide", () => {
+  it.each<[string, Partial<WorldFacts>, ReturnType<typeof decide>]>([
+    ["a running world after a daemon restart is adopted", {}, "adopt"],
+    ["a world whose processes died while no daemon ran is adopted (restarted)", { liveProcesses: 0 }, "adopt"],
+    ["a world an actor already runs is left alone", { hasActor: true, liveProcesses: 3 }, "none"],
+    ["a failed world stays failed", { observed: "failed" }, "none"],
+    ["a deleted worktree is torn down", { pathExists: false, liveProcesses: 2 }, "teardown"],
+    ["a deleted worktree is torn down even when an actor has it", { pathExists: false, hasActor: true }, "teardown"],
+    ["the main checkout is never torn down for a missing folder", { pathExists: false, isMain: true }, "adopt"],
+    ["a world being removed is not torn down twice", { pathExists: false, observed: "removing" }, "adopt"],
+    ["a stopped world with live processes has them stopped", { desired: "down", liveProcesses: 1 }, "stop-strays"],
+    ["a stopped world with nothing alive needs nothing", { desired: "down", observed: "stopped" }, "none"],
+    ["a removed world's strays are stopped", { desired: "removed", liveProcesses: 1 }, "stop-strays"]
+  ])("%s", (_, f, expected) => {
+    expect(decide(facts(f))).toBe(expected)
+  })
+})

@@ -1,0 +1,191 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as FastCheck from "effect/FastCheck"
+import type { ServiceState } from "../../src/domain/service-state.js"
+import { ServiceEvent, serviceStates, transition } from "../../src/domain/service-state.js"
+
+const RUNS = { numRuns: 500 }
+
+const clean = ServiceEvent.Exited({ code: 0, signal: null })
+const crashed = ServiceEvent.Exited({ code: 1, signal: null })
+const killed = ServiceEvent.Exited({ code: null, signal: "SIGSEGV" })
+
+/** One representative per kind of event; `Exited` twice because its payload picks the target. */
+const events: ReadonlyArray<readonly [string, ServiceEvent]> = [
+  ["Start", ServiceEvent.Start()],
+  ["Spawned", ServiceEvent.Spawned()],
+  ["Healthy", ServiceEvent.Healthy()],
+  ["Unhealthy", ServiceEvent.Unhealthy()],
+  ["Exited(0)", clean],
+  ["Exited(1)", crashed],
+  ["Stop", ServiceEvent.Stop()],
+  ["StopDone", ServiceEvent.StopDone()],
+  ["Restart", ServiceEvent.Restart()],
+  ["Fail", ServiceEvent.Fail({ reason: "boom" })]
+]
+
+/** Every legal (state, event) pair, by hand; all others must be illegal. */
+const legal: ReadonlyArray<readonly [ServiceState, string, ServiceState]> = [
+  ["pending", "Start", "starting"],
+  ["stopped", "Start", "starting"],
+  ["exited", "Start", "starting"],
+  ["failed", "Start", "starting"],
+  ["restarting", "Start", "starting"],
+  ["starting", "Spawned", "running"],
+  ["running", "Healthy", "healthy"],
+  ["healthy", "Healthy", "healthy"],
+  ["unhealthy", "Healthy", "healthy"],
+  ["running", "Unhealthy", "unhealthy"],
+  ["healthy", "Unhealthy", "unhealthy"],
+  ["unhealthy", "Unhealthy", "unhealthy"],
+  ["starting", "Exited(0)", "exited"],
+  ["running", "Exited(0)", "exited"],
+  ["healthy", "Exited(0)", "exited"],
+  ["unhealthy", "Exited(0)", "exited"],
+  ["starting", "Exited(1)", "failed"],
+  ["running", "Exited(1)", "failed"],
+  ["healthy", "Exited(1)", "failed"],
+  ["unhealthy", "Exited(1)", "failed"],
+  ["pending", "Stop", "stopping"],
+  ["starting", "Stop", "stopping"],
+  ["running", "Stop", "stopping"],
+  ["healthy", "Stop", "stopping"],
+  ["unhealthy", "Stop", "stopping"],
+  ["restarting", "Stop", "stopping"],
+  ["exited", "Stop", "stopping"],
+  ["failed", "Stop", "stopping"],
+  ["stopping", "StopDone", "stopped"],
+  ["starting", "Restart", "restarting"],
+  ["running", "Restart", "restarting"],
+  ["healthy", "Restart", "restarting"],
+  ["unhealthy", "Restart", "restarting"],
+  ["pending", "Fail", "failed"],
+  ["starting", "Fail", "failed"],
+  ["running", "Fail", "failed"],
+  ["healthy", "Fail", "failed"],
+  ["unhealthy", "Fail", "failed"],
+  ["restarting", "Fail", "failed"]
+]
+
+const expected = new Map(legal.map(([state, name, next]) => [`${state} ${name}`, next]))
+const eventNamed = new Map(events)
+
+const step = (state: ServiceState, event: ServiceEvent): ServiceState => transition(state, event) ?? state
+
+const state = FastCheck.constantFrom(...serviceStates)
+const exitStatus = FastCheck.record({
+  code: FastCheck.option(FastCheck.integer({ min: 0, max: 255 }), { nil: null }),
+  signal: FastCheck.option(FastCheck.constantFrom("SIGTERM", "SIGKILL", "SIGSEGV", "SIGINT"), { nil: null })
+})
+const event = FastCheck.oneof(
+  FastCheck.constantFrom(...events.map(([, e]) => e)),
+  exitStatus.map((exit) => ServiceEvent.Exited(exit)),
+  FastCheck.string().map((reason) => ServiceEvent.Fail({ reason }))
+)
+
+describe("service transition", () => {
+  it.each(legal)("%s --%s--> %s", (from, name, to) => {
+    expect(transition(from, eventNamed.get(name)!)).toBe(to)
+  })
+
+  it("every pair not in the table is illegal", () => {
+    for (const from of serviceStates) {
+      for (const [name, e] of events) {
+        expect(transition(from, e), `${from} ${name}`).toBe(expected.get(`${from} ${name}`))
+      }
+    }
+  })
+
+  it("a health result during or after a stop is ignored", () => {
+    for (const from of ["stopping", "stopped"] as const) {
+      expect(transition(from, ServiceEvent.Healthy())).toBeUndefined()
+      expect(transition(from, ServiceEvent.Unhealthy())).toBeUndefined()
+    }
+  })
+
+  it("a stop always ends in stopped: late exits, verdicts and give-ups are ignored while stopping", () => {
+    for (const [, e] of events) {
+      const next = transition("stopping", e)
+      expect(next === undefined || next === "stopped").toBe(true)
+    }
+    expect(transition("stopping", killed)).toBeUndefined()
+  })
+
+  it("a signal death is a failure, never a clean exit", () => {
+    expect(transition("healthy", killed)).toBe("failed")
+    expect(transition("running", ServiceEvent.Exited({ code: 0, signal: "SIGTERM" }))).toBe("failed")
+  })
+
+  it("random event sequences only ever yield known states; illegal events change nothing", () => {
+    FastCheck.assert(
+      FastCheck.property(state, FastCheck.array(event, { maxLength: 40 }), (start, sequence) => {
+        let current = start
+        for (const e of sequence) {
+          const next = transition(current, e)
+          if (next === undefined) expect(step(current, e)).toBe(current)
+          else expect(serviceStates).toContain(next)
+          current = step(current, e)
+          expect(serviceStates).toContain(current)
+        }
+      }),
+      RUNS
+    )
+  })
+
+  it("exited is reached only through a clean exit", () => {
+    FastCheck.assert(
+      FastCheck.property(state, event, (from, e) => {
+        if (from !== "exited" && transition(from, e) === "exited") {
+          expect(e).toMatchObject({ _tag: "Exited", code: 0, signal: null })
+        }
+      }),
+      RUNS
+    )
+  })
+
+  it("health results are legal exactly while a spawned process is being watched", () => {
+    for (const from of serviceStates) {
+      const watched = from === "running" || from === "healthy" || from === "unhealthy"
+      expect(transition(from, ServiceEvent.Healthy()) !== undefined).toBe(watched)
+      expect(transition(from, ServiceEvent.Unhealthy()) !== undefined).toBe(watched)
+    }
+  })
+
+  it("a typical life: start, spawn, flap, crash, restart, stop", () => {
+    const life = [
+      ServiceEvent.Start(),
+      ServiceEvent.Spawned(),
+      ServiceEvent.Healthy(),
+      ServiceEvent.Unhealthy(),
+      ServiceEvent.Healthy(),
+      ServiceEvent.Restart(),
+      ServiceEvent.Healthy(),
+      ServiceEvent.Start(),
+      ServiceEvent.Spawned(),
+      ServiceEvent.Stop(),
+      ServiceEvent.Healthy(),
+      crashed,
+      ServiceEvent.StopDone()
+    ]
+    const seen: Array<ServiceState> = []
+    life.reduce<ServiceState>((s, e) => {
+      const next = step(s, e)
+      seen.push(next)
+      return next
+    }, "pending")
+    expect(seen).toEqual([
+      "starting",
+      "running",
+      "healthy",
+      "unhealthy",
+      "healthy",
+      "restarting",
+      "restarting",
+      "starting",
+      "running",
+      "stopping",
+      "stopping",
+      "stopping",
+      "stopped"
+    ])
+  })
+})
