@@ -187,7 +187,8 @@ export const runService = (
         exit,
         stoppedByUs: false,
         recentRestarts: restartTimes,
-        now
+        now,
+        limits: { maxRestarts: plan.service.maxRestarts, baseDelayMs: plan.service.restartBackoffMs }
       })
       if (decision._tag === "Done") {
         yield* apply({ _tag: "Exited", ...exit }, { handle: undefined, logTail: yield* tail })

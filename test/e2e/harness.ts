@@ -3,7 +3,7 @@
  * output piped (so no TTY), and nothing shared between tests.
  */
 import { execFileSync, spawn } from "node:child_process"
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 
@@ -93,6 +93,67 @@ export const sandbox = (files: Readonly<Record<string, string>> = {}, name = "ap
     write,
     git,
     run: (args, options) => runBerth(args, dir, home, options),
-    cleanup: () => rmSync(base, { recursive: true, force: true })
+    cleanup: () => {
+      killAll(home)
+      rmSync(base, { recursive: true, force: true })
+    }
   }
+}
+
+/** Every process whose environment names this BERTH_HOME: the daemon and every service it started. */
+export const processesOf = (home: string): Array<number> => {
+  const marker = `BERTH_HOME=${home}\u0000`
+  const pids: Array<number> = []
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue
+    try {
+      if (`${readFileSync(`/proc/${entry}/environ`, "latin1")}\u0000`.includes(marker)) pids.push(Number(entry))
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return pids
+}
+
+/** Leaves nothing behind: stops the daemon and SIGKILLs whatever of this sandbox still runs. */
+export const killAll = (home: string): void => {
+  for (const pid of processesOf(home)) {
+    try {
+      process.kill(pid, "SIGKILL")
+    } catch {
+      // already gone
+    }
+  }
+}
+
+export const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    const state = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0]
+    return state !== "Z" && state !== "X"
+  } catch {
+    return false
+  }
+}
+
+/** A tiny HTTP service for worlds under test: answers /healthz and / with what it knows of its world. */
+export const serverScript = `
+import { createServer } from "node:http"
+const port = Number(process.env.PORT)
+createServer((req, res) => {
+  if (req.url === "/healthz") return res.end("ok")
+  res.setHeader("content-type", "application/json")
+  res.end(JSON.stringify({ service: process.env.BERTH_SERVICE, world: process.env.BERTH_WORLD, port, env: process.env }))
+}).listen(port, "127.0.0.1")
+`
+
+/** Picks a private block of ports for a sandbox, so that parallel test files never compete for one. */
+export const portBlock = (): string => {
+  const from = 20_000 + Math.floor(Math.random() * 400) * 100
+  return `${from}-${from + 99}`
+}
+
+export const fetchJson = async (url: string): Promise<Record<string, unknown>> => {
+  const res = await fetch(url)
+  return (await res.json()) as Record<string, unknown>
 }

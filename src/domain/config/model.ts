@@ -27,6 +27,10 @@ export interface ProcessService {
   readonly setup: string | undefined
   readonly health: HealthCheck | undefined
   readonly restart: RestartPolicy
+  /** restarts allowed within a minute before the service is marked failed */
+  readonly maxRestarts: number
+  /** the first restart's delay; each next one doubles, up to 30 s */
+  readonly restartBackoffMs: number
   readonly stopGraceMs: number
   readonly groups: ReadonlyArray<string>
 }
@@ -82,6 +86,8 @@ export interface Config {
 export const defaults = {
   domain: "localhost",
   restart: "no" as RestartPolicy,
+  maxRestarts: 5,
+  restartBackoffMs: 500,
   stopGraceMs: 10_000,
   healthTimeoutMs: 60_000,
   healthIntervalMs: 250

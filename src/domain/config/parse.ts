@@ -122,6 +122,8 @@ const toProcess = (name: string, s: S.ProcessServiceInput): Model.ProcessService
   setup: s.setup,
   health: toHealth(s.health),
   restart: s.restart ?? Model.defaults.restart,
+  maxRestarts: s.max_restarts ?? Model.defaults.maxRestarts,
+  restartBackoffMs: s.restart_backoff ?? Model.defaults.restartBackoffMs,
   stopGraceMs: s.stop_grace ?? Model.defaults.stopGraceMs,
   groups: s.groups ?? []
 })

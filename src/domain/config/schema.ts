@@ -129,6 +129,10 @@ export const ProcessService = describe(
     setup: Schema.optional(Command),
     health: Schema.optional(Health),
     restart: Schema.optional(Restart),
+    max_restarts: Schema.optional(
+      describe(Schema.Number.pipe(Schema.int(), Schema.nonNegative()), "a whole number of restarts")
+    ),
+    restart_backoff: Schema.optional(Duration),
     stop_grace: Schema.optional(Duration),
     groups: Schema.optional(describe(Schema.Array(Label), "a list of group names"))
   }),

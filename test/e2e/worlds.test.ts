@@ -1,0 +1,255 @@
+import { existsSync, readFileSync } from "node:fs"
+import * as net from "node:net"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { fetchJson, isAlive, portBlock, type Sandbox, sandbox, serverScript } from "./harness.js"
+
+interface ServiceJson {
+  readonly name: string
+  readonly state: string
+  readonly pid: number | null
+  readonly port: number | null
+  readonly url: string | null
+  readonly reason: string | null
+}
+interface WorldJson {
+  readonly project: string
+  readonly name: string
+  readonly path: string
+  readonly state: string
+  readonly services: ReadonlyArray<ServiceJson>
+}
+
+const twoServices = `
+[project]
+name = "shop"
+
+[services.api]
+cmd = "node server.mjs"
+url = "api"
+health = { http = "/healthz" }
+
+[services.web]
+cmd = "node server.mjs"
+url = "web"
+depends_on = ["api"]
+env = { API_URL = "\${api.url}", WHO = "\${world.name}" }
+`
+
+const boxes: Array<Sandbox> = []
+const project = async (toml = twoServices, extra: Record<string, string> = {}) => {
+  const box = sandbox({ "berth.toml": toml, "server.mjs": serverScript, ".gitignore": "*.log\n", ...extra })
+  boxes.push(box)
+  const range = await box.run(["port", "--range", portBlock()])
+  expect(range.code, range.stderr).toBe(0)
+  return box
+}
+afterAll(() => {
+  for (const b of boxes) b.cleanup()
+})
+
+const up = async (box: Sandbox, name?: string): Promise<WorldJson> => {
+  const r = await box.run(["up", ...(name === undefined ? [] : [name]), "--json"], { timeoutMs: 60_000 })
+  expect(r.code, r.stderr).toBe(0)
+  return JSON.parse(r.stdout) as WorldJson
+}
+
+const service = (w: WorldJson, name: string): ServiceJson => {
+  const s = w.services.find((x) => x.name === name)
+  if (s === undefined) throw new Error(`no service ${name} in ${JSON.stringify(w)}`)
+  return s
+}
+
+describe("worlds", () => {
+  it("runs two worlds of one project side by side, each on its own ports and env", async () => {
+    const box = await project()
+    const [a, b] = await Promise.all([up(box, "login-fix"), up(box, "checkout-v2")])
+    for (const w of [a!, b!]) {
+      expect(w.state).toBe("running")
+      expect(w.services.map((s) => s.state)).toEqual(["healthy", "healthy"])
+    }
+    const ports = [a!, b!].flatMap((w) => w.services.map((s) => s.port))
+    expect(new Set(ports).size).toBe(4)
+    for (const w of [a!, b!]) {
+      const web = await fetchJson(service(w, "web").url!)
+      expect(web).toMatchObject({ service: "web", world: w.name, port: service(w, "web").port })
+      const env = web.env as Record<string, string>
+      expect(env.API_URL).toBe(service(w, "api").url)
+      expect(env.WHO).toBe(w.name)
+      expect(env.BERTH_PROJECT).toBe("shop")
+      expect(env.PORT).toBe(String(service(w, "web").port))
+      const api = await fetchJson(service(w, "api").url!)
+      expect(api.world).toBe(w.name)
+    }
+    // each world is a worktree of its own branch
+    expect(a!.path).not.toBe(b!.path)
+    expect(box.git("-C", a!.path, "rev-parse", "--abbrev-ref", "HEAD").trim()).toBe("login-fix")
+
+    const env = await box.run(["env", "login-fix", "--json"])
+    expect(JSON.parse(env.stdout)).toEqual({
+      API_URL: service(a!, "api").url,
+      API_PORT: String(service(a!, "api").port),
+      WEB_URL: service(a!, "web").url,
+      WEB_PORT: String(service(a!, "web").port)
+    })
+    const status = JSON.parse((await box.run(["status", "--json"])).stdout) as { worlds: Array<WorldJson> }
+    expect(status.worlds.map((w) => [w.project, w.name, w.state]).sort()).toEqual([
+      ["shop", "checkout-v2", "running"],
+      ["shop", "login-fix", "running"]
+    ])
+  })
+
+  it("keeps ports through down and up, and changes nothing on up of a running world", async () => {
+    const box = await project()
+    const first = await up(box, "keep")
+    const again = await up(box, "keep")
+    expect(again.services.map((s) => [s.pid, s.port])).toEqual(first.services.map((s) => [s.pid, s.port]))
+
+    const down = await box.run(["down", "keep", "--json"])
+    expect(down.code, down.stderr).toBe(0)
+    for (const s of first.services) expect(isAlive(s.pid!)).toBe(false)
+    const stopped = (JSON.parse(down.stdout) as { worlds: Array<WorldJson> }).worlds[0]!
+    expect(stopped.state).toBe("stopped")
+
+    const back = await up(box, "keep")
+    expect(back.services.map((s) => s.port)).toEqual(first.services.map((s) => s.port))
+    expect(back.services.map((s) => s.pid)).not.toEqual(first.services.map((s) => s.pid))
+    expect((await fetchJson(service(back, "web").url!)).world).toBe("keep")
+  })
+
+  it("reloads on the same ports", async () => {
+    const box = await project()
+    const first = await up(box, "again")
+    const r = await box.run(["reload", "again", "--json"])
+    expect(r.code, r.stderr).toBe(0)
+    const reloaded = JSON.parse(r.stdout) as WorldJson
+    expect(reloaded.services.map((s) => s.port)).toEqual(first.services.map((s) => s.port))
+    expect(reloaded.services.map((s) => s.pid)).not.toEqual(first.services.map((s) => s.pid))
+  })
+
+  it("refuses to remove a dirty worktree, and --force removes it and frees its ports", async () => {
+    const box = await project()
+    const w = await up(box, "dirty")
+    const ports = w.services.map((s) => s.port!)
+    const { writeFileSync } = await import("node:fs")
+    writeFileSync(join(w.path, "scratch.txt"), "unsaved work\n")
+    const refused = await box.run(["remove", "dirty"])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toContain("scratch.txt")
+    expect(refused.stderr).toContain("--force")
+    expect(existsSync(join(w.path, "scratch.txt"))).toBe(true)
+    // still running: a refused remove changes nothing
+    expect(isAlive(service(w, "api").pid!)).toBe(true)
+
+    const removed = await box.run(["remove", "dirty", "--force"])
+    expect(removed.code, removed.stderr).toBe(0)
+    expect(existsSync(w.path)).toBe(false)
+    for (const s of w.services) expect(isAlive(s.pid!)).toBe(false)
+    const status = JSON.parse((await box.run(["status", "--json"])).stdout) as { worlds: Array<WorldJson> }
+    expect(status.worlds.map((x) => x.name)).not.toContain("dirty")
+    // its ports are free again: a listener can take them
+    for (const port of ports) {
+      await new Promise<void>((resolve, reject) => {
+        const server = net.createServer().listen(port, "127.0.0.1", () => server.close(() => resolve()))
+        server.once("error", reject)
+      })
+    }
+  })
+
+  it("never deletes the main checkout", async () => {
+    const box = await project()
+    const main = await up(box)
+    expect(main.path).toBe(box.dir)
+    const r = await box.run(["remove", "--force"])
+    expect(r.code, r.stderr).toBe(0)
+    expect(existsSync(join(box.dir, "berth.toml"))).toBe(true)
+  })
+
+  it("starts only the selected services and their dependencies", async () => {
+    const box = await project(`${twoServices}
+[services.worker]
+cmd = "node -e 'setInterval(() => {}, 1000)'"
+groups = ["jobs"]
+`)
+    const w = JSON.parse(
+      (await box.run(["up", "only-api", "--service", "api", "--json"], { timeoutMs: 60_000 })).stdout
+    ) as WorldJson
+    expect(w.services.map((s) => s.name)).toEqual(["api"])
+    const web = JSON.parse(
+      (await box.run(["up", "only-web", "-s", "web", "--json"], { timeoutMs: 60_000 })).stdout
+    ) as WorldJson
+    expect(web.services.map((s) => s.name).sort()).toEqual(["api", "web"])
+    const jobs = JSON.parse(
+      (await box.run(["up", "jobs", "--group", "jobs", "--json"], { timeoutMs: 60_000 })).stdout
+    ) as WorldJson
+    expect(jobs.services.map((s) => s.name)).toEqual(["worker"])
+    const bad = await box.run(["up", "nope", "--service", "wbe"])
+    expect(bad.code).toBe(1)
+    expect(bad.stderr).toMatch(/no service "wbe"/)
+  })
+
+  it("runs setup once per world before any service, and fails the up when it fails", async () => {
+    const box = await project(
+      `[project]\nsetup = "echo ran >> setup-count.txt"\n\n[services.api]\ncmd = "node server.mjs"\nurl = "api"\n`
+    )
+    const w = await up(box, "with-setup")
+    await box.run(["down", "with-setup"])
+    await up(box, "with-setup")
+    expect(readFileSync(join(w.path, "setup-count.txt"), "utf8")).toBe("ran\n")
+
+    box.write(
+      "berth.toml",
+      `[project]\nsetup = "echo setting up; exit 3"\n\n[services.api]\ncmd = "node server.mjs"\nurl = "api"\n`
+    )
+    box.git("add", "-A")
+    box.git("commit", "-qm", "failing setup")
+    const failed = await box.run(["up", "broken-setup"], { timeoutMs: 60_000 })
+    expect(failed.code).toBe(1)
+    expect(failed.stderr).toMatch(/setup .* failed \(exit code 3\)/)
+    expect(failed.stderr).toContain("setting up")
+  })
+
+  it("quotes branch names with shell metacharacters: nothing unintended runs", async () => {
+    const marker = join(boxes[0]?.home ?? "/tmp", `pwned-${process.pid}`)
+    const names = [`x$(touch\${IFS}${marker})`, "semi;touch${IFS}pwned", `q'uote"s`, "back`touch${IFS}pwned`tick"]
+    const box = await project(`
+[services.echo]
+cmd = "printf %s \${world.name} > name.out; node server.mjs"
+url = "echo"
+env = { NAME = "\${world.name}" }
+`)
+    for (const name of names) {
+      const w = await up(box, name)
+      expect(w.name).toBe(name)
+      expect(readFileSync(join(w.path, "name.out"), "utf8")).toBe(name)
+      const seen = await fetchJson(service(w, "echo").url!)
+      expect((seen.env as Record<string, string>).NAME).toBe(name)
+      expect((seen.env as Record<string, string>).BERTH_WORLD).toBe(name)
+    }
+    expect(existsSync(marker)).toBe(false)
+    expect(existsSync(join(box.dir, "pwned"))).toBe(false)
+    const invalid = await box.run(["up", "has space"])
+    expect(invalid.code).toBe(1)
+    expect(invalid.stderr).toMatch(/cannot name a world/)
+  })
+
+  it("never double-binds a port held by an outside process", async () => {
+    const box = await project()
+    const w = await up(box, "squatted")
+    const apiPort = service(w, "api").port!
+    await box.run(["down", "squatted"])
+    const squatter = net.createServer((s) => s.end("squatter\n"))
+    await new Promise<void>((resolve) => squatter.listen(apiPort, "127.0.0.1", resolve))
+    try {
+      const back = await up(box, "squatted")
+      expect(service(back, "api").port).not.toBe(apiPort)
+      expect(service(back, "api").state).toBe("healthy")
+      expect((await fetchJson(service(back, "api").url!)).world).toBe("squatted")
+      // a new world never gets the squatted port either
+      const other = await up(box, "other")
+      expect(other.services.map((s) => s.port)).not.toContain(apiPort)
+    } finally {
+      squatter.close()
+    }
+  })
+})
