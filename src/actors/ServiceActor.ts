@@ -69,6 +69,8 @@ export const makeRuntime = (plan: ServicePlan, initial: ServiceSnapshot = initia
   })
 
 const TAIL_LINES = 20
+/** how long a service without a health check must stay up to count as started */
+const SETTLE_MS = 300
 /** how often a healthy service's check is repeated to notice it turning unhealthy */
 const WATCH_INTERVAL_MS = 5_000
 
@@ -152,8 +154,15 @@ export const runService = (
 
           const alreadyReady = yield* Deferred.isDone(rt.ready)
           if (check === undefined) {
-            yield* apply({ _tag: "Healthy" })
-            yield* Deferred.succeed(rt.ready, undefined)
+            // no check: ready once it has stayed up a moment, so an instant crash is not taken for a start
+            const settled = yield* Effect.raceFirst(
+              Effect.as(Effect.sleep(Duration.millis(SETTLE_MS)), true),
+              Effect.as(gone.await, false)
+            )
+            if (settled) {
+              yield* apply({ _tag: "Healthy" })
+              yield* Deferred.succeed(rt.ready, undefined)
+            }
           } else {
             const ctx = { port: plan.port, cwd: plan.cwd, env: plan.env, logFile: plan.logFile, logOffset }
             // healthy, or the process ends first, or the check times out

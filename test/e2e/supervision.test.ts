@@ -1,0 +1,161 @@
+import { readFileSync } from "node:fs"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { isAlive, portBlock, processesOf, type Sandbox, sandbox, serverScript } from "./harness.js"
+
+interface ServiceJson {
+  readonly name: string
+  readonly state: string
+  readonly pid: number | null
+  readonly restarts: number
+  readonly reason: string | null
+  readonly logTail: ReadonlyArray<string>
+}
+interface WorldJson {
+  readonly name: string
+  readonly state: string
+  readonly services: ReadonlyArray<ServiceJson>
+}
+
+const boxes: Array<Sandbox> = []
+const project = async (toml: string) => {
+  const box = sandbox({ "berth.toml": toml, "server.mjs": serverScript, ".gitignore": "*.out\n" })
+  boxes.push(box)
+  expect((await box.run(["port", "--range", portBlock()])).code).toBe(0)
+  return box
+}
+afterAll(() => {
+  for (const b of boxes) b.cleanup()
+})
+
+const statusOf = async (box: Sandbox, world: string): Promise<WorldJson> => {
+  const all = JSON.parse((await box.run(["status", "--json"])).stdout) as { worlds: Array<WorldJson> }
+  const w = all.worlds.find((x) => x.name === world)
+  if (w === undefined) throw new Error(`no world ${world}`)
+  return w
+}
+
+const eventually = async <A>(probe: () => Promise<A>, ok: (a: A) => boolean, timeoutMs = 20_000): Promise<A> => {
+  const deadline = Date.now() + timeoutMs
+  let last = await probe()
+  while (!ok(last) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 200))
+    last = await probe()
+  }
+  return last
+}
+
+/** Processes whose command line carries `token`: what a test started, found without trusting berth's records. */
+const withToken = (home: string, token: string) =>
+  processesOf(home).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "latin1").includes(token)
+    } catch {
+      return false
+    }
+  })
+
+describe("supervised services", () => {
+  it("restarts a crashing service, and marks a crash-looping one failed with its last log lines", async () => {
+    const box = await project(`
+[services.flaky]
+cmd = "if [ -f crashed.out ]; then exec node server.mjs; else touch crashed.out; echo first run dies; exit 1; fi"
+url = "flaky"
+restart = "on-failure"
+restart_backoff = "50ms"
+
+[services.loop]
+cmd = "echo loop-crash-\${world.name}; exit 7"
+restart = "always"
+max_restarts = 3
+restart_backoff = "20ms"
+`)
+    const r = await box.run(["up", "crashy", "--service", "flaky", "--json"], { timeoutMs: 60_000 })
+    expect(r.code, r.stderr).toBe(0)
+    const flaky = (JSON.parse(r.stdout) as WorldJson).services[0]!
+    expect(flaky).toMatchObject({ state: "healthy", restarts: 1 })
+
+    const loop = await box.run(["up", "loopy", "--service", "loop"], { timeoutMs: 60_000 })
+    expect(loop.code).toBe(1)
+    expect(loop.stderr).toMatch(/restarted 3 times in 60s and crashed again \(exit code 7\)/)
+    expect(loop.stderr).toContain("loop-crash-loopy")
+    const w = await statusOf(box, "loopy")
+    expect(w.state).toBe("failed")
+  })
+
+  it("restarts a service that dies after it was healthy", async () => {
+    const box = await project(`
+[services.api]
+cmd = "node server.mjs"
+url = "api"
+restart = "always"
+max_restarts = 2
+restart_backoff = "20ms"
+`)
+    const up = await box.run(["up", "later", "--json"], { timeoutMs: 60_000 })
+    expect(up.code, up.stderr).toBe(0)
+    const pid = (JSON.parse(up.stdout) as WorldJson).services[0]!.pid!
+    // the whole process group, as a crash of the service would end it
+    process.kill(-pid, "SIGKILL")
+    const restarted = await eventually(
+      () => statusOf(box, "later"),
+      (w) => w.services[0]!.state === "healthy" && w.services[0]!.pid !== pid
+    )
+    expect(restarted.services[0]!.restarts).toBe(1)
+  })
+
+  it("fails an up whose health check times out, leaving nothing running", async () => {
+    const token = `never-healthy-${process.pid}`
+    const box = await project(`
+[services.slow]
+cmd = "echo starting slowly; sleep 1000; : ${token}"
+url = "slow"
+health = { http = "/not-there", timeout = "1500ms", interval = "100ms" }
+`)
+    const r = await box.run(["up", "sick"], { timeoutMs: 60_000 })
+    expect(r.code).toBe(1)
+    expect(r.stderr).toMatch(/world sick: slow not healthy after/)
+    expect(r.stderr).toContain("starting slowly")
+    expect(r.stderr).toMatch(/nothing that this up started is left running/)
+    expect(withToken(box.home, token)).toEqual([])
+    expect((await statusOf(box, "sick")).state).toBe("failed")
+  })
+
+  it("kills a service that ignores SIGTERM after its grace, and its grandchild too", async () => {
+    const token = `stubborn-${process.pid}`
+    const box = await project(`
+[services.stubborn]
+cmd = "trap '' TERM; sh -c 'trap \\"\\" TERM; sleep 1000; :' ${token}-grandchild & sleep 1000; : ${token}"
+stop_grace = "700ms"
+`)
+    const r = await box.run(["up", "stubborn"], { timeoutMs: 60_000 })
+    expect(r.code, r.stderr).toBe(0)
+    await eventually(
+      async () => withToken(box.home, `${token}-grandchild`),
+      (p) => p.length > 0
+    )
+    const before = withToken(box.home, token)
+    expect(before.length).toBeGreaterThanOrEqual(2)
+    const started = Date.now()
+    const down = await box.run(["down", "stubborn"])
+    expect(down.code, down.stderr).toBe(0)
+    expect(Date.now() - started).toBeGreaterThanOrEqual(600)
+    for (const pid of before) expect(isAlive(pid)).toBe(false)
+    expect(withToken(box.home, token)).toEqual([])
+  })
+
+  it("tracks and stops a command that forks and exits 0", async () => {
+    const token = `forker-${process.pid}`
+    const box = await project(`
+[services.forker]
+cmd = "sh -c 'sleep 1000; :' ${token} & exit 0"
+`)
+    const r = await box.run(["up", "forks", "--json"], { timeoutMs: 60_000 })
+    expect(r.code, r.stderr).toBe(0)
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    expect(withToken(box.home, token).length).toBe(1)
+    const w = await statusOf(box, "forks")
+    expect(w.services[0]!.state).not.toBe("exited")
+    expect((await box.run(["down", "forks"])).code).toBe(0)
+    expect(withToken(box.home, token)).toEqual([])
+  })
+})
