@@ -5,9 +5,7 @@
  */
 import * as Descriptor from "@effect/cli/CommandDescriptor"
 import type * as Usage from "@effect/cli/Usage"
-import * as HashMap from "effect/HashMap"
 import * as HashSet from "effect/HashSet"
-import * as Option from "effect/Option"
 import { closestName } from "../domain/names.js"
 
 /** Options every command accepts from @effect/cli itself. */
@@ -32,26 +30,49 @@ export interface UsageProblem {
   readonly message: string
 }
 
+/**
+ * The descriptor nodes @effect/cli builds: `Subcommands` (a parent and its children) and `Map` (a transformed
+ * command) wrap the `Standard` leaves. Their fields are not in the public types, so they are read structurally.
+ */
+interface Node {
+  readonly _tag: string
+  readonly command?: Node
+  readonly parent?: Node
+  readonly children?: ReadonlyArray<Node>
+}
+
+const unwrap = (node: Node): Node => (node._tag === "Map" && node.command !== undefined ? unwrap(node.command) : node)
+
+const childrenOf = (node: Node): ReadonlyArray<Node> => unwrap(node).children ?? []
+
+/** The node whose options apply once this command is chosen: a parent's own, not its children's. */
+const ownOptions = (node: Node): Descriptor.Command<unknown> => {
+  const n = unwrap(node)
+  return (n._tag === "Subcommands" && n.parent !== undefined ? n.parent : n) as unknown as Descriptor.Command<unknown>
+}
+
+const nameOf = (node: Node): ReadonlyArray<string> => [
+  ...HashSet.values(Descriptor.getNames(node as unknown as Descriptor.Command<unknown>))
+]
+
 /** The first usage mistake in argv, if any. */
 export const findUsageProblem = (
   root: { readonly descriptor: Descriptor.Command<unknown> },
   argv: ReadonlyArray<string>
 ): UsageProblem | undefined => {
-  let command = root.descriptor
+  let command = root.descriptor as unknown as Node
   let path = "berth"
   const end = argv.indexOf("--")
   const args = end === -1 ? argv : argv.slice(0, end)
   let i = 0
   // descend through subcommand names
   for (; i < args.length; i++) {
-    // a leaf lists itself as its only subcommand
-    const own = Descriptor.getNames(command)
-    const subcommands = HashMap.filter(Descriptor.getSubcommands(command), (_, name) => !HashSet.has(own, name))
+    const children = childrenOf(command)
     const arg = args[i]!
-    if (arg.startsWith("-") || HashMap.size(subcommands) === 0) break
-    const next = HashMap.get(subcommands, arg)
-    if (Option.isNone(next)) {
-      const names = [...HashMap.keys(subcommands)]
+    if (arg.startsWith("-") || children.length === 0) break
+    const next = children.find((c) => nameOf(c).includes(arg))
+    if (next === undefined) {
+      const names = children.flatMap(nameOf)
       const guess = closestName(arg, names)
       return {
         message:
@@ -60,10 +81,10 @@ export const findUsageProblem = (
             : `unknown command "${arg}" for ${path}; did you mean "${guess}"?`
       }
     }
-    command = next.value
+    command = next
     path = `${path} ${arg}`
   }
-  const known = [...builtIn, ...optionNames(Descriptor.getUsage(command))]
+  const known = [...builtIn, ...optionNames(Descriptor.getUsage(ownOptions(command)))]
   for (; i < args.length; i++) {
     const arg = args[i]!
     if (!arg.startsWith("-") || arg === "-") continue

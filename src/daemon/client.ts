@@ -3,7 +3,7 @@
  * replacing it cleanly when it is of another version. Then a typed @effect/rpc client of `DaemonApi`.
  */
 import { spawn } from "node:child_process"
-import { openSync } from "node:fs"
+import { closeSync, fstatSync, openSync, readFileSync } from "node:fs"
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
@@ -29,19 +29,42 @@ const waitFor = async (check: () => Promise<boolean>, timeoutMs: number): Promis
   return check()
 }
 
-/** Starts `berth daemon run` detached, its output in the daemon log, and waits until it answers. */
-const startDaemon = async (home: HomePaths): Promise<boolean> => {
+/** The last lines the daemon wrote: what a failed start says about itself. */
+const logTail = (file: string, lines = 5): string => {
+  try {
+    const text = readFileSync(file, "utf8").trimEnd().split("\n")
+    return text.slice(-lines).join("\n")
+  } catch {
+    return ""
+  }
+}
+
+/**
+ * Starts `berth daemon run` detached, its output in the daemon log, and waits until it answers. A daemon that exits
+ * first (a broken state database, say) fails the start at once with what it logged.
+ */
+const startDaemon = async (home: HomePaths): Promise<void> => {
   const log = openSync(home.daemonLog, "a", 0o600)
+  const logStart = fstatSync(log).size
   const entry = process.argv[1]
-  if (entry === undefined) return false
+  if (entry === undefined) throw new Error("cannot tell which berth to start")
   const child = spawn(process.execPath, [entry, "daemon", "run"], {
     detached: true,
     stdio: ["ignore", log, log],
     env: { ...process.env, BERTH_HOME: home.root },
     cwd: home.root
   })
+  closeSync(log)
+  let exited = false
+  child.once("exit", () => {
+    exited = true
+  })
   child.unref()
-  return waitFor(() => socketAnswers(home.socket), START_TIMEOUT_MS)
+  const up = await waitFor(async () => exited || (await socketAnswers(home.socket)), START_TIMEOUT_MS)
+  // another daemon may have won the race for the lock: that is fine as long as someone answers
+  if (up && (await socketAnswers(home.socket))) return
+  const said = readFileSync(home.daemonLog, "utf8").slice(logStart).trim()
+  throw new Error(said === "" ? "it did not start" : `it stopped at once:\n${said.split("\n").slice(-5).join("\n")}`)
 }
 
 interface Pong {
@@ -60,9 +83,9 @@ export const ensureDaemon = (home: HomePaths) =>
           await request(home.socket, "Shutdown", undefined, 5_000)
           await waitFor(async () => !(await socketAnswers(home.socket)), 10_000)
         }
-        if (await startDaemon(home)) continue
+        await startDaemon(home)
       }
-      throw new Error("it did not start")
+      throw new Error(`it did not start\n${logTail(home.daemonLog)}`)
     },
     catch: (e) => new DaemonUnavailable({ reason: e instanceof Error ? e.message : String(e), log: home.daemonLog })
   })

@@ -4,11 +4,13 @@
  */
 import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs"
 import * as net from "node:net"
-import { parseStat } from "../domain/proc.js"
+import { isDefunct, parseStat } from "../domain/proc.js"
 
+/** The start time of a live process (a zombie is not alive: a killed daemon may linger as one, unreaped). */
 const startTimeOf = (pid: number): string | undefined => {
   try {
-    return parseStat(readFileSync(`/proc/${pid}/stat`, "utf8"))?.startTime
+    const stat = parseStat(readFileSync(`/proc/${pid}/stat`, "utf8"))
+    return stat === undefined || isDefunct(stat) ? undefined : stat.startTime
   } catch {
     return undefined
   }

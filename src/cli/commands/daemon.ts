@@ -71,7 +71,6 @@ const status = Command.make("status", { json }, ({ json }) =>
         onSome: (i) => `running: pid ${i.pid}, berth ${i.version}, home ${i.home}, log ${home.daemonLog}`
       })
     )
-    if (Option.isNone(info)) process.exitCode = 1
   })
 ).pipe(Command.withDescription("Is the daemon running, and where"))
 

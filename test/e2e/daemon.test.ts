@@ -1,0 +1,176 @@
+import { spawn } from "node:child_process"
+import { existsSync, statSync, writeFileSync } from "node:fs"
+import * as net from "node:net"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { berthBin, fetchJson, isAlive, portBlock, processesOf, type Sandbox, sandbox, serverScript } from "./harness.js"
+
+interface ServiceJson {
+  readonly name: string
+  readonly state: string
+  readonly pid: number | null
+  readonly port: number | null
+  readonly url: string | null
+}
+interface WorldJson {
+  readonly name: string
+  readonly state: string
+  readonly services: ReadonlyArray<ServiceJson>
+}
+
+const toml = `
+[services.api]
+cmd = "node server.mjs"
+url = "api"
+health = { http = "/healthz" }
+`
+
+const boxes: Array<Sandbox> = []
+const project = async () => {
+  const box = sandbox({ "berth.toml": toml, "server.mjs": serverScript })
+  boxes.push(box)
+  expect((await box.run(["port", "--range", portBlock()])).code).toBe(0)
+  return box
+}
+afterAll(() => {
+  for (const b of boxes) b.cleanup()
+})
+
+const daemonPid = async (box: Sandbox): Promise<number | undefined> => {
+  const r = await box.run(["daemon", "status", "--json"])
+  return (JSON.parse(r.stdout) as { pid?: number }).pid
+}
+
+describe("the daemon", () => {
+  it("keeps its home owner-only and its socket 0600", async () => {
+    const box = await project()
+    expect(statSync(box.home).mode & 0o777).toBe(0o700)
+    expect(statSync(join(box.home, "daemon.sock")).mode & 0o777).toBe(0o600)
+    expect(statSync(join(box.home, "state.db")).mode & 0o777).toBe(0o600)
+  })
+
+  it("survives kill -9: services keep running and the next daemon adopts them", async () => {
+    const box = await project()
+    const up = JSON.parse((await box.run(["up", "adopted", "--json"], { timeoutMs: 60_000 })).stdout) as WorldJson
+    const api = up.services[0]!
+    const pid = await daemonPid(box)
+    expect(pid).toBeDefined()
+    process.kill(pid!, "SIGKILL")
+    await new Promise((r) => setTimeout(r, 300))
+    expect(isAlive(pid!)).toBe(false)
+    expect(isAlive(api.pid!)).toBe(true)
+    expect((await fetchJson(api.url!)).world).toBe("adopted")
+
+    // the next command starts a daemon (the stale socket and pid file are replaced) that adopts the world
+    const status = await box.run(["status", "--json"])
+    expect(status.code, status.stderr).toBe(0)
+    const second = await daemonPid(box)
+    expect(second).not.toBe(pid)
+    const deadline = Date.now() + 15_000
+    let world: WorldJson | undefined
+    for (;;) {
+      world = (JSON.parse((await box.run(["status", "--json"])).stdout) as { worlds: Array<WorldJson> }).worlds[0]
+      if (world?.services[0]?.state === "healthy" || Date.now() > deadline) break
+      await new Promise((r) => setTimeout(r, 200))
+    }
+    expect(world?.services[0]).toMatchObject({ state: "healthy", pid: api.pid, port: api.port })
+    // adopted, so still supervised: down stops it
+    expect((await box.run(["down", "adopted"])).code).toBe(0)
+    expect(isAlive(api.pid!)).toBe(false)
+  })
+
+  it("runs one daemon per home even when asked twice", async () => {
+    const box = await project()
+    const first = await daemonPid(box)
+    const again = await box.run(["daemon", "run"], { timeoutMs: 10_000 })
+    expect(again.code).toBe(0)
+    expect(await daemonPid(box)).toBe(first)
+    const daemons = processesOf(box.home).filter((p) => p === first)
+    expect(daemons).toEqual([first])
+  })
+
+  it("replaces a daemon of another version cleanly", async () => {
+    const box = sandbox({ "berth.toml": toml, "server.mjs": serverScript })
+    boxes.push(box)
+    const { mkdirSync } = await import("node:fs")
+    mkdirSync(box.home, { recursive: true, mode: 0o700 })
+    // an "old berth" answering Ping with another version, and leaving when asked to
+    const fake = `
+      const net = require("node:net")
+      const server = net.createServer((s) => {
+        let buf = ""
+        s.on("data", (d) => {
+          buf += d
+          for (const line of buf.split("\\n").slice(0, -1)) {
+            const m = JSON.parse(line)
+            if (m._tag !== "Request") continue
+            const value = m.tag === "Ping" ? { version: "0.0.1-old", pid: process.pid, home: "x" } : null
+            s.write(JSON.stringify({ _tag: "Exit", requestId: m.id, exit: { _tag: "Success", value } }) + "\\n")
+            if (m.tag === "Shutdown") { server.close(); setTimeout(() => process.exit(0), 50) }
+          }
+          buf = buf.slice(buf.lastIndexOf("\\n") + 1)
+        })
+      })
+      server.listen(process.argv[1])
+    `
+    const old = spawn(process.execPath, ["-e", fake, join(box.home, "daemon.sock")], {
+      stdio: "ignore",
+      env: { ...process.env, BERTH_HOME: box.home }
+    })
+    await new Promise((r) => setTimeout(r, 500))
+    const r = await box.run(["daemon", "status", "--json"])
+    expect((JSON.parse(r.stdout) as { version: string }).version).toBe("0.0.1-old")
+    const started = await box.run(["daemon", "start", "--json"])
+    expect(started.code, started.stderr).toBe(0)
+    const { version } = (await import("../../package.json", { with: { type: "json" } })).default
+    expect((JSON.parse(started.stdout) as { version: string }).version).toBe(version)
+    await new Promise((r) => setTimeout(r, 100))
+    expect(old.exitCode).toBe(0)
+  })
+
+  it("gives a clear error for a corrupt state database and keeps the file", async () => {
+    const box = sandbox({ "berth.toml": toml, "server.mjs": serverScript })
+    boxes.push(box)
+    const { mkdirSync, readFileSync } = await import("node:fs")
+    mkdirSync(box.home, { recursive: true, mode: 0o700 })
+    writeFileSync(join(box.home, "state.db"), "this is not a database, but somebody's data\n")
+    const r = await box.run(["status"], { timeoutMs: 40_000 })
+    expect(r.code).toBe(1)
+    expect(r.stderr).not.toMatch(/\n\s+at /)
+    expect(readFileSync(join(box.home, "daemon.log"), "utf8")).toMatch(/not a SQLite database/)
+    expect(readFileSync(join(box.home, "state.db"), "utf8")).toBe("this is not a database, but somebody's data\n")
+  })
+
+  it("brings up 15 worlds started at once from separate processes, on distinct ports", async () => {
+    const box = await project()
+    const names = Array.from({ length: 15 }, (_, i) => `swarm-${i}`)
+    const results = await Promise.all(names.map((n) => box.run(["up", n, "--json"], { timeoutMs: 120_000 })))
+    for (const r of results) expect(r.code, r.stderr).toBe(0)
+    const worlds = results.map((r) => JSON.parse(r.stdout) as WorldJson)
+    const ports = worlds.map((w) => w.services[0]!.port)
+    expect(new Set(ports).size).toBe(15)
+    for (const w of worlds) expect((await fetchJson(w.services[0]!.url!)).world).toBe(w.name)
+    const down = await box.run(["down", "--all"], { timeoutMs: 60_000 })
+    expect(down.code, down.stderr).toBe(0)
+    for (const w of worlds) expect(isAlive(w.services[0]!.pid!)).toBe(false)
+  })
+
+  it("tears down a world whose worktree was deleted outside berth", async () => {
+    const box = await project()
+    const w = JSON.parse((await box.run(["up", "doomed", "--json"], { timeoutMs: 60_000 })).stdout) as WorldJson & {
+      path: string
+    }
+    const { rmSync } = await import("node:fs")
+    rmSync(w.path, { recursive: true, force: true })
+    const deadline = Date.now() + 15_000
+    while (isAlive(w.services[0]!.pid!) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200))
+    expect(isAlive(w.services[0]!.pid!)).toBe(false)
+    const status = JSON.parse((await box.run(["status", "--json"])).stdout) as { worlds: Array<WorldJson> }
+    expect(status.worlds.map((x) => x.name)).not.toContain("doomed")
+    // its port was released: a new world may lease it again
+    const socket = net.connect({ port: w.services[0]!.port!, host: "127.0.0.1" })
+    await new Promise<void>((resolve) => socket.once("error", () => resolve()).once("connect", () => resolve()))
+    socket.destroy()
+    expect(existsSync(berthBin)).toBe(true)
+  })
+})
