@@ -15,7 +15,7 @@ import { InternalError, InvalidRequest, InvalidWorldName, NotARepository, WorldN
 import { projectLabel } from "../domain/names.js"
 import { decide } from "../domain/reconcile.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
-import { Git } from "../services/Git.js"
+import { Git, type RepoInfo } from "../services/Git.js"
 import type { Health } from "../services/Health.js"
 import { Home } from "../services/Home.js"
 import * as LogFiles from "../services/LogFiles.js"
@@ -28,6 +28,8 @@ export interface WorldRef {
   readonly cwd: string
   readonly world?: string | undefined
 }
+
+const REPO_CACHE_MS = 3_000
 
 const internal = (e: { readonly message: string }) => new InternalError({ reason: e.message })
 
@@ -57,14 +59,31 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
     const send = (worldId: number, command: WorldCommand) =>
       Effect.flatMap(actorFor(worldId), (actor) => actor.send(command))
 
+    /**
+     * Which repository a folder is in, remembered briefly: agents call `env`/`status` in tight loops, and asking git
+     * costs a process each time. A few seconds is short enough to notice a checkout of another branch.
+     */
+    const repoCache = new Map<string, { readonly at: number; readonly repo: RepoInfo }>()
+    const repoOf = (cwd: string) =>
+      Effect.gen(function* () {
+        const cached = repoCache.get(cwd)
+        if (cached !== undefined && Date.now() - cached.at < REPO_CACHE_MS && existsSync(cached.repo.root)) {
+          return cached.repo
+        }
+        const repo = yield* git.repo(cwd).pipe(
+          Effect.catchTags({
+            NotARepository: () => new NotARepository({ path: cwd }),
+            GitFailed: internal
+          })
+        )
+        if (repoCache.size > 1000) repoCache.clear()
+        repoCache.set(cwd, { at: Date.now(), repo })
+        return repo
+      })
+
     /** The project `cwd` is in, registered on first sight. */
     const project = Effect.fn("Worlds.project")(function* (cwd: string) {
-      const repo = yield* git.repo(cwd).pipe(
-        Effect.catchTags({
-          NotARepository: () => new NotARepository({ path: cwd }),
-          GitFailed: internal
-        })
-      )
+      const repo = yield* repoOf(cwd)
       const loaded = yield* configs.load(repo.root)
       const config = loaded.parsed.config
       const name = config.project.name ?? projectLabel(basename(repo.mainRoot))

@@ -22,10 +22,19 @@ const argv = process.argv.slice(2)
 if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "-V")) {
   process.stdout.write(`${BERTH_VERSION}\n`)
 } else {
-  // the build defines BERTH_MAIN_LENGTH, so esbuild drops the import() branch, which serves unbundled runs
-  const main: Promise<MainModule> =
-    typeof BERTH_MAIN_LENGTH === "number" ? loadBundledMain(BERTH_MAIN_LENGTH) : import("./main.js")
-  void main.then((cli) => cli.run(argv))
+  void tryFast(argv).then((answered) => {
+    if (answered) return
+    // the build defines BERTH_MAIN_LENGTH, so esbuild drops the import() branch, which serves unbundled runs
+    const main: Promise<MainModule> =
+      typeof BERTH_MAIN_LENGTH === "number" ? loadBundledMain(BERTH_MAIN_LENGTH) : import("./main.js")
+    return main.then((cli) => cli.run(argv))
+  })
+}
+
+/** `env --json` and `status --json` straight from the daemon's socket (see fast.ts); node:net loads only then. */
+async function tryFast(args: ReadonlyArray<string>): Promise<boolean> {
+  if (!args.includes("--json") || (args[0] !== "env" && args[0] !== "status")) return false
+  return (await import("./fast.js")).tryFast(args)
 }
 
 async function loadBundledMain(length: number): Promise<MainModule> {

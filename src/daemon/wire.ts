@@ -1,7 +1,7 @@
 /**
- * The smallest possible client of the daemon's socket: one request, one reply, newline-delimited JSON as @effect/rpc
- * writes it. It needs no Effect runtime, so the CLI's lean path (and the daemon's own start-up checks) stay fast.
- * Streaming requests are left to the full RpcClient.
+ * The smallest possible client of the daemon's socket: requests and their replies, newline-delimited JSON as
+ * @effect/rpc writes it. It needs no Effect runtime, so the CLI's lean path (and the daemon's own start-up checks)
+ * stay fast. Streaming requests are left to the full RpcClient.
  */
 import * as net from "node:net"
 
@@ -20,23 +20,44 @@ interface ExitMessage {
   }
 }
 
-/** Sends one request and resolves with its exit; never rejects. */
-export const request = (socketPath: string, tag: string, payload: unknown, timeoutMs = 30_000): Promise<WireReply> =>
+export interface WireRequest {
+  readonly tag: string
+  readonly payload: unknown
+}
+
+/** Sends requests on one connection and resolves with their replies, in order; never rejects. */
+export const exchange = (
+  socketPath: string,
+  requests: ReadonlyArray<WireRequest>,
+  timeoutMs = 30_000
+): Promise<ReadonlyArray<WireReply>> =>
   new Promise((resolve) => {
+    const replies = new Map<string, WireReply>()
     const socket = net.connect({ path: socketPath })
     let buffer = ""
     let settled = false
-    const finish = (reply: WireReply) => {
+    const finish = (failure?: string) => {
       if (settled) return
       settled = true
       socket.destroy()
-      resolve(reply)
+      resolve(
+        requests.map(
+          (_, i) => replies.get(String(i + 1)) ?? { _tag: "Unreachable", reason: failure ?? "no reply from the daemon" }
+        )
+      )
     }
-    socket.setTimeout(timeoutMs, () => finish({ _tag: "Unreachable", reason: "the daemon did not answer in time" }))
-    socket.once("error", (e) => finish({ _tag: "Unreachable", reason: e.message }))
-    socket.once("close", () => finish({ _tag: "Unreachable", reason: "the daemon closed the connection" }))
+    socket.setTimeout(timeoutMs, () => finish("the daemon did not answer in time"))
+    socket.once("error", (e) => finish(e.message))
+    socket.once("close", () => finish("the daemon closed the connection"))
     socket.once("connect", () => {
-      socket.write(`${JSON.stringify({ _tag: "Request", id: "1", tag, payload, headers: [] })}\n`)
+      socket.write(
+        requests
+          .map(
+            (r, i) =>
+              `${JSON.stringify({ _tag: "Request", id: String(i + 1), tag: r.tag, payload: r.payload, headers: [] })}\n`
+          )
+          .join("")
+      )
     })
     socket.on("data", (chunk: Buffer) => {
       buffer += chunk.toString("utf8")
@@ -49,11 +70,20 @@ export const request = (socketPath: string, tag: string, payload: unknown, timeo
         } catch {
           continue
         }
-        if (message._tag !== "Exit" || message.requestId !== "1" || message.exit === undefined) continue
+        if (message._tag !== "Exit" || message.requestId === undefined || message.exit === undefined) continue
         const exit = message.exit
-        if (exit._tag === "Success") return finish({ _tag: "Success", value: exit.value })
         const cause = exit.cause
-        return finish({ _tag: "Failure", error: cause?._tag === "Fail" ? cause.error : (cause?.defect ?? cause) })
+        replies.set(
+          message.requestId,
+          exit._tag === "Success"
+            ? { _tag: "Success", value: exit.value }
+            : { _tag: "Failure", error: cause?._tag === "Fail" ? cause.error : (cause?.defect ?? cause) }
+        )
+        if (replies.size === requests.length) return finish()
       }
     })
   })
+
+/** One request, one reply. */
+export const request = async (socketPath: string, tag: string, payload: unknown, timeoutMs = 30_000) =>
+  (await exchange(socketPath, [{ tag, payload }], timeoutMs))[0]!
