@@ -8,6 +8,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
+import { median, printTable, summarize } from "./stats.mjs"
 
 const { values: options } = parseArgs({
   options: {
@@ -86,17 +87,9 @@ try {
   rmSync(work, { recursive: true, force: true })
 }
 
-const sorted = samples.map((values) => [...values].sort((a, b) => a - b))
-const median = (values) =>
-  (values[Math.floor((values.length - 1) / 2)] + values[Math.ceil((values.length - 1) / 2)]) / 2
-// nearest rank
-const p90 = (values) => values[Math.ceil(0.9 * values.length) - 1]
-const baseline = median(sorted[0])
+const baseline = median(samples[0])
 const results = commands.map((command, i) => ({
-  command: command.name,
-  medianMs: Number(median(sorted[i]).toFixed(1)),
-  p90Ms: Number(p90(sorted[i]).toFixed(1)),
-  ratio: Number((median(sorted[i]) / baseline).toFixed(2)),
+  ...summarize(command.name, samples[i], baseline),
   ...(failures.has(i) ? { failed: failures.get(i) } : {})
 }))
 
@@ -105,7 +98,5 @@ if (options.json) {
   console.log(JSON.stringify({ node: process.version, runs, warmups, results }, null, 2))
 } else {
   console.log(`${runs} runs each after ${warmups} warm-ups, interleaved; Node ${process.version}\n`)
-  console.log("| command | median ms | p90 ms | × node -e 0 |")
-  console.log("| --- | ---: | ---: | ---: |")
-  for (const r of results) console.log(`| ${r.command} | ${r.medianMs} | ${r.p90Ms} | ${r.ratio.toFixed(2)} |`)
+  printTable(results)
 }

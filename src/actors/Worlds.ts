@@ -21,7 +21,7 @@ import { Home } from "../services/Home.js"
 import * as LogFiles from "../services/LogFiles.js"
 import { Ports } from "../services/Ports.js"
 import { Processes } from "../services/Processes.js"
-import { Registry, type WorldRow } from "../services/Registry.js"
+import { type ProjectRow, Registry, type WorldRow } from "../services/Registry.js"
 import { makeWorldActor, type Selection, type WorldActor, type WorldCommand, worktreesFolder } from "./WorldActor.js"
 
 export interface WorldRef {
@@ -63,6 +63,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
      * Which repository a folder is in, remembered briefly: agents call `env`/`status` in tight loops, and asking git
      * costs a process each time. A few seconds is short enough to notice a checkout of another branch.
      */
+    const projects = new Map<string, ProjectRow>()
     const repoCache = new Map<string, { readonly at: number; readonly repo: RepoInfo }>()
     const repoOf = (cwd: string) =>
       Effect.gen(function* () {
@@ -87,7 +88,12 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       const loaded = yield* configs.load(repo.root)
       const config = loaded.parsed.config
       const name = config.project.name ?? projectLabel(basename(repo.mainRoot))
-      const row = yield* registry.upsertProject({ name, commonDir: repo.commonDir, mainRoot: repo.mainRoot })
+      const known = projects.get(repo.commonDir)
+      const row =
+        known !== undefined && known.name === name && known.mainRoot === repo.mainRoot
+          ? known
+          : yield* registry.upsertProject({ name, commonDir: repo.commonDir, mainRoot: repo.mainRoot })
+      projects.set(repo.commonDir, row)
       return { repo, row, config }
     })
 

@@ -3,7 +3,6 @@
  * @effect/rpc writes it. It needs no Effect runtime, so the CLI's lean path (and the daemon's own start-up checks)
  * stay fast. Streaming requests are left to the full RpcClient.
  */
-import * as net from "node:net"
 
 export type WireReply =
   | { readonly _tag: "Success"; readonly value: unknown }
@@ -26,12 +25,14 @@ export interface WireRequest {
 }
 
 /** Sends requests on one connection and resolves with their replies, in order; never rejects. */
-export const exchange = (
+export const exchange = async (
   socketPath: string,
   requests: ReadonlyArray<WireRequest>,
   timeoutMs = 30_000
-): Promise<ReadonlyArray<WireReply>> =>
-  new Promise((resolve) => {
+): Promise<ReadonlyArray<WireReply>> => {
+  // loaded here, not at the top: the CLI's entry bundles this module and must not load node:net for `--version`
+  const net = await import("node:net")
+  return new Promise((resolve) => {
     const replies = new Map<string, WireReply>()
     const socket = net.connect({ path: socketPath })
     let buffer = ""
@@ -83,6 +84,7 @@ export const exchange = (
       }
     })
   })
+}
 
 /** One request, one reply. */
 export const request = async (socketPath: string, tag: string, payload: unknown, timeoutMs = 30_000) =>

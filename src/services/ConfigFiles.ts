@@ -68,13 +68,36 @@ export class ConfigFiles extends Effect.Service<ConfigFiles>()("berth/ConfigFile
       return relative !== "" && !relative.startsWith("..") && !path.isAbsolute(relative) ? relative : file
     }
 
+    /**
+     * Parsed files are remembered by path, size and modification time (and the `.env`'s): the daemon reads the same
+     * berth.toml for every `env` or `status` an agent asks for in a loop.
+     */
+    const cache = new Map<string, { readonly stamp: string; readonly loaded: LoadedConfig }>()
+    const stampOf = (file: string) =>
+      Effect.all([fs.stat(file), fs.stat(path.join(path.dirname(file), ".env")).pipe(Effect.option)]).pipe(
+        Effect.map(([toml, dotenv]) =>
+          [toml, dotenv._tag === "Some" ? dotenv.value : undefined]
+            .map((s) => (s === undefined ? "-" : `${s.size}:${s.mtime._tag === "Some" ? s.mtime.value.getTime() : 0}`))
+            .join("/")
+        ),
+        Effect.orElseSucceed(() => undefined)
+      )
+
     const load = Effect.fn("ConfigFiles.load")(function* (start: string) {
       const file = yield* locate(start)
+      const stamp = yield* stampOf(file)
+      const cached = cache.get(file)
+      if (stamp !== undefined && cached?.stamp === stamp) return cached.loaded
       const text = yield* readText(file)
       const parsed = parseConfig(text, display(file))
       if (Either.isLeft(parsed)) return yield* new ConfigInvalid({ file: display(file), diagnostics: parsed.left })
       const root = path.dirname(file)
-      return { file, root, parsed: parsed.right, dotenv: yield* readDotenv(root) } satisfies LoadedConfig
+      const loaded: LoadedConfig = { file, root, parsed: parsed.right, dotenv: yield* readDotenv(root) }
+      if (stamp !== undefined) {
+        if (cache.size > 500) cache.clear()
+        cache.set(file, { stamp, loaded })
+      }
+      return loaded
     })
 
     const isExecutable = (file: string) =>

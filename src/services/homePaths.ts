@@ -1,9 +1,9 @@
 /**
- * Where BERTH_HOME's files are. Plain functions with no Effect import, because the CLI's lean path needs the socket
- * path before anything heavy loads; the `Home` service wraps them.
+ * Where BERTH_HOME's files are. Plain string functions with no import at all, because the CLI's lean path needs the
+ * socket path before anything loads (even node:path, which the bundle would otherwise load for `--version` too);
+ * the `Home` service wraps them. POSIX paths only, as berth is.
  */
-import { homedir } from "node:os"
-import { join, resolve } from "node:path"
+const join = (...parts: ReadonlyArray<string>): string => parts.join("/").replace(/\/{2,}/g, "/")
 
 export interface HomePaths {
   readonly root: string
@@ -27,5 +27,8 @@ export const homePaths = (root: string): HomePaths => ({
 })
 
 /** BERTH_HOME from the environment, else ~/.berth. */
-export const resolveHome = (env: NodeJS.ProcessEnv = process.env): string =>
-  resolve(env.BERTH_HOME !== undefined && env.BERTH_HOME !== "" ? env.BERTH_HOME : join(homedir(), ".berth"))
+export const resolveHome = (env: NodeJS.ProcessEnv = process.env): string => {
+  const home = env.BERTH_HOME !== undefined && env.BERTH_HOME !== "" ? env.BERTH_HOME : join(env.HOME ?? "/", ".berth")
+  const absolute = home.startsWith("/") ? home : join(process.cwd(), home)
+  return absolute.length > 1 ? absolute.replace(/\/$/, "") : absolute
+}

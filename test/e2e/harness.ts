@@ -147,11 +147,38 @@ createServer((req, res) => {
 }).listen(port, "127.0.0.1")
 `
 
-/** Picks a private block of ports for a sandbox, so that parallel test files never compete for one. */
+/**
+ * Claims a private block of 100 ports for a sandbox, so that parallel test files (each with its own daemon) never
+ * compete for one: the claim is an exclusive mkdir, released when the test process ends.
+ */
+const claimed: Array<string> = []
 export const portBlock = (): string => {
-  const from = 20_000 + Math.floor(Math.random() * 400) * 100
-  return `${from}-${from + 99}`
+  const root = join(tmpdir(), "berth-test-port-blocks")
+  mkdirSync(root, { recursive: true })
+  const start = Math.floor(Math.random() * 400)
+  for (let k = 0; k < 400; k++) {
+    const block = (start + k) % 400
+    const claim = join(root, String(block))
+    try {
+      mkdirSync(claim)
+      writeFileSync(join(claim, "pid"), String(process.pid))
+    } catch {
+      // a claim whose test process is gone (killed mid-run) is stale: take it over next time round
+      try {
+        const owner = Number(readFileSync(join(claim, "pid"), "utf8"))
+        if (!isAlive(owner)) rmSync(claim, { recursive: true, force: true })
+      } catch {}
+      continue
+    }
+    claimed.push(claim)
+    const from = 20_000 + block * 100
+    return `${from}-${from + 99}`
+  }
+  throw new Error("no free port block left for tests")
 }
+process.once("exit", () => {
+  for (const claim of claimed) rmSync(claim, { recursive: true, force: true })
+})
 
 export const fetchJson = async (url: string): Promise<Record<string, unknown>> => {
   const res = await fetch(url)

@@ -329,7 +329,7 @@ layer(Health.Default, { excludeTestServices: true })("Health", (it) => {
     it.effect("is tcp with the model's defaults for a service with a port, none otherwise", () =>
       Effect.gen(function* () {
         const health = yield* Health
-        expect(health.defaultCheck(true)).toEqual({ kind: "tcp", target: "", timeoutMs: 60_000, intervalMs: 250 })
+        expect(health.defaultCheck(true)).toEqual({ kind: "tcp", target: "", timeoutMs: 60_000, intervalMs: 100 })
         expect(defaultCheck(false)).toBeUndefined()
       })
     )

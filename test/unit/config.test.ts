@@ -82,7 +82,7 @@ describe("parseConfig", () => {
       WORKERS: "4",
       DEBUG: "true"
     })
-    expect(api.health).toEqual({ kind: "http", target: "/healthz", timeoutMs: 60_000, intervalMs: 250 })
+    expect(api.health).toEqual({ kind: "http", target: "/healthz", timeoutMs: 60_000, intervalMs: 100 })
     expect(api.restart).toBe("on-failure")
     expect((config.services[2] as Model.ProcessService).restart).toBe("no")
     expect((config.services[2] as Model.ProcessService).stopGraceMs).toBe(10_000)

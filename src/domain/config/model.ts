@@ -90,7 +90,7 @@ export const defaults = {
   restartBackoffMs: 500,
   stopGraceMs: 10_000,
   healthTimeoutMs: 60_000,
-  healthIntervalMs: 250
+  healthIntervalMs: 100
 } as const
 
 /** A service gets a port only when it asks for one: a `url` or named `ports`. */

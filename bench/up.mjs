@@ -1,0 +1,112 @@
+// How fast worlds come up and how cheaply the daemon answers, next to `node -e 0`, in one run; and the daemon's
+// memory with many worlds up. Usage: node bench/up.mjs [--runs N] [--worlds N] [--json]   (build first)
+//
+// - cold up: `berth up <new world>` of a 3-service world (a new worktree, new port leases, three processes that
+//   start at once — no depends_on — each checked by tcp)
+// - warm up: `berth up` of the same world after `berth down` (worktree and leases kept)
+// - status --json / env --json: one daemon round trip each
+// - daemon RSS: VmRSS of the daemon with --worlds worlds × 3 services up (services are `sleep`, so the machine's
+//   memory goes to the daemon's bookkeeping only)
+import { execFileSync, spawnSync } from "node:child_process"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { parseArgs } from "node:util"
+import { median, printTable, summarize } from "./stats.mjs"
+
+const { values: options } = parseArgs({
+  options: {
+    runs: { type: "string", default: "15" },
+    worlds: { type: "string", default: "50" },
+    json: { type: "boolean" }
+  }
+})
+const runs = Number(options.runs)
+const worldCount = Number(options.worlds)
+const cli = fileURLToPath(new URL("../dist/berth.mjs", import.meta.url))
+
+const base = mkdtempSync(join(tmpdir(), "berth-bench-up-"))
+const repo = join(base, "bench")
+const home = join(base, "home")
+const env = { ...process.env, BERTH_HOME: home, XDG_CACHE_HOME: join(base, "cache") }
+const server = `require("node:net").createServer((s) => s.end()).listen(Number(process.env.PORT), "127.0.0.1")`
+execFileSync("mkdir", ["-p", repo])
+writeFileSync(join(repo, "server.js"), server)
+writeFileSync(
+  join(repo, "berth.toml"),
+  ["a", "b", "c"].map((s) => `[services.${s}]\ncmd = "node server.js"\nurl = "${s}"\n`).join("\n") +
+    `\n[services.idle1]\ncmd = "sleep 100000"\ngroups = ["idle"]\n[services.idle2]\ncmd = "sleep 100000"\ngroups = ["idle"]\n[services.idle3]\ncmd = "sleep 100000"\ngroups = ["idle"]\n`
+)
+const git = (...args) =>
+  execFileSync("git", args, {
+    cwd: repo,
+    env: { ...env, GIT_AUTHOR_NAME: "b", GIT_AUTHOR_EMAIL: "b@b", GIT_COMMITTER_NAME: "b", GIT_COMMITTER_EMAIL: "b@b" }
+  })
+git("init", "-q", "-b", "main")
+git("add", "-A")
+git("commit", "-qm", "bench")
+
+const time = (args) => {
+  const start = process.hrtime.bigint()
+  const r = spawnSync(process.execPath, args, { cwd: repo, env, stdio: ["ignore", "pipe", "pipe"] })
+  const ms = Number(process.hrtime.bigint() - start) / 1e6
+  if (r.status !== 0) throw new Error(`${args.join(" ")} failed: ${r.stderr}`)
+  return ms
+}
+const berth = (...args) => time([cli, ...args])
+
+const samples = { node: [], cold: [], warm: [], status: [], env: [] }
+try {
+  berth("port", "--range", "42000-43999")
+  berth("up", "warmup", "--service", "a", "--service", "b", "--service", "c")
+  for (let i = 0; i < runs; i++) {
+    samples.node.push(time(["-e", "0"]))
+    samples.cold.push(berth("up", `cold-${i}`, "-s", "a", "-s", "b", "-s", "c"))
+    berth("down", `cold-${i}`)
+    samples.warm.push(berth("up", `cold-${i}`, "-s", "a", "-s", "b", "-s", "c"))
+    samples.status.push(berth("status", "--json"))
+    samples.env.push(berth("env", `cold-${i}`, "--json"))
+    berth("down", `cold-${i}`)
+  }
+  berth("down", "--all")
+
+  const daemonPid = JSON.parse(
+    spawnSync(process.execPath, [cli, "daemon", "status", "--json"], { cwd: repo, env }).stdout
+  ).pid
+  const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${daemonPid}/status`, "utf8"))[1]) * 1024
+  const before = rss()
+  for (let i = 0; i < worldCount; i++) berth("up", `many-${i}`, "--group", "idle")
+  // let the reconciler make a few passes over all of them
+  await new Promise((r) => setTimeout(r, 7_000))
+  const after = rss()
+  berth("down", "--all")
+
+  const baseline = median(samples.node)
+  const results = [
+    summarize("node -e 0", samples.node, baseline),
+    summarize("berth up (cold: new worktree, 3 services)", samples.cold, baseline),
+    summarize("berth up (warm: after down)", samples.warm, baseline),
+    summarize("berth status --json", samples.status, baseline),
+    summarize("berth env <world> --json", samples.env, baseline)
+  ]
+  const memory = {
+    worlds: worldCount,
+    services: worldCount * 3,
+    rssBeforeMiB: before / 2 ** 20,
+    rssMiB: after / 2 ** 20
+  }
+  if (options.json) {
+    console.log(JSON.stringify({ node: process.version, runs, results, memory }, null, 2))
+  } else {
+    console.log(`${runs} runs each, interleaved; Node ${process.version}\n`)
+    printTable(results)
+    console.log(
+      `\ndaemon RSS: ${memory.rssBeforeMiB.toFixed(1)} MiB idle, ${memory.rssMiB.toFixed(1)} MiB with ${worldCount} worlds × 3 services up`
+    )
+  }
+} finally {
+  spawnSync(process.execPath, [cli, "down", "--all"], { cwd: repo, env })
+  spawnSync(process.execPath, [cli, "daemon", "stop"], { cwd: repo, env })
+  rmSync(base, { recursive: true, force: true })
+}

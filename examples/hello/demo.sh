@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Two worlds of the hello example side by side: copies it into a scratch git repository, brings up the worlds
+# login-fix and checkout-v2, and shows that each web talks to its own api on its own ports.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+berth() { node "$here/../../dist/berth.mjs" "$@"; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/berth-hello.XXXXXX")/hello
+mkdir -p "$work"
+cp "$here/berth.toml" "$here/api.mjs" "$here/web.mjs" "$work/"
+cd "$work"
+git init -q -b main
+git add -A
+git -c user.name=berth -c user.email=berth@localhost commit -qm "hello"
+
+berth up login-fix
+berth up checkout-v2
+echo
+for world in login-fix checkout-v2; do
+  url=$(berth env "$world" --json | node -e 'process.stdin.on("data", (d) => console.log(JSON.parse(d).WEB_URL))')
+  printf '%s -> %s\n' "$url" "$(node -e 'fetch(process.argv[1]).then((r) => r.text()).then((t) => process.stdout.write(t))' "$url")"
+done
+echo
+echo "both worlds keep running. See them with: node $here/../../dist/berth.mjs status"
+echo "stop them with:                           (cd $work && node $here/../../dist/berth.mjs down --all)"
