@@ -6,7 +6,7 @@
 // pre-parses code, or even scans a string constant, so `berth --version` costs about what an empty script does.
 // `node bench/cli-start.mjs` measures the result; `--analyze` prints what the program is made of.
 import * as esbuild from "esbuild"
-import { createHash } from "node:crypto"
+import { createHash, randomUUID } from "node:crypto"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"))
@@ -22,6 +22,8 @@ const shared = {
   logLevel: "warning"
 }
 const version = JSON.stringify(pkg.version)
+// names this very build: a CLI replaces a daemon of any other build, even of the same version (a local rebuild)
+const build = JSON.stringify(randomUUID().slice(0, 8))
 
 const main = await esbuild.build({
   ...shared,
@@ -35,7 +37,7 @@ const main = await esbuild.build({
   external: ["better-sqlite3"],
   // import() inside vm-compiled code needs Node's experimental vm loader (which warns): require() externals instead
   supported: { "dynamic-import": false },
-  define: { BERTH_VERSION: version, "import.meta": "__berthImportMeta" }
+  define: { BERTH_VERSION: version, BERTH_BUILD: build, "import.meta": "__berthImportMeta" }
 })
 const source = main.outputFiles[0].text
 // any line terminator but \n would end a `//` comment early
@@ -50,6 +52,7 @@ const entry = await esbuild.build({
   format: "esm",
   define: {
     BERTH_VERSION: version,
+    BERTH_BUILD: build,
     BERTH_MAIN_LENGTH: String(commented.length),
     BERTH_MAIN_HASH: JSON.stringify(createHash("sha256").update(source).digest("hex").slice(0, 16))
   }

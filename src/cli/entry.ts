@@ -31,9 +31,9 @@ if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "-V")) {
   })
 }
 
-/** `env --json` and `status --json` straight from the daemon's socket (see fast.ts); node:net loads only then. */
+/** `up`, `down`, `env --json` and `status --json` straight over the daemon's socket (see fast.ts). */
 async function tryFast(args: ReadonlyArray<string>): Promise<boolean> {
-  if (!args.includes("--json") || (args[0] !== "env" && args[0] !== "status")) return false
+  if (!["up", "down", "env", "status"].includes(args[0] ?? "")) return false
   return (await import("./fast.js")).tryFast(args)
 }
 

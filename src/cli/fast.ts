@@ -1,49 +1,139 @@
 /**
- * The lean path: read-only commands that agents call in tight loops (`berth env <name> --json`, `berth status
- * --json`) are answered straight from the daemon's socket, without loading Effect or the command tree. Anything
- * unusual — no daemon yet, another version, an error to explain — falls back to the full CLI, which handles it.
+ * The lean path: the commands agents call in tight loops — `up`, `down`, `env --json`, `status --json` — are sent
+ * straight over the daemon's socket without loading Effect or the command tree. Only plain forms are taken here;
+ * anything else (another option, no daemon yet, a daemon of another version) goes to the full CLI, which handles
+ * it. Nothing is sent before that decision, so a fallback never repeats a request.
  */
-import { version } from "../version.js"
-import { exchange } from "../daemon/wire.js"
+import type { PlainFailure, WorldStatus } from "../daemon/api.js"
+import { exchange, type WireReply } from "../daemon/wire.js"
 import { homePaths, resolveHome } from "../services/homePaths.js"
+import { isThisBuild } from "../version.js"
+import { renderWorld } from "./render.js"
 
-interface Fast {
-  readonly tag: "Env" | "Status"
+interface Lean {
+  readonly tag: string
   readonly payload: Record<string, unknown>
-  readonly print: (value: unknown) => unknown
+  /** what to print for a successful reply */
+  readonly print: (value: unknown) => string
+  /** `…Plain` endpoints answer failures as data, rendered by the daemon */
+  readonly plain: boolean
 }
 
-/** `env [name] --json` and `status --json`, nothing else. */
-const match = (argv: ReadonlyArray<string>): Fast | undefined => {
-  const json = argv.filter((a) => a === "--json").length === 1
-  const rest = argv.filter((a) => a !== "--json")
-  if (!json || rest.some((a) => a.startsWith("-"))) return undefined
-  if (rest[0] === "env" && rest.length <= 2) {
-    return {
-      tag: "Env",
-      payload: { cwd: process.cwd(), ...(rest[1] === undefined ? {} : { world: rest[1] }) },
-      print: (value) => (value as { vars: unknown }).vars
+interface Parsed {
+  readonly command: string
+  readonly positional: ReadonlyArray<string>
+  readonly flags: ReadonlySet<string>
+  readonly values: ReadonlyMap<string, ReadonlyArray<string>>
+}
+
+/** A strict little parser: `undefined` for anything it does not know, which sends the command to the full CLI. */
+const parse = (argv: ReadonlyArray<string>, flags: ReadonlyArray<string>, valued: Record<string, string>) => {
+  const [command, ...rest] = argv
+  if (command === undefined) return undefined
+  const positional: Array<string> = []
+  const seen = new Set<string>()
+  const values = new Map<string, Array<string>>()
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i]!
+    if (!arg.startsWith("-")) {
+      positional.push(arg)
+      continue
     }
+    if (flags.includes(arg)) {
+      seen.add(arg)
+      continue
+    }
+    const name = valued[arg]
+    const value = rest[i + 1]
+    if (name === undefined || value === undefined || value.startsWith("-")) return undefined
+    values.set(name, [...(values.get(name) ?? []), value])
+    i++
   }
-  if (rest[0] === "status" && rest.length === 1) return { tag: "Status", payload: {}, print: (value) => value }
-  return undefined
+  return { command, positional, flags: seen, values } satisfies Parsed
 }
 
-/** True when the command was answered here. */
+const pretty = (value: unknown) => JSON.stringify(value, null, 2)
+
+const match = (argv: ReadonlyArray<string>): Lean | undefined => {
+  const cwd = process.cwd()
+  const p = parse(argv, ["--json", "--all"], {
+    "--service": "service",
+    "-s": "service",
+    "--group": "group",
+    "-g": "group"
+  })
+  if (p === undefined || p.positional.length > 1) return undefined
+  const world = p.positional[0] === undefined ? {} : { world: p.positional[0] }
+  const json = p.flags.has("--json")
+  switch (p.command) {
+    case "up": {
+      if (p.flags.has("--all")) return undefined
+      const env: Record<string, string> = {}
+      for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v
+      return {
+        tag: "UpPlain",
+        payload: { cwd, ...world, env, services: p.values.get("service") ?? [], groups: p.values.get("group") ?? [] },
+        print: (value) => (json ? pretty(value) : renderWorld(value as WorldStatus).join("\n")),
+        plain: true
+      }
+    }
+    case "down":
+      if (p.values.size > 0) return undefined
+      return {
+        tag: "DownPlain",
+        payload: { cwd, ...world, all: p.flags.has("--all") },
+        print: (value) =>
+          json
+            ? pretty({ worlds: value })
+            : (value as ReadonlyArray<WorldStatus>).map((w) => `${w.name}: ${w.state}`).join("\n"),
+        plain: true
+      }
+    case "env":
+      if (!json || p.values.size > 0 || p.flags.has("--all")) return undefined
+      return {
+        tag: "Env",
+        payload: { cwd, ...world },
+        print: (v) => pretty((v as { vars: unknown }).vars),
+        plain: false
+      }
+    case "status":
+      if (!json || p.values.size > 0 || p.flags.has("--all") || p.positional.length > 0) return undefined
+      return { tag: "Status", payload: {}, print: pretty, plain: false }
+    default:
+      return undefined
+  }
+}
+
+/** True when the command was answered here (its output written and its exit code set). */
 export const tryFast = async (argv: ReadonlyArray<string>): Promise<boolean> => {
-  const fast = match(argv)
-  if (fast === undefined) return false
+  const lean = match(argv)
+  if (lean === undefined) return false
   const home = homePaths(resolveHome())
-  const [pong, reply] = await exchange(
-    home.socket,
-    [
-      { tag: "Ping", payload: undefined },
-      { tag: fast.tag, payload: fast.payload }
-    ],
-    10_000
+  const ask = { tag: lean.tag, payload: lean.payload }
+  const ping = { tag: "Ping", payload: undefined }
+  const sameVersion = (r: WireReply | undefined) => r?._tag === "Success" && isThisBuild(r.value)
+  // a read travels with the version check; a change waits for it, so a daemon of another version never acts on it
+  const replies = lean.plain
+    ? await exchange(home.socket, [ping], 10_000).then(async ([pong]) =>
+        sameVersion(pong) ? [pong, ...(await exchange(home.socket, [ask], 10 * 60_000))] : [pong]
+      )
+    : await exchange(home.socket, [ping, ask], 10_000)
+  const [pong, reply] = replies
+  if (!sameVersion(pong) || reply?._tag !== "Success") return false
+  if (!lean.plain) {
+    process.stdout.write(`${lean.print(reply.value)}\n`)
+    return true
+  }
+  const outcome = reply.value as { readonly _tag: "Success"; readonly value: unknown } | PlainFailure
+  if (outcome._tag === "Success") {
+    process.stdout.write(`${lean.print(outcome.value)}\n`)
+    return true
+  }
+  process.stderr.write(
+    argv.includes("--json")
+      ? `${JSON.stringify({ error: { tag: outcome.tag, message: outcome.message } })}\n`
+      : `error: ${outcome.message}\n`
   )
-  if (pong?._tag !== "Success" || (pong.value as { version?: unknown }).version !== version) return false
-  if (reply?._tag !== "Success") return false
-  process.stdout.write(`${JSON.stringify(fast.print(reply.value), null, 2)}\n`)
+  process.exitCode = 1
   return true
 }

@@ -83,25 +83,36 @@ export type Settings = typeof Settings.Type
 
 export const LogLine = Schema.Struct({ service: Schema.String, line: Schema.String })
 
+/**
+ * What thin clients get from the `…Plain` endpoints: the outcome as data with failures already rendered as text, so
+ * a client needs no error classes (and no Effect) to report them exactly as the full CLI would.
+ */
+export const PlainFailure = Schema.Struct({
+  _tag: Schema.Literal("Failure"),
+  tag: Schema.String,
+  message: Schema.String
+})
+export type PlainFailure = typeof PlainFailure.Type
+
+const plain = <S extends Schema.Schema.Any>(value: S) =>
+  Schema.Union(Schema.Struct({ _tag: Schema.Literal("Success"), value }), PlainFailure)
+
+const upPayload = {
+  ...worldRef,
+  env: clientEnv,
+  services: Schema.Array(Schema.String),
+  groups: Schema.Array(Schema.String)
+}
+const downPayload = { ...worldRef, all: Schema.Boolean }
+
 export class DaemonApi extends RpcGroup.make(
   Rpc.make("Ping", {
-    success: Schema.Struct({ version: Schema.String, pid: Schema.Number, home: Schema.String })
+    success: Schema.Struct({ version: Schema.String, build: Schema.String, pid: Schema.Number, home: Schema.String })
   }),
-  Rpc.make("Up", {
-    payload: {
-      ...worldRef,
-      env: clientEnv,
-      services: Schema.Array(Schema.String),
-      groups: Schema.Array(Schema.String)
-    },
-    success: WorldStatus,
-    error: WorldError
-  }),
-  Rpc.make("Down", {
-    payload: { ...worldRef, all: Schema.Boolean },
-    success: Schema.Array(WorldStatus),
-    error: WorldError
-  }),
+  Rpc.make("Up", { payload: upPayload, success: WorldStatus, error: WorldError }),
+  Rpc.make("UpPlain", { payload: upPayload, success: plain(WorldStatus) }),
+  Rpc.make("Down", { payload: downPayload, success: Schema.Array(WorldStatus), error: WorldError }),
+  Rpc.make("DownPlain", { payload: downPayload, success: plain(Schema.Array(WorldStatus)) }),
   Rpc.make("Reload", {
     payload: { ...worldRef, env: clientEnv },
     success: WorldStatus,

@@ -11,7 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { DaemonUnavailable } from "../domain/errors.js"
 import { Home, type HomePaths } from "../services/Home.js"
-import { version } from "../version.js"
+import { isThisBuild } from "../version.js"
 import { DaemonApi } from "./api.js"
 import { socketAnswers } from "./lock.js"
 import { request } from "./wire.js"
@@ -67,10 +67,6 @@ const startDaemon = async (home: HomePaths): Promise<void> => {
   throw new Error(said === "" ? "it did not start" : `it stopped at once:\n${said.split("\n").slice(-5).join("\n")}`)
 }
 
-interface Pong {
-  readonly version: string
-}
-
 /** Makes sure a daemon of this very version answers on the socket. */
 export const ensureDaemon = (home: HomePaths) =>
   Effect.tryPromise({
@@ -78,7 +74,7 @@ export const ensureDaemon = (home: HomePaths) =>
       for (let attempt = 0; attempt < 3; attempt++) {
         const pong = await request(home.socket, "Ping", undefined, 5_000)
         if (pong._tag === "Success") {
-          if ((pong.value as Pong).version === version) return
+          if (isThisBuild(pong.value)) return
           // another version answers: ask it to go, wait for the socket to fall silent, start ours
           await request(home.socket, "Shutdown", undefined, 5_000)
           await waitFor(async () => !(await socketAnswers(home.socket)), 10_000)

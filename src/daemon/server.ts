@@ -23,7 +23,7 @@ import { Home } from "../services/Home.js"
 import { Ports } from "../services/Ports.js"
 import { Processes } from "../services/Processes.js"
 import { RegistryLive } from "../services/Registry.js"
-import { version } from "../version.js"
+import { build, version } from "../version.js"
 import { DaemonApi } from "./api.js"
 import { acquireLock, releaseLock, socketAnswers } from "./lock.js"
 
@@ -35,6 +35,13 @@ export const WorldsLive = Worlds.Default.pipe(
   Layer.provideMerge(NodeContext.layer)
 )
 
+/** A request's outcome as data, its failure rendered (see `PlainFailure`). */
+const plain = <A, E extends { readonly _tag: string; readonly message: string }>(effect: Effect.Effect<A, E>) =>
+  effect.pipe(
+    Effect.map((value) => ({ _tag: "Success" as const, value })),
+    Effect.catchAll((e) => Effect.succeed({ _tag: "Failure" as const, tag: e._tag, message: e.message }))
+  )
+
 const handlers = (shutdown: Deferred.Deferred<void>) =>
   DaemonApi.toLayer(
     Effect.gen(function* () {
@@ -43,9 +50,12 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
       const home = yield* Home
       const settings = Effect.map(ports.range(), (portRange) => ({ portRange }))
       return {
-        Ping: () => Effect.succeed({ version, pid: process.pid, home: home.root }),
+        Ping: () => Effect.succeed({ version, build, pid: process.pid, home: home.root }),
         Up: (p) => worlds.up({ cwd: p.cwd, world: p.world }, { services: p.services, groups: p.groups }, p.env),
+        UpPlain: (p) =>
+          plain(worlds.up({ cwd: p.cwd, world: p.world }, { services: p.services, groups: p.groups }, p.env)),
         Down: (p) => worlds.down({ cwd: p.cwd, world: p.world }, p.all),
+        DownPlain: (p) => plain(worlds.down({ cwd: p.cwd, world: p.world }, p.all)),
         Reload: (p) => worlds.reload({ cwd: p.cwd, world: p.world }, p.env),
         Remove: (p) => worlds.remove({ cwd: p.cwd, world: p.world }, p.force),
         Status: (p) => worlds.status(p.cwd),

@@ -71,6 +71,8 @@ export const exchange = async (
         } catch {
           continue
         }
+        // a defect ends the whole connection (e.g. a request this daemon does not know)
+        if (message._tag === "Defect") return finish("the daemon could not handle the request")
         if (message._tag !== "Exit" || message.requestId === undefined || message.exit === undefined) continue
         const exit = message.exit
         const cause = exit.cause
