@@ -72,6 +72,20 @@ if (
 mkdirSync("dist", { recursive: true })
 writeFileSync("dist/berth.mjs", `#!/usr/bin/env node\n${commented}\n${entry.outputFiles[0].text}`)
 
+// the embedding API: the library as one ESM module beside the CLI, its dependencies left to the package manager
+await esbuild.build({
+  ...shared,
+  minify: false,
+  entryPoints: { index: "src/index.ts" },
+  outdir: "dist",
+  outExtension: { ".js": ".mjs" },
+  format: "esm",
+  packages: "external",
+  define: { BERTH_VERSION: version, BERTH_BUILD: build },
+  write: true,
+  metafile: false
+})
+
 if (process.argv.includes("--analyze")) {
   console.log(await esbuild.analyzeMetafile(main.metafile))
 }

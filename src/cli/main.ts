@@ -3,13 +3,12 @@
  * daemon such as `check` and `init`, of the local services). Loaded lazily by `entry.ts`.
  */
 import * as Command from "@effect/cli/Command"
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
+import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { ConfigFiles } from "../services/ConfigFiles.js"
+import { CliLive } from "../layers/index.js"
 import { version } from "../version.js"
 import { check } from "./commands/check.js"
 import { daemon, port } from "./commands/daemon.js"
@@ -24,8 +23,6 @@ const berth = Command.make("berth").pipe(
 )
 
 const cli = Command.run(berth, { name: "berth", version })
-
-const CliLive = ConfigFiles.Default.pipe(Layer.provideMerge(NodeContext.layer))
 
 export const run = (given: ReadonlyArray<string>): void => {
   // `berth` alone shows the help rather than a "missing command" error

@@ -4,7 +4,6 @@
  * straight to files and outlive it, and the next daemon adopts them.
  */
 import { chmodSync, existsSync, unlinkSync } from "node:fs"
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
@@ -13,27 +12,15 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import { ReconcilerLive } from "../actors/Reconciler.js"
+import { WorldsLive } from "../layers/index.js"
 import { Worlds } from "../actors/Worlds.js"
 import { InvalidRequest } from "../domain/errors.js"
 import { parsePortRange } from "../domain/ports.js"
-import { ConfigFiles } from "../services/ConfigFiles.js"
-import { Git } from "../services/Git.js"
-import { Health } from "../services/Health.js"
 import { Home } from "../services/Home.js"
 import { Ports } from "../services/Ports.js"
-import { Processes } from "../services/Processes.js"
-import { RegistryLive } from "../services/Registry.js"
 import { build, version } from "../version.js"
 import { DaemonApi } from "./api.js"
 import { acquireLock, releaseLock, socketAnswers } from "./lock.js"
-
-/** Everything a daemon (or an embedding program) needs below the API. */
-export const WorldsLive = Worlds.Default.pipe(
-  Layer.provideMerge(Ports.Default),
-  Layer.provideMerge(RegistryLive),
-  Layer.provideMerge(Layer.mergeAll(ConfigFiles.Default, Git.Default, Health.Default, Processes.Default)),
-  Layer.provideMerge(NodeContext.layer)
-)
 
 /** A request's outcome as data, its failure rendered (see `PlainFailure`). */
 const plain = <A, E extends { readonly _tag: string; readonly message: string }>(effect: Effect.Effect<A, E>) =>

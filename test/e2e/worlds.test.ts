@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs"
 import * as net from "node:net"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { fetchJson, isAlive, portBlock, type Sandbox, sandbox, serverScript } from "./harness.js"
+import { berthBin, fetchJson, isAlive, portBlock, type Sandbox, sandbox, serverScript } from "./harness.js"
 
 interface ServiceJson {
   readonly name: string
@@ -251,5 +251,43 @@ env = { NAME = "\${world.name}" }
     } finally {
       squatter.close()
     }
+  })
+
+  it("shows each service's log, runs a service's own setup first, and follows new lines", async () => {
+    const box = await project(`
+[services.api]
+cmd = "echo api says hello; node server.mjs"
+url = "api"
+setup = "echo preparing api"
+
+[services.ticker]
+cmd = "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.1; done"
+`)
+    await up(box, "chatty")
+    const all = await box.run(["logs", "chatty", "-n", "5"])
+    expect(all.code, all.stderr).toBe(0)
+    expect(all.stdout).toContain("api | preparing api")
+    expect(all.stdout).toContain("api | api says hello")
+    expect(all.stdout).toMatch(/ticker \| tick \d+/)
+    const one = await box.run(["logs", "chatty", "--service", "api", "-n", "1"])
+    expect(one.stdout).toBe("api says hello\n")
+    const json = await box.run(["logs", "chatty", "-s", "api", "-n", "1", "--json"])
+    expect(JSON.parse(json.stdout)).toEqual({ service: "api", line: "api says hello" })
+    // -f keeps printing lines written after it started
+    const { spawn } = await import("node:child_process")
+    const follow = spawn(process.execPath, [berthBin, "logs", "chatty", "-s", "ticker", "-n", "0", "-f"], {
+      cwd: box.dir,
+      env: { ...process.env, BERTH_HOME: box.home }
+    })
+    let seen = ""
+    follow.stdout.on("data", (d: Buffer) => {
+      seen += d.toString()
+    })
+    await new Promise((r) => setTimeout(r, 1500))
+    follow.kill()
+    expect(seen).toMatch(/tick \d+\n.*tick \d+/s)
+    const unknown = await box.run(["logs", "chatty", "-s", "nope"])
+    expect(unknown.code).toBe(1)
+    expect(unknown.stderr).toMatch(/no service "nope"/)
   })
 })

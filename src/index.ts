@@ -1,0 +1,27 @@
+/**
+ * berth for programs: everything the CLI can do, through Effect layers and services.
+ *
+ * ```ts
+ * import { EmbedLive, Worlds } from "berth"
+ * const program = Effect.gen(function* () {
+ *   const worlds = yield* Worlds
+ *   const world = yield* worlds.up({ cwd: "/path/to/repo", world: "login-fix" }, { services: [], groups: [] }, {})
+ *   console.log(world.services.map((s) => s.url))
+ * })
+ * Effect.runPromise(program.pipe(Effect.provide(EmbedLive("/tmp/berth-home")), Effect.scoped))
+ * ```
+ */
+export { Worlds, type WorldRef } from "./actors/Worlds.js"
+export type { Selection } from "./actors/WorldActor.js"
+export { DaemonApi, type ServiceStatus, type WorldStatus, type Settings } from "./daemon/api.js"
+export { DaemonClient } from "./daemon/client.js"
+export { runDaemon } from "./daemon/server.js"
+export * as Config from "./domain/config/model.js"
+export { parseConfig } from "./domain/config/parse.js"
+export { lintConfig } from "./domain/config/lint.js"
+export * from "./domain/errors.js"
+export { CliLive, EmbedLive, WorldsLive } from "./layers/index.js"
+export { ConfigFiles } from "./services/ConfigFiles.js"
+export { Home } from "./services/Home.js"
+export { Ports } from "./services/Ports.js"
+export { version } from "./version.js"

@@ -1,0 +1,38 @@
+/**
+ * How berth is composed, in one place. Three ways to run it:
+ * - `DaemonLive`-style: `runDaemon` (daemon/server.ts) serves `WorldsLive` over the socket — what the CLI talks to;
+ * - `CliLive`: what the CLI's local commands (`check`, `init`) need; the world commands bring their daemon client;
+ * - `EmbedLive`: the whole engine in the caller's process, for programs that drive worlds through `Worlds` directly.
+ */
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as Layer from "effect/Layer"
+import { ReconcilerLive } from "../actors/Reconciler.js"
+import { Worlds } from "../actors/Worlds.js"
+import { ConfigFiles } from "../services/ConfigFiles.js"
+import { Git } from "../services/Git.js"
+import { Health } from "../services/Health.js"
+import { Home } from "../services/Home.js"
+import { Ports } from "../services/Ports.js"
+import { Processes } from "../services/Processes.js"
+import { RegistryLive } from "../services/Registry.js"
+
+/** The engine below the API: worlds and every service they use, without Home (so a caller picks BERTH_HOME). */
+export const WorldsLive = Worlds.Default.pipe(
+  Layer.provideMerge(Ports.Default),
+  Layer.provideMerge(RegistryLive),
+  Layer.provideMerge(Layer.mergeAll(ConfigFiles.Default, Git.Default, Health.Default, Processes.Default)),
+  Layer.provideMerge(NodeContext.layer)
+)
+
+/** The CLI's local services. */
+export const CliLive = ConfigFiles.Default.pipe(Layer.provideMerge(NodeContext.layer))
+
+/**
+ * berth embedded: the engine and its reconciler in this process, state under `home` (default: BERTH_HOME or
+ * ~/.berth). Do not run it beside a daemon of the same home: one supervisor per home.
+ */
+export const EmbedLive = (home?: string) =>
+  ReconcilerLive.pipe(
+    Layer.provideMerge(WorldsLive),
+    Layer.provideMerge(home === undefined ? Home.layer : Home.layerAt(home))
+  )

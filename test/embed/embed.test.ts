@@ -1,0 +1,40 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { EmbedLive, Ports, Worlds } from "../../src/index.js"
+import { fetchJson, isAlive, portBlock, sandbox, serverScript } from "../e2e/harness.js"
+
+describe("embedding berth through its layers", () => {
+  it("brings a world up and down in the caller's process", async () => {
+    const box = sandbox({
+      "berth.toml": `[services.api]\ncmd = "node server.mjs"\nurl = "api"\nhealth = { http = "/healthz" }\n`,
+      "server.mjs": serverScript
+    })
+    try {
+      const [from, to] = portBlock().split("-").map(Number)
+      const program = Effect.gen(function* () {
+        const worlds = yield* Worlds
+        const env = { PATH: process.env.PATH ?? "/usr/bin:/bin" }
+        const world = yield* worlds.up({ cwd: box.dir, world: "embedded" }, { services: [], groups: [] }, env)
+        const api = world.services[0]!
+        expect(world.state).toBe("running")
+        expect(api.port).toBeGreaterThanOrEqual(from!)
+        const seen = yield* Effect.promise(() => fetchJson(api.url!))
+        expect(seen.world).toBe("embedded")
+        const vars = yield* worlds.env({ cwd: box.dir, world: "embedded" })
+        expect(vars.vars.API_URL).toBe(api.url)
+        const [down] = yield* worlds.down({ cwd: box.dir, world: "embedded" }, false)
+        expect(down!.state).toBe("stopped")
+        expect(isAlive(api.pid!)).toBe(false)
+        return api.pid
+      })
+      // a private port range for this test, set through the same registry the daemon uses
+      const setup = Effect.gen(function* () {
+        const ports = yield* Ports
+        yield* ports.setRange({ from: from!, to: to! })
+      })
+      await Effect.runPromise(Effect.scoped(Effect.zipRight(setup, program)).pipe(Effect.provide(EmbedLive(box.home))))
+    } finally {
+      box.cleanup()
+    }
+  })
+})
