@@ -93,6 +93,12 @@ export interface WorldActor {
 
 const SETUP = "setup"
 
+const daemonEnv = (): Record<string, string> => {
+  const env: Record<string, string> = {}
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v
+  return env
+}
+
 /** Default worktrees folder: beside the main checkout, `<repo>.worktrees`. */
 export const worktreesFolder = (mainRoot: string, configured: string | undefined): string =>
   configured === undefined ? join(dirname(mainRoot), `${basename(mainRoot)}.worktrees`) : resolve(mainRoot, configured)
@@ -109,8 +115,10 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
     const mailbox = yield* Queue.unbounded<Envelope>()
     const done = yield* Deferred.make<void>()
     let generation: Generation | undefined
-    let selection: Selection = { services: [], groups: [] }
-    let lastEnv: Readonly<Record<string, string>> = {}
+    // what the last `up` asked for; after a daemon restart, the persisted selection and the daemon's own environment
+    // (inherited from the CLI that started it) stand in
+    let selection: Selection = (yield* registry.world(worldId))?.selection ?? { services: [], groups: [] }
+    let lastEnv: Readonly<Record<string, string>> = daemonEnv()
 
     const row = Effect.flatMap(registry.world(worldId), (w) =>
       w === undefined
@@ -201,7 +209,8 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
     const start = (
       sel: Selection,
       userEnv: Readonly<Record<string, string>>,
-      adopt: ReadonlyMap<string, ProcessHandle>
+      adopt: ReadonlyMap<string, ProcessHandle>,
+      died: ReadonlySet<string> = new Set()
     ) =>
       Effect.gen(function* () {
         const w = yield* row
@@ -224,10 +233,28 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         const g: Generation = { scope, config, layers: config.graph.layers, services: new Map() }
         generation = g
         const runtimes = new Map<string, ServiceRuntime>()
+        /** services not started this time whose rows stay (ended while the daemon was down) */
+        const kept: Array<string> = []
         for (const name of config.graph.order) {
           if (!names.includes(name)) continue
           const service = config.services.find((s) => s.name === name)
           if (service === undefined || service._tag !== "Process") continue
+          if (died.has(name) && service.restart === "no") {
+            // it ended while no daemon watched, and its policy does not restart it
+            yield* registry.saveService({
+              worldId,
+              name,
+              observed: "exited",
+              pid: null,
+              pgid: null,
+              startTime: null,
+              restarts: 0,
+              reason: 'ended while the daemon was down (restart = "no")',
+              logTail: null
+            })
+            kept.push(name)
+            continue
+          }
           if (service.dir !== undefined && !resolve(w.path, service.dir).startsWith(w.path)) {
             return yield* new InvalidRequest({
               reason: `services.${name}.dir ${JSON.stringify(service.dir)} leaves the worktree`
@@ -276,7 +303,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           }).pipe(Effect.provide(context), Effect.forkIn(scope))
           g.services.set(name, { rt, fiber })
         }
-        yield* registry.dropServicesExcept(worldId, [...runtimes.keys()])
+        yield* registry.dropServicesExcept(worldId, [...runtimes.keys(), ...kept])
         // ready when every selected service is healthy; the first failure fails the up
         const ready = yield* Effect.all(
           [...runtimes.values()].map((rt) => Deferred.await(rt.ready)),
@@ -303,6 +330,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         if (generation !== undefined) return
         selection = sel
         lastEnv = env
+        yield* registry.setSelection(worldId, sel)
         yield* start(sel, env, new Map()).pipe(Effect.onError(() => stopGeneration))
       })
 
@@ -357,14 +385,18 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
       })
 
     const adopt = Effect.gen(function* () {
+      // a command queued before this one may have started the world already
+      if (generation !== undefined) return
       const handles = new Map<string, ProcessHandle>()
+      const died = new Set<string>()
       for (const s of yield* registry.services(worldId)) {
         if (s.pid === null || s.pgid === null || s.startTime === null) continue
         const handle = { pid: s.pid, pgid: s.pgid, startTime: s.startTime }
         if (yield* processes.isRunning(handle)) handles.set(s.name, handle)
+        else died.add(s.name)
       }
-      // services that died while no daemon watched are started again; the live ones are watched
-      yield* start(selection, lastEnv, handles).pipe(Effect.onError(() => stopGeneration))
+      // the live ones are watched; those that died while no daemon watched are restarted by their policy
+      yield* start(selection, lastEnv, handles, died).pipe(Effect.onError(() => stopGeneration))
     })
 
     const handle = (command: WorldCommand): Effect.Effect<void, WorldError> => {

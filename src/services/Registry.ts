@@ -50,6 +50,7 @@ const migrations = {
       observed TEXT NOT NULL,
       reason TEXT,
       setup_done INTEGER NOT NULL DEFAULT 0,
+      selection TEXT,
       created_at INTEGER NOT NULL,
       started_at INTEGER,
       UNIQUE (project_id, name),
@@ -109,6 +110,8 @@ export interface WorldRow {
   readonly observed: WorldState
   readonly reason: string | null
   readonly setupDone: boolean
+  /** the services and groups the last `up` selected (none: all) */
+  readonly selection: { readonly services: ReadonlyArray<string>; readonly groups: ReadonlyArray<string> }
   readonly createdAt: number
   readonly startedAt: number | null
 }
@@ -146,6 +149,7 @@ interface WorldRecord {
   readonly observed: string
   readonly reason: string | null
   readonly setup_done: number
+  readonly selection: string | null
   readonly created_at: number
   readonly started_at: number | null
 }
@@ -164,6 +168,7 @@ const toWorld = (r: WorldRecord): WorldRow => ({
   observed: r.observed as WorldState,
   reason: r.reason,
   setupDone: r.setup_done === 1,
+  selection: r.selection === null ? { services: [], groups: [] } : (JSON.parse(r.selection) as WorldRow["selection"]),
   createdAt: r.created_at,
   startedAt: r.started_at
 })
@@ -252,6 +257,11 @@ const makeRegistry = Effect.gen(function* () {
   const setPath = (id: number, path: string) =>
     sql`UPDATE worlds SET path = ${path} WHERE id = ${id}`.pipe(Effect.asVoid)
 
+  const setSelection = (
+    id: number,
+    selection: { readonly services: ReadonlyArray<string>; readonly groups: ReadonlyArray<string> }
+  ) => sql`UPDATE worlds SET selection = ${JSON.stringify(selection)} WHERE id = ${id}`.pipe(Effect.asVoid)
+
   const markSetupDone = (id: number) => sql`UPDATE worlds SET setup_done = 1 WHERE id = ${id}`.pipe(Effect.asVoid)
 
   const deleteWorld = (id: number) => sql`DELETE FROM worlds WHERE id = ${id}`.pipe(Effect.asVoid)
@@ -324,6 +334,7 @@ const makeRegistry = Effect.gen(function* () {
     setDesired: orInternal(setDesired),
     setObserved: orInternal(setObserved),
     markSetupDone: orInternal(markSetupDone),
+    setSelection: orInternal(setSelection),
     setPath: orInternal(setPath),
     deleteWorld: orInternal(deleteWorld),
     services: orInternal(services),

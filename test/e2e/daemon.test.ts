@@ -173,4 +173,38 @@ describe("the daemon", () => {
     socket.destroy()
     expect(existsSync(berthBin)).toBe(true)
   })
+
+  it("after a crash, keeps the world's selection and restarts what died only by its policy", async () => {
+    const box = sandbox({
+      "berth.toml": `${toml}
+[services.job]
+cmd = "sleep 1000"
+restart = "no"
+
+[services.extra]
+cmd = "sleep 1000"
+`,
+      "server.mjs": serverScript
+    })
+    boxes.push(box)
+    expect((await box.run(["port", "--range", portBlock()])).code).toBe(0)
+    const up = await box.run(["up", "picky", "-s", "api", "-s", "job", "--json"], { timeoutMs: 60_000 })
+    expect(up.code, up.stderr).toBe(0)
+    const world = JSON.parse(up.stdout) as WorldJson
+    expect(world.services.map((s) => s.name).sort()).toEqual(["api", "job"])
+    process.kill((await daemonPid(box))!, "SIGKILL")
+    const job = world.services.find((s) => s.name === "job")!
+    process.kill(-job.pid!, "SIGKILL")
+    await new Promise((r) => setTimeout(r, 300))
+    const deadline = Date.now() + 15_000
+    let after: WorldJson | undefined
+    for (;;) {
+      after = (JSON.parse((await box.run(["status", "--json"])).stdout) as { worlds: Array<WorldJson> }).worlds[0]
+      const job = after?.services.find((s) => s.name === "job")?.state
+      if ((job === "exited" && after?.services[0]?.state === "healthy") || Date.now() > deadline) break
+      await new Promise((r) => setTimeout(r, 200))
+    }
+    const states = Object.fromEntries((after?.services ?? []).map((s) => [s.name, s.state]))
+    expect(states).toEqual({ api: "healthy", job: "exited" })
+  })
 })
