@@ -27,6 +27,7 @@ import {
   StartFailed,
   WorktreeDirty
 } from "../domain/errors.js"
+import { definedEnv } from "../domain/environment.js"
 import { closure } from "../domain/graph.js"
 import type { WorldState } from "../domain/world-state.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
@@ -93,11 +94,7 @@ export interface WorldActor {
 
 const SETUP = "setup"
 
-const daemonEnv = (): Record<string, string> => {
-  const env: Record<string, string> = {}
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v
-  return env
-}
+const daemonEnv = () => definedEnv(process.env)
 
 /** Default worktrees folder: beside the main checkout, `<repo>.worktrees`. */
 export const worktreesFolder = (mainRoot: string, configured: string | undefined): string =>

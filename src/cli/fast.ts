@@ -6,9 +6,10 @@
  */
 import type { PlainFailure, WorldStatus } from "../daemon/api.js"
 import { exchange, type WireReply } from "../daemon/wire.js"
+import { definedEnv } from "../domain/environment.js"
 import { homePaths, resolveHome } from "../services/homePaths.js"
 import { isThisBuild } from "../version.js"
-import { renderWorld } from "./render.js"
+import { renderDown, renderWorld } from "./render.js"
 
 interface Lean {
   readonly tag: string
@@ -68,8 +69,7 @@ const match = (argv: ReadonlyArray<string>): Lean | undefined => {
   switch (p.command) {
     case "up": {
       if (p.flags.has("--all")) return undefined
-      const env: Record<string, string> = {}
-      for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v
+      const env = definedEnv(process.env)
       return {
         tag: "UpPlain",
         payload: { cwd, ...world, env, services: p.values.get("service") ?? [], groups: p.values.get("group") ?? [] },
@@ -82,10 +82,7 @@ const match = (argv: ReadonlyArray<string>): Lean | undefined => {
       return {
         tag: "DownPlain",
         payload: { cwd, ...world, all: p.flags.has("--all") },
-        print: (value) =>
-          json
-            ? pretty({ worlds: value })
-            : (value as ReadonlyArray<WorldStatus>).map((w) => `${w.name}: ${w.state}`).join("\n"),
+        print: (value) => (json ? pretty({ worlds: value }) : renderDown(value as ReadonlyArray<WorldStatus>)),
         plain: true
       }
     case "env":

@@ -34,6 +34,10 @@ export const renderWorld = (w: WorldStatus, indent = ""): Array<string> => {
   return [head, ...services, ...failed]
 }
 
+/** What `down` reports: each world and the state it reached. */
+export const renderDown = (worlds: ReadonlyArray<WorldStatus>): string =>
+  worlds.map((w) => `${w.name}: ${w.state}`).join("\n")
+
 /** Worlds grouped by project. */
 export const renderStatus = (worlds: ReadonlyArray<WorldStatus>): string => {
   if (worlds.length === 0) return "no worlds yet: berth up <branch> creates one"

@@ -3,20 +3,7 @@ import { existsSync, statSync, writeFileSync } from "node:fs"
 import * as net from "node:net"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { berthBin, fetchJson, isAlive, portBlock, processesOf, type Sandbox, sandbox, serverScript } from "./harness.js"
-
-interface ServiceJson {
-  readonly name: string
-  readonly state: string
-  readonly pid: number | null
-  readonly port: number | null
-  readonly url: string | null
-}
-interface WorldJson {
-  readonly name: string
-  readonly state: string
-  readonly services: ReadonlyArray<ServiceJson>
-}
+import { berthBin, fetchJson, isAlive, processesOf, type Sandbox, sandboxes, type WorldJson } from "./harness.js"
 
 const toml = `
 [services.api]
@@ -25,16 +12,9 @@ url = "api"
 health = { http = "/healthz" }
 `
 
-const boxes: Array<Sandbox> = []
-const project = async () => {
-  const box = sandbox({ "berth.toml": toml, "server.mjs": serverScript })
-  boxes.push(box)
-  expect((await box.run(["port", "--range", portBlock()])).code).toBe(0)
-  return box
-}
-afterAll(() => {
-  for (const b of boxes) b.cleanup()
-})
+const boxes = sandboxes()
+const project = () => boxes.project({ "berth.toml": toml })
+afterAll(() => boxes.cleanup())
 
 const daemonPid = async (box: Sandbox): Promise<number | undefined> => {
   const r = await box.run(["daemon", "status", "--json"])
@@ -90,8 +70,7 @@ describe("the daemon", () => {
   })
 
   it("replaces a daemon of another version cleanly", async () => {
-    const box = sandbox({ "berth.toml": toml, "server.mjs": serverScript })
-    boxes.push(box)
+    const box = boxes.plain({ "berth.toml": toml })
     const { mkdirSync } = await import("node:fs")
     mkdirSync(box.home, { recursive: true, mode: 0o700 })
     // an "old berth" answering Ping with another version, and leaving when asked to
@@ -129,8 +108,7 @@ describe("the daemon", () => {
   })
 
   it("gives a clear error for a corrupt state database and keeps the file", async () => {
-    const box = sandbox({ "berth.toml": toml, "server.mjs": serverScript })
-    boxes.push(box)
+    const box = boxes.plain({ "berth.toml": toml })
     const { mkdirSync, readFileSync } = await import("node:fs")
     mkdirSync(box.home, { recursive: true, mode: 0o700 })
     writeFileSync(join(box.home, "state.db"), "this is not a database, but somebody's data\n")
@@ -175,7 +153,7 @@ describe("the daemon", () => {
   })
 
   it("after a crash, keeps the world's selection and restarts what died only by its policy", async () => {
-    const box = sandbox({
+    const box = await boxes.project({
       "berth.toml": `${toml}
 [services.job]
 cmd = "sleep 1000"
@@ -183,11 +161,8 @@ restart = "no"
 
 [services.extra]
 cmd = "sleep 1000"
-`,
-      "server.mjs": serverScript
+`
     })
-    boxes.push(box)
-    expect((await box.run(["port", "--range", portBlock()])).code).toBe(0)
     const up = await box.run(["up", "picky", "-s", "api", "-s", "job", "--json"], { timeoutMs: 60_000 })
     expect(up.code, up.stderr).toBe(0)
     const world = JSON.parse(up.stdout) as WorldJson

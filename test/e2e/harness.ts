@@ -184,3 +184,49 @@ export const fetchJson = async (url: string): Promise<Record<string, unknown>> =
   const res = await fetch(url)
   return (await res.json()) as Record<string, unknown>
 }
+
+/** A service as `berth status --json` and `berth up --json` print it. */
+export interface ServiceJson {
+  readonly name: string
+  readonly state: string
+  readonly pid: number | null
+  readonly port: number | null
+  readonly url: string | null
+  readonly restarts: number
+  readonly reason: string | null
+  readonly logTail: ReadonlyArray<string>
+}
+
+/** A world as `berth status --json` and `berth up --json` print it. */
+export interface WorldJson {
+  readonly project: string
+  readonly name: string
+  readonly path: string
+  readonly state: string
+  readonly services: ReadonlyArray<ServiceJson>
+}
+
+/**
+ * The sandboxes of one test file: each project gets the test server, a private block of ports and a daemon;
+ * `cleanup` (in `afterAll`) leaves nothing behind.
+ */
+export const sandboxes = () => {
+  const boxes: Array<Sandbox> = []
+  return {
+    plain: (files: Readonly<Record<string, string>>) => {
+      const box = sandbox({ "server.mjs": serverScript, ...files })
+      boxes.push(box)
+      return box
+    },
+    project: async (files: Readonly<Record<string, string>>) => {
+      const box = sandbox({ "server.mjs": serverScript, ...files })
+      boxes.push(box)
+      const range = await box.run(["port", "--range", portBlock()])
+      if (range.code !== 0) throw new Error(`berth port --range failed: ${range.stderr}`)
+      return box
+    },
+    cleanup: () => {
+      for (const b of boxes) b.cleanup()
+    }
+  }
+}

@@ -1,31 +1,10 @@
 import { readFileSync } from "node:fs"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { isAlive, portBlock, processesOf, type Sandbox, sandbox, serverScript } from "./harness.js"
+import { isAlive, processesOf, type Sandbox, sandboxes, type WorldJson } from "./harness.js"
 
-interface ServiceJson {
-  readonly name: string
-  readonly state: string
-  readonly pid: number | null
-  readonly restarts: number
-  readonly reason: string | null
-  readonly logTail: ReadonlyArray<string>
-}
-interface WorldJson {
-  readonly name: string
-  readonly state: string
-  readonly services: ReadonlyArray<ServiceJson>
-}
-
-const boxes: Array<Sandbox> = []
-const project = async (toml: string) => {
-  const box = sandbox({ "berth.toml": toml, "server.mjs": serverScript, ".gitignore": "*.out\n" })
-  boxes.push(box)
-  expect((await box.run(["port", "--range", portBlock()])).code).toBe(0)
-  return box
-}
-afterAll(() => {
-  for (const b of boxes) b.cleanup()
-})
+const boxes = sandboxes()
+const project = (toml: string) => boxes.project({ "berth.toml": toml, ".gitignore": "*.out\n" })
+afterAll(() => boxes.cleanup())
 
 const statusOf = async (box: Sandbox, world: string): Promise<WorldJson> => {
   const all = JSON.parse((await box.run(["status", "--json"])).stdout) as { worlds: Array<WorldJson> }

@@ -1,24 +1,9 @@
 import { existsSync, readFileSync } from "node:fs"
 import * as net from "node:net"
+import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { berthBin, fetchJson, isAlive, portBlock, type Sandbox, sandbox, serverScript } from "./harness.js"
-
-interface ServiceJson {
-  readonly name: string
-  readonly state: string
-  readonly pid: number | null
-  readonly port: number | null
-  readonly url: string | null
-  readonly reason: string | null
-}
-interface WorldJson {
-  readonly project: string
-  readonly name: string
-  readonly path: string
-  readonly state: string
-  readonly services: ReadonlyArray<ServiceJson>
-}
+import { berthBin, fetchJson, isAlive, type Sandbox, type ServiceJson, sandboxes, type WorldJson } from "./harness.js"
 
 const twoServices = `
 [project]
@@ -36,17 +21,10 @@ depends_on = ["api"]
 env = { API_URL = "\${api.url}", WHO = "\${world.name}" }
 `
 
-const boxes: Array<Sandbox> = []
-const project = async (toml = twoServices, extra: Record<string, string> = {}) => {
-  const box = sandbox({ "berth.toml": toml, "server.mjs": serverScript, ".gitignore": "*.log\n", ...extra })
-  boxes.push(box)
-  const range = await box.run(["port", "--range", portBlock()])
-  expect(range.code, range.stderr).toBe(0)
-  return box
-}
-afterAll(() => {
-  for (const b of boxes) b.cleanup()
-})
+const boxes = sandboxes()
+const project = (toml = twoServices, extra: Record<string, string> = {}) =>
+  boxes.project({ "berth.toml": toml, ".gitignore": "*.log\n", ...extra })
+afterAll(() => boxes.cleanup())
 
 const up = async (box: Sandbox, name?: string): Promise<WorldJson> => {
   const r = await box.run(["up", ...(name === undefined ? [] : [name]), "--json"], { timeoutMs: 60_000 })
@@ -210,7 +188,7 @@ groups = ["jobs"]
   })
 
   it("quotes branch names with shell metacharacters: nothing unintended runs", async () => {
-    const marker = join(boxes[0]?.home ?? "/tmp", `pwned-${process.pid}`)
+    const marker = join(tmpdir(), `berth-pwned-${process.pid}`)
     const names = [`x$(touch\${IFS}${marker})`, "semi;touch${IFS}pwned", `q'uote"s`, "back`touch${IFS}pwned`tick"]
     const box = await project(`
 [services.echo]

@@ -12,9 +12,11 @@ import * as Stream from "effect/Stream"
 import { DaemonClient } from "../../daemon/client.js"
 import { Home } from "../../services/Home.js"
 import * as Layer from "effect/Layer"
+import type { WorldStatus } from "../../daemon/api.js"
+import { definedEnv } from "../../domain/environment.js"
 import { DaemonUnavailable } from "../../domain/errors.js"
 import { json, printJson } from "../output.js"
-import { renderEnv, renderStatus, renderWorld } from "../render.js"
+import { renderDown, renderEnv, renderStatus, renderWorld } from "../render.js"
 
 const worldName = Args.text({ name: "name" }).pipe(
   Args.withDescription("the world: a branch name (default: the worktree you are in)"),
@@ -26,11 +28,10 @@ export const DaemonClientLive = DaemonClient.Default.pipe(Layer.provideMerge(Hom
 export const withDaemon = <Name extends string, R, E, A>(self: Command.Command<Name, R, E, A>) =>
   Command.provide(self, DaemonClientLive)
 
-const clientEnv = (): Record<string, string> => {
-  const env: Record<string, string> = {}
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v
-  return env
-}
+const clientEnv = () => definedEnv(process.env)
+
+const printWorld = (json: boolean) => (world: WorldStatus) =>
+  json ? printJson(world) : Console.log(renderWorld(world).join("\n"))
 
 /** A transport failure (the daemon died mid-request) is told as such, not as a protocol error. */
 const viaDaemon = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
@@ -59,9 +60,7 @@ export const up = Command.make("up", { name: worldName, services, groups, json }
   viaDaemon(
     Effect.gen(function* () {
       const client = yield* DaemonClient
-      const world = yield* client.Up({ ...ref(name), env: clientEnv(), services, groups })
-      if (json) return yield* printJson(world)
-      yield* Console.log(renderWorld(world).join("\n"))
+      yield* printWorld(json)(yield* client.Up({ ...ref(name), env: clientEnv(), services, groups }))
     })
   )
 ).pipe(Command.withDescription("Start a world: its worktree, ports, services and routes"), withDaemon)
@@ -79,7 +78,7 @@ export const down = Command.make(
         const client = yield* DaemonClient
         const worlds = yield* client.Down({ ...ref(name), all })
         if (json) return yield* printJson({ worlds })
-        for (const w of worlds) yield* Console.log(`${w.name}: ${w.state}`)
+        yield* Console.log(renderDown(worlds))
       })
     )
 ).pipe(Command.withDescription("Stop a world's processes; keep its files, ports and data"), withDaemon)
@@ -88,9 +87,7 @@ export const reload = Command.make("reload", { name: worldName, json }, ({ json,
   viaDaemon(
     Effect.gen(function* () {
       const client = yield* DaemonClient
-      const world = yield* client.Reload({ ...ref(name), env: clientEnv() })
-      if (json) return yield* printJson(world)
-      yield* Console.log(renderWorld(world).join("\n"))
+      yield* printWorld(json)(yield* client.Reload({ ...ref(name), env: clientEnv() }))
     })
   )
 ).pipe(Command.withDescription("Stop a world, then start it again on the same ports and data"), withDaemon)
