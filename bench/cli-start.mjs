@@ -15,7 +15,8 @@ const { values: options } = parseArgs({
     runs: { type: "string", default: "30" },
     warmups: { type: "string", default: "3" },
     cold: { type: "boolean" },
-    json: { type: "boolean" }
+    json: { type: "boolean" },
+    "clean-env": { type: "boolean" }
   }
 })
 const runs = Number(options.runs)
@@ -61,7 +62,9 @@ const commands = [
     ? [{ name: "berth check berth.toml, no code cache", args: [cli, "check", fixture], env: { BERTH_CODE_CACHE: "0" } }]
     : [])
 ]
-const env = { ...process.env, XDG_CACHE_HOME: join(work, "cache") }
+// --clean-env: PATH and HOME only (variables such as NODE_EXTRA_CA_CERTS slow every node process down)
+const inherited = options["clean-env"] ? { PATH: process.env.PATH, HOME: process.env.HOME } : process.env
+const env = { ...inherited, XDG_CACHE_HOME: join(work, "cache") }
 const samples = commands.map(() => [])
 const failures = new Map()
 

@@ -1,5 +1,5 @@
 // How fast worlds come up and how cheaply the daemon answers, next to `node -e 0`, in one run; and the daemon's
-// memory with many worlds up. Usage: node bench/up.mjs [--runs N] [--worlds N] [--json]   (build first)
+// memory with many worlds up. Usage: node bench/up.mjs [--runs N] [--worlds N] [--clean-env] [--json]   (build first)
 //
 // - cold up: `berth up <new world>` of a 3-service world (a new worktree, new port leases, three processes that
 //   start at once — no depends_on — each checked by tcp)
@@ -7,6 +7,7 @@
 // - status --json / env --json: one daemon round trip each
 // - daemon RSS: VmRSS of the daemon with --worlds worlds × 3 services up (services are `sleep`, so the machine's
 //   memory goes to the daemon's bookkeeping only)
+// --clean-env: see `env` below.
 import { execFileSync, spawnSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -19,7 +20,8 @@ const { values: options } = parseArgs({
   options: {
     runs: { type: "string", default: "15" },
     worlds: { type: "string", default: "50" },
-    json: { type: "boolean" }
+    json: { type: "boolean" },
+    "clean-env": { type: "boolean" }
   }
 })
 const runs = Number(options.runs)
@@ -29,7 +31,10 @@ const cli = fileURLToPath(new URL("../dist/berth.mjs", import.meta.url))
 const base = mkdtempSync(join(tmpdir(), "berth-bench-up-"))
 const repo = join(base, "bench")
 const home = join(base, "home")
-const env = { ...process.env, BERTH_HOME: home, XDG_CACHE_HOME: join(base, "cache") }
+// --clean-env runs everything with PATH and HOME only: a variable such as NODE_EXTRA_CA_CERTS (set on the machine
+// these numbers come from) makes every node process, `node -e 0` and each service a world starts, ~60 ms slower
+const inherited = options["clean-env"] ? { PATH: process.env.PATH, HOME: process.env.HOME } : process.env
+const env = { ...inherited, BERTH_HOME: home, XDG_CACHE_HOME: join(base, "cache") }
 const server = `require("node:net").createServer((s) => s.end()).listen(Number(process.env.PORT), "127.0.0.1")`
 execFileSync("mkdir", ["-p", repo])
 writeFileSync(join(repo, "server.js"), server)

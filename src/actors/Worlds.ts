@@ -282,13 +282,17 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
      */
     const reconcile = Effect.fn("Worlds.reconcile")(function* () {
       for (const w of yield* registry.worlds()) {
+        const pathExists = w.path !== "" && existsSync(w.path)
+        const hasActor = actors.has(w.id)
+        // scanning /proc is the costly fact: only a world no actor looks after needs it
+        const live = hasActor && pathExists ? 0 : yield* liveProcesses(w.id)
         const action = decide({
           desired: w.desired,
           observed: w.observed,
           isMain: w.isMain,
-          pathExists: w.path !== "" && existsSync(w.path),
-          hasActor: actors.has(w.id),
-          liveProcesses: yield* liveProcesses(w.id)
+          pathExists,
+          hasActor,
+          liveProcesses: live
         })
         const command: WorldCommand | undefined =
           action === "adopt"

@@ -285,6 +285,16 @@ const attempt = (check: HealthCheck, ctx: ProbeContext): Effect.Effect<boolean> 
   }
 }
 
+/**
+ * Most services come up within a second: probe briskly (every 20 ms, never slower than the interval) for the first
+ * half second, so `up` returns soon after the service is ready, then settle to the configured interval.
+ */
+export const startupSchedule = (intervalMs: number) =>
+  Schedule.andThen(
+    Schedule.spaced(Duration.millis(Math.min(20, intervalMs))).pipe(Schedule.intersect(Schedule.recurs(25))),
+    Schedule.spaced(Duration.millis(intervalMs))
+  )
+
 export class Health extends Effect.Service<Health>()("berth/Health", {
   effect: Effect.sync(() => {
     /**
@@ -309,7 +319,7 @@ export class Health extends Effect.Service<Health>()("berth/Health", {
       const once = yield* prober(check, ctx)
       const started = yield* Clock.currentTimeMillis
       const result = yield* once.pipe(
-        Effect.repeat({ schedule: Schedule.spaced(Duration.millis(check.intervalMs)), until: (ok) => ok }),
+        Effect.repeat({ schedule: startupSchedule(check.intervalMs), until: (ok) => ok }),
         Effect.timeoutOption(Duration.millis(check.timeoutMs))
       )
       if (Option.isNone(result)) {
