@@ -119,6 +119,22 @@ describe("the daemon", () => {
     expect(readFileSync(join(box.home, "state.db"), "utf8")).toBe("this is not a database, but somebody's data\n")
   })
 
+  it("refuses a state database written by a newer berth, and keeps it", async () => {
+    const box = await project()
+    expect((await box.run(["daemon", "stop"])).code).toBe(0)
+    const { createRequire } = await import("node:module")
+    const Database = createRequire(import.meta.url)("better-sqlite3") as new (
+      file: string
+    ) => { exec: (sql: string) => void; close: () => void }
+    const db = new Database(join(box.home, "state.db"))
+    db.exec("INSERT INTO effect_sql_migrations (migration_id, name) VALUES (999, 'from_the_future')")
+    db.close()
+    const r = await box.run(["status"], { timeoutMs: 40_000 })
+    expect(r.code).toBe(1)
+    expect(r.stderr).toMatch(/written by a newer berth/)
+    expect(r.stderr).not.toMatch(/\n\s+at /)
+  })
+
   it("brings up 15 worlds started at once from separate processes, on distinct ports", async () => {
     const box = await project()
     const names = Array.from({ length: 15 }, (_, i) => `swarm-${i}`)
