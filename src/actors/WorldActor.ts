@@ -17,7 +17,7 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Model from "../domain/config/model.js"
-import { coordinates, groupPorts, launch, portRequests, redact, type WorldIdentity } from "../domain/coordinates.js"
+import { coordinates, groupPorts, launch, portRequests, type WorldIdentity } from "../domain/coordinates.js"
 import {
   type ConfigError,
   type InternalError,
@@ -314,7 +314,8 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
             world: w.name,
             service: failure.service,
             reason: failure.reason,
-            logTail: failure.logTail.map((line) => redact(line, []))
+            // already redacted by the service actor
+            logTail: failure.logTail
           })
         }
         yield* setObserved("running")
