@@ -9,7 +9,8 @@ createServer(async (req, res) => {
   try {
     const api = await (await fetch(apiUrl)).json()
     res.setHeader("content-type", "text/plain")
-    res.end(`${process.env.GREETING}; api says it serves world ${api.world}\n`)
+    const database = api.database?.split("/").pop()
+    res.end(`${process.env.GREETING}; api says it serves world ${api.world} from database ${database}\n`)
   } catch (e) {
     res.statusCode = 502
     res.end(`cannot reach the api at ${apiUrl}: ${e.message}\n`)

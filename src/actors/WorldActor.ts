@@ -17,7 +17,15 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Model from "../domain/config/model.js"
-import { coordinates, groupPorts, launch, portRequests, type WorldIdentity } from "../domain/coordinates.js"
+import {
+  coordinates,
+  groupPorts,
+  launch,
+  portRequests,
+  type WorldIdentity,
+  worldVariables
+} from "../domain/coordinates.js"
+import { resolveTemplate, type ServiceCoordinates } from "../domain/tokens.js"
 import {
   type ConfigError,
   type InternalError,
@@ -37,6 +45,7 @@ import * as LogFiles from "../services/LogFiles.js"
 import { Ports } from "../services/Ports.js"
 import { Processes, type ProcessHandle } from "../services/Processes.js"
 import { Registry, type WorldRow } from "../services/Registry.js"
+import { Slices } from "../services/Slices.js"
 import {
   makeRuntime,
   markStopped,
@@ -106,6 +115,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
     const configs = yield* ConfigFiles
     const git = yield* Git
     const ports = yield* Ports
+    const slices = yield* Slices
     const home = yield* Home
     const processes = yield* Processes
     const context = yield* Effect.context<Processes | Health>()
@@ -183,23 +193,65 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         return closure(config.graph, [...sel.services, ...inGroups])
       })
 
-    const runSetup = (w: WorldRow, command: string, env: Readonly<Record<string, string>>) =>
+    /** Runs a one-off command of the world (setup, migrate, seed) to its end; its output goes to `<label>.log`. */
+    const runOnce = (w: WorldRow, label: string, command: string, env: Readonly<Record<string, string>>) =>
       Effect.gen(function* () {
-        const logFile = home.serviceLog(worldId, SETUP)
+        const logFile = home.serviceLog(worldId, label)
         const exit = yield* Effect.scoped(
           Effect.gen(function* () {
             const handle = yield* processes.spawnScoped({ command, cwd: w.path, env, logFile }, 10_000)
             return yield* processes.awaitExit(handle)
           })
         ).pipe(Effect.catchTag("SpawnFailed", (e) => Effect.succeed({ code: null, signal: e.reason })))
-        if (exit.code === 0) return yield* registry.markSetupDone(worldId)
+        if (exit.code === 0) return
         const logTail = yield* LogFiles.tail(logFile, 20).pipe(Effect.orElseSucceed(() => []))
         return yield* new StartFailed({
           world: w.name,
-          service: SETUP,
-          reason: `setup \`${command}\` failed (${exit.code === null ? `${exit.signal}` : `exit code ${exit.code}`})`,
+          service: label,
+          reason: `\`${command}\` failed (${exit.code === null ? `${exit.signal}` : `exit code ${exit.code}`})`,
           logTail
         })
+      })
+
+    const runSetup = (w: WorldRow, command: string, env: Readonly<Record<string, string>>) =>
+      Effect.zipRight(runOnce(w, SETUP, command, env), registry.markSetupDone(worldId))
+
+    const sliceWorld = (w: WorldRow) => ({ id: worldId, project: w.projectName, name: w.name, slug: w.slug })
+
+    /**
+     * Every slice of the world, before any process starts. A slice made just now gets its `migrate` then `seed`,
+     * run in the world's environment; if either fails, that slice is dropped again so the next `up` starts clean.
+     */
+    const provisionSlices = (
+      w: WorldRow,
+      config: Model.Config,
+      userEnv: Readonly<Record<string, string>>,
+      lookup: (name: string) => string | undefined,
+      coordsWith: (urls: ReadonlyMap<string, string>) => ReadonlyMap<string, ServiceCoordinates>
+    ) =>
+      Effect.gen(function* () {
+        const sliceServices = Model.slices(config)
+        const made = yield* slices.provision(sliceWorld(w), sliceServices, lookup)
+        const urls = new Map([...made].map(([name, m]) => [name, m.url]))
+        const coords = coordsWith(urls)
+        const env = { ...userEnv, ...worldVariables(config, coords) }
+        for (const s of sliceServices) {
+          if (made.get(s.name)?.created !== true) continue
+          for (const command of [s.migrate, s.seed]) {
+            if (command === undefined) continue
+            const ctx = {
+              services: coords,
+              env: lookup,
+              world: { name: w.name, slug: w.slug, path: w.path },
+              project: { name: w.projectName }
+            }
+            const resolved = resolveTemplate(command, ctx, { shell: true }).value
+            yield* runOnce(w, s.name, resolved, env).pipe(
+              Effect.tapError(() => slices.teardown(sliceWorld(w), sliceServices, lookup, new Set([s.name])))
+            )
+          }
+        }
+        return coords
       })
 
     /** Starts a generation: ports, then every selected service in dependency order, waiting for all to be ready. */
@@ -225,7 +277,8 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
             : (yield* ports.allocate({ id: worldId, project: w.projectName, name: w.name }, portRequests(config)))
                 .assigned
         const portMap = groupPorts(leased)
-        const coords = coordinates(config, portMap, new Map())
+        const lookup = (name: string) => userEnv[name] ?? loaded.dotenv.get(name)
+        const coords = yield* provisionSlices(w, config, userEnv, lookup, (urls) => coordinates(config, portMap, urls))
         const scope = yield* Scope.make()
         const g: Generation = { scope, config, layers: config.graph.layers, services: new Map() }
         generation = g
@@ -321,6 +374,16 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         yield* setObserved("running")
       })
 
+    /** Whatever stops a start half-way leaves nothing running and the world `failed` with the first line of why. */
+    const failedOnError = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
+      effect.pipe(
+        Effect.tapError((e) => {
+          const reason = e instanceof StartFailed ? `${e.service}: ${e.reason}` : (e.message.split("\n")[0] ?? null)
+          return Effect.zipRight(stopGeneration, setObserved("failed", reason)).pipe(Effect.ignore)
+        }),
+        Effect.onInterrupt(() => stopGeneration)
+      )
+
     const up = (sel: Selection, env: Readonly<Record<string, string>>) =>
       Effect.gen(function* () {
         yield* registry.setDesired(worldId, "up")
@@ -329,7 +392,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         selection = sel
         lastEnv = env
         yield* registry.setSelection(worldId, sel)
-        yield* start(sel, env, new Map()).pipe(Effect.onError(() => stopGeneration))
+        yield* start(sel, env, new Map()).pipe(failedOnError)
       })
 
     const down = Effect.gen(function* () {
@@ -357,6 +420,12 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         yield* stopGeneration
         yield* stopOrphans
         yield* ports.release(worldId)
+        // slices are dropped by what the registry recorded; the config (gone with a deleted worktree) only adds options
+        const config = yield* loadConfig(w).pipe(
+          Effect.map((c) => Model.slices(c.config)),
+          Effect.orElseSucceed((): ReadonlyArray<Model.SliceService> => [])
+        )
+        yield* slices.teardown(sliceWorld(w), config, (name) => process.env[name])
         if (removeFiles && !w.isMain) {
           yield* git
             .removeWorktree(w.mainRoot, w.path, force)
@@ -394,7 +463,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         else died.add(s.name)
       }
       // the live ones are watched; those that died while no daemon watched are restarted by their policy
-      yield* start(selection, lastEnv, handles, died).pipe(Effect.onError(() => stopGeneration))
+      yield* start(selection, lastEnv, handles, died).pipe(failedOnError)
     })
 
     const handle = (command: WorldCommand): Effect.Effect<void, WorldError> => {

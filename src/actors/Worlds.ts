@@ -21,7 +21,8 @@ import { Home } from "../services/Home.js"
 import * as LogFiles from "../services/LogFiles.js"
 import { Ports } from "../services/Ports.js"
 import { Processes } from "../services/Processes.js"
-import { type ProjectRow, Registry, type WorldRow } from "../services/Registry.js"
+import { type ProjectRow, Registry, type ServiceRow, type WorldRow } from "../services/Registry.js"
+import { Slices } from "../services/Slices.js"
 import { makeWorldActor, type Selection, type WorldActor, type WorldCommand, worktreesFolder } from "./WorldActor.js"
 
 export interface WorldRef {
@@ -31,6 +32,9 @@ export interface WorldRef {
 
 const REPO_CACHE_MS = 3_000
 
+/** A slice's address as status shows it: a password that came from admin_url is not printed. */
+const hidePassword = (url: string): string => url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/@:\s]*:)[^@/\s]+@/i, "$1***@")
+
 const internal = (e: { readonly message: string }) => new InternalError({ reason: e.message })
 
 export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
@@ -39,7 +43,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
     const git = yield* Git
     const configs = yield* ConfigFiles
     const ports = yield* Ports
-    const context = yield* Effect.context<Registry | ConfigFiles | Git | Ports | Home | Processes | Health>()
+    const slices = yield* Slices
+    const context = yield* Effect.context<Registry | ConfigFiles | Git | Ports | Home | Processes | Health | Slices>()
     const actors = new Map<number, WorldActor>()
     const loops = yield* FiberMap.make<number>()
 
@@ -137,22 +142,42 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       Effect.gen(function* () {
         const leases = yield* registry.leases(w.id)
         const rows = yield* registry.services(w.id)
-        return rows.map((s): ServiceStatus => {
-          const mine = leases.filter((l) => l.service === s.name)
-          const main = mine.find((l) => l.name === "")?.port ?? null
-          return {
-            name: s.name,
-            kind: "process",
-            state: s.observed,
-            pid: s.pid,
-            port: main,
-            ports: Object.fromEntries(mine.filter((l) => l.name !== "").map((l) => [l.name, l.port])),
-            url: main === null ? null : `http://127.0.0.1:${main}`,
-            restarts: s.restarts,
-            reason: s.reason,
-            logTail: s.logTail === null ? [] : (JSON.parse(s.logTail) as Array<string>)
-          }
-        })
+        const sliceRows = (yield* registry.slices(w.id)).map(
+          (s): ServiceStatus => ({
+            name: s.service,
+            kind: "slice",
+            state: s.url === null ? "provisioning" : "ready",
+            pid: null,
+            port: null,
+            ports: {},
+            url: s.url === null ? null : hidePassword(s.url),
+            restarts: 0,
+            reason: null,
+            logTail: []
+          })
+        )
+        return [...sliceRows, ...processRows(rows, leases)]
+      })
+
+    const processRows = (
+      rows: ReadonlyArray<ServiceRow>,
+      leases: ReadonlyArray<{ readonly service: string; readonly name: string; readonly port: number }>
+    ) =>
+      rows.map((s): ServiceStatus => {
+        const mine = leases.filter((l) => l.service === s.name)
+        const main = mine.find((l) => l.name === "")?.port ?? null
+        return {
+          name: s.name,
+          kind: "process",
+          state: s.observed,
+          pid: s.pid,
+          port: main,
+          ports: Object.fromEntries(mine.filter((l) => l.name !== "").map((l) => [l.name, l.port])),
+          url: main === null ? null : `http://127.0.0.1:${main}`,
+          restarts: s.restarts,
+          reason: s.reason,
+          logTail: s.logTail === null ? [] : (JSON.parse(s.logTail) as Array<string>)
+        }
       })
 
     const worldStatus = (w: WorldRow) =>
@@ -231,7 +256,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
           portRequests(config)
         )).assigned.map((a) => ({ ...a, worldId: w.id }))
       }
-      const coords = coordinates(config, groupPorts(leases), new Map())
+      const coords = coordinates(config, groupPorts(leases), yield* slices.addresses(w.id))
       return { world: w.name, vars: { ...worldVariables(config, coords) } }
     })
 

@@ -50,7 +50,6 @@ const migrations = {
       observed TEXT NOT NULL,
       reason TEXT,
       setup_done INTEGER NOT NULL DEFAULT 0,
-      selection TEXT,
       created_at INTEGER NOT NULL,
       started_at INTEGER,
       UNIQUE (project_id, name),
@@ -84,6 +83,21 @@ const migrations = {
       at INTEGER NOT NULL
     )`
     yield* sql`CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)`
+  }),
+  "0002_slices": Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    // what the last `up` selected, so that a daemon restart brings back the same services
+    yield* sql`ALTER TABLE worlds ADD COLUMN selection TEXT`
+    // ownership: berth drops only the slices recorded here
+    yield* sql`CREATE TABLE slices (
+      world_id INTEGER NOT NULL REFERENCES worlds(id) ON DELETE CASCADE,
+      service TEXT NOT NULL,
+      adapter TEXT NOT NULL,
+      name TEXT NOT NULL,
+      url TEXT,
+      created_at INTEGER NOT NULL,
+      PRIMARY KEY (world_id, service)
+    )`
   })
 }
 
@@ -126,6 +140,15 @@ export interface ServiceRow {
   readonly restarts: number
   readonly reason: string | null
   readonly logTail: string | null
+}
+
+export interface SliceRow {
+  readonly worldId: number
+  readonly service: string
+  readonly adapter: string
+  readonly name: string
+  /** the address, once provisioned */
+  readonly url: string | null
 }
 
 export interface LeaseRow {
@@ -304,6 +327,19 @@ const makeRegistry = Effect.gen(function* () {
     )
   })
 
+  const slices = Effect.fn("Registry.slices")(function* (worldId: number) {
+    return yield* sql<SliceRow>`SELECT world_id AS worldId, service, adapter, name, url FROM slices
+      WHERE world_id = ${worldId} ORDER BY rowid`
+  })
+
+  const recordSlice = (s: SliceRow) =>
+    sql`INSERT INTO slices (world_id, service, adapter, name, url, created_at) VALUES (${s.worldId}, ${s.service},
+      ${s.adapter}, ${s.name}, ${s.url}, ${Date.now()}) ON CONFLICT (world_id, service) DO UPDATE SET
+      adapter = excluded.adapter, name = excluded.name, url = COALESCE(excluded.url, url)`.pipe(Effect.asVoid)
+
+  const forgetSlice = (worldId: number, service: string) =>
+    sql`DELETE FROM slices WHERE world_id = ${worldId} AND service = ${service}`.pipe(Effect.asVoid)
+
   const releaseLeases = (worldId: number) => sql`DELETE FROM leases WHERE world_id = ${worldId}`.pipe(Effect.asVoid)
 
   const addEvent = (e: { worldId: number | null; service: string | null; kind: string; message: string }) =>
@@ -343,6 +379,9 @@ const makeRegistry = Effect.gen(function* () {
     leases: orInternal(leases),
     setLeases: orInternal(setLeases),
     releaseLeases: orInternal(releaseLeases),
+    slices: orInternal(slices),
+    recordSlice: orInternal(recordSlice),
+    forgetSlice: orInternal(forgetSlice),
     addEvent: orInternal(addEvent),
     events: orInternal(events),
     getSetting: orInternal(getSetting),

@@ -1,0 +1,53 @@
+/**
+ * What every adapter implements. A slice is one world's private piece of a shared server (a database, a Redis DB, a
+ * vhost) or of an embedded store (a SQLite file, a directory). Adapters are called by the daemon's Slices service;
+ * every verb is idempotent, and an adapter only ever drops what it created (ownership is recorded in the registry and,
+ * where the server allows, marked on the server too).
+ */
+import * as Data from "effect/Data"
+import type * as Effect from "effect/Effect"
+
+export interface Slice {
+  /** the adapter name as written (`mariadb`), not its family */
+  readonly adapter: string
+  readonly project: string
+  readonly world: string
+  readonly service: string
+  /** a safe identifier for the slice (`<project>_<world slug>_<service>`), unique per server */
+  readonly name: string
+  /** where embedded adapters keep their slices: a folder under BERTH_HOME, created 0700 */
+  readonly storage: string
+  /** the resolved `admin_url`, when the service has one (never logged) */
+  readonly adminUrl: string | undefined
+  /** the adapter-specific keys of the service's table */
+  readonly options: Readonly<Record<string, unknown>>
+}
+
+export interface Capabilities {
+  /** can copy a slice server-side (`clone`) */
+  readonly clone: boolean
+}
+
+export type AdapterErrorKind = "unreachable" | "authentication" | "grant" | "taken" | "not-owned" | "invalid" | "failed"
+
+export class AdapterError extends Data.TaggedError("AdapterError")<{
+  readonly adapter: string
+  readonly kind: AdapterErrorKind
+  readonly message: string
+}> {}
+
+export interface Adapter {
+  readonly capabilities: Capabilities
+  /** creates the slice if it does not exist; true when it was created now */
+  readonly provision: (slice: Slice) => Effect.Effect<boolean, AdapterError>
+  /** the address behind `${SLICE.url}` */
+  readonly resolve: (slice: Slice) => Effect.Effect<string, AdapterError>
+  /** drops the slice if it exists (and is ours) */
+  readonly teardown: (slice: Slice) => Effect.Effect<void, AdapterError>
+  /** makes `to` a copy of `from` (both owned); only when `capabilities.clone` */
+  readonly clone: (from: Slice, to: Slice) => Effect.Effect<void, AdapterError>
+  /** the names of the slices this adapter owns in `scope` (for gc) */
+  readonly list: (
+    scope: Pick<Slice, "storage" | "adminUrl" | "options">
+  ) => Effect.Effect<ReadonlyArray<string>, AdapterError>
+}

@@ -1,0 +1,195 @@
+/**
+ * The `dir` adapter: an embedded store where each world gets its own folder, `<storage>/<name>/`. Ownership is a
+ * `.berth-slice` marker file inside it, so a foreign folder is never listed, torn down or overwritten. Folders are
+ * built under a temporary dot-name and renamed into place (and renamed away before deletion), so a crash never leaves
+ * a half-made or half-deleted slice at the real path.
+ */
+import { randomBytes } from "node:crypto"
+import { chmodSync, constants as fsConstants, lstatSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs"
+import { cp, writeFile } from "node:fs/promises"
+import { basename, dirname, join, resolve } from "node:path"
+import * as Effect from "effect/Effect"
+import { type Adapter, AdapterError, type AdapterErrorKind, type Slice } from "../contract.js"
+
+const ADAPTER = "dir"
+const MARKER = ".berth-slice"
+
+const fail = (kind: AdapterErrorKind, message: string) => new AdapterError({ adapter: ADAPTER, kind, message })
+
+const describe = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
+
+/** An `AdapterError` raised inside a step passes through; anything else is "failed", naming the folder and the step. */
+const mapError =
+  (action: string, folder: string) =>
+  (cause: unknown): AdapterError =>
+    cause instanceof AdapterError ? cause : fail("failed", `could not ${action} ${folder}: ${describe(cause)}`)
+
+const attempt = <A>(action: string, folder: string, thunk: () => A): Effect.Effect<A, AdapterError> =>
+  Effect.try({ try: thunk, catch: mapError(action, folder) })
+
+const attemptPromise = <A>(action: string, folder: string, thunk: () => Promise<A>): Effect.Effect<A, AdapterError> =>
+  Effect.tryPromise({ try: thunk, catch: mapError(action, folder) })
+
+const errorCode = (cause: unknown): string | undefined =>
+  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
+    ? cause.code
+    : undefined
+
+/** `name` is already a safe identifier; this is the belt to its braces, so no name can leave (or be) `storage`. */
+const checkName = (name: string): Effect.Effect<string, AdapterError> =>
+  name === "" ||
+  name.includes("/") ||
+  name.includes("\\") ||
+  name.includes("..") ||
+  name.includes("\0") ||
+  name.startsWith(".")
+    ? Effect.fail(fail("invalid", `refusing slice name ${JSON.stringify(name)}: it could escape the storage folder`))
+    : Effect.succeed(name)
+
+const folderOf = (slice: Pick<Slice, "storage" | "name">): Effect.Effect<string, AdapterError> =>
+  Effect.map(checkName(slice.name), (name) => join(resolve(slice.storage), name))
+
+type Kind = "missing" | "directory" | "other"
+
+/** What sits at `path`, without following a symlink (a link to somewhere else is never ours to delete). */
+const kindOf = (path: string): Kind => {
+  try {
+    return lstatSync(path).isDirectory() ? "directory" : "other"
+  } catch (cause) {
+    if (errorCode(cause) === "ENOENT") return "missing"
+    throw cause
+  }
+}
+
+const isOwned = (folder: string): boolean => {
+  if (kindOf(folder) !== "directory") return false
+  try {
+    return lstatSync(join(folder, MARKER)).isFile()
+  } catch (cause) {
+    if (errorCode(cause) === "ENOENT" || errorCode(cause) === "ENOTDIR") return false
+    throw cause
+  }
+}
+
+/** A sibling of `folder` under a dot-name, which `list` skips and no valid slice name can take. */
+const scratchOf = (folder: string, purpose: string): string =>
+  join(dirname(folder), `.${basename(folder)}.${purpose}-${randomBytes(6).toString("hex")}`)
+
+const writeMarker = (folder: string, name: string): Promise<void> =>
+  writeFile(join(folder, MARKER), `${name}\n`, { mode: 0o600 })
+
+/** Moves `folder` out of the way first, so an interrupted delete never leaves a marker-less half at the real path. */
+const removeFolder = (folder: string): void => {
+  const trash = scratchOf(folder, "trash")
+  renameSync(folder, trash)
+  rmSync(trash, { recursive: true, force: true })
+}
+
+const ensureStorage = (storage: string): Effect.Effect<void, AdapterError> =>
+  attempt("create the storage folder", storage, () => {
+    mkdirSync(storage, { recursive: true, mode: 0o700 })
+  })
+
+const provision = (slice: Slice): Effect.Effect<boolean, AdapterError> =>
+  Effect.gen(function* () {
+    const folder = yield* folderOf(slice)
+    yield* ensureStorage(resolve(slice.storage))
+    const present = yield* attempt("provision", folder, () => kindOf(folder) !== "missing")
+    if (present) return yield* alreadyThere(folder)
+    const scratch = scratchOf(folder, "new")
+    const created = yield* attemptPromise("provision", folder, async () => {
+      mkdirSync(scratch, { mode: 0o700 })
+      chmodSync(scratch, 0o700)
+      await writeMarker(scratch, slice.name)
+      try {
+        // rename never replaces a non-empty folder: when a concurrent provision won the race, its folder stays
+        renameSync(scratch, folder)
+        return true
+      } catch (cause) {
+        const code = errorCode(cause)
+        if (code === "ENOTEMPTY" || code === "EEXIST" || code === "ENOTDIR") return false
+        throw cause
+      }
+    }).pipe(Effect.ensuring(Effect.sync(() => rmSync(scratch, { recursive: true, force: true }))))
+    return created ? true : yield* alreadyThere(folder)
+  })
+
+/** `provision` found something at the slice's path: fine when it is our slice, refused otherwise. */
+const alreadyThere = (folder: string): Effect.Effect<boolean, AdapterError> =>
+  Effect.flatMap(
+    attempt("provision", folder, () => isOwned(folder)),
+    (owned) =>
+      owned
+        ? Effect.succeed(false)
+        : Effect.fail(
+            fail("taken", `${folder} already exists and is not a berth slice; move it away or pick another name`)
+          )
+  )
+
+const resolvePath = (slice: Slice): Effect.Effect<string, AdapterError> => folderOf(slice)
+
+const teardown = (slice: Slice): Effect.Effect<void, AdapterError> =>
+  Effect.flatMap(folderOf(slice), (folder) =>
+    attempt("tear down", folder, () => {
+      if (kindOf(folder) === "missing") return
+      if (!isOwned(folder)) throw fail("not-owned", `${folder} is not a berth slice; leaving it alone`)
+      removeFolder(folder)
+    })
+  )
+
+const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
+  Effect.gen(function* () {
+    const source = yield* folderOf(from)
+    const target = yield* folderOf(to)
+    if (source === target) return yield* Effect.fail(fail("invalid", `cannot clone ${source} onto itself`))
+    yield* attempt("clone from", source, () => {
+      if (kindOf(source) === "missing") {
+        throw fail("failed", `cannot clone: ${source} does not exist (provision it first)`)
+      }
+      if (!isOwned(source)) throw fail("not-owned", `cannot clone: ${source} is not a berth slice`)
+      if (kindOf(target) !== "missing" && !isOwned(target)) {
+        throw fail("not-owned", `cannot clone: ${target} exists and is not a berth slice; leaving it alone`)
+      }
+    })
+    yield* ensureStorage(resolve(to.storage))
+    const scratch = scratchOf(target, "clone")
+    yield* attemptPromise("clone into", target, async () => {
+      // cp keeps modes; FICLONE asks for copy-on-write where the filesystem can, and plain copies elsewhere
+      await cp(source, scratch, {
+        recursive: true,
+        verbatimSymlinks: true,
+        errorOnExist: true,
+        force: false,
+        mode: fsConstants.COPYFILE_FICLONE
+      })
+      chmodSync(scratch, 0o700)
+      await writeMarker(scratch, to.name)
+      // `to` is replaced wholesale (provision-then-clone is the expected order, so it holds nothing of the user's)
+      if (kindOf(target) !== "missing") removeFolder(target)
+      renameSync(scratch, target)
+    }).pipe(Effect.ensuring(Effect.sync(() => rmSync(scratch, { recursive: true, force: true }))))
+  })
+
+const list = (
+  scope: Pick<Slice, "storage" | "adminUrl" | "options">
+): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
+  attempt("list", resolve(scope.storage), () => {
+    const storage = resolve(scope.storage)
+    let entries: ReadonlyArray<string>
+    try {
+      entries = readdirSync(storage)
+    } catch (cause) {
+      if (errorCode(cause) === "ENOENT") return []
+      throw cause
+    }
+    return entries.filter((entry) => !entry.startsWith(".") && isOwned(join(storage, entry))).sort()
+  })
+
+export const dirAdapter: Adapter = {
+  capabilities: { clone: true },
+  provision,
+  resolve: resolvePath,
+  teardown,
+  clone,
+  list
+}

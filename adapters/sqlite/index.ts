@@ -1,0 +1,266 @@
+/**
+ * The `sqlite` adapter: an embedded store where each world gets its own database file,
+ * `<storage>/<name>.sqlite`. Ownership is a `_berth_slice` table inside the file, so a foreign database dropped into
+ * the folder is never listed, torn down or overwritten. New files are built under a temporary name and moved into
+ * place, so a crash never leaves a half-made slice behind at the real path.
+ */
+import { randomBytes } from "node:crypto"
+import {
+  closeSync,
+  constants as fsConstants,
+  fchmodSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  renameSync,
+  unlinkSync
+} from "node:fs"
+import { createRequire } from "node:module"
+import { basename, dirname, join, resolve } from "node:path"
+import { pathToFileURL } from "node:url"
+import * as Effect from "effect/Effect"
+import { type Adapter, AdapterError, type AdapterErrorKind, type Slice } from "../contract.js"
+
+/** The few better-sqlite3 calls this adapter makes (the package ships no types here). */
+interface Statement {
+  readonly run: (...params: ReadonlyArray<unknown>) => unknown
+  readonly get: (...params: ReadonlyArray<unknown>) => unknown
+}
+
+interface Database {
+  readonly prepare: (sql: string) => Statement
+  readonly exec: (sql: string) => unknown
+  readonly pragma: (sql: string, options?: { readonly simple?: boolean }) => unknown
+  readonly close: () => unknown
+}
+
+interface DatabaseOptions {
+  readonly readonly?: boolean
+  readonly fileMustExist?: boolean
+  /** milliseconds to wait on a locked database */
+  readonly timeout?: number
+}
+
+type DatabaseConstructor = new (filename: string, options?: DatabaseOptions) => Database
+
+/** Loaded lazily: the native module costs startup time, and only worlds with a sqlite service need it. */
+let databaseConstructor: DatabaseConstructor | undefined
+const openDatabase = (file: string, options: DatabaseOptions): Database => {
+  databaseConstructor ??= createRequire(import.meta.url)("better-sqlite3") as DatabaseConstructor
+  return new databaseConstructor(file, { timeout: 5_000, ...options })
+}
+
+const ADAPTER = "sqlite"
+const SUFFIX = ".sqlite"
+const COMPANIONS = ["-wal", "-shm", "-journal"] as const
+
+const fail = (kind: AdapterErrorKind, message: string) => new AdapterError({ adapter: ADAPTER, kind, message })
+
+const describe = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
+
+/**
+ * Runs a synchronous step; an `AdapterError` thrown inside passes through as is, anything else becomes a "failed"
+ * error naming the file and what was being done to it.
+ */
+const attempt = <A>(action: string, file: string, thunk: () => A): Effect.Effect<A, AdapterError> =>
+  Effect.try({
+    try: thunk,
+    catch: (cause) =>
+      cause instanceof AdapterError ? cause : fail("failed", `could not ${action} ${file}: ${describe(cause)}`)
+  })
+
+const errorCode = (cause: unknown): string | undefined =>
+  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
+    ? cause.code
+    : undefined
+
+/** `name` is already a safe identifier; this is the belt to its braces, so no name can leave `storage`. */
+const checkName = (name: string): Effect.Effect<string, AdapterError> =>
+  name === "" ||
+  name.includes("/") ||
+  name.includes("\\") ||
+  name.includes("..") ||
+  name.includes("\0") ||
+  name.startsWith(".")
+    ? Effect.fail(fail("invalid", `refusing slice name ${JSON.stringify(name)}: it could escape the storage folder`))
+    : Effect.succeed(name)
+
+const fileOf = (slice: Pick<Slice, "storage" | "name">): Effect.Effect<string, AdapterError> =>
+  Effect.map(checkName(slice.name), (name) => join(resolve(slice.storage), `${name}${SUFFIX}`))
+
+const exists = (file: string): boolean => {
+  try {
+    lstatSync(file)
+    return true
+  } catch (cause) {
+    if (errorCode(cause) === "ENOENT") return false
+    throw cause
+  }
+}
+
+const removeIfPresent = (file: string): void => {
+  try {
+    unlinkSync(file)
+  } catch (cause) {
+    if (errorCode(cause) !== "ENOENT") throw cause
+  }
+}
+
+/** True when `file` is a regular file holding a SQLite database with our marker row; a non-database is not ours. */
+const isOwned = (file: string): boolean => {
+  if (!lstatSync(file).isFile()) return false
+  let db: Database | undefined
+  try {
+    db = openDatabase(file, { fileMustExist: true })
+    const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_berth_slice'").get()
+    return table !== undefined && db.prepare("SELECT 1 FROM _berth_slice LIMIT 1").get() !== undefined
+  } catch (cause) {
+    // not a database at all is "not ours"; anything else (busy, unreadable) is a real failure
+    if (errorCode(cause) === "SQLITE_NOTADB" || errorCode(cause) === "SQLITE_CORRUPT") return false
+    throw cause
+  } finally {
+    db?.close()
+  }
+}
+
+/** An empty 0600 file next to `file`, under a dot-name `list` skips; SQLite treats an empty file as an empty database. */
+const createTemp = (file: string): string => {
+  const temp = join(dirname(file), `.${basename(file)}.${randomBytes(6).toString("hex")}.tmp`)
+  const fd = openSync(temp, fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_WRONLY, 0o600)
+  try {
+    fchmodSync(fd, 0o600)
+  } finally {
+    closeSync(fd)
+  }
+  return temp
+}
+
+const removeWithCompanions = (file: string): void => {
+  // companions first: should this stop half way, the main file still carries the marker and a retry finishes the job
+  for (const suffix of COMPANIONS) removeIfPresent(`${file}${suffix}`)
+  removeIfPresent(file)
+}
+
+/** Stamps `file` as the slice `name`: WAL mode (sensible concurrency for apps) and exactly one marker row. */
+const stamp = (file: string, name: string): void => {
+  const db = openDatabase(file, { fileMustExist: true })
+  try {
+    db.pragma("journal_mode = WAL")
+    db.exec("CREATE TABLE IF NOT EXISTS _berth_slice (name TEXT, created_at INTEGER)")
+    db.exec("DELETE FROM _berth_slice")
+    db.prepare("INSERT INTO _berth_slice (name, created_at) VALUES (?, ?)").run(name, Date.now())
+  } finally {
+    // closing the last connection checkpoints the WAL and deletes it, so the file stands alone
+    db.close()
+  }
+}
+
+const ensureStorage = (storage: string): Effect.Effect<void, AdapterError> =>
+  attempt("create the storage folder", storage, () => {
+    mkdirSync(storage, { recursive: true, mode: 0o700 })
+  })
+
+const provision = (slice: Slice): Effect.Effect<boolean, AdapterError> =>
+  Effect.gen(function* () {
+    const file = yield* fileOf(slice)
+    yield* ensureStorage(resolve(slice.storage))
+    return yield* attempt("provision", file, () => {
+      if (exists(file)) {
+        if (isOwned(file)) return false
+        throw fail("taken", `${file} already exists and is not a berth slice; move it away or pick another name`)
+      }
+      const temp = createTemp(file)
+      try {
+        stamp(temp, slice.name)
+        try {
+          // a hard link never replaces: when a concurrent provision won the race, its file stays
+          linkSync(temp, file)
+        } catch (cause) {
+          const code = errorCode(cause)
+          if (code === "EEXIST") return false
+          if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP") throw cause
+          // a filesystem without hard links: rename, after one more look
+          if (exists(file)) return false
+          renameSync(temp, file)
+        }
+        return true
+      } finally {
+        removeWithCompanions(temp)
+      }
+    })
+  })
+
+const resolveUrl = (slice: Slice): Effect.Effect<string, AdapterError> =>
+  Effect.map(fileOf(slice), (file) => pathToFileURL(file).href)
+
+const teardown = (slice: Slice): Effect.Effect<void, AdapterError> =>
+  Effect.flatMap(fileOf(slice), (file) =>
+    attempt("tear down", file, () => {
+      if (!exists(file)) return
+      if (!isOwned(file)) throw fail("not-owned", `${file} is not a berth slice; leaving it alone`)
+      removeWithCompanions(file)
+    })
+  )
+
+const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
+  Effect.gen(function* () {
+    const source = yield* fileOf(from)
+    const target = yield* fileOf(to)
+    if (source === target) return yield* Effect.fail(fail("invalid", `cannot clone ${source} onto itself`))
+    yield* attempt("clone from", source, () => {
+      if (!exists(source)) throw fail("failed", `cannot clone: ${source} does not exist (provision it first)`)
+      if (!isOwned(source)) throw fail("not-owned", `cannot clone: ${source} is not a berth slice`)
+    })
+    yield* ensureStorage(resolve(to.storage))
+    yield* attempt("clone into", target, () => {
+      if (exists(target) && !isOwned(target)) {
+        throw fail("not-owned", `cannot clone: ${target} exists and is not a berth slice; leaving it alone`)
+      }
+      const temp = createTemp(target)
+      try {
+        // VACUUM INTO reads inside one transaction: a consistent snapshot even while another process writes in WAL mode
+        const db = openDatabase(source, { fileMustExist: true })
+        try {
+          db.prepare("VACUUM INTO ?").run(temp)
+        } finally {
+          db.close()
+        }
+        stamp(temp, to.name)
+        // stale companions of the old target would be replayed onto the new file: drop them before the swap
+        for (const suffix of COMPANIONS) removeIfPresent(`${target}${suffix}`)
+        renameSync(temp, target)
+      } finally {
+        removeWithCompanions(temp)
+      }
+    })
+  })
+
+const list = (
+  scope: Pick<Slice, "storage" | "adminUrl" | "options">
+): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
+  attempt("list", resolve(scope.storage), () => {
+    const storage = resolve(scope.storage)
+    let entries: ReadonlyArray<string>
+    try {
+      entries = readdirSync(storage)
+    } catch (cause) {
+      if (errorCode(cause) === "ENOENT") return []
+      throw cause
+    }
+    return entries
+      .filter((entry) => entry.endsWith(SUFFIX) && !entry.startsWith("."))
+      .filter((entry) => isOwned(join(storage, entry)))
+      .map((entry) => entry.slice(0, -SUFFIX.length))
+      .sort()
+  })
+
+export const sqliteAdapter: Adapter = {
+  capabilities: { clone: true },
+  provision,
+  resolve: resolveUrl,
+  teardown,
+  clone,
+  list
+}

@@ -1,0 +1,87 @@
+import { existsSync, readFileSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { type Sandbox, sandboxes, type WorldJson } from "./harness.js"
+
+const boxes = sandboxes()
+afterAll(() => boxes.cleanup())
+
+const config = `
+[services.db]
+adapter = "sqlite"
+
+[services.files]
+adapter = "dir"
+migrate = "echo migrated >> \${files.url}/migrations.log"
+seed = "echo seeded > \${files.url}/seed.txt"
+
+[services.api]
+cmd = "node server.mjs"
+url = "api"
+env = { DATABASE_URL = "\${db.url}", FILES = "\${files.url}" }
+`
+
+const up = async (box: Sandbox, name: string) => {
+  const r = await box.run(["up", name, "--json"], { timeoutMs: 60_000 })
+  expect(r.code, r.stderr).toBe(0)
+  return JSON.parse(r.stdout) as WorldJson
+}
+
+const envOf = async (box: Sandbox, name: string) =>
+  JSON.parse((await box.run(["env", name, "--json"])).stdout) as Record<string, string>
+
+describe("slices of embedded stores", () => {
+  it("gives each world its own sqlite file and folder, migrated and seeded once, dropped on remove", async () => {
+    const box = await boxes.project({ "berth.toml": config })
+    const a = await up(box, "alpha")
+    const b = await up(box, "beta")
+    const ea = await envOf(box, "alpha")
+    const eb = await envOf(box, "beta")
+    expect(ea.DB_URL).toMatch(/^file:\/\/.*\.sqlite$/)
+    expect(ea.DB_URL).not.toBe(eb.DB_URL)
+    expect(ea.FILES_URL).not.toBe(eb.FILES_URL)
+    expect(existsSync(fileURLToPath(ea.DB_URL!))).toBe(true)
+    // the process sees its world's slices
+    const seen = (await (await fetch(a.services.find((s) => s.name === "api")!.url!)).json()) as {
+      env: Record<string, string>
+    }
+    expect(seen.env.DATABASE_URL).toBe(ea.DB_URL)
+    expect(seen.env.FILES).toBe(ea.FILES_URL)
+    // a write to one world's folder is invisible in the other's
+    writeFileSync(join(ea.FILES_URL!, "only-alpha.txt"), "a")
+    expect(existsSync(join(eb.FILES_URL!, "only-alpha.txt"))).toBe(false)
+    // migrate and seed ran on first provision only
+    await box.run(["down", "alpha"])
+    await up(box, "alpha")
+    expect(readFileSync(join(ea.FILES_URL!, "migrations.log"), "utf8")).toBe("migrated\n")
+    expect(readFileSync(join(ea.FILES_URL!, "seed.txt"), "utf8")).toBe("seeded\n")
+    // status lists the slices with their addresses
+    const status = JSON.parse((await box.run(["status", "--json"])).stdout) as { worlds: Array<WorldJson> }
+    const alpha = status.worlds.find((w) => w.name === "alpha")!
+    expect(alpha.services.filter((s) => (s as { kind?: string }).kind === "slice").map((s) => s.name)).toEqual([
+      "db",
+      "files"
+    ])
+    // remove drops them
+    expect((await box.run(["remove", "alpha", "--force"])).code).toBe(0)
+    expect(existsSync(fileURLToPath(ea.DB_URL!))).toBe(false)
+    expect(existsSync(ea.FILES_URL!)).toBe(false)
+    expect(existsSync(fileURLToPath(eb.DB_URL!))).toBe(true)
+    expect(b.state).toBe("running")
+  })
+
+  it("fails an up whose migrate fails, drops the half-made slice, and tries again on the next up", async () => {
+    const box = await boxes.project({
+      "berth.toml": `[services.files]\nadapter = "dir"\nmigrate = "test -f \${world.path}/ok || { echo migration broke; exit 4; }"\n`
+    })
+    const failed = await box.run(["up", "mig"], { timeoutMs: 60_000 })
+    expect(failed.code).toBe(1)
+    expect(failed.stderr).toMatch(/failed \(exit code 4\)/)
+    expect(failed.stderr).toContain("migration broke")
+    const w = (JSON.parse((await box.run(["status", "--json"])).stdout) as { worlds: Array<WorldJson> }).worlds[0]!
+    writeFileSync(join(w.path, "ok"), "")
+    const again = await box.run(["up", "mig"], { timeoutMs: 60_000 })
+    expect(again.code, again.stderr).toBe(0)
+  })
+})
