@@ -229,7 +229,10 @@ export const parseStatus = (text: string): Array<Change> => {
 const CHECKED_OUT = /already (?:checked out|used by worktree) at '([^']*)'/
 
 export class Git extends Effect.Service<Git>()("berth/Git", {
-  effect: Effect.sync(() => {
+  effect: Effect.gen(function* () {
+    // git's worktree bookkeeping (.git/worktrees) is not safe against concurrent adds and removes in one repository:
+    // one `worktree add` reads another's half-written entry. Worlds start in parallel, so these take turns.
+    const worktreeLock = yield* Effect.makeSemaphore(1)
     const worktrees = Effect.fn("Git.worktrees")(function* (repoRoot: string) {
       return parseWorktreeList(yield* run(repoRoot, ["worktree", "list", "--porcelain", "-z"]))
     })
@@ -363,7 +366,18 @@ export class Git extends Effect.Service<Git>()("berth/Git", {
       return parseStatus(yield* run(worktreePath, ["status", "--porcelain=v1", "-z", "--untracked-files=all"]))
     })
 
-    return { repo, worktrees, validateBranch, branchExists, addWorktree, removeWorktree, changes } as const
+    return {
+      repo,
+      // a listing during another add can read a half-written entry too
+      worktrees: (repoRoot: string) => worktreeLock.withPermits(1)(worktrees(repoRoot)),
+      validateBranch,
+      branchExists,
+      addWorktree: (repoRoot: string, worktreePath: string, branch: string) =>
+        worktreeLock.withPermits(1)(addWorktree(repoRoot, worktreePath, branch)),
+      removeWorktree: (repoRoot: string, worktreePath: string, force: boolean) =>
+        worktreeLock.withPermits(1)(removeWorktree(repoRoot, worktreePath, force)),
+      changes
+    } as const
   }),
   dependencies: []
 }) {}

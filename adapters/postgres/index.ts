@@ -1,0 +1,419 @@
+/**
+ * The `postgres` adapter: each world gets its own database on one shared PostgreSQL server, reached through the
+ * service's `admin_url` (a role allowed to create databases). Ownership is marked on the server itself with the
+ * comment `berth:<name>` on the database, so a database berth did not create is never listed, dropped or reused.
+ * Every verb opens one short-lived connection on the admin URL and always closes it.
+ */
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import pg from "pg"
+import { type Adapter, AdapterError, type AdapterErrorKind, type Slice } from "../contract.js"
+
+const ADAPTER = "postgres"
+/** PostgreSQL truncates longer identifiers silently, which would make two slices collide. */
+const MAX_NAME = 63
+const SAFE_NAME = /^[a-z][a-z0-9_]*$/
+const CONNECT_TIMEOUT_MS = 5_000
+/** Pauses before each retry of a clone whose template is in use, after terminating its sessions. */
+const CLONE_RETRY_DELAYS_MS = [100, 250, 500, 1_000, 2_000] as const
+/** Pauses while waiting for a concurrent provision to write its ownership mark. */
+const MARK_WAIT_DELAYS_MS = [50, 100, 200, 400, 800] as const
+
+/** SQLSTATEs this adapter reacts to. */
+const DUPLICATE_DATABASE = "42P04"
+/** what a CREATE DATABASE racing another one for the same name may get instead of 42P04 (the catalog's index) */
+const UNIQUE_VIOLATION = "23505"
+const OBJECT_IN_USE = "55006"
+const INSUFFICIENT_PRIVILEGE = "42501"
+const AUTHENTICATION_CODES: ReadonlySet<string> = new Set(["28P01", "28000"])
+const NETWORK_CODES: ReadonlySet<string> = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EPIPE"
+])
+
+const fail = (kind: AdapterErrorKind, message: string) => new AdapterError({ adapter: ADAPTER, kind, message })
+
+/** A driver or server error, kept raw until the verb decides what it means (some SQLSTATEs are expected). */
+class PgFailure extends Data.TaggedError("PgFailure")<{
+  readonly phase: "connect" | "query"
+  readonly cause: unknown
+}> {}
+
+/** Where the admin URL points, with what must never be printed. */
+interface Server {
+  readonly url: string
+  /** `host:port`, for messages */
+  readonly location: string
+  /** the admin URL's own database, named by `list` errors */
+  readonly database: string
+  /** the raw and decoded password, scrubbed from every message */
+  readonly secrets: ReadonlyArray<string>
+}
+
+const checkName = (name: string): Effect.Effect<string, AdapterError> =>
+  SAFE_NAME.test(name) && name.length <= MAX_NAME
+    ? Effect.succeed(name)
+    : Effect.fail(
+        fail(
+          "invalid",
+          `refusing database name ${JSON.stringify(name)}: it must match ^[a-z][a-z0-9_]*$ and be at most ${MAX_NAME} characters`
+        )
+      )
+
+const decode = (text: string): string => {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return text
+  }
+}
+
+/** Parses `admin_url` without ever echoing it: it may carry a password. */
+const serverOf = (adminUrl: string | undefined): Effect.Effect<Server, AdapterError> => {
+  if (adminUrl === undefined || adminUrl === "") {
+    return Effect.fail(
+      fail("invalid", 'the postgres adapter needs admin_url to be set (e.g. admin_url = "${env.POSTGRES_ADMIN_URL}")')
+    )
+  }
+  let url: URL
+  try {
+    url = new URL(adminUrl)
+  } catch {
+    return Effect.fail(fail("invalid", "admin_url is not a valid URL (expected postgres://user:password@host:port/db)"))
+  }
+  if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") {
+    return Effect.fail(fail("invalid", `admin_url must be a postgres:// URL, not ${url.protocol}//…`))
+  }
+  const host = url.hostname || url.searchParams.get("host") || "localhost"
+  const database = decode(url.pathname.replace(/^\//, "")) || decode(url.username) || "postgres"
+  const secrets = url.password === "" ? [] : [url.password, decode(url.password)]
+  return Effect.succeed({ url: adminUrl, location: `${host}:${url.port || "5432"}`, database, secrets })
+}
+
+const textOf = (cause: unknown): string => {
+  if (cause instanceof Error) {
+    // a multi-address connect failure is an AggregateError with an empty message and only a code
+    const code = errorCode(cause)
+    return cause.message || code || cause.name
+  }
+  return String(cause)
+}
+
+const errorCode = (cause: unknown): string | undefined =>
+  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
+    ? cause.code
+    : undefined
+
+const sqlState = (failure: PgFailure): string | undefined =>
+  failure.cause instanceof pg.DatabaseError ? failure.cause.code : undefined
+
+const scrub = (server: Server, text: string): string =>
+  server.secrets.reduce((acc, secret) => (secret === "" ? acc : acc.split(secret).join("***")), text)
+
+/** Turns a driver or server error into the adapter's vocabulary, naming the database and server but no password. */
+const classify = (server: Server, action: string, database: string, failure: PgFailure): AdapterError => {
+  const state = sqlState(failure)
+  const code = errorCode(failure.cause)
+  const detail = scrub(server, `${textOf(failure.cause)}${state === undefined ? "" : ` (SQLSTATE ${state})`}`)
+  const what = `${action} database "${database}" on ${server.location}`
+  if (state === undefined && (failure.phase === "connect" || (code !== undefined && NETWORK_CODES.has(code)))) {
+    return fail(
+      "unreachable",
+      `cannot reach PostgreSQL at ${server.location} to ${action} database "${database}": ${detail}`
+    )
+  }
+  if (state !== undefined && AUTHENTICATION_CODES.has(state)) {
+    return fail("authentication", `PostgreSQL refused the admin_url credentials; could not ${what}: ${detail}`)
+  }
+  if (state === INSUFFICIENT_PRIVILEGE) {
+    return fail("grant", `the admin_url role lacks a privilege (it needs CREATEDB); could not ${what}: ${detail}`)
+  }
+  return fail("failed", `could not ${what}: ${detail}`)
+}
+
+/** One connection on the admin URL for the length of the scope; ended even when connecting fails half way. */
+const connect = (server: Server): Effect.Effect<pg.Client, PgFailure, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.tryPromise({
+      try: async () => {
+        const client = new pg.Client({ connectionString: server.url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS })
+        // a connection dropped while idle is reported as an event; unhandled, it would crash the daemon
+        client.on("error", () => undefined)
+        try {
+          await client.connect()
+        } catch (cause) {
+          await client.end().catch(() => undefined)
+          throw cause
+        }
+        return client
+      },
+      catch: (cause) => new PgFailure({ phase: "connect", cause })
+    }),
+    (client) => Effect.promise(() => client.end().catch(() => undefined))
+  )
+
+const query = (
+  client: pg.Client,
+  sql: string,
+  params: ReadonlyArray<string> = []
+): Effect.Effect<ReadonlyArray<Record<string, unknown>>, PgFailure> =>
+  Effect.tryPromise({
+    try: () => client.query<Record<string, unknown>>(sql, [...params]).then((result) => result.rows),
+    catch: (cause) => new PgFailure({ phase: "query", cause })
+  })
+
+/**
+ * Runs a verb on one admin connection; raw driver failures become AdapterErrors naming `database`. The body may
+ * catch `PgFailure`s it expects (a duplicate database, a template in use) before they get here.
+ */
+const withServer = <A>(
+  adminUrl: string | undefined,
+  action: string,
+  database: string,
+  body: (client: pg.Client, server: Server) => Effect.Effect<A, PgFailure | AdapterError>
+): Effect.Effect<A, AdapterError> =>
+  Effect.flatMap(serverOf(adminUrl), (server) =>
+    Effect.scoped(Effect.flatMap(connect(server), (client) => body(client, server))).pipe(
+      Effect.catchTag("PgFailure", (failure) => Effect.fail(classify(server, action, database, failure)))
+    )
+  )
+
+/** Identifiers cannot be parameters in DDL: the name is validated by `checkName` and still always double-quoted. */
+const ident = (name: string): string => `"${name}"`
+const markOf = (name: string): string => `berth:${name}`
+
+type Ownership = "missing" | "ours" | "foreign"
+
+const ownership = (client: pg.Client, name: string): Effect.Effect<Ownership, PgFailure> =>
+  Effect.map(
+    query(client, "SELECT shobj_description(oid, 'pg_database') AS mark FROM pg_database WHERE datname = $1", [name]),
+    (rows) => {
+      const row = rows[0]
+      if (row === undefined) return "missing"
+      return row.mark === markOf(name) ? "ours" : "foreign"
+    }
+  )
+
+/**
+ * Serialises berth's own verbs on one name (session lock, released when the connection ends). Advisory locks are
+ * per database, so callers whose admin URLs name different databases still rely on the duplicate-database path.
+ */
+const lockNames = (client: pg.Client, names: ReadonlyArray<string>): Effect.Effect<void, PgFailure> =>
+  Effect.forEach(
+    [...new Set(names)].sort(),
+    (name) => query(client, "SELECT pg_advisory_lock(hashtext('berth'), hashtext($1))", [name]),
+    { discard: true }
+  )
+
+/** Right after a concurrent CREATE DATABASE the mark may not be written yet: give the winner a moment. */
+const ownershipAfterRace = (client: pg.Client, name: string): Effect.Effect<Ownership, PgFailure> =>
+  Effect.gen(function* () {
+    let state = yield* ownership(client, name)
+    for (const delay of MARK_WAIT_DELAYS_MS) {
+      if (state === "ours" || state === "missing") return state
+      yield* Effect.sleep(Duration.millis(delay))
+      state = yield* ownership(client, name)
+    }
+    return state
+  })
+
+/** Writes the ownership mark; should that fail, the fresh unmarked database is dropped so a retry starts clean. */
+const mark = (client: pg.Client, name: string): Effect.Effect<void, PgFailure> =>
+  query(client, `COMMENT ON DATABASE ${ident(name)} IS '${markOf(name)}'`).pipe(
+    Effect.tapError(() => Effect.ignore(query(client, `DROP DATABASE IF EXISTS ${ident(name)}`))),
+    Effect.asVoid
+  )
+
+const serverVersion = (client: pg.Client): Effect.Effect<number, PgFailure> =>
+  Effect.map(query(client, "SELECT current_setting('server_version_num') AS version"), (rows) =>
+    Number(rows[0]?.version ?? 0)
+  )
+
+/** Drops an owned database; WITH (FORCE) (PostgreSQL 13+) ends its sessions first. */
+const drop = (client: pg.Client, name: string): Effect.Effect<void, PgFailure> =>
+  Effect.gen(function* () {
+    if ((yield* serverVersion(client)) >= 130_000) {
+      yield* query(client, `DROP DATABASE IF EXISTS ${ident(name)} WITH (FORCE)`)
+      return
+    }
+    yield* terminateSessions(client, name)
+    yield* query(client, `DROP DATABASE IF EXISTS ${ident(name)}`)
+  })
+
+const terminateSessions = (client: pg.Client, name: string): Effect.Effect<void, PgFailure> =>
+  Effect.asVoid(
+    query(
+      client,
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+      [name]
+    )
+  )
+
+const provision = (slice: Slice): Effect.Effect<boolean, AdapterError> =>
+  Effect.flatMap(checkName(slice.name), (name) =>
+    withServer(slice.adminUrl, "provision", name, (client, server) =>
+      Effect.gen(function* () {
+        const taken = fail(
+          "taken",
+          `database "${name}" already exists on ${server.location} and is not a berth slice; drop it or pick another name`
+        )
+        yield* lockNames(client, [name])
+        const before = yield* ownership(client, name)
+        if (before === "ours") return false
+        if (before === "foreign") return yield* Effect.fail(taken)
+        const created = yield* query(client, `CREATE DATABASE ${ident(name)}`).pipe(
+          Effect.as(true),
+          Effect.catchIf(
+            (failure) => sqlState(failure) === DUPLICATE_DATABASE || sqlState(failure) === UNIQUE_VIOLATION,
+            () => Effect.succeed(false)
+          )
+        )
+        if (created) {
+          yield* mark(client, name)
+          return true
+        }
+        // someone else created it between our look and our CREATE: whose is it?
+        const after = yield* ownershipAfterRace(client, name)
+        if (after === "ours") return false
+        return yield* Effect.fail(
+          after === "foreign"
+            ? taken
+            : fail("failed", `database "${name}" on ${server.location} appeared and vanished during provision; retry`)
+        )
+      })
+    )
+  )
+
+const resolveUrl = (slice: Slice): Effect.Effect<string, AdapterError> =>
+  Effect.gen(function* () {
+    const name = yield* checkName(slice.name)
+    const server = yield* serverOf(slice.adminUrl)
+    const url = new URL(server.url)
+    url.pathname = `/${name}`
+    return url.href
+  })
+
+const teardown = (slice: Slice): Effect.Effect<void, AdapterError> =>
+  Effect.flatMap(checkName(slice.name), (name) =>
+    withServer(slice.adminUrl, "tear down", name, (client, server) =>
+      Effect.gen(function* () {
+        yield* lockNames(client, [name])
+        const state = yield* ownership(client, name)
+        if (state === "missing") return
+        if (state === "foreign") {
+          return yield* Effect.fail(
+            fail("not-owned", `database "${name}" on ${server.location} is not a berth slice; leaving it alone`)
+          )
+        }
+        yield* drop(client, name)
+      })
+    )
+  )
+
+/**
+ * `CREATE DATABASE … TEMPLATE` refuses while anyone is connected to the template (after waiting ~5 s itself): end
+ * those sessions and try again, a few times, since an app with a pool may reconnect straight away.
+ */
+const copyFrom = (
+  client: pg.Client,
+  server: Server,
+  source: string,
+  target: string
+): Effect.Effect<void, PgFailure | AdapterError> =>
+  Effect.gen(function* () {
+    // FILE_COPY (15+) copies files instead of WAL-logging every block: much faster for large templates
+    const strategy = (yield* serverVersion(client)) >= 150_000 ? " STRATEGY FILE_COPY" : ""
+    const create = query(client, `CREATE DATABASE ${ident(target)} TEMPLATE ${ident(source)}${strategy}`)
+    const inUse = (failure: PgFailure) => sqlState(failure) === OBJECT_IN_USE
+    for (const delay of CLONE_RETRY_DELAYS_MS) {
+      const done = yield* create.pipe(
+        Effect.as(true),
+        Effect.catchIf(inUse, () => Effect.succeed(false))
+      )
+      if (done) return
+      yield* terminateSessions(client, source)
+      yield* Effect.sleep(Duration.millis(delay))
+    }
+    yield* create.pipe(
+      Effect.catchIf(inUse, () =>
+        Effect.fail(
+          fail(
+            "failed",
+            `cannot clone database "${source}" into "${target}" on ${server.location}: "${source}" is still in use by other sessions after ${CLONE_RETRY_DELAYS_MS.length} attempts to end them; stop whatever keeps reconnecting to it and retry`
+          )
+        )
+      )
+    )
+  })
+
+const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
+  Effect.gen(function* () {
+    const source = yield* checkName(from.name)
+    const target = yield* checkName(to.name)
+    if (source === target) return yield* Effect.fail(fail("invalid", `cannot clone database "${source}" onto itself`))
+    yield* withServer(to.adminUrl ?? from.adminUrl, "clone into", target, (client, server) =>
+      Effect.gen(function* () {
+        yield* lockNames(client, [source, target])
+        const sourceState = yield* ownership(client, source)
+        if (sourceState === "missing") {
+          return yield* Effect.fail(
+            fail(
+              "failed",
+              `cannot clone: database "${source}" does not exist on ${server.location} (provision it first)`
+            )
+          )
+        }
+        if (sourceState === "foreign") {
+          return yield* Effect.fail(
+            fail("not-owned", `cannot clone: database "${source}" on ${server.location} is not a berth slice`)
+          )
+        }
+        const targetState = yield* ownership(client, target)
+        if (targetState === "foreign") {
+          return yield* Effect.fail(
+            fail(
+              "not-owned",
+              `cannot clone: database "${target}" on ${server.location} exists and is not a berth slice; leaving it alone`
+            )
+          )
+        }
+        // the target was provisioned empty (or holds an older copy): replace it
+        if (targetState === "ours") yield* drop(client, target)
+        yield* copyFrom(client, server, source, target)
+        // comments are not copied with a template: mark the copy as its own slice
+        yield* mark(client, target)
+      })
+    )
+  })
+
+const list = (
+  scope: Pick<Slice, "storage" | "adminUrl" | "options">
+): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
+  Effect.flatMap(serverOf(scope.adminUrl), (server) =>
+    withServer(scope.adminUrl, "list slices from", server.database, (client) =>
+      Effect.map(
+        query(
+          client,
+          "SELECT datname FROM pg_database WHERE shobj_description(oid, 'pg_database') = 'berth:' || datname ORDER BY datname"
+        ),
+        (rows) => rows.map((row) => String(row.datname))
+      )
+    )
+  )
+
+export const postgresAdapter: Adapter = {
+  capabilities: { clone: true },
+  provision,
+  resolve: resolveUrl,
+  teardown,
+  clone,
+  list
+}
