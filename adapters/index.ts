@@ -4,11 +4,13 @@
  */
 import type { Adapter } from "./contract.js"
 import { dirAdapter } from "./dir/index.js"
+import { postgresAdapter } from "./postgres/index.js"
 import { sqliteAdapter } from "./sqlite/index.js"
 
 export const implementations: ReadonlyMap<string, Adapter> = new Map<string, Adapter>([
   ["sqlite", sqliteAdapter],
-  ["dir", dirAdapter]
+  ["dir", dirAdapter],
+  ["postgres", postgresAdapter]
 ])
 
 export { AdapterError, type Adapter, type Slice } from "./contract.js"

@@ -34,7 +34,7 @@ const main = await esbuild.build({
   banner: { js: "(function (exports, require, module, __filename, __dirname, __berthImportMeta) {" },
   footer: { js: "})" },
   // native addon: resolved from node_modules at run time
-  external: ["better-sqlite3"],
+  external: ["better-sqlite3", "pg-native"],
   // import() inside vm-compiled code needs Node's experimental vm loader (which warns): require() externals instead
   supported: { "dynamic-import": false },
   define: { BERTH_VERSION: version, BERTH_BUILD: build, "import.meta": "__berthImportMeta" }

@@ -162,6 +162,12 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
 
     const ensureWorktree = (w: WorldRow) =>
       Effect.gen(function* () {
+        yield* ensureWorktreeFolder(w)
+        if (!w.worktreeReady) yield* registry.markWorktreeReady(worldId)
+      })
+
+    const ensureWorktreeFolder = (w: WorldRow) =>
+      Effect.gen(function* () {
         if (existsSync(w.path)) return
         if (w.isMain) return yield* new InvalidRequest({ reason: `the main checkout ${w.path} is missing` })
         yield* git

@@ -316,6 +316,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
           observed: w.observed,
           isMain: w.isMain,
           pathExists,
+          worktreeReady: w.worktreeReady,
           hasActor,
           liveProcesses: live
         })

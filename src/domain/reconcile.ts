@@ -11,6 +11,8 @@ export interface WorldFacts {
   readonly isMain: boolean
   /** the worktree folder exists */
   readonly pathExists: boolean
+  /** the worktree folder has existed: a new world's is still being made */
+  readonly worktreeReady: boolean
   /** a WorldActor of this daemon looks after the world already */
   readonly hasActor: boolean
   /** recorded processes of the world that are still alive (pid and start time match) */
@@ -28,7 +30,7 @@ export type ReconcileAction =
   | "stop-strays"
 
 export const decide = (f: WorldFacts): ReconcileAction => {
-  if (!f.pathExists && !f.isMain && f.observed !== "removing") return "teardown"
+  if (f.worktreeReady && !f.pathExists && !f.isMain && f.observed !== "removing") return "teardown"
   if (f.hasActor) return "none"
   // a failed world stays failed until the user's next `up`: a crash loop must not become a retry loop
   if (f.desired === "up" && f.observed !== "failed") return "adopt"

@@ -88,6 +88,8 @@ const migrations = {
     const sql = yield* SqlClient.SqlClient
     // what the last `up` selected, so that a daemon restart brings back the same services
     yield* sql`ALTER TABLE worlds ADD COLUMN selection TEXT`
+    // set once the world's worktree has existed: only then does a missing folder mean it was deleted
+    yield* sql`ALTER TABLE worlds ADD COLUMN worktree_ready INTEGER NOT NULL DEFAULT 0`
     // ownership: berth drops only the slices recorded here
     yield* sql`CREATE TABLE slices (
       world_id INTEGER NOT NULL REFERENCES worlds(id) ON DELETE CASCADE,
@@ -95,6 +97,8 @@ const migrations = {
       adapter TEXT NOT NULL,
       name TEXT NOT NULL,
       url TEXT,
+      -- the resolved admin_url: teardown and gc need it when no CLI environment is at hand (state.db is 0600)
+      admin_url TEXT,
       created_at INTEGER NOT NULL,
       PRIMARY KEY (world_id, service)
     )`
@@ -124,6 +128,8 @@ export interface WorldRow {
   readonly observed: WorldState
   readonly reason: string | null
   readonly setupDone: boolean
+  /** the worktree folder has existed (a new world's may not yet) */
+  readonly worktreeReady: boolean
   /** the services and groups the last `up` selected (none: all) */
   readonly selection: { readonly services: ReadonlyArray<string>; readonly groups: ReadonlyArray<string> }
   readonly createdAt: number
@@ -149,6 +155,8 @@ export interface SliceRow {
   readonly name: string
   /** the address, once provisioned */
   readonly url: string | null
+  /** the server it was made on (resolved admin_url), for teardown without the user's environment */
+  readonly adminUrl: string | null
 }
 
 export interface LeaseRow {
@@ -173,6 +181,7 @@ interface WorldRecord {
   readonly reason: string | null
   readonly setup_done: number
   readonly selection: string | null
+  readonly worktree_ready: number | undefined
   readonly created_at: number
   readonly started_at: number | null
 }
@@ -191,6 +200,7 @@ const toWorld = (r: WorldRecord): WorldRow => ({
   observed: r.observed as WorldState,
   reason: r.reason,
   setupDone: r.setup_done === 1,
+  worktreeReady: r.worktree_ready === 1,
   selection: r.selection === null ? { services: [], groups: [] } : (JSON.parse(r.selection) as WorldRow["selection"]),
   createdAt: r.created_at,
   startedAt: r.started_at
@@ -285,6 +295,9 @@ const makeRegistry = Effect.gen(function* () {
     selection: { readonly services: ReadonlyArray<string>; readonly groups: ReadonlyArray<string> }
   ) => sql`UPDATE worlds SET selection = ${JSON.stringify(selection)} WHERE id = ${id}`.pipe(Effect.asVoid)
 
+  const markWorktreeReady = (id: number) =>
+    sql`UPDATE worlds SET worktree_ready = 1 WHERE id = ${id}`.pipe(Effect.asVoid)
+
   const markSetupDone = (id: number) => sql`UPDATE worlds SET setup_done = 1 WHERE id = ${id}`.pipe(Effect.asVoid)
 
   const deleteWorld = (id: number) => sql`DELETE FROM worlds WHERE id = ${id}`.pipe(Effect.asVoid)
@@ -328,14 +341,15 @@ const makeRegistry = Effect.gen(function* () {
   })
 
   const slices = Effect.fn("Registry.slices")(function* (worldId: number) {
-    return yield* sql<SliceRow>`SELECT world_id AS worldId, service, adapter, name, url FROM slices
+    return yield* sql<SliceRow>`SELECT world_id AS worldId, service, adapter, name, url, admin_url AS adminUrl FROM slices
       WHERE world_id = ${worldId} ORDER BY rowid`
   })
 
   const recordSlice = (s: SliceRow) =>
-    sql`INSERT INTO slices (world_id, service, adapter, name, url, created_at) VALUES (${s.worldId}, ${s.service},
-      ${s.adapter}, ${s.name}, ${s.url}, ${Date.now()}) ON CONFLICT (world_id, service) DO UPDATE SET
-      adapter = excluded.adapter, name = excluded.name, url = COALESCE(excluded.url, url)`.pipe(Effect.asVoid)
+    sql`INSERT INTO slices (world_id, service, adapter, name, url, admin_url, created_at) VALUES (${s.worldId},
+      ${s.service}, ${s.adapter}, ${s.name}, ${s.url}, ${s.adminUrl}, ${Date.now()}) ON CONFLICT (world_id, service)
+      DO UPDATE SET adapter = excluded.adapter, name = excluded.name, url = COALESCE(excluded.url, url),
+      admin_url = COALESCE(excluded.admin_url, admin_url)`.pipe(Effect.asVoid)
 
   const forgetSlice = (worldId: number, service: string) =>
     sql`DELETE FROM slices WHERE world_id = ${worldId} AND service = ${service}`.pipe(Effect.asVoid)
@@ -370,6 +384,7 @@ const makeRegistry = Effect.gen(function* () {
     setDesired: orInternal(setDesired),
     setObserved: orInternal(setObserved),
     markSetupDone: orInternal(markSetupDone),
+    markWorktreeReady: orInternal(markWorktreeReady),
     setSelection: orInternal(setSelection),
     setPath: orInternal(setPath),
     deleteWorld: orInternal(deleteWorld),

@@ -75,7 +75,13 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
         const adapter = yield* implementation(service.adapter)
         const slice = describe(world, service, env)
         // recorded before it exists: a crash mid-provision leaves a row that teardown (or gc) can act on
-        const row = { worldId: world.id, service: service.name, adapter: service.adapter, name: slice.name }
+        const row = {
+          worldId: world.id,
+          service: service.name,
+          adapter: service.adapter,
+          name: slice.name,
+          adminUrl: slice.adminUrl ?? null
+        }
         yield* registry.recordSlice({ ...row, url: null })
         const created = yield* adapter
           .provision(slice)
@@ -108,19 +114,18 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
         if (only !== undefined && !only.has(row.service)) continue
         const adapter = yield* implementation(row.adapter)
         const service = byName.get(row.service)
-        const slice: Slice =
-          service === undefined
-            ? {
-                adapter: row.adapter,
-                project: world.project,
-                world: world.name,
-                service: row.service,
-                name: row.name,
-                storage: join(home.root, "slices", world.project),
-                adminUrl: undefined,
-                options: {}
-              }
-            : { ...describe(world, service, env), name: row.name }
+        // the server recorded at provision time wins: the config or the environment may have changed since
+        const described = service === undefined ? undefined : describe(world, service, env)
+        const slice: Slice = {
+          adapter: row.adapter,
+          project: world.project,
+          world: world.name,
+          service: row.service,
+          name: row.name,
+          storage: join(home.root, "slices", world.project),
+          adminUrl: row.adminUrl ?? described?.adminUrl,
+          options: described?.options ?? {}
+        }
         yield* adapter.teardown(slice).pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
         yield* registry.forgetSlice(world.id, row.service)
       }

@@ -84,4 +84,39 @@ describe("slices of embedded stores", () => {
     const again = await box.run(["up", "mig"], { timeoutMs: 60_000 })
     expect(again.code, again.stderr).toBe(0)
   })
+
+  it("gives each world its own PostgreSQL database on the shared server, dropped on remove", async () => {
+    const { default: pg } = await import("pg")
+    const box = await boxes.project({
+      "berth.toml": `[project]\nname = "pgshop${process.pid}"\n\n[services.db]\nadapter = "postgres"\nadmin_url = "\${env.POSTGRES_ADMIN_URL}"\nmigrate = "echo migrating \${db.url}"\n`
+    })
+    const admin = "postgres://postgres@127.0.0.1:5432/postgres"
+    const run = (args: Array<string>) => box.run(args, { env: { POSTGRES_ADMIN_URL: admin }, timeoutMs: 60_000 })
+    for (const world of ["one", "two"]) {
+      const r = await run(["up", world])
+      expect(r.code, r.stderr).toBe(0)
+    }
+    const one = JSON.parse((await run(["env", "one", "--json"])).stdout) as Record<string, string>
+    const two = JSON.parse((await run(["env", "two", "--json"])).stdout) as Record<string, string>
+    expect(one.DB_URL).toMatch(/^postgres:\/\/postgres@127\.0\.0\.1:5432\/pgshop\d+_one_db$/)
+    expect(one.DB_URL).not.toBe(two.DB_URL)
+    const write = new pg.Client({ connectionString: one.DB_URL })
+    await write.connect()
+    await write.query("CREATE TABLE t (x int); INSERT INTO t VALUES (1)")
+    await write.end()
+    const read = new pg.Client({ connectionString: two.DB_URL })
+    await read.connect()
+    const seen = await read.query("SELECT to_regclass('public.t') AS t")
+    await read.end()
+    expect(seen.rows[0]).toEqual({ t: null })
+    for (const world of ["one", "two"]) {
+      const r = await run(["remove", world, "--force"])
+      expect(r.code, r.stderr).toBe(0)
+    }
+    const check = new pg.Client({ connectionString: admin })
+    await check.connect()
+    const left = await check.query("SELECT datname FROM pg_database WHERE datname LIKE $1", [`pgshop${process.pid}%`])
+    await check.end()
+    expect(left.rows).toEqual([])
+  })
 })

@@ -6,6 +6,7 @@ const facts = (f: Partial<WorldFacts>): WorldFacts => ({
   observed: "running",
   isMain: false,
   pathExists: true,
+  worktreeReady: true,
   hasActor: false,
   liveProcesses: 0,
   ...f
@@ -18,6 +19,11 @@ describe("reconcile.decide", () => {
     ["a world an actor already runs is left alone", { hasActor: true, liveProcesses: 3 }, "none"],
     ["a failed world stays failed", { observed: "failed" }, "none"],
     ["a deleted worktree is torn down", { pathExists: false, liveProcesses: 2 }, "teardown"],
+    [
+      "a new world whose worktree is still being made is left alone",
+      { pathExists: false, worktreeReady: false, hasActor: true },
+      "none"
+    ],
     ["a deleted worktree is torn down even when an actor has it", { pathExists: false, hasActor: true }, "teardown"],
     ["the main checkout is never torn down for a missing folder", { pathExists: false, isMain: true }, "adopt"],
     ["a world being removed is not torn down twice", { pathExists: false, observed: "removing" }, "adopt"],
