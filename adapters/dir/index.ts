@@ -10,13 +10,14 @@ import { cp, writeFile } from "node:fs/promises"
 import { basename, dirname, join, resolve } from "node:path"
 import * as Effect from "effect/Effect"
 import { type Adapter, AdapterError, type AdapterErrorKind, type Slice } from "../contract.js"
+import { checkStorageName, describeCause, errorCode } from "../shared.js"
 
 const ADAPTER = "dir"
 const MARKER = ".berth-slice"
 
 const fail = (kind: AdapterErrorKind, message: string) => new AdapterError({ adapter: ADAPTER, kind, message })
 
-const describe = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
+const describe = describeCause
 
 /** An `AdapterError` raised inside a step passes through; anything else is "failed", naming the folder and the step. */
 const mapError =
@@ -30,21 +31,7 @@ const attempt = <A>(action: string, folder: string, thunk: () => A): Effect.Effe
 const attemptPromise = <A>(action: string, folder: string, thunk: () => Promise<A>): Effect.Effect<A, AdapterError> =>
   Effect.tryPromise({ try: thunk, catch: mapError(action, folder) })
 
-const errorCode = (cause: unknown): string | undefined =>
-  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
-    ? cause.code
-    : undefined
-
-/** `name` is already a safe identifier; this is the belt to its braces, so no name can leave (or be) `storage`. */
-const checkName = (name: string): Effect.Effect<string, AdapterError> =>
-  name === "" ||
-  name.includes("/") ||
-  name.includes("\\") ||
-  name.includes("..") ||
-  name.includes("\0") ||
-  name.startsWith(".")
-    ? Effect.fail(fail("invalid", `refusing slice name ${JSON.stringify(name)}: it could escape the storage folder`))
-    : Effect.succeed(name)
+const checkName = (name: string): Effect.Effect<string, AdapterError> => checkStorageName(ADAPTER, name)
 
 const folderOf = (slice: Pick<Slice, "storage" | "name">): Effect.Effect<string, AdapterError> =>
   Effect.map(checkName(slice.name), (name) => join(resolve(slice.storage), name))

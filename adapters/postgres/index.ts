@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import pg from "pg"
 import { type Adapter, AdapterError, type AdapterErrorKind, type Slice } from "../contract.js"
+import { errorCode } from "../shared.js"
 
 const ADAPTER = "postgres"
 /** PostgreSQL truncates longer identifiers silently, which would make two slices collide. */
@@ -106,11 +107,6 @@ const textOf = (cause: unknown): string => {
   }
   return String(cause)
 }
-
-const errorCode = (cause: unknown): string | undefined =>
-  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
-    ? cause.code
-    : undefined
 
 const sqlState = (failure: PgFailure): string | undefined =>
   failure.cause instanceof pg.DatabaseError ? failure.cause.code : undefined

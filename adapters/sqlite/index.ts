@@ -22,6 +22,7 @@ import { basename, dirname, join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import * as Effect from "effect/Effect"
 import { type Adapter, AdapterError, type AdapterErrorKind, type Slice } from "../contract.js"
+import { checkStorageName, describeCause, errorCode } from "../shared.js"
 
 /** The few better-sqlite3 calls this adapter makes (the package ships no types here). */
 interface Statement {
@@ -58,7 +59,7 @@ const COMPANIONS = ["-wal", "-shm", "-journal"] as const
 
 const fail = (kind: AdapterErrorKind, message: string) => new AdapterError({ adapter: ADAPTER, kind, message })
 
-const describe = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
+const describe = describeCause
 
 /**
  * Runs a synchronous step; an `AdapterError` thrown inside passes through as is, anything else becomes a "failed"
@@ -71,21 +72,7 @@ const attempt = <A>(action: string, file: string, thunk: () => A): Effect.Effect
       cause instanceof AdapterError ? cause : fail("failed", `could not ${action} ${file}: ${describe(cause)}`)
   })
 
-const errorCode = (cause: unknown): string | undefined =>
-  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
-    ? cause.code
-    : undefined
-
-/** `name` is already a safe identifier; this is the belt to its braces, so no name can leave `storage`. */
-const checkName = (name: string): Effect.Effect<string, AdapterError> =>
-  name === "" ||
-  name.includes("/") ||
-  name.includes("\\") ||
-  name.includes("..") ||
-  name.includes("\0") ||
-  name.startsWith(".")
-    ? Effect.fail(fail("invalid", `refusing slice name ${JSON.stringify(name)}: it could escape the storage folder`))
-    : Effect.succeed(name)
+const checkName = (name: string): Effect.Effect<string, AdapterError> => checkStorageName(ADAPTER, name)
 
 const fileOf = (slice: Pick<Slice, "storage" | "name">): Effect.Effect<string, AdapterError> =>
   Effect.map(checkName(slice.name), (name) => join(resolve(slice.storage), `${name}${SUFFIX}`))
