@@ -119,4 +119,31 @@ describe("slices of embedded stores", () => {
     await check.end()
     expect(left.rows).toEqual([])
   })
+  it("gives each world its own Redis database, flushed and freed on remove", async () => {
+    const { Redis } = await import("ioredis")
+    const box = await boxes.project({
+      "berth.toml": `[project]\nname = "rshop${process.pid}"\n\n[services.cache]\nadapter = "redis"\nadmin_url = "redis://127.0.0.1:6379"\n`
+    })
+    for (const world of ["one", "two"]) {
+      const r = await box.run(["up", world], { timeoutMs: 60_000 })
+      expect(r.code, r.stderr).toBe(0)
+    }
+    const one = JSON.parse((await box.run(["env", "one", "--json"])).stdout) as Record<string, string>
+    const two = JSON.parse((await box.run(["env", "two", "--json"])).stdout) as Record<string, string>
+    expect(one.CACHE_URL).toMatch(/^redis:\/\/127\.0\.0\.1:6379\/\d+$/)
+    expect(one.CACHE_URL).not.toBe(two.CACHE_URL)
+    const a = new Redis(one.CACHE_URL!)
+    const b = new Redis(two.CACHE_URL!)
+    await a.set("greeting", "from one")
+    expect(await b.get("greeting")).toBeNull()
+    a.disconnect()
+    b.disconnect()
+    for (const world of ["one", "two"]) {
+      const r = await box.run(["remove", world, "--force"])
+      expect(r.code, r.stderr).toBe(0)
+    }
+    const check = new Redis(one.CACHE_URL!)
+    expect(await check.get("greeting")).toBeNull()
+    check.disconnect()
+  })
 })
