@@ -8,6 +8,18 @@ export const errorCode = (cause: unknown): string | undefined =>
     ? cause.code
     : undefined
 
+/** Error codes that mean the server could not be reached at all (kind "unreachable"). */
+export const NETWORK_CODES: ReadonlySet<string> = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EPIPE"
+])
+
 export const describeCause = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
 
 /**

@@ -10,7 +10,7 @@ import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import pg from "pg"
 import { type Adapter, AdapterError, type AdapterErrorKind, type Slice } from "../contract.js"
-import { errorCode } from "../shared.js"
+import { NETWORK_CODES, errorCode } from "../shared.js"
 
 const ADAPTER = "postgres"
 /** PostgreSQL truncates longer identifiers silently, which would make two slices collide. */
@@ -29,16 +29,6 @@ const UNIQUE_VIOLATION = "23505"
 const OBJECT_IN_USE = "55006"
 const INSUFFICIENT_PRIVILEGE = "42501"
 const AUTHENTICATION_CODES: ReadonlySet<string> = new Set(["28P01", "28000"])
-const NETWORK_CODES: ReadonlySet<string> = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ETIMEDOUT",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "EPIPE"
-])
 
 const fail = (kind: AdapterErrorKind, message: string) => new AdapterError({ adapter: ADAPTER, kind, message })
 

@@ -15,7 +15,7 @@ import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import { type Adapter, AdapterError, type AdapterErrorKind, type Slice } from "../contract.js"
-import { describeCause, errorCode } from "../shared.js"
+import { NETWORK_CODES, describeCause, errorCode } from "../shared.js"
 
 const ADAPTER = "redis"
 const DEFAULT_URL = "redis://127.0.0.1:6379"
@@ -34,17 +34,6 @@ const PREFIXES_KEY = "berth:prefixes"
 /** no `:` (it ends the prefix) and no glob characters (the prefix is used in SCAN MATCH) */
 const SAFE_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/
 const MAX_NAME = 200
-
-const NETWORK_CODES: ReadonlySet<string> = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ETIMEDOUT",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "EPIPE"
-])
 
 type Mode = "db" | "prefix"
 
