@@ -15,6 +15,11 @@ export interface Slice {
   readonly service: string
   /** a safe identifier for the slice (`<project>_<world slug>_<service>`), unique per server */
   readonly name: string
+  /**
+   * which berth installation (BERTH_HOME) made it: part of the server-side mark, so that `list` (and so gc) only ever
+   * sees this installation's slices on a server that several share
+   */
+  readonly owner: string
   /** where embedded adapters keep their slices: a folder under BERTH_HOME, created 0700 */
   readonly storage: string
   /** the resolved `admin_url`, when the service has one (never logged) */
@@ -36,6 +41,9 @@ export class AdapterError extends Data.TaggedError("AdapterError")<{
   readonly message: string
 }> {}
 
+/** where `list` looks, and whose slices it returns */
+export type ListScope = Pick<Slice, "storage" | "adminUrl" | "options" | "owner">
+
 export interface Adapter {
   readonly capabilities: Capabilities
   /** creates the slice if it does not exist; true when it was created now */
@@ -44,10 +52,8 @@ export interface Adapter {
   readonly resolve: (slice: Slice) => Effect.Effect<string, AdapterError>
   /** drops the slice if it exists (and is ours) */
   readonly teardown: (slice: Slice) => Effect.Effect<void, AdapterError>
-  /** makes `to` a copy of `from` (both owned); only when `capabilities.clone` */
+  /** makes `to` a copy of `from`; `to` may exist (owned) and is then replaced; only when `capabilities.clone` */
   readonly clone: (from: Slice, to: Slice) => Effect.Effect<void, AdapterError>
   /** the names of the slices this adapter owns in `scope` (for gc) */
-  readonly list: (
-    scope: Pick<Slice, "storage" | "adminUrl" | "options">
-  ) => Effect.Effect<ReadonlyArray<string>, AdapterError>
+  readonly list: (scope: ListScope) => Effect.Effect<ReadonlyArray<string>, AdapterError>
 }

@@ -1,10 +1,12 @@
 /**
- * The built-in adapter implementations, by family (aliases share one: see `src/domain/adapters.ts`). A family not
- * here yet, or an adapter name berth does not know, is for an external `berth-adapter-<name>` executable.
+ * The built-in adapter implementations, by family (aliases share one: see `src/domain/adapters.ts`). An adapter name
+ * berth does not know is served by an external `berth-adapter-<name>` executable (`external/`).
  */
 import type { Adapter } from "./contract.js"
 import { dirAdapter } from "./dir/index.js"
+import { mysqlAdapter } from "./mysql/index.js"
 import { postgresAdapter } from "./postgres/index.js"
+import { rabbitmqAdapter } from "./rabbitmq/index.js"
 import { redisAdapter } from "./redis/index.js"
 import { sqliteAdapter } from "./sqlite/index.js"
 
@@ -12,6 +14,8 @@ export const implementations: ReadonlyMap<string, Adapter> = new Map<string, Ada
   ["sqlite", sqliteAdapter],
   ["dir", dirAdapter],
   ["postgres", postgresAdapter],
+  ["mysql", mysqlAdapter],
+  ["rabbitmq", rabbitmqAdapter],
   ["redis", redisAdapter]
 ])
 

@@ -86,6 +86,21 @@ await esbuild.build({
   metafile: false
 })
 
+// the adapter SDK (`berth/adapter-sdk`) for third parties' `berth-adapter-<name>` executables: standalone, since an
+// adapter should start fast and must not need berth's dependencies; its types come with build:types
+const sdk = await esbuild.build({
+  ...shared,
+  minify: false,
+  entryPoints: { "adapter-sdk": "src/adapter-sdk/index.ts" },
+  outdir: "dist",
+  outExtension: { ".js": ".mjs" },
+  format: "esm",
+  write: true
+})
+const sdkInputs = Object.keys(sdk.metafile.inputs)
+if (sdkInputs.length !== 1)
+  throw new Error(`dist/adapter-sdk.mjs must stand alone, but it bundles ${sdkInputs.join(", ")}`)
+
 if (process.argv.includes("--analyze")) {
   console.log(await esbuild.analyzeMetafile(main.metafile))
 }

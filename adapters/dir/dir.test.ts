@@ -34,10 +34,11 @@ const sliceOf = (storage: string, name: string): Slice => ({
   name,
   storage,
   adminUrl: undefined,
-  options: {}
+  options: {},
+  owner: "t"
 })
 
-const scopeOf = (storage: string) => ({ storage, adminUrl: undefined, options: {} })
+const scopeOf = (storage: string) => ({ storage, adminUrl: undefined, options: {}, owner: "t" })
 
 describe("dirAdapter", () => {
   it("declares clone", () => {

@@ -9,7 +9,7 @@ import { chmodSync, constants as fsConstants, lstatSync, mkdirSync, readdirSync,
 import { cp, writeFile } from "node:fs/promises"
 import { basename, dirname, join, resolve } from "node:path"
 import * as Effect from "effect/Effect"
-import { type Adapter, AdapterError, type AdapterErrorKind, type Slice } from "../contract.js"
+import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
 import { checkStorageName, describeCause, errorCode } from "../shared.js"
 
 const ADAPTER = "dir"
@@ -157,9 +157,7 @@ const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
     }).pipe(Effect.ensuring(Effect.sync(() => rmSync(scratch, { recursive: true, force: true }))))
   })
 
-const list = (
-  scope: Pick<Slice, "storage" | "adminUrl" | "options">
-): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
+const list = (scope: ListScope): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
   attempt("list", resolve(scope.storage), () => {
     const storage = resolve(scope.storage)
     let entries: ReadonlyArray<string>

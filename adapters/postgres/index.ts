@@ -1,7 +1,8 @@
 /**
  * The `postgres` adapter: each world gets its own database on one shared PostgreSQL server, reached through the
  * service's `admin_url` (a role allowed to create databases). Ownership is marked on the server itself with the
- * comment `berth:<name>` on the database, so a database berth did not create is never listed, dropped or reused.
+ * comment `berth:<owner>:<name>` on the database (owner: the berth installation), so a database berth did not create
+ * — or another installation created — is never listed, dropped or reused.
  * Every verb opens one short-lived connection on the admin URL and always closes it.
  */
 import * as Data from "effect/Data"
@@ -9,7 +10,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import pg from "pg"
-import { type Adapter, AdapterError, type AdapterErrorKind, type Slice } from "../contract.js"
+import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
 import { NETWORK_CODES, errorCode } from "../shared.js"
 
 const ADAPTER = "postgres"
@@ -58,6 +59,11 @@ const checkName = (name: string): Effect.Effect<string, AdapterError> =>
           `refusing database name ${JSON.stringify(name)}: it must match ^[a-z][a-z0-9_]*$ and be at most ${MAX_NAME} characters`
         )
       )
+
+const checkSlice = (slice: Pick<Slice, "name" | "owner">): Effect.Effect<string, AdapterError> =>
+  SAFE_OWNER.test(slice.owner)
+    ? checkName(slice.name)
+    : Effect.fail(fail("invalid", `refusing owner ${JSON.stringify(slice.owner)}: it must match ^[a-z0-9_]+$`))
 
 const decode = (text: string): string => {
   try {
@@ -174,17 +180,19 @@ const withServer = <A>(
 
 /** Identifiers cannot be parameters in DDL: the name is validated by `checkName` and still always double-quoted. */
 const ident = (name: string): string => `"${name}"`
-const markOf = (name: string): string => `berth:${name}`
+/** owners and names are both `[a-z0-9_]`: the mark needs no quoting beyond the literal's own */
+const markOf = (owner: string, name: string): string => `berth:${owner}:${name}`
+const SAFE_OWNER = /^[a-z0-9_]+$/
 
 type Ownership = "missing" | "ours" | "foreign"
 
-const ownership = (client: pg.Client, name: string): Effect.Effect<Ownership, PgFailure> =>
+const ownership = (client: pg.Client, owner: string, name: string): Effect.Effect<Ownership, PgFailure> =>
   Effect.map(
     query(client, "SELECT shobj_description(oid, 'pg_database') AS mark FROM pg_database WHERE datname = $1", [name]),
     (rows) => {
       const row = rows[0]
       if (row === undefined) return "missing"
-      return row.mark === markOf(name) ? "ours" : "foreign"
+      return row.mark === markOf(owner, name) ? "ours" : "foreign"
     }
   )
 
@@ -200,20 +208,20 @@ const lockNames = (client: pg.Client, names: ReadonlyArray<string>): Effect.Effe
   )
 
 /** Right after a concurrent CREATE DATABASE the mark may not be written yet: give the winner a moment. */
-const ownershipAfterRace = (client: pg.Client, name: string): Effect.Effect<Ownership, PgFailure> =>
+const ownershipAfterRace = (client: pg.Client, owner: string, name: string): Effect.Effect<Ownership, PgFailure> =>
   Effect.gen(function* () {
-    let state = yield* ownership(client, name)
+    let state = yield* ownership(client, owner, name)
     for (const delay of MARK_WAIT_DELAYS_MS) {
       if (state === "ours" || state === "missing") return state
       yield* Effect.sleep(Duration.millis(delay))
-      state = yield* ownership(client, name)
+      state = yield* ownership(client, owner, name)
     }
     return state
   })
 
 /** Writes the ownership mark; should that fail, the fresh unmarked database is dropped so a retry starts clean. */
-const mark = (client: pg.Client, name: string): Effect.Effect<void, PgFailure> =>
-  query(client, `COMMENT ON DATABASE ${ident(name)} IS '${markOf(name)}'`).pipe(
+const mark = (client: pg.Client, owner: string, name: string): Effect.Effect<void, PgFailure> =>
+  query(client, `COMMENT ON DATABASE ${ident(name)} IS '${markOf(owner, name)}'`).pipe(
     Effect.tapError(() => Effect.ignore(query(client, `DROP DATABASE IF EXISTS ${ident(name)}`))),
     Effect.asVoid
   )
@@ -244,7 +252,7 @@ const terminateSessions = (client: pg.Client, name: string): Effect.Effect<void,
   )
 
 const provision = (slice: Slice): Effect.Effect<boolean, AdapterError> =>
-  Effect.flatMap(checkName(slice.name), (name) =>
+  Effect.flatMap(checkSlice(slice), (name) =>
     withServer(slice.adminUrl, "provision", name, (client, server) =>
       Effect.gen(function* () {
         const taken = fail(
@@ -252,7 +260,7 @@ const provision = (slice: Slice): Effect.Effect<boolean, AdapterError> =>
           `database "${name}" already exists on ${server.location} and is not a berth slice; drop it or pick another name`
         )
         yield* lockNames(client, [name])
-        const before = yield* ownership(client, name)
+        const before = yield* ownership(client, slice.owner, name)
         if (before === "ours") return false
         if (before === "foreign") return yield* Effect.fail(taken)
         const created = yield* query(client, `CREATE DATABASE ${ident(name)}`).pipe(
@@ -263,11 +271,11 @@ const provision = (slice: Slice): Effect.Effect<boolean, AdapterError> =>
           )
         )
         if (created) {
-          yield* mark(client, name)
+          yield* mark(client, slice.owner, name)
           return true
         }
         // someone else created it between our look and our CREATE: whose is it?
-        const after = yield* ownershipAfterRace(client, name)
+        const after = yield* ownershipAfterRace(client, slice.owner, name)
         if (after === "ours") return false
         return yield* Effect.fail(
           after === "foreign"
@@ -288,11 +296,11 @@ const resolveUrl = (slice: Slice): Effect.Effect<string, AdapterError> =>
   })
 
 const teardown = (slice: Slice): Effect.Effect<void, AdapterError> =>
-  Effect.flatMap(checkName(slice.name), (name) =>
+  Effect.flatMap(checkSlice(slice), (name) =>
     withServer(slice.adminUrl, "tear down", name, (client, server) =>
       Effect.gen(function* () {
         yield* lockNames(client, [name])
-        const state = yield* ownership(client, name)
+        const state = yield* ownership(client, slice.owner, name)
         if (state === "missing") return
         if (state === "foreign") {
           return yield* Effect.fail(
@@ -342,13 +350,13 @@ const copyFrom = (
 
 const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
   Effect.gen(function* () {
-    const source = yield* checkName(from.name)
-    const target = yield* checkName(to.name)
+    const source = yield* checkSlice(from)
+    const target = yield* checkSlice(to)
     if (source === target) return yield* Effect.fail(fail("invalid", `cannot clone database "${source}" onto itself`))
     yield* withServer(to.adminUrl ?? from.adminUrl, "clone into", target, (client, server) =>
       Effect.gen(function* () {
         yield* lockNames(client, [source, target])
-        const sourceState = yield* ownership(client, source)
+        const sourceState = yield* ownership(client, from.owner, source)
         if (sourceState === "missing") {
           return yield* Effect.fail(
             fail(
@@ -362,7 +370,7 @@ const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
             fail("not-owned", `cannot clone: database "${source}" on ${server.location} is not a berth slice`)
           )
         }
-        const targetState = yield* ownership(client, target)
+        const targetState = yield* ownership(client, to.owner, target)
         if (targetState === "foreign") {
           return yield* Effect.fail(
             fail(
@@ -375,20 +383,19 @@ const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
         if (targetState === "ours") yield* drop(client, target)
         yield* copyFrom(client, server, source, target)
         // comments are not copied with a template: mark the copy as its own slice
-        yield* mark(client, target)
+        yield* mark(client, to.owner, target)
       })
     )
   })
 
-const list = (
-  scope: Pick<Slice, "storage" | "adminUrl" | "options">
-): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
+const list = (scope: ListScope): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
   Effect.flatMap(serverOf(scope.adminUrl), (server) =>
     withServer(scope.adminUrl, "list slices from", server.database, (client) =>
       Effect.map(
         query(
           client,
-          "SELECT datname FROM pg_database WHERE shobj_description(oid, 'pg_database') = 'berth:' || datname ORDER BY datname"
+          "SELECT datname FROM pg_database WHERE shobj_description(oid, 'pg_database') = 'berth:' || $1 || ':' || datname ORDER BY datname",
+          [scope.owner]
         ),
         (rows) => rows.map((row) => String(row.datname))
       )

@@ -14,7 +14,11 @@ const prefix = `berth_t${randomBytes(4).toString("hex")}_`
 let count = 0
 const fresh = (label: string): string => `${prefix}${count++}_${label}`
 
-const sliceOf = (name: string, url: string | undefined): Slice => ({
+/** this run's installation: another owner's slices are never ours */
+const owner = `t${randomBytes(4).toString("hex")}`
+
+const sliceOf = (name: string, url: string | undefined, by = owner): Slice => ({
+  owner: by,
   adapter: "postgres",
   project: "acme",
   world: name,
@@ -45,7 +49,7 @@ const exists = (name: string): Effect.Effect<boolean> =>
   Effect.map(sql(adminUrl, `SELECT 1 FROM pg_database WHERE datname = '${name}'`), (rows) => rows.length === 1)
 
 const listed = (): Effect.Effect<ReadonlyArray<string>, unknown> =>
-  Effect.map(postgresAdapter.list({ storage: "/nonexistent", adminUrl, options: {} }), (names) =>
+  Effect.map(postgresAdapter.list({ storage: "/nonexistent", adminUrl, options: {}, owner }), (names) =>
     names.filter((name) => name.startsWith(prefix))
   )
 
@@ -73,7 +77,7 @@ describe("postgresAdapter", () => {
         adminUrl,
         `SELECT shobj_description(oid, 'pg_database') AS mark FROM pg_database WHERE datname = '${name}'`
       )
-      expect(rows).toEqual([{ mark: `berth:${name}` }])
+      expect(rows).toEqual([{ mark: `berth:${owner}:${name}` }])
       expect(yield* listed()).toContain(name)
     })
   )
@@ -193,6 +197,19 @@ describe("postgresAdapter", () => {
     })
   )
 
+  it.live("another berth installation's slice is neither reused, dropped nor listed", () =>
+    Effect.gen(function* () {
+      const name = fresh("other_owner")
+      expect(yield* postgresAdapter.provision(sliceOf(name, adminUrl, "elsewhere"))).toBe(true)
+      expect((yield* Effect.flip(postgresAdapter.provision(sliceOf(name, adminUrl)))).kind).toBe("taken")
+      expect((yield* Effect.flip(postgresAdapter.teardown(sliceOf(name, adminUrl)))).kind).toBe("not-owned")
+      expect(yield* listed()).not.toContain(name)
+      expect(yield* exists(name)).toBe(true)
+      yield* postgresAdapter.teardown(sliceOf(name, adminUrl, "elsewhere"))
+      expect(yield* exists(name)).toBe(false)
+    })
+  )
+
   it.live("never drops, lists or reuses a database without the berth mark", () =>
     Effect.gen(function* () {
       const name = fresh("foreign")
@@ -205,7 +222,7 @@ describe("postgresAdapter", () => {
       const up = yield* Effect.flip(postgresAdapter.provision(sliceOf(name, adminUrl)))
       expect(up.kind).toBe("taken")
       // a comment that marks another name is not ours either
-      yield* sql(adminUrl, `COMMENT ON DATABASE "${name}" IS 'berth:someone_else'`)
+      yield* sql(adminUrl, `COMMENT ON DATABASE "${name}" IS 'berth:${owner}:someone_else'`)
       expect((yield* Effect.flip(postgresAdapter.teardown(sliceOf(name, adminUrl)))).kind).toBe("not-owned")
       const into = yield* Effect.flip(
         postgresAdapter.clone(sliceOf(fresh("src_missing"), adminUrl), sliceOf(name, adminUrl))
@@ -259,7 +276,9 @@ describe("postgresAdapter", () => {
       const missing = yield* Effect.flip(postgresAdapter.provision(sliceOf(fresh("no_admin"), undefined)))
       expect(missing.kind).toBe("invalid")
       expect(missing.message).toContain("admin_url")
-      const listing = yield* Effect.flip(postgresAdapter.list({ storage: "/x", adminUrl: undefined, options: {} }))
+      const listing = yield* Effect.flip(
+        postgresAdapter.list({ storage: "/x", adminUrl: undefined, options: {}, owner })
+      )
       expect(listing.kind).toBe("invalid")
       const bad = yield* Effect.flip(postgresAdapter.provision(sliceOf(fresh("bad_admin"), "not a url hunter2")))
       expect(bad.kind).toBe("invalid")
@@ -276,9 +295,9 @@ describe("postgresAdapter", () => {
       expect(error.message).toContain("127.0.0.1:1")
       expect(error.message).toContain("acme_db")
       expect(error.message).not.toContain("hunter2")
-      expect((yield* Effect.flip(postgresAdapter.list({ storage: "/x", adminUrl: url, options: {} }))).kind).toBe(
-        "unreachable"
-      )
+      expect(
+        (yield* Effect.flip(postgresAdapter.list({ storage: "/x", adminUrl: url, options: {}, owner }))).kind
+      ).toBe("unreachable")
     })
   )
 
@@ -287,7 +306,9 @@ describe("postgresAdapter", () => {
       const url = new URL(adminUrl)
       url.username = `${prefix}nobody`
       url.password = "hunter2"
-      const result = yield* Effect.either(postgresAdapter.list({ storage: "/x", adminUrl: url.href, options: {} }))
+      const result = yield* Effect.either(
+        postgresAdapter.list({ storage: "/x", adminUrl: url.href, options: {}, owner })
+      )
       // on trust auth an unknown role still fails with 28000 ("role does not exist"); a server that lets it in
       // cannot provoke the error, so there is nothing to check
       if (Either.isLeft(result)) {

@@ -3,10 +3,11 @@
  * through the service's `admin_url` (default `redis://127.0.0.1:6379`). Two modes, chosen by the `mode` option:
  *
  * - `"db"` (default): the slice is a numbered logical DB. Numbers are allocated in DB 0 under the hash `berth:slices`
- *   (field = slice name, value = DB number) by Lua scripts, so allocation is atomic across every project on the
- *   server; the allocated DB carries the marker key `berth:slice` = name, checked before anything is flushed.
- * - `"prefix"`: the slice is the key prefix `<name>:` in the admin URL's DB; owned names are the members of the set
- *   `berth:prefixes` in that DB.
+ *   (field = `<owner>:<slice name>`, value = DB number) by Lua scripts, so allocation is atomic across every project
+ *   and every berth installation on the server; the allocated DB carries the marker key `berth:slice` = the same
+ *   `<owner>:<name>`, checked before anything is flushed.
+ * - `"prefix"`: the slice is the key prefix `<name>:` in the admin URL's DB; owned slices are the members
+ *   `<owner>:<name>` of the set `berth:prefixes` in that DB.
  *
  * Every verb opens one short-lived connection, which never retries and is always closed.
  */
@@ -14,7 +15,7 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
-import { type Adapter, AdapterError, type AdapterErrorKind, type Slice } from "../contract.js"
+import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
 import { NETWORK_CODES, describeCause, errorCode } from "../shared.js"
 
 const ADAPTER = "redis"
@@ -27,6 +28,14 @@ const DEFAULT_DATABASES = 16
 const SCAN_COUNT = 500
 /** the allocation hash, in DB 0 */
 const SLICES_KEY = "berth:slices"
+/** owners are `[a-z0-9_]`, so `<owner>:<name>` splits unambiguously */
+const SAFE_OWNER = /^[a-z0-9_]+$/
+const tagged = (owner: string, name: string): string => `${owner}:${name}`
+const ownedBy = (owner: string, members: ReadonlyArray<string>): ReadonlyArray<string> =>
+  members
+    .filter((member) => member.startsWith(`${owner}:`))
+    .map((member) => member.slice(owner.length + 1))
+    .sort()
 /** the ownership marker inside each allocated DB */
 const MARKER_KEY = "berth:slice"
 /** the set of owned prefixes, in the admin URL's DB */
@@ -478,11 +487,11 @@ const cloneDb = (server: Server, from: string, to: string): Effect.Effect<void, 
     })
   )
 
-const listDb = (server: Server): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
+const listDb = (server: Server, owner: string): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
   withServer(server, 0, "list", SLICES_KEY, (client) =>
     Effect.map(
       run(() => client.hkeys(SLICES_KEY)),
-      (names) => [...names].sort()
+      (fields) => ownedBy(owner, fields)
     )
   )
 
@@ -496,12 +505,23 @@ const globOf = (name: string): string => `${prefixOf(name).replace(/[*?[\]\\]/g,
 const deletePrefix = (client: Redis, name: string): Effect.Effect<void, RedisFailure | AdapterError> =>
   scanEach(client, globOf(name), (keys) => Effect.asVoid(run(() => client.unlink(...keys))))
 
-const provisionPrefix = (server: Server, name: string): Effect.Effect<boolean, AdapterError> =>
+/** the owner of prefix slice `name` other than `owner`, if another installation holds it */
+const otherOwner = (client: Redis, owner: string, name: string) =>
+  Effect.map(
+    run(() => client.smembers(PREFIXES_KEY)),
+    (members) => members.find((member) => member.endsWith(`:${name}`) && member !== tagged(owner, name))
+  )
+
+const provisionPrefix = (server: Server, owner: string, name: string): Effect.Effect<boolean, AdapterError> =>
   withServer(server, server.db, "provision", name, (client) =>
-    Effect.map(
-      run(() => client.sadd(PREFIXES_KEY, name)),
-      (added) => added === 1
-    )
+    Effect.gen(function* () {
+      if ((yield* otherOwner(client, owner, name)) !== undefined) {
+        return yield* Effect.fail(
+          fail("taken", `prefix "${name}:" on Redis at ${server.location} belongs to another berth installation`)
+        )
+      }
+      return (yield* run(() => client.sadd(PREFIXES_KEY, tagged(owner, name)))) === 1
+    })
   )
 
 const resolvePrefix = (server: Server, name: string): Effect.Effect<string, AdapterError> => {
@@ -516,20 +536,25 @@ const resolvePrefix = (server: Server, name: string): Effect.Effect<string, Adap
   return Effect.succeed(url.href)
 }
 
-const teardownPrefix = (server: Server, name: string): Effect.Effect<void, AdapterError> =>
+const teardownPrefix = (server: Server, owner: string, name: string): Effect.Effect<void, AdapterError> =>
   withServer(server, server.db, "tear down", name, (client) =>
     Effect.gen(function* () {
-      const owned = yield* run(() => client.sismember(PREFIXES_KEY, name))
-      if (owned !== 1) return
+      const owned = yield* run(() => client.sismember(PREFIXES_KEY, tagged(owner, name)))
+      if (owned !== 1) {
+        if ((yield* otherOwner(client, owner, name)) === undefined) return
+        return yield* Effect.fail(
+          fail("not-owned", `prefix "${name}:" on Redis at ${server.location} belongs to another berth installation`)
+        )
+      }
       yield* deletePrefix(client, name)
-      yield* run(() => client.srem(PREFIXES_KEY, name))
+      yield* run(() => client.srem(PREFIXES_KEY, tagged(owner, name)))
     })
   )
 
-const clonePrefix = (server: Server, from: string, to: string): Effect.Effect<void, AdapterError> =>
+const clonePrefix = (server: Server, owner: string, from: string, to: string): Effect.Effect<void, AdapterError> =>
   withServer(server, server.db, "clone into", to, (client) =>
     Effect.gen(function* () {
-      const owned = yield* run(() => client.sismember(PREFIXES_KEY, from))
+      const owned = yield* run(() => client.sismember(PREFIXES_KEY, tagged(owner, from)))
       if (owned !== 1) {
         return yield* Effect.fail(
           fail(
@@ -538,7 +563,12 @@ const clonePrefix = (server: Server, from: string, to: string): Effect.Effect<vo
           )
         )
       }
-      yield* run(() => client.sadd(PREFIXES_KEY, to))
+      if ((yield* otherOwner(client, owner, to)) !== undefined) {
+        return yield* Effect.fail(
+          fail("not-owned", `prefix "${to}:" on Redis at ${server.location} belongs to another berth installation`)
+        )
+      }
+      yield* run(() => client.sadd(PREFIXES_KEY, tagged(owner, to)))
       yield* deletePrefix(client, to)
       const source = prefixOf(from)
       const target = prefixOf(to)
@@ -548,38 +578,42 @@ const clonePrefix = (server: Server, from: string, to: string): Effect.Effect<vo
     })
   )
 
-const listPrefix = (server: Server): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
+const listPrefix = (server: Server, owner: string): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
   withServer(server, server.db, "list", PREFIXES_KEY, (client) =>
     Effect.map(
       run(() => client.smembers(PREFIXES_KEY)),
-      (names) => [...names].sort()
+      (members) => ownedBy(owner, members)
     )
   )
 
 // ---------------------------------------------------------------------------------------------------------------
 
-const prepare = (slice: Pick<Slice, "adminUrl" | "options">) =>
-  Effect.all([serverOf(slice.adminUrl), modeOf(slice.options)])
+const prepare = (slice: Pick<Slice, "adminUrl" | "options" | "owner">) =>
+  SAFE_OWNER.test(slice.owner)
+    ? Effect.all([serverOf(slice.adminUrl), modeOf(slice.options)])
+    : Effect.fail(fail("invalid", `refusing owner ${JSON.stringify(slice.owner)}: it must match ^[a-z0-9_]+$`))
 
 const provision = (slice: Slice): Effect.Effect<boolean, AdapterError> =>
   Effect.gen(function* () {
     const name = yield* checkName(slice.name)
     const [server, mode] = yield* prepare(slice)
-    return yield* mode === "db" ? provisionDb(server, name) : provisionPrefix(server, name)
+    return yield* mode === "db"
+      ? provisionDb(server, tagged(slice.owner, name))
+      : provisionPrefix(server, slice.owner, name)
   })
 
 const resolve = (slice: Slice): Effect.Effect<string, AdapterError> =>
   Effect.gen(function* () {
     const name = yield* checkName(slice.name)
     const [server, mode] = yield* prepare(slice)
-    return yield* mode === "db" ? resolveDb(server, name) : resolvePrefix(server, name)
+    return yield* mode === "db" ? resolveDb(server, tagged(slice.owner, name)) : resolvePrefix(server, name)
   })
 
 const teardown = (slice: Slice): Effect.Effect<void, AdapterError> =>
   Effect.gen(function* () {
     const name = yield* checkName(slice.name)
     const [server, mode] = yield* prepare(slice)
-    yield* mode === "db" ? teardownDb(server, name) : teardownPrefix(server, name)
+    yield* mode === "db" ? teardownDb(server, tagged(slice.owner, name)) : teardownPrefix(server, slice.owner, name)
   })
 
 const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
@@ -587,18 +621,27 @@ const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
     const source = yield* checkName(from.name)
     const target = yield* checkName(to.name)
     if (source === target) return yield* Effect.fail(fail("invalid", `cannot clone slice "${source}" onto itself`))
-    const [server, mode] = yield* prepare({ adminUrl: to.adminUrl ?? from.adminUrl, options: to.options })
+    const [server, mode] = yield* prepare({
+      adminUrl: to.adminUrl ?? from.adminUrl,
+      options: to.options,
+      owner: to.owner
+    })
     const fromMode = yield* modeOf(from.options)
     if (fromMode !== mode) {
       return yield* Effect.fail(fail("invalid", `cannot clone a "${fromMode}" slice into a "${mode}" slice`))
     }
-    yield* mode === "db" ? cloneDb(server, source, target) : clonePrefix(server, source, target)
+    if (from.owner !== to.owner) {
+      return yield* Effect.fail(fail("invalid", "cannot clone a slice of another berth installation"))
+    }
+    yield* mode === "db"
+      ? cloneDb(server, tagged(to.owner, source), tagged(to.owner, target))
+      : clonePrefix(server, to.owner, source, target)
   })
 
-const list = (
-  scope: Pick<Slice, "storage" | "adminUrl" | "options">
-): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
-  Effect.flatMap(prepare(scope), ([server, mode]) => (mode === "db" ? listDb(server) : listPrefix(server)))
+const list = (scope: ListScope): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
+  Effect.flatMap(prepare(scope), ([server, mode]) =>
+    mode === "db" ? listDb(server, scope.owner) : listPrefix(server, scope.owner)
+  )
 
 export const redisAdapter: Adapter = {
   capabilities: { clone: true },

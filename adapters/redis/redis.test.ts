@@ -13,7 +13,17 @@ const prefix = `berth_t${randomBytes(4).toString("hex")}_`
 let count = 0
 const fresh = (label: string): string => `${prefix}${count++}_${label}`
 
-const sliceOf = (name: string, mode: "db" | "prefix", url: string | undefined = adminUrl): Slice => ({
+/** this run's installation: slices are marked `<owner>:<name>` */
+const owner = `t${randomBytes(4).toString("hex")}`
+const tag = (name: string): string => `${owner}:${name}`
+
+const sliceOf = (
+  name: string,
+  mode: "db" | "prefix",
+  url: string | undefined = adminUrl,
+  by: string = owner
+): Slice => ({
+  owner: by,
   adapter: "redis",
   project: "acme",
   world: name,
@@ -41,10 +51,10 @@ const allocations = (): Effect.Effect<Record<string, string>> =>
   withRedis(adminUrl, (client) => client.hgetall("berth:slices"))
 
 const dbOf = (name: string): Effect.Effect<number | undefined> =>
-  Effect.map(allocations(), (all) => (all[name] === undefined ? undefined : Number(all[name])))
+  Effect.map(allocations(), (all) => (all[tag(name)] === undefined ? undefined : Number(all[tag(name)])))
 
 const listed = (mode: "db" | "prefix"): Effect.Effect<ReadonlyArray<string>, unknown> =>
-  Effect.map(redisAdapter.list({ storage: "/nonexistent", adminUrl, options: { mode } }), (names) =>
+  Effect.map(redisAdapter.list({ storage: "/nonexistent", adminUrl, options: { mode }, owner }), (names) =>
     names.filter((name) => name.startsWith(prefix))
   )
 
@@ -55,14 +65,14 @@ afterAll(async () => {
   try {
     const all = await client.hgetall("berth:slices")
     for (const [name, db] of Object.entries(all)) {
-      if (!name.startsWith(prefix)) continue
+      if (!name.includes(prefix)) continue
       await client.select(Number(db))
       if ((await client.get("berth:slice")) === name) await client.flushdb()
       await client.select(0)
       await client.hdel("berth:slices", name)
     }
     for (const name of await client.smembers("berth:prefixes")) {
-      if (name.startsWith(prefix)) await client.srem("berth:prefixes", name)
+      if (name.includes(prefix)) await client.srem("berth:prefixes", name)
     }
     let cursor = "0"
     do {
@@ -80,6 +90,27 @@ describe("redisAdapter", () => {
     expect(redisAdapter.capabilities).toEqual({ clone: true })
   })
 
+  it.live("keeps another berth installation's slices out of reach, in both modes", () =>
+    Effect.gen(function* () {
+      const name = fresh("shared")
+      // db mode: each installation gets its own DB for the same name, and lists only its own
+      expect(yield* redisAdapter.provision(sliceOf(name, "db", adminUrl, "elsewhere"))).toBe(true)
+      expect(yield* listed("db")).not.toContain(name)
+      expect(yield* redisAdapter.provision(sliceOf(name, "db"))).toBe(true)
+      const mine = yield* redisAdapter.resolve(sliceOf(name, "db"))
+      const theirs = yield* redisAdapter.resolve(sliceOf(name, "db", adminUrl, "elsewhere"))
+      expect(mine).not.toBe(theirs)
+      yield* redisAdapter.teardown(sliceOf(name, "db"))
+      yield* redisAdapter.teardown(sliceOf(name, "db", adminUrl, "elsewhere"))
+      // prefix mode: one key space, so the name is taken
+      expect(yield* redisAdapter.provision(sliceOf(name, "prefix", adminUrl, "elsewhere"))).toBe(true)
+      expect((yield* Effect.flip(redisAdapter.provision(sliceOf(name, "prefix")))).kind).toBe("taken")
+      expect((yield* Effect.flip(redisAdapter.teardown(sliceOf(name, "prefix")))).kind).toBe("not-owned")
+      expect(yield* listed("prefix")).not.toContain(name)
+      yield* redisAdapter.teardown(sliceOf(name, "prefix", adminUrl, "elsewhere"))
+    })
+  )
+
   describe('mode "db"', () => {
     it.live("provisions once, marks the DB, resolves and lists it", () =>
       Effect.gen(function* () {
@@ -90,7 +121,7 @@ describe("redisAdapter", () => {
         expect(db).toBeGreaterThanOrEqual(1)
         const url = yield* redisAdapter.resolve(sliceOf(name, "db"))
         expect(new URL(url).pathname).toBe(`/${db}`)
-        expect(yield* withRedis(url, (client) => client.get("berth:slice"))).toBe(name)
+        expect(yield* withRedis(url, (client) => client.get("berth:slice"))).toBe(tag(name))
         expect(yield* listed("db")).toContain(name)
         yield* redisAdapter.teardown(sliceOf(name, "db"))
       })
@@ -141,7 +172,7 @@ describe("redisAdapter", () => {
         expect(copied.ttl).toBeGreaterThan(0)
         expect(copied.list).toEqual(["x", "y"])
         expect(copied.stale).toBeNull()
-        expect(copied.marker).toBe(copy)
+        expect(copied.marker).toBe(tag(copy))
         // the copy is independent
         yield* withRedis(copyUrl, (client) => client.set("a", "changed"))
         expect(yield* withRedis(goldenUrl, (client) => client.get("a"))).toBe("1")
@@ -187,7 +218,7 @@ describe("redisAdapter", () => {
         yield* withRedis(url, (client) => client.set("berth:slice", "someone_else"))
         const error = yield* Effect.flip(redisAdapter.teardown(sliceOf(name, "db")))
         expect(error.kind).toBe("not-owned")
-        yield* withRedis(url, (client) => client.set("berth:slice", name))
+        yield* withRedis(url, (client) => client.set("berth:slice", tag(name)))
         yield* redisAdapter.teardown(sliceOf(name, "db"))
       })
     )
@@ -200,7 +231,7 @@ describe("redisAdapter", () => {
         })
         expect(created).toEqual([true, true, true, true, true])
         const all = yield* allocations()
-        const dbs = names.map((name) => all[name])
+        const dbs = names.map((name) => all[tag(name)])
         expect(dbs.every((db) => db !== undefined)).toBe(true)
         expect(new Set(dbs).size).toBe(5)
         yield* Effect.forEach(names, (name) => redisAdapter.teardown(sliceOf(name, "db")), {
@@ -280,7 +311,12 @@ describe("redisAdapter", () => {
         expect(error.adapter).toBe("redis")
       }
       const secret = yield* Effect.flip(
-        redisAdapter.list({ storage: "/nonexistent", adminUrl: "redis://:hunter2@127.0.0.1:1/0", options: {} })
+        redisAdapter.list({
+          storage: "/nonexistent",
+          adminUrl: "redis://:hunter2@127.0.0.1:1/0",
+          options: {},
+          owner: "t"
+        })
       )
       expect(secret.kind).toBe("unreachable")
       expect(secret.message).not.toContain("hunter2")

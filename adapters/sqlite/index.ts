@@ -21,7 +21,7 @@ import { createRequire } from "node:module"
 import { basename, dirname, join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import * as Effect from "effect/Effect"
-import { type Adapter, AdapterError, type AdapterErrorKind, type Slice } from "../contract.js"
+import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
 import { checkStorageName, describeCause, errorCode } from "../shared.js"
 
 /** The few better-sqlite3 calls this adapter makes (the package ships no types here). */
@@ -224,9 +224,7 @@ const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
     })
   })
 
-const list = (
-  scope: Pick<Slice, "storage" | "adminUrl" | "options">
-): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
+const list = (scope: ListScope): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
   attempt("list", resolve(scope.storage), () => {
     const storage = resolve(scope.storage)
     let entries: ReadonlyArray<string>

@@ -35,7 +35,8 @@ const sliceOf = (storage: string, name: string): Slice => ({
   name,
   storage,
   adminUrl: undefined,
-  options: {}
+  options: {},
+  owner: "t"
 })
 
 const withDb = <A>(file: string, f: (db: Database) => A): A => {
@@ -69,7 +70,9 @@ describe("sqliteAdapter", () => {
         expect(db.prepare("SELECT name FROM _berth_slice").all()).toEqual([{ name: "acme_main_db" }])
       })
       // no temporary files are left behind
-      expect(yield* sqliteAdapter.list({ storage, adminUrl: undefined, options: {} })).toEqual(["acme_main_db"])
+      expect(yield* sqliteAdapter.list({ storage, adminUrl: undefined, options: {}, owner: "t" })).toEqual([
+        "acme_main_db"
+      ])
     })
   )
 
@@ -213,14 +216,14 @@ describe("sqliteAdapter", () => {
       expect(existsSync(`${file}-wal`)).toBe(false)
       expect(existsSync(`${file}-shm`)).toBe(false)
       yield* sqliteAdapter.teardown(slice)
-      expect(yield* sqliteAdapter.list({ storage, adminUrl: undefined, options: {} })).toEqual([])
+      expect(yield* sqliteAdapter.list({ storage, adminUrl: undefined, options: {}, owner: "t" })).toEqual([])
     })
   )
 
   it.effect("lists only owned slices and leaves foreign files alone", () =>
     Effect.gen(function* () {
       const storage = freshStorage()
-      const scope = { storage, adminUrl: undefined, options: {} }
+      const scope = { storage, adminUrl: undefined, options: {}, owner: "t" }
       expect(yield* sqliteAdapter.list(scope)).toEqual([])
       yield* sqliteAdapter.provision(sliceOf(storage, "acme_b_db"))
       yield* sqliteAdapter.provision(sliceOf(storage, "acme_a_db"))

@@ -43,9 +43,9 @@ import { Git } from "../services/Git.js"
 import { Home } from "../services/Home.js"
 import * as LogFiles from "../services/LogFiles.js"
 import { Ports } from "../services/Ports.js"
-import { Processes, type ProcessHandle } from "../services/Processes.js"
+import { ONESHOT_VARIABLE, Processes, type ProcessHandle } from "../services/Processes.js"
 import { Registry, type WorldRow } from "../services/Registry.js"
-import { Slices } from "../services/Slices.js"
+import { type SliceInit, Slices } from "../services/slices/Slices.js"
 import {
   makeRuntime,
   markStopped,
@@ -70,6 +70,8 @@ export type WorldCommand =
   | { readonly _tag: "Adopt" }
   /** the worktree folder was deleted outside berth: stop everything and forget the world */
   | { readonly _tag: "Vanished" }
+  /** build the golden of one slice service again, from this world's worktree and environment */
+  | { readonly _tag: "RebuildGolden"; readonly service: string; readonly env: Readonly<Record<string, string>> }
 
 export type WorldError =
   | ConfigError
@@ -205,7 +207,10 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         const logFile = home.serviceLog(worldId, label)
         const exit = yield* Effect.scoped(
           Effect.gen(function* () {
-            const handle = yield* processes.spawnScoped({ command, cwd: w.path, env, logFile }, 10_000)
+            const handle = yield* processes.spawnScoped(
+              { command, cwd: w.path, env: { ...env, [ONESHOT_VARIABLE]: home.root }, logFile },
+              10_000
+            )
             return yield* processes.awaitExit(handle)
           })
         ).pipe(Effect.catchTag("SpawnFailed", (e) => Effect.succeed({ code: null, signal: e.reason })))
@@ -222,11 +227,42 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
     const runSetup = (w: WorldRow, command: string, env: Readonly<Record<string, string>>) =>
       Effect.zipRight(runOnce(w, SETUP, command, env), registry.markSetupDone(worldId))
 
-    const sliceWorld = (w: WorldRow) => ({ id: worldId, project: w.projectName, name: w.name, slug: w.slug })
+    const sliceWorld = (w: WorldRow) => ({
+      id: worldId,
+      project: w.projectName,
+      name: w.name,
+      slug: w.slug,
+      path: w.path
+    })
+
+    /** `migrate` then `seed` of a slice service, run in the world's environment with the slices at `urls`. */
+    const sliceInit =
+      (
+        w: WorldRow,
+        config: Model.Config,
+        userEnv: Readonly<Record<string, string>>,
+        lookup: (name: string) => string | undefined,
+        coordsWith: (urls: ReadonlyMap<string, string>) => ReadonlyMap<string, ServiceCoordinates>
+      ): SliceInit =>
+      (s, urls) =>
+        Effect.gen(function* () {
+          const coords = coordsWith(urls)
+          const env = { ...userEnv, ...worldVariables(config, coords) }
+          const ctx = {
+            services: coords,
+            env: lookup,
+            world: { name: w.name, slug: w.slug, path: w.path },
+            project: { name: w.projectName }
+          }
+          for (const command of [s.migrate, s.seed]) {
+            if (command === undefined) continue
+            yield* runOnce(w, s.name, resolveTemplate(command, ctx, { shell: true }).value, env)
+          }
+        })
 
     /**
-     * Every slice of the world, before any process starts. A slice made just now gets its `migrate` then `seed`,
-     * run in the world's environment; if either fails, that slice is dropped again so the next `up` starts clean.
+     * Every slice of the world, before any process starts. A slice made just now is filled — a copy of its golden,
+     * or its `migrate` then `seed` — in the world's environment; if that fails, the slice is dropped again.
      */
     const provisionSlices = (
       w: WorldRow,
@@ -235,30 +271,15 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
       lookup: (name: string) => string | undefined,
       coordsWith: (urls: ReadonlyMap<string, string>) => ReadonlyMap<string, ServiceCoordinates>
     ) =>
-      Effect.gen(function* () {
-        const sliceServices = Model.slices(config)
-        const made = yield* slices.provision(sliceWorld(w), sliceServices, lookup)
-        const urls = new Map([...made].map(([name, m]) => [name, m.url]))
-        const coords = coordsWith(urls)
-        const env = { ...userEnv, ...worldVariables(config, coords) }
-        for (const s of sliceServices) {
-          if (made.get(s.name)?.created !== true) continue
-          for (const command of [s.migrate, s.seed]) {
-            if (command === undefined) continue
-            const ctx = {
-              services: coords,
-              env: lookup,
-              world: { name: w.name, slug: w.slug, path: w.path },
-              project: { name: w.projectName }
-            }
-            const resolved = resolveTemplate(command, ctx, { shell: true }).value
-            yield* runOnce(w, s.name, resolved, env).pipe(
-              Effect.tapError(() => slices.teardown(sliceWorld(w), sliceServices, lookup, new Set([s.name])))
-            )
-          }
-        }
-        return coords
-      })
+      Effect.map(
+        slices.provision(
+          sliceWorld(w),
+          Model.slices(config),
+          lookup,
+          sliceInit(w, config, userEnv, lookup, coordsWith)
+        ),
+        coordsWith
+      )
 
     /** Starts a generation: ports, then every selected service in dependency order, waiting for all to be ready. */
     const start = (
@@ -426,12 +447,17 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         yield* stopGeneration
         yield* stopOrphans
         yield* ports.release(worldId)
-        // slices are dropped by what the registry recorded; the config (gone with a deleted worktree) only adds options
-        const config = yield* loadConfig(w).pipe(
-          Effect.map((c) => Model.slices(c.config)),
-          Effect.orElseSucceed((): ReadonlyArray<Model.SliceService> => [])
-        )
-        yield* slices.teardown(sliceWorld(w), config, (name) => process.env[name])
+        // slices are dropped as the registry recorded them; one whose server is down now stays recorded for gc when the
+        // world goes anyway (forced, or its worktree vanished)
+        const left = yield* slices.teardown(sliceWorld(w), { keepOnFailure: force })
+        if (left.length > 0) {
+          yield* registry.addEvent({
+            worldId: null,
+            service: null,
+            kind: "slices_left",
+            message: `world ${w.name}: slices ${left.join(", ")} could not be dropped now; \`berth gc\` will`
+          })
+        }
         if (removeFiles && !w.isMain) {
           yield* git
             .removeWorktree(w.mainRoot, w.path, force)
@@ -455,6 +481,29 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         }
         yield* registry.setDesired(worldId, "removed")
         yield* forget(true, force)
+      })
+
+    const rebuildGolden = (name: string, userEnv: Readonly<Record<string, string>>) =>
+      Effect.gen(function* () {
+        const w = yield* row
+        const { loaded, config } = yield* loadConfig(w)
+        const service = Model.slices(config).find((s) => s.name === name)
+        if (service === undefined || service.cloneFrom !== "golden") {
+          const goldens = Model.slices(config)
+            .filter((s) => s.cloneFrom === "golden")
+            .map((s) => s.name)
+          return yield* new InvalidRequest({
+            reason: `world ${w.name}: ${JSON.stringify(name)} is not a slice service with clone_from = "golden" in ${config.file}${goldens.length === 0 ? "" : `; those are: ${goldens.join(", ")}`}`
+          })
+        }
+        const portMap = groupPorts(yield* registry.leases(worldId))
+        const lookup = (key: string) => userEnv[key] ?? loaded.dotenv.get(key)
+        yield* slices.rebuildGolden(
+          sliceWorld(w),
+          service,
+          lookup,
+          sliceInit(w, config, userEnv, lookup, (urls) => coordinates(config, portMap, urls))
+        )
       })
 
     const adopt = Effect.gen(function* () {
@@ -490,6 +539,8 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           return adopt
         case "Vanished":
           return forget(false, true)
+        case "RebuildGolden":
+          return rebuildGolden(command.service, command.env)
       }
     }
 

@@ -13,6 +13,7 @@ import { coordinates, groupPorts, portRequests, worldVariables } from "../domain
 import * as Model from "../domain/config/model.js"
 import { InternalError, InvalidRequest, InvalidWorldName, NotARepository, WorldNotFound } from "../domain/errors.js"
 import { projectLabel } from "../domain/names.js"
+import { hidePassword } from "../domain/redact.js"
 import { decide } from "../domain/reconcile.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
 import { Git, type RepoInfo } from "../services/Git.js"
@@ -22,7 +23,7 @@ import * as LogFiles from "../services/LogFiles.js"
 import { Ports } from "../services/Ports.js"
 import { Processes } from "../services/Processes.js"
 import { type ProjectRow, Registry, type ServiceRow, type WorldRow } from "../services/Registry.js"
-import { Slices } from "../services/Slices.js"
+import { Slices } from "../services/slices/Slices.js"
 import { makeWorldActor, type Selection, type WorldActor, type WorldCommand, worktreesFolder } from "./WorldActor.js"
 
 export interface WorldRef {
@@ -33,7 +34,6 @@ export interface WorldRef {
 const REPO_CACHE_MS = 3_000
 
 /** A slice's address as status shows it: a password that came from admin_url is not printed. */
-const hidePassword = (url: string): string => url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/@:\s]*:)[^@/\s]+@/i, "$1***@")
 
 const internal = (e: { readonly message: string }) => new InternalError({ reason: e.message })
 
@@ -146,7 +146,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
           (s): ServiceStatus => ({
             name: s.service,
             kind: "slice",
-            state: s.url === null ? "provisioning" : "ready",
+            state: s.state,
             pid: null,
             port: null,
             ports: {},
@@ -182,8 +182,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
 
     const worldStatus = (w: WorldRow) =>
       Effect.map(
-        serviceStatus(w),
-        (services): WorldStatus => ({
+        Effect.all([serviceStatus(w), registry.events(w.id, 10)]),
+        ([services, events]): WorldStatus => ({
           project: w.projectName,
           name: w.name,
           slug: w.slug,
@@ -193,7 +193,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
           desired: w.desired,
           state: w.observed,
           reason: w.reason,
-          services
+          services,
+          events
         })
       )
 
@@ -265,11 +266,15 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       Stream.unwrap(
         Effect.gen(function* () {
           const w = yield* resolve(ref, false)
-          const rows = yield* registry.services(w.id)
-          const names = rows.map((s) => s.name).filter((n) => options.service === undefined || n === options.service)
+          // slices have logs too: their migrate and seed output, and berth's notes about them
+          const all = [
+            ...(yield* registry.slices(w.id)).map((s) => s.service),
+            ...(yield* registry.services(w.id)).map((s) => s.name)
+          ]
+          const names = all.filter((n) => options.service === undefined || n === options.service)
           if (options.service !== undefined && names.length === 0) {
             return yield* new InvalidRequest({
-              reason: `world ${w.name} has no service ${JSON.stringify(options.service)} with logs; services: ${rows.map((s) => s.name).join(", ")}`
+              reason: `world ${w.name} has no service ${JSON.stringify(options.service)} with logs; services: ${all.join(", ")}`
             })
           }
           const streams = names.map((service) => {
@@ -338,6 +343,18 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       }
     })
 
-    return { up, down, reload, remove, status, env, logs, reconcile } as const
+    const rebuildGolden = Effect.fn("Worlds.rebuildGolden")(function* (
+      ref: WorldRef,
+      service: string,
+      env: Readonly<Record<string, string>>
+    ) {
+      const w = yield* resolve(ref, false)
+      yield* send(w.id, { _tag: "RebuildGolden", service, env })
+      return yield* statusOf(w.id)
+    })
+
+    const gc = (dryRun: boolean) => slices.gc(dryRun)
+
+    return { up, down, reload, remove, status, env, logs, reconcile, rebuildGolden, gc } as const
   })
 }) {}

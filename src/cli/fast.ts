@@ -116,6 +116,17 @@ export const tryFast = async (argv: ReadonlyArray<string>): Promise<boolean> => 
       )
     : await exchange(home.socket, [ping, ask], 10_000)
   const [pong, reply] = replies
+  if (lean.plain && sameVersion(pong) && reply?._tag === "Unreachable") {
+    // the change was sent: sending it again to another daemon could act twice, so say what happened instead
+    const message = `the daemon stopped while handling \`${argv.join(" ")}\` (${reply.reason}); run \`berth status\` to see where the world is, then retry`
+    process.stderr.write(
+      argv.includes("--json")
+        ? `${JSON.stringify({ error: { tag: "DaemonUnavailable", message } })}\n`
+        : `error: ${message}\n`
+    )
+    process.exitCode = 1
+    return true
+  }
   if (!sameVersion(pong) || reply?._tag !== "Success") return false
   if (!lean.plain) {
     process.stdout.write(`${lean.print(reply.value)}\n`)

@@ -13,13 +13,14 @@ import { version } from "../version.js"
 import { check } from "./commands/check.js"
 import { daemon, port } from "./commands/daemon.js"
 import { init } from "./commands/init.js"
+import { gc, golden } from "./commands/slices.js"
 import { down, env, logs, reload, remove, status, up } from "./commands/worlds.js"
 import { reportFailure, UsageError, wantsJson, withCliConsole } from "./output.js"
 import { findUsageProblem } from "./usage.js"
 
 const berth = Command.make("berth").pipe(
   Command.withDescription("One isolated local world per git worktree"),
-  Command.withSubcommands([up, down, reload, remove, status, env, logs, check, init, daemon, port])
+  Command.withSubcommands([up, down, reload, remove, status, env, logs, gc, golden, check, init, daemon, port])
 )
 
 const cli = Command.run(berth, { name: "berth", version })

@@ -1,7 +1,10 @@
 /**
  * How worlds look in a terminal. Plain text, aligned columns, no colour needed to read it.
  */
-import type { ServiceStatus, WorldStatus } from "../daemon/api.js"
+import type { GcReport, ServiceStatus, WorldStatus } from "../daemon/api.js"
+
+/** Events worth a line under the world: what changed how it was made, not routine progress. */
+const NOTABLE_EVENTS: ReadonlySet<string> = new Set(["clone_fallback", "golden_wait"])
 
 const pad = (rows: ReadonlyArray<ReadonlyArray<string>>): Array<string> => {
   const widths: Array<number> = []
@@ -31,7 +34,27 @@ export const renderWorld = (w: WorldStatus, indent = ""): Array<string> => {
   const failed = w.services
     .filter((s) => s.state === "failed" && s.logTail.length > 0)
     .flatMap((s) => [`${indent}  last lines of ${s.name}:`, ...s.logTail.slice(-5).map((l) => `${indent}    ${l}`)])
-  return [head, ...services, ...failed]
+  // newest first in the status; at most one line per kind
+  const seen = new Set<string>()
+  const notes = w.events
+    .filter((e) => NOTABLE_EVENTS.has(e.kind) && !seen.has(e.kind) && seen.add(e.kind))
+    .map((e) => `${indent}  ${e.kind}${e.service === null ? "" : ` (${e.service})`}: ${e.message}`)
+  return [head, ...services, ...failed, ...notes]
+}
+
+/** What `gc` did (or, with --dry-run, would do). */
+export const renderGc = (report: GcReport, dryRun: boolean): string => {
+  const lines: Array<string> = []
+  if (report.entries.length === 0) lines.push(dryRun ? "nothing to collect" : "nothing collected")
+  lines.push(
+    ...pad(
+      report.entries.map((e) => [e.outcome, e.adapter, e.name, e.reason, e.where, e.error === undefined ? "" : e.error])
+    )
+  )
+  for (const u of report.unreachable) {
+    lines.push(`skipped ${u.adapter} at ${u.where}: ${u.error}`)
+  }
+  return lines.join("\n")
 }
 
 /** What `down` reports: each world and the state it reached. */

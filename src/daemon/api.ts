@@ -36,6 +36,14 @@ export const ServiceStatus = Schema.Struct({
 })
 export type ServiceStatus = typeof ServiceStatus.Type
 
+export const WorldEvent = Schema.Struct({
+  service: Schema.NullOr(Schema.String),
+  kind: Schema.String,
+  message: Schema.String,
+  at: Schema.Number
+})
+export type WorldEvent = typeof WorldEvent.Type
+
 export const WorldStatus = Schema.Struct({
   project: Schema.String,
   name: Schema.String,
@@ -46,7 +54,9 @@ export const WorldStatus = Schema.Struct({
   desired: Schema.String,
   state: Schema.String,
   reason: Schema.NullOr(Schema.String),
-  services: Schema.Array(ServiceStatus)
+  services: Schema.Array(ServiceStatus),
+  /** the world's latest events, newest first (a clone that fell back, a golden being built or waited for, …) */
+  events: Schema.Array(WorldEvent)
 })
 export type WorldStatus = typeof WorldStatus.Type
 
@@ -80,6 +90,21 @@ export const Settings = Schema.Struct({
   portRange: Schema.Struct({ from: Schema.Number, to: Schema.Number })
 })
 export type Settings = typeof Settings.Type
+
+export const GcReport = Schema.Struct({
+  entries: Schema.Array(
+    Schema.Struct({
+      reason: Schema.String,
+      adapter: Schema.String,
+      where: Schema.String,
+      name: Schema.String,
+      outcome: Schema.Literal("dropped", "would drop", "failed"),
+      error: Schema.optional(Schema.String)
+    })
+  ),
+  unreachable: Schema.Array(Schema.Struct({ adapter: Schema.String, where: Schema.String, error: Schema.String }))
+})
+export type GcReport = typeof GcReport.Type
 
 export const LogLine = Schema.Struct({ service: Schema.String, line: Schema.String })
 
@@ -144,6 +169,12 @@ export class DaemonApi extends RpcGroup.make(
     error: WorldError,
     stream: true
   }),
+  Rpc.make("GoldenRebuild", {
+    payload: { ...worldRef, service: Schema.String, env: clientEnv },
+    success: WorldStatus,
+    error: WorldError
+  }),
+  Rpc.make("Gc", { payload: { dryRun: Schema.Boolean }, success: GcReport, error: WorldError }),
   Rpc.make("GetSettings", { success: Settings }),
   Rpc.make("SetPortRange", {
     payload: { from: Schema.Number, to: Schema.Number },

@@ -49,6 +49,12 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
         Env: (p) => worlds.env({ cwd: p.cwd, world: p.world }),
         Logs: (p) =>
           worlds.logs({ cwd: p.cwd, world: p.world }, { service: p.service, follow: p.follow, lines: p.lines }),
+        GoldenRebuild: (p) => worlds.rebuildGolden({ cwd: p.cwd, world: p.world }, p.service, p.env),
+        Gc: (p) =>
+          Effect.map(worlds.gc(p.dryRun), (report) => ({
+            unreachable: report.unreachable,
+            entries: report.entries.map(({ error, ...entry }) => (error === undefined ? entry : { ...entry, error }))
+          })),
         GetSettings: () => settings.pipe(Effect.orDie),
         SetPortRange: (p) =>
           Effect.gen(function* () {

@@ -15,7 +15,7 @@ import { Home } from "../services/Home.js"
 import { Ports } from "../services/Ports.js"
 import { Processes } from "../services/Processes.js"
 import { RegistryLive } from "../services/Registry.js"
-import { Slices } from "../services/Slices.js"
+import { Slices } from "../services/slices/Slices.js"
 
 /** The engine below the API: worlds and every service they use, without Home (so a caller picks BERTH_HOME). */
 export const WorldsLive = Worlds.Default.pipe(

@@ -90,6 +90,9 @@ const readStatSync = (pid: number): ProcStat | undefined => {
 const readStat = (pid: number): Effect.Effect<ProcStat | undefined> =>
   Effect.promise(() => fsp.readFile(`/proc/${pid}/stat`, "utf8").then(parseStat, () => undefined))
 
+/** Marks the one-off commands of a world in their environment, so a later daemon can find what a crash left running. */
+export const ONESHOT_VARIABLE = "BERTH_ONESHOT"
+
 /** Every process in /proc, read concurrently; a process that vanishes between listing and reading is skipped. */
 const scanProc = (): Effect.Effect<ReadonlyArray<ProcStat>> =>
   Effect.promise(async () => {
@@ -300,9 +303,38 @@ export class Processes extends Effect.Service<Processes>()("berth/Processes", {
     const spawnScoped = (spec: SpawnSpec, graceMs: number): Effect.Effect<ProcessHandle, SpawnFailed, Scope.Scope> =>
       Effect.acquireRelease(spawn(spec), (handle) => stop(handle, graceMs))
 
+    /**
+     * Kills the process groups of one-off commands (setup, migrate, seed) that a previous daemon of this home started
+     * and did not live to stop: they carry `BERTH_ONESHOT=<marker>` in their environment. Run at daemon start, before
+     * this daemon starts any of its own.
+     */
+    const sweepOneShots = Effect.fn("Processes.sweepOneShots")(function* (marker: string) {
+      const needle = `\u0000${ONESHOT_VARIABLE}=${marker}\u0000`
+      const groups = new Set<number>()
+      for (const stat of yield* scanProc()) {
+        if (isDefunct(stat) || !signalable(stat.pgrp)) continue
+        const environ = yield* Effect.promise(() =>
+          fsp.readFile(`/proc/${stat.pid}/environ`, "latin1").then(
+            (text) => `\u0000${text}`,
+            () => ""
+          )
+        )
+        if (environ.includes(needle)) groups.add(stat.pgrp)
+      }
+      for (const pgid of groups) {
+        try {
+          process.kill(-pgid, "SIGKILL")
+        } catch {
+          // gone meanwhile
+        }
+      }
+      return groups.size
+    })
+
     return {
       spawn,
       spawnScoped,
+      sweepOneShots,
       isAlive,
       isRunning,
       groupMembers,

@@ -102,6 +102,36 @@ const migrations = {
       created_at INTEGER NOT NULL,
       PRIMARY KEY (world_id, service)
     )`
+  }),
+  "0003_slice_lifecycle": Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    // a slice outlives its world row (world_id set to NULL) until it is really dropped: gc finds it there; goldens
+    // are slices of no world; `state` says whether migrate/seed (or the clone) finished
+    yield* sql`CREATE TABLE slices_v3 (
+      id INTEGER PRIMARY KEY,
+      world_id INTEGER REFERENCES worlds(id) ON DELETE SET NULL,
+      project TEXT NOT NULL,
+      service TEXT NOT NULL,
+      adapter TEXT NOT NULL,
+      name TEXT NOT NULL,
+      url TEXT,
+      admin_url TEXT,
+      storage TEXT NOT NULL,
+      options TEXT NOT NULL DEFAULT '{}',
+      golden_key TEXT,
+      state TEXT NOT NULL,
+      created_at INTEGER NOT NULL,
+      used_at INTEGER NOT NULL,
+      UNIQUE (world_id, service)
+    )`
+    yield* sql`INSERT INTO slices_v3 (world_id, project, service, adapter, name, url, admin_url, storage, state,
+      created_at, used_at)
+      SELECT s.world_id, p.name, s.service, s.adapter, s.name, s.url, s.admin_url, '', CASE WHEN s.url IS NULL
+      THEN 'provisioning' ELSE 'ready' END, s.created_at, s.created_at
+      FROM slices s JOIN worlds w ON w.id = s.world_id JOIN projects p ON p.id = w.project_id`
+    yield* sql`DROP TABLE slices`
+    yield* sql`ALTER TABLE slices_v3 RENAME TO slices`
+    yield* sql`CREATE INDEX slices_golden ON slices (project, service, golden_key)`
   })
 }
 
@@ -149,7 +179,10 @@ export interface ServiceRow {
 }
 
 export interface SliceRow {
-  readonly worldId: number
+  readonly id: number
+  /** null once the world is gone (gc drops the slice) and for goldens */
+  readonly worldId: number | null
+  readonly project: string
   readonly service: string
   readonly adapter: string
   readonly name: string
@@ -157,6 +190,64 @@ export interface SliceRow {
   readonly url: string | null
   /** the server it was made on (resolved admin_url), for teardown without the user's environment */
   readonly adminUrl: string | null
+  /** where an embedded adapter keeps it */
+  readonly storage: string
+  /** the adapter options it was made with (a redis slice's mode, say) */
+  readonly options: Readonly<Record<string, unknown>>
+  /** set for a golden template: the hash of what it was built from */
+  readonly goldenKey: string | null
+  /** `ready` once migrate and seed (or the clone) finished */
+  readonly state: "provisioning" | "ready"
+  readonly createdAt: number
+  readonly usedAt: number
+}
+
+/** What is recorded before a slice is made. */
+export type NewSlice = Pick<
+  SliceRow,
+  "worldId" | "project" | "service" | "adapter" | "name" | "adminUrl" | "storage" | "options" | "goldenKey"
+>
+
+interface SliceRecord {
+  readonly id: number
+  readonly world_id: number | null
+  readonly project: string
+  readonly service: string
+  readonly adapter: string
+  readonly name: string
+  readonly url: string | null
+  readonly admin_url: string | null
+  readonly storage: string
+  readonly options: string
+  readonly golden_key: string | null
+  readonly state: string
+  readonly created_at: number
+  readonly used_at: number
+}
+
+const toSlice = (r: SliceRecord): SliceRow => ({
+  id: r.id,
+  worldId: r.world_id,
+  project: r.project,
+  service: r.service,
+  adapter: r.adapter,
+  name: r.name,
+  url: r.url,
+  adminUrl: r.admin_url,
+  storage: r.storage,
+  options: JSON.parse(r.options) as Record<string, unknown>,
+  goldenKey: r.golden_key,
+  state: r.state === "ready" ? "ready" : "provisioning",
+  createdAt: r.created_at,
+  usedAt: r.used_at
+})
+
+/** A server (or storage folder) slices were made on. */
+export interface SliceServer {
+  readonly adapter: string
+  readonly adminUrl: string | null
+  readonly storage: string
+  readonly options: Readonly<Record<string, unknown>>
 }
 
 export interface LeaseRow {
@@ -340,19 +431,67 @@ const makeRegistry = Effect.gen(function* () {
     )
   })
 
-  const slices = Effect.fn("Registry.slices")(function* (worldId: number) {
-    return yield* sql<SliceRow>`SELECT world_id AS worldId, service, adapter, name, url, admin_url AS adminUrl FROM slices
-      WHERE world_id = ${worldId} ORDER BY rowid`
+  /** A world's slices, or (no argument) every slice row: goldens and those whose world is gone included. */
+  const slices = Effect.fn("Registry.slices")(function* (worldId?: number) {
+    const rows = yield* worldId === undefined
+      ? sql<SliceRecord>`SELECT * FROM slices ORDER BY id`
+      : sql<SliceRecord>`SELECT * FROM slices WHERE world_id = ${worldId} ORDER BY id`
+    return rows.map(toSlice)
   })
 
-  const recordSlice = (s: SliceRow) =>
-    sql`INSERT INTO slices (world_id, service, adapter, name, url, admin_url, created_at) VALUES (${s.worldId},
-      ${s.service}, ${s.adapter}, ${s.name}, ${s.url}, ${s.adminUrl}, ${Date.now()}) ON CONFLICT (world_id, service)
-      DO UPDATE SET adapter = excluded.adapter, name = excluded.name, url = COALESCE(excluded.url, url),
-      admin_url = COALESCE(excluded.admin_url, admin_url)`.pipe(Effect.asVoid)
+  const goldens = Effect.fn("Registry.goldens")(function* (project: string, service: string, key: string) {
+    const rows = yield* sql<SliceRecord>`SELECT * FROM slices WHERE world_id IS NULL AND project = ${project}
+      AND service = ${service} AND golden_key = ${key} ORDER BY id`
+    return rows.map(toSlice)
+  })
 
-  const forgetSlice = (worldId: number, service: string) =>
-    sql`DELETE FROM slices WHERE world_id = ${worldId} AND service = ${service}`.pipe(Effect.asVoid)
+  /**
+   * Records a slice before it is made (a world's replaces what the world had for that service; a golden is a new
+   * row), so that a crash mid-provision leaves a row that teardown or gc can act on.
+   */
+  const recordSlice = Effect.fn("Registry.recordSlice")(function* (s: NewSlice) {
+    const now = Date.now()
+    const options = JSON.stringify(s.options)
+    const rows = yield* s.worldId === null
+      ? sql<SliceRecord>`INSERT INTO slices (world_id, project, service, adapter, name, admin_url, storage, options,
+          golden_key, state, created_at, used_at) VALUES (NULL, ${s.project}, ${s.service}, ${s.adapter}, ${s.name},
+          ${s.adminUrl}, ${s.storage}, ${options}, ${s.goldenKey}, 'provisioning', ${now}, ${now}) RETURNING *`
+      : sql<SliceRecord>`INSERT INTO slices (world_id, project, service, adapter, name, admin_url, storage, options,
+          golden_key, state, created_at, used_at) VALUES (${s.worldId}, ${s.project}, ${s.service}, ${s.adapter},
+          ${s.name}, ${s.adminUrl}, ${s.storage}, ${options}, NULL, 'provisioning', ${now}, ${now})
+          ON CONFLICT (world_id, service) DO UPDATE SET adapter = excluded.adapter, name = excluded.name,
+          admin_url = COALESCE(excluded.admin_url, admin_url), storage = excluded.storage, options = excluded.options
+          RETURNING *`
+    return toSlice(rows[0]!)
+  })
+
+  const setSliceUrl = (id: number, url: string) =>
+    sql`UPDATE slices SET url = ${url} WHERE id = ${id}`.pipe(Effect.asVoid)
+
+  const markSliceReady = (id: number) =>
+    sql`UPDATE slices SET state = 'ready', used_at = ${Date.now()} WHERE id = ${id}`.pipe(Effect.asVoid)
+
+  /** Back to `provisioning`: what is on the server is about to be replaced. */
+  const markSliceProvisioning = (id: number) =>
+    sql`UPDATE slices SET state = 'provisioning' WHERE id = ${id}`.pipe(Effect.asVoid)
+
+  const touchSlice = (id: number) => sql`UPDATE slices SET used_at = ${Date.now()} WHERE id = ${id}`.pipe(Effect.asVoid)
+
+  const forgetSlice = (id: number) => sql`DELETE FROM slices WHERE id = ${id}`.pipe(Effect.asVoid)
+
+  /** Every server (or storage folder) a slice was ever made on, for gc to ask what this installation owns there. */
+  const sliceServers = Effect.fn("Registry.sliceServers")(function* () {
+    const rows = yield* sql<{ value: string }>`SELECT value FROM settings WHERE key LIKE 'slice-server:%'`
+    return rows.map((r) => JSON.parse(r.value) as SliceServer)
+  })
+
+  const recordSliceServer = (server: SliceServer & { readonly key: string }) =>
+    sql`INSERT INTO settings (key, value) VALUES (${`slice-server:${server.key}`}, ${JSON.stringify({
+      adapter: server.adapter,
+      adminUrl: server.adminUrl,
+      storage: server.storage,
+      options: server.options
+    })}) ON CONFLICT (key) DO NOTHING`.pipe(Effect.asVoid)
 
   const releaseLeases = (worldId: number) => sql`DELETE FROM leases WHERE world_id = ${worldId}`.pipe(Effect.asVoid)
 
@@ -395,8 +534,15 @@ const makeRegistry = Effect.gen(function* () {
     setLeases: orInternal(setLeases),
     releaseLeases: orInternal(releaseLeases),
     slices: orInternal(slices),
+    goldens: orInternal(goldens),
     recordSlice: orInternal(recordSlice),
+    setSliceUrl: orInternal(setSliceUrl),
+    markSliceReady: orInternal(markSliceReady),
+    markSliceProvisioning: orInternal(markSliceProvisioning),
+    touchSlice: orInternal(touchSlice),
     forgetSlice: orInternal(forgetSlice),
+    sliceServers: orInternal(sliceServers),
+    recordSliceServer: orInternal(recordSliceServer),
     addEvent: orInternal(addEvent),
     events: orInternal(events),
     getSetting: orInternal(getSetting),

@@ -31,7 +31,7 @@ const up = async (box: Sandbox, name: string) => {
 const envOf = async (box: Sandbox, name: string) =>
   JSON.parse((await box.run(["env", name, "--json"])).stdout) as Record<string, string>
 
-describe("slices of embedded stores", () => {
+describe("slices", () => {
   it("gives each world its own sqlite file and folder, migrated and seeded once, dropped on remove", async () => {
     const box = await boxes.project({ "berth.toml": config })
     const a = await up(box, "alpha")
@@ -145,5 +145,47 @@ describe("slices of embedded stores", () => {
     const check = new Redis(one.CACHE_URL!)
     expect(await check.get("greeting")).toBeNull()
     check.disconnect()
+  })
+
+  it("drives an external adapter found on PATH (berth-adapter-notes), golden clone included", async () => {
+    const notes = join(import.meta.dirname, "../../examples/adapters/notes")
+    const box = await boxes.project({
+      "berth.toml": `[services.notes]
+adapter = "notes"
+clone_from = "golden"
+migrate = "u=\${notes.url}; echo '{\\"text\\":\\"from golden\\"}' > $\${u#file://}/first.json"
+
+[services.api]
+cmd = "node server.mjs"
+url = "api"
+env = { NOTES = "\${notes.url}" }
+`
+    })
+    // the daemon looks adapters up on its own PATH: start it with the adapter's folder on it
+    await box.run(["daemon", "stop"])
+    const path = { PATH: `${notes}:${process.env.PATH}` }
+    for (const world of ["one", "two"]) {
+      const r = await box.run(["up", world], { timeoutMs: 60_000, env: path })
+      expect(r.code, r.stderr).toBe(0)
+    }
+    const one = (await envOf(box, "one")).NOTES_URL!
+    const two = (await envOf(box, "two")).NOTES_URL!
+    expect(one).toMatch(/^file:\/\//)
+    expect(one).not.toBe(two)
+    // both are copies of the golden, independent of each other
+    expect(readFileSync(join(fileURLToPath(two), "first.json"), "utf8")).toMatch(/from golden/)
+    writeFileSync(join(fileURLToPath(one), "only-one.json"), "{}")
+    expect(existsSync(join(fileURLToPath(two), "only-one.json"))).toBe(false)
+    expect((await box.run(["remove", "one", "--force"])).code).toBe(0)
+    expect(existsSync(fileURLToPath(one))).toBe(false)
+    expect(existsSync(fileURLToPath(two))).toBe(true)
+  })
+
+  it("says clearly when an adapter is neither built in nor on PATH", async () => {
+    const box = await boxes.project({ "berth.toml": `[services.store]\nadapter = "nowhere"\n` })
+    const r = await box.run(["up", "x"], { timeoutMs: 60_000 })
+    expect(r.code).toBe(1)
+    expect(r.stderr).toMatch(/berth-adapter-nowhere/)
+    expect(r.stderr).not.toMatch(/\n\s+at /)
   })
 })

@@ -34,7 +34,7 @@ const printWorld = (json: boolean) => (world: WorldStatus) =>
   json ? printJson(world) : Console.log(renderWorld(world).join("\n"))
 
 /** A transport failure (the daemon died mid-request) is told as such, not as a protocol error. */
-const viaDaemon = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+export const viaDaemon = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   effect.pipe(
     Effect.catchIf(
       (e): e is E & { readonly _tag: "RpcClientError" } =>

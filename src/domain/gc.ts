@@ -1,0 +1,89 @@
+/**
+ * What `berth gc` (and the reconciler's own sweep) drops: a pure decision over the registry's slice rows and what
+ * each server says this installation owns. Nothing unowned is ever a candidate: servers only list slices carrying
+ * this installation's mark, and a name being made right now is skipped.
+ */
+
+export interface GcRow {
+  readonly id: number
+  /** null: the world is gone (or the row is a golden) */
+  readonly worldId: number | null
+  readonly project: string
+  readonly service: string
+  readonly name: string
+  /** which server the slice lives on: see `serverKey` */
+  readonly server: string
+  readonly golden: boolean
+  readonly state: "provisioning" | "ready"
+  /** when it was made, or (for a golden) last cloned from */
+  readonly usedAt: number
+}
+
+/**
+ * Goldens kept per (project, service, server): branches with different migrations each have their own, so only the
+ * least recently used beyond this many are dropped (rebuilding one costs a migrate and a seed, nothing more).
+ */
+export const GOLDENS_KEPT = 3
+
+export interface GcListing {
+  readonly server: string
+  /** the names the server lists as this installation's */
+  readonly names: ReadonlyArray<string>
+}
+
+export type GcReason = "world gone" | "half-provisioned" | "superseded golden" | "unrecorded"
+
+export interface GcAction {
+  readonly reason: GcReason
+  readonly server: string
+  readonly name: string
+  /** the registry row to forget once the slice is dropped (none for an unrecorded slice) */
+  readonly rowId: number | undefined
+}
+
+/** Where a slice lives: embedded adapters by their storage folder, server adapters by their admin URL. */
+export const serverKey = (family: string, embedded: boolean, adminUrl: string | null, storage: string): string =>
+  `${family}\u0000${embedded ? storage : (adminUrl ?? "")}`
+
+const inFlightKey = (server: string, name: string) => `${server}\u0000${name}`
+
+export const gcPlan = (input: {
+  readonly rows: ReadonlyArray<GcRow>
+  readonly listings: ReadonlyArray<GcListing>
+  /** `server\0name` of every slice being provisioned, cloned or built right now */
+  readonly inFlight: ReadonlySet<string>
+}): ReadonlyArray<GcAction> => {
+  const busy = (server: string, name: string) => input.inFlight.has(inFlightKey(server, name))
+  const actions: Array<GcAction> = []
+  const dropped = new Set<number>()
+  const drop = (reason: GcReason, row: GcRow) => {
+    if (dropped.has(row.id) || busy(row.server, row.name)) return
+    dropped.add(row.id)
+    actions.push({ reason, server: row.server, name: row.name, rowId: row.id })
+  }
+  for (const row of input.rows) {
+    if (!row.golden && row.worldId === null) drop("world gone", row)
+    else if (row.state === "provisioning") drop("half-provisioned", row)
+  }
+  const goldens = new Map<string, Array<GcRow>>()
+  for (const row of input.rows) {
+    if (!row.golden || row.state !== "ready") continue
+    const group = `${row.project}\u0000${row.service}\u0000${row.server}`
+    goldens.set(group, [...(goldens.get(group) ?? []), row])
+  }
+  for (const group of goldens.values()) {
+    const byUse = [...group].sort((a, b) => b.usedAt - a.usedAt || b.id - a.id)
+    for (const row of byUse.slice(GOLDENS_KEPT)) drop("superseded golden", row)
+  }
+  const recorded = new Set(input.rows.map((row) => inFlightKey(row.server, row.name)))
+  for (const listing of input.listings) {
+    for (const name of listing.names) {
+      const key = inFlightKey(listing.server, name)
+      if (recorded.has(key) || busy(listing.server, name)) continue
+      actions.push({ reason: "unrecorded", server: listing.server, name, rowId: undefined })
+    }
+  }
+  return actions
+}
+
+export const gcInFlightKey = inFlightKey

@@ -1,0 +1,508 @@
+/**
+ * A world's slices: provisioned before any of its processes starts (and reused on every later `up`), their addresses
+ * handed to tokens and `berth env`, torn down on `remove`; golden templates built once and copied; gc of what a crash
+ * or a vanished world left behind. Every slice is recorded in the registry before it is made, so a slice half-made by
+ * a crash is still known. The adapters themselves live in `adapters/`.
+ */
+import { appendFileSync, mkdirSync, realpathSync } from "node:fs"
+import { dirname, join } from "node:path"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import type { Adapter, AdapterError, Slice } from "../../../adapters/index.js"
+import { builtinAdapters } from "../../domain/adapters.js"
+import type * as Model from "../../domain/config/model.js"
+import { type InternalError, InvalidRequest, type StartFailed } from "../../domain/errors.js"
+import { type GcAction, gcInFlightKey, gcPlan, serverKey } from "../../domain/gc.js"
+import { goldenKey, goldenName } from "../../domain/golden.js"
+import { shortHash } from "../../domain/hash.js"
+import { sliceIdentifier } from "../../domain/names.js"
+import { hidePassword } from "../../domain/redact.js"
+import { resolveTemplate } from "../../domain/tokens.js"
+import { Home } from "../Home.js"
+import { Registry, type SliceRow } from "../Registry.js"
+import { goldenInputs } from "./golden-inputs.js"
+import { implementation } from "./implementations.js"
+
+/** Identifiers stay within the shortest common limit (PostgreSQL's 63). */
+const NAME_LIMIT = 63
+
+export interface SliceWorld {
+  readonly id: number
+  readonly project: string
+  readonly name: string
+  readonly slug: string
+  /** the worktree: where `golden_inputs` are read */
+  readonly path: string
+}
+
+/** Runs a slice service's `migrate` then `seed` with the world's environment pointed at `urls`. */
+export type SliceInit = (
+  service: Model.SliceService,
+  urls: ReadonlyMap<string, string>
+) => Effect.Effect<void, StartFailed | InvalidRequest | InternalError>
+
+type SliceError = StartFailed | InvalidRequest | InternalError
+
+interface Golden {
+  readonly slice: Slice
+  readonly rowId: number
+}
+
+export interface GcEntry {
+  readonly reason: GcAction["reason"]
+  readonly adapter: string
+  /** the server (password hidden) or storage folder */
+  readonly where: string
+  readonly name: string
+  /** what became of it: dropped, would be dropped (dry run) or why it could not be */
+  readonly outcome: "dropped" | "would drop" | "failed"
+  readonly error: string | undefined
+}
+
+export interface GcReport {
+  readonly entries: ReadonlyArray<GcEntry>
+  /** servers that could not be asked what they hold (unreachable, say): nothing there was touched */
+  readonly unreachable: ReadonlyArray<{ readonly adapter: string; readonly where: string; readonly error: string }>
+}
+
+/** The owner mark of this installation: stable for one BERTH_HOME, different for another. */
+export const ownerOf = (root: string): string => {
+  let real = root
+  try {
+    real = realpathSync(root)
+  } catch {
+    // a home that does not exist yet is named by its path
+  }
+  return `b${shortHash(real, 11)}`
+}
+
+const familyOf = (adapter: string) => builtinAdapters.get(adapter)?.family ?? adapter
+const isEmbedded = (adapter: string) => builtinAdapters.get(adapter)?.embedded === true
+
+export class Slices extends Effect.Service<Slices>()("berth/Slices", {
+  effect: Effect.gen(function* () {
+    const home = yield* Home
+    const registry = yield* Registry
+    const owner = ownerOf(home.root)
+    /** `server\0name` of every slice being made, cloned or built in this daemon right now: gc leaves them alone */
+    const inFlight = new Map<string, number>()
+    /** what gc is dropping right now: a provision of the same name waits */
+    const dropping = new Set<string>()
+    /** goldens being built, by project/service/key: concurrent first `up`s wait for one build */
+    const builds = new Map<string, Deferred.Deferred<Golden, SliceError>>()
+
+    const storageOf = (project: string) => {
+      const storage = join(home.root, "slices", project)
+      mkdirSync(storage, { recursive: true, mode: 0o700 })
+      return storage
+    }
+
+    const serverOf = (s: Pick<Slice, "adapter" | "adminUrl" | "storage" | "options">) =>
+      serverKey(familyOf(s.adapter), isEmbedded(s.adapter), s.adminUrl ?? null, s.storage) +
+      `\u0000${JSON.stringify(s.options)}`
+
+    const where = (s: Pick<Slice, "adapter" | "adminUrl" | "storage">) =>
+      isEmbedded(s.adapter) ? s.storage : s.adminUrl === undefined ? "(no admin_url)" : hidePassword(s.adminUrl)
+
+    const adapterFailure = (world: string, service: string, adapter: string) => (e: AdapterError) =>
+      new InvalidRequest({ reason: `world ${world}: slice ${service} (${adapter}): ${e.message}` })
+
+    const describe = (
+      world: SliceWorld,
+      service: Model.SliceService,
+      env: (name: string) => string | undefined
+    ): Slice => ({
+      adapter: service.adapter,
+      project: world.project,
+      world: world.name,
+      service: service.name,
+      name: sliceIdentifier([world.project, world.slug, service.name], NAME_LIMIT),
+      owner,
+      storage: storageOf(world.project),
+      adminUrl:
+        service.adminUrl === undefined
+          ? undefined
+          : resolveTemplate(service.adminUrl, { services: new Map(), env }).value,
+      options: service.options
+    })
+
+    /** The slice a registry row describes: the server recorded when it was made wins over today's config. */
+    const fromRow = (row: SliceRow, world: string): Slice => ({
+      adapter: row.adapter,
+      project: row.project,
+      world,
+      service: row.service,
+      name: row.name,
+      owner,
+      storage: row.storage === "" ? storageOf(row.project) : row.storage,
+      adminUrl: row.adminUrl ?? undefined,
+      options: row.options
+    })
+
+    const recordServer = (slice: Slice) =>
+      registry.recordSliceServer({
+        key: shortHash(serverOf(slice), 12),
+        adapter: slice.adapter,
+        adminUrl: slice.adminUrl ?? null,
+        storage: slice.storage,
+        options: slice.options
+      })
+
+    /** Marks a slice busy while `effect` runs, so that gc never drops it half-way (and waits while gc drops it). */
+    const busy = <A, E, R>(slice: Slice, effect: Effect.Effect<A, E, R>) => {
+      const key = gcInFlightKey(serverOf(slice), slice.name)
+      const enter: Effect.Effect<void> = Effect.suspend(() => {
+        if (dropping.has(key)) return Effect.zipRight(Effect.sleep("50 millis"), enter)
+        inFlight.set(key, (inFlight.get(key) ?? 0) + 1)
+        return Effect.void
+      })
+      const leave = Effect.sync(() => {
+        const n = (inFlight.get(key) ?? 1) - 1
+        if (n <= 0) inFlight.delete(key)
+        else inFlight.set(key, n)
+      })
+      return Effect.acquireUseRelease(
+        enter,
+        () => effect,
+        () => leave
+      )
+    }
+
+    /** gc's side of `busy`: false (and nothing held) when the slice is being made right now. */
+    const claimForDrop = (slice: Slice) =>
+      Effect.sync(() => {
+        const key = gcInFlightKey(serverOf(slice), slice.name)
+        if (inFlight.has(key) || dropping.has(key)) return undefined
+        dropping.add(key)
+        return key
+      })
+
+    const event = (world: SliceWorld, service: string, kind: string, message: string) =>
+      Effect.gen(function* () {
+        yield* registry.addEvent({ worldId: world.id, service, kind, message })
+        // the slice's log (where migrate and seed write) tells the same story
+        yield* Effect.sync(() => {
+          try {
+            const log = home.serviceLog(world.id, service)
+            mkdirSync(dirname(log), { recursive: true, mode: 0o700 })
+            appendFileSync(log, `[berth] ${kind}: ${message}\n`, { mode: 0o600 })
+          } catch {
+            // the event row is what status shows; a log line is a courtesy
+          }
+        })
+      })
+
+    /** Builds (or finds, or waits for) the golden of `service`: provision, then migrate and seed, on a slice of no world. */
+    const ensureGolden = (
+      world: SliceWorld,
+      service: Model.SliceService,
+      target: Slice,
+      urls: ReadonlyMap<string, string>,
+      init: SliceInit,
+      force: boolean
+    ): Effect.Effect<Golden, SliceError> =>
+      Effect.gen(function* () {
+        const inputs = yield* goldenInputs(world.path, service.goldenInputs)
+        const key = goldenKey({
+          adapter: service.adapter,
+          server: where(target),
+          migrate: service.migrate,
+          seed: service.seed,
+          inputs
+        })
+        const flight = `${world.project}\u0000${service.name}\u0000${key}`
+        const running = builds.get(flight)
+        if (running !== undefined) {
+          yield* event(world, service.name, "golden_wait", "waiting for the golden being built by another world")
+          return yield* Deferred.await(running)
+        }
+        const golden: Slice = {
+          ...target,
+          world: "(golden)",
+          name: goldenName(world.project, service.name, key, NAME_LIMIT)
+        }
+        const rows = yield* registry.goldens(world.project, service.name, key)
+        const ready = rows.find((r) => r.state === "ready" && r.name === golden.name)
+        if (ready !== undefined && !force) return { slice: fromRow(ready, "(golden)"), rowId: ready.id }
+        const done = yield* Deferred.make<Golden, SliceError>()
+        builds.set(flight, done)
+        const adapter = yield* implementation(service.adapter)
+        const failure = adapterFailure(world.name, service.name, service.adapter)
+        const build = busy(
+          golden,
+          Effect.gen(function* () {
+            // an older attempt (a crash mid-build, or the golden being rebuilt) goes first
+            for (const row of rows) {
+              yield* adapter.teardown(fromRow(row, "(golden)")).pipe(Effect.mapError(failure))
+              yield* registry.forgetSlice(row.id)
+            }
+            yield* event(world, service.name, "golden_build", `building the golden ${golden.name}`)
+            const row = yield* registry.recordSlice({
+              worldId: null,
+              project: world.project,
+              service: service.name,
+              adapter: service.adapter,
+              name: golden.name,
+              adminUrl: golden.adminUrl ?? null,
+              storage: golden.storage,
+              options: golden.options,
+              goldenKey: key
+            })
+            yield* recordServer(golden)
+            const made = yield* adapter.provision(golden).pipe(Effect.mapError(failure))
+            if (!made) {
+              // ours but unrecorded: what is in it is unknown, so start again from empty
+              yield* adapter.teardown(golden).pipe(Effect.mapError(failure))
+              yield* adapter.provision(golden).pipe(Effect.mapError(failure))
+            }
+            const url = yield* adapter.resolve(golden).pipe(Effect.mapError(failure))
+            yield* registry.setSliceUrl(row.id, url)
+            yield* init(service, new Map([...urls, [service.name, url]])).pipe(
+              Effect.tapError(() =>
+                Effect.zipRight(Effect.ignore(adapter.teardown(golden)), Effect.ignore(registry.forgetSlice(row.id)))
+              )
+            )
+            yield* registry.markSliceReady(row.id)
+            yield* event(world, service.name, "golden_ready", `golden ${golden.name} is ready`)
+            return { slice: golden, rowId: row.id }
+          })
+        )
+        return yield* build.pipe(
+          Effect.exit,
+          Effect.tap((exit) => Deferred.done(done, exit)),
+          Effect.ensuring(Effect.sync(() => builds.delete(flight))),
+          Effect.flatten
+        )
+      })
+
+    /** Fills a slice that was just made (or left half-made): a copy of the golden where it can, else migrate + seed. */
+    const initialize = (
+      world: SliceWorld,
+      service: Model.SliceService,
+      adapter: Adapter,
+      slice: Slice,
+      urls: ReadonlyMap<string, string>,
+      init: SliceInit
+    ): Effect.Effect<void, SliceError> =>
+      Effect.gen(function* () {
+        const failure = adapterFailure(world.name, service.name, service.adapter)
+        if (service.cloneFrom === "golden") {
+          if (!adapter.capabilities.clone) {
+            yield* event(
+              world,
+              service.name,
+              "clone_fallback",
+              `the ${service.adapter} adapter cannot clone: running migrate and seed for this world`
+            )
+            return yield* init(service, urls)
+          }
+          const { slice: golden, rowId } = yield* ensureGolden(world, service, slice, urls, init, false)
+          const cloned = yield* adapter.clone(golden, slice).pipe(Effect.either)
+          if (cloned._tag === "Right") return yield* registry.touchSlice(rowId)
+          // correctness never depends on cloning: an empty slice plus migrate and seed gives the same world
+          yield* event(
+            world,
+            service.name,
+            "clone_fallback",
+            `cloning ${golden.name} failed (${cloned.left.kind}: ${cloned.left.message}); running migrate and seed instead`
+          )
+          yield* adapter.teardown(slice).pipe(Effect.mapError(failure))
+          yield* adapter.provision(slice).pipe(Effect.mapError(failure))
+        }
+        yield* init(service, urls)
+      })
+
+    /**
+     * Provisions (or finds) every slice of the world and fills the new ones; returns each one's address. A slice
+     * whose filling fails is dropped again, so the next `up` starts clean.
+     */
+    const provision = Effect.fn("Slices.provision")(function* (
+      world: SliceWorld,
+      services: ReadonlyArray<Model.SliceService>,
+      env: (name: string) => string | undefined,
+      init: SliceInit
+    ) {
+      const urls = new Map<string, string>()
+      const pending: Array<{ service: Model.SliceService; adapter: Adapter; slice: Slice; rowId: number }> = []
+      const before = new Map((yield* registry.slices(world.id)).map((r) => [r.service, r]))
+      for (const service of services) {
+        const adapter = yield* implementation(service.adapter)
+        const slice = describe(world, service, env)
+        const failure = adapterFailure(world.name, service.name, service.adapter)
+        const previous = before.get(service.name)
+        const { row, fresh } = yield* busy(
+          slice,
+          Effect.gen(function* () {
+            const row = yield* registry.recordSlice({
+              worldId: world.id,
+              project: world.project,
+              service: service.name,
+              adapter: service.adapter,
+              name: slice.name,
+              adminUrl: slice.adminUrl ?? null,
+              storage: slice.storage,
+              options: slice.options,
+              goldenKey: null
+            })
+            yield* recordServer(slice)
+            const created = yield* adapter.provision(slice).pipe(Effect.mapError(failure))
+            const wasReady = previous?.state === "ready" && previous.name === slice.name
+            if (created || wasReady) return { row, fresh: created }
+            // a crash left it half-filled: drop what is there and start from empty
+            yield* adapter.teardown(slice).pipe(Effect.mapError(failure))
+            yield* adapter.provision(slice).pipe(Effect.mapError(failure))
+            return { row, fresh: true }
+          })
+        )
+        const url = yield* adapter.resolve(slice).pipe(Effect.mapError(failure))
+        yield* registry.setSliceUrl(row.id, url)
+        urls.set(service.name, url)
+        if (fresh) {
+          yield* registry.markSliceProvisioning(row.id)
+          pending.push({ service, adapter, slice, rowId: row.id })
+        }
+      }
+      for (const p of pending) {
+        yield* busy(p.slice, initialize(world, p.service, p.adapter, p.slice, urls, init)).pipe(
+          Effect.tapError(() =>
+            Effect.zipRight(Effect.ignore(p.adapter.teardown(p.slice)), Effect.ignore(registry.forgetSlice(p.rowId)))
+          )
+        )
+        // the address may have moved (a fallback re-provisioned it)
+        const url = yield* p.adapter
+          .resolve(p.slice)
+          .pipe(Effect.mapError(adapterFailure(world.name, p.service.name, p.service.adapter)))
+        yield* registry.setSliceUrl(p.rowId, url)
+        urls.set(p.service.name, url)
+        yield* registry.markSliceReady(p.rowId)
+      }
+      return urls
+    })
+
+    /** The addresses of slices already provisioned (for `env` of a world that is down). */
+    const addresses = Effect.fn("Slices.addresses")(function* (worldId: number) {
+      const out = new Map<string, string>()
+      for (const row of yield* registry.slices(worldId)) if (row.url !== null) out.set(row.service, row.url)
+      return out
+    })
+
+    /**
+     * Drops every slice recorded for the world (idempotent); the registry row goes once the slice is gone. With
+     * `keepOnFailure`, a slice that cannot be dropped now (its server is down) stays recorded for gc instead of
+     * failing the caller.
+     */
+    const teardown = Effect.fn("Slices.teardown")(function* (
+      world: Pick<SliceWorld, "id" | "name">,
+      options: { readonly only?: ReadonlySet<string>; readonly keepOnFailure?: boolean } = {}
+    ) {
+      const left: Array<string> = []
+      for (const row of yield* registry.slices(world.id)) {
+        if (options.only !== undefined && !options.only.has(row.service)) continue
+        const adapter = yield* implementation(row.adapter)
+        const dropped = yield* adapter.teardown(fromRow(row, world.name)).pipe(
+          Effect.mapError(adapterFailure(world.name, row.service, row.adapter)),
+          Effect.as(true),
+          Effect.catchAll((e) =>
+            options.keepOnFailure === true ? Effect.as(Effect.logWarning(e.reason), false) : Effect.fail(e)
+          )
+        )
+        if (dropped) yield* registry.forgetSlice(row.id)
+        else left.push(row.service)
+      }
+      return left
+    })
+
+    /** Rebuilds the golden of one slice service now, from the given world's worktree and environment. */
+    const rebuildGolden = Effect.fn("Slices.rebuildGolden")(function* (
+      world: SliceWorld,
+      service: Model.SliceService,
+      env: (name: string) => string | undefined,
+      init: SliceInit
+    ) {
+      const urls = yield* addresses(world.id)
+      const golden = yield* ensureGolden(world, service, describe(world, service, env), urls, init, true)
+      return golden.slice.name
+    })
+
+    /** What a crash or a vanished world left behind: see `domain/gc.ts`. */
+    const gc = Effect.fn("Slices.gc")(function* (dryRun: boolean) {
+      const rows = yield* registry.slices()
+      const servers = new Map<string, Slice>()
+      const sliceOfRow = (row: SliceRow) => fromRow(row, "(gc)")
+      for (const row of rows) servers.set(serverOf(sliceOfRow(row)), sliceOfRow(row))
+      for (const s of yield* registry.sliceServers()) {
+        const scope: Slice = {
+          adapter: s.adapter,
+          project: "(gc)",
+          world: "(gc)",
+          service: "(gc)",
+          name: "(gc)",
+          owner,
+          storage: s.storage,
+          adminUrl: s.adminUrl ?? undefined,
+          options: s.options
+        }
+        if (!servers.has(serverOf(scope))) servers.set(serverOf(scope), scope)
+      }
+      const listings: Array<{ server: string; names: ReadonlyArray<string> }> = []
+      const unreachable: Array<GcReport["unreachable"][number]> = []
+      for (const [server, scope] of servers) {
+        const adapter = yield* implementation(scope.adapter).pipe(Effect.option)
+        if (adapter._tag === "None") continue
+        const listed = yield* adapter.value.list(scope).pipe(Effect.either)
+        if (listed._tag === "Left") {
+          unreachable.push({ adapter: scope.adapter, where: where(scope), error: listed.left.message })
+          continue
+        }
+        // golden names are this installation's too; only names the registry does not know are candidates
+        listings.push({ server, names: listed.right })
+      }
+      const down = new Set(unreachable.map((u) => u.where))
+      const plan = gcPlan({
+        rows: rows.map((row) => ({
+          id: row.id,
+          worldId: row.worldId,
+          project: row.project,
+          service: row.service,
+          name: row.name,
+          server: serverOf(sliceOfRow(row)),
+          golden: row.goldenKey !== null,
+          state: row.state,
+          usedAt: row.usedAt
+        })),
+        listings,
+        inFlight: new Set(inFlight.keys())
+      })
+      const entries: Array<GcEntry> = []
+      for (const action of plan) {
+        const scope = servers.get(action.server)
+        if (scope === undefined || down.has(where(scope))) continue
+        const slice: Slice = { ...scope, name: action.name }
+        const base = { reason: action.reason, adapter: scope.adapter, where: where(scope), name: action.name }
+        if (dryRun) {
+          entries.push({ ...base, outcome: "would drop", error: undefined })
+          continue
+        }
+        const adapter = yield* implementation(scope.adapter)
+        const claimed = yield* claimForDrop(slice)
+        // made busy since the plan was drawn: a world is provisioning it now
+        if (claimed === undefined) continue
+        const result = yield* adapter.teardown(slice).pipe(
+          Effect.either,
+          Effect.tap((r) =>
+            r._tag === "Right" && action.rowId !== undefined ? registry.forgetSlice(action.rowId) : Effect.void
+          ),
+          Effect.ensuring(Effect.sync(() => dropping.delete(claimed)))
+        )
+        if (result._tag === "Left") {
+          entries.push({ ...base, outcome: "failed", error: result.left.message })
+          continue
+        }
+        entries.push({ ...base, outcome: "dropped", error: undefined })
+      }
+      return { entries, unreachable } satisfies GcReport
+    })
+
+    return { owner, provision, addresses, teardown, rebuildGolden, gc } as const
+  })
+}) {}

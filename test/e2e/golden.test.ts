@@ -1,0 +1,129 @@
+import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { dirname, join } from "node:path"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { type Sandbox, sandboxes } from "./harness.js"
+
+const boxes = sandboxes()
+afterAll(() => boxes.cleanup())
+
+/**
+ * A `dir` slice whose golden is built by a migrate that copies the schema file and a seed that writes rows; every
+ * build appends a line to `golden-builds.log` beside the worktrees (shared by every world of the project).
+ */
+const config = (migrate = "cp ${world.path}/migrations/001.sql ${files.url}/schema.sql") => `
+[services.files]
+adapter = "dir"
+clone_from = "golden"
+golden_inputs = ["migrations/**"]
+migrate = "sleep 1; ${migrate}; echo \${world.name} >> \${world.path}/../golden-builds.log"
+seed = "echo row-1 > \${files.url}/rows.txt"
+
+[services.api]
+cmd = "node server.mjs"
+url = "api"
+env = { FILES = "\${files.url}" }
+`
+
+interface StatusJson {
+  readonly worlds: ReadonlyArray<{
+    readonly name: string
+    readonly events: ReadonlyArray<{ readonly kind: string; readonly service: string | null; readonly message: string }>
+  }>
+}
+
+const envOf = async (box: Sandbox, name: string) =>
+  JSON.parse((await box.run(["env", name, "--json"])).stdout) as Record<string, string>
+
+const builds = (box: Sandbox): Array<string> => {
+  const log = join(`${box.dir}.worktrees`, "golden-builds.log")
+  return existsSync(log) ? readFileSync(log, "utf8").trim().split("\n") : []
+}
+
+const up = async (box: Sandbox, name: string) => {
+  const r = await box.run(["up", name, "--json"], { timeoutMs: 60_000 })
+  expect(r.code, r.stderr).toBe(0)
+}
+
+const eventsOf = async (box: Sandbox, name: string) => {
+  const status = JSON.parse((await box.run(["status", "--json"])).stdout) as StatusJson
+  return status.worlds.find((w) => w.name === name)?.events ?? []
+}
+
+describe("golden templates", () => {
+  it("is built once under five concurrent first ups, and every world gets a copy", async () => {
+    const box = await boxes.project({ "berth.toml": config(), "migrations/001.sql": "CREATE TABLE t (id int);\n" })
+    const names = ["w1", "w2", "w3", "w4", "w5"]
+    const results = await Promise.all(names.map((n) => box.run(["up", n, "--json"], { timeoutMs: 60_000 })))
+    for (const r of results) expect(r.code, r.stderr).toBe(0)
+    expect(builds(box)).toHaveLength(1)
+    for (const n of names) {
+      const files = (await envOf(box, n)).FILES_URL!
+      expect(readFileSync(join(files, "schema.sql"), "utf8")).toBe("CREATE TABLE t (id int);\n")
+      expect(readFileSync(join(files, "rows.txt"), "utf8")).toBe("row-1\n")
+    }
+    // the copies are independent of each other and of the golden
+    const [a, b] = [(await envOf(box, "w1")).FILES_URL!, (await envOf(box, "w2")).FILES_URL!]
+    expect(a).not.toBe(b)
+    rmSync(join(a, "rows.txt"))
+    expect(existsSync(join(b, "rows.txt"))).toBe(true)
+    // the worlds that waited say so
+    const waited = await Promise.all(names.map(async (n) => (await eventsOf(box, n)).map((e) => e.kind)))
+    expect(waited.filter((kinds) => kinds.includes("golden_build"))).toHaveLength(1)
+    expect(waited.filter((kinds) => kinds.includes("golden_wait")).length).toBeGreaterThan(0)
+  })
+
+  it("is rebuilt when an input file or the migrate command changes, and on request", async () => {
+    const box = await boxes.project({ "berth.toml": config(), "migrations/001.sql": "v1\n" })
+    await up(box, "one")
+    await up(box, "two")
+    expect(builds(box)).toEqual(["one"])
+    // an edited migration file makes a new golden (the world branches from the new HEAD)
+    box.write("migrations/001.sql", "v2\n")
+    box.git("commit", "-qam", "v2")
+    await up(box, "three")
+    expect(builds(box)).toEqual(["one", "three"])
+    expect(readFileSync(join((await envOf(box, "three")).FILES_URL!, "schema.sql"), "utf8")).toBe("v2\n")
+    expect(readFileSync(join((await envOf(box, "two")).FILES_URL!, "schema.sql"), "utf8")).toBe("v1\n")
+    // a new file matched by golden_inputs counts too
+    box.write("migrations/002.sql", "more\n")
+    box.git("add", "-A")
+    box.git("commit", "-qm", "002")
+    await up(box, "four")
+    expect(builds(box)).toEqual(["one", "three", "four"])
+    // so does the migrate command
+    box.write("berth.toml", config("cp ${world.path}/migrations/001.sql ${files.url}/schema.sql; touch ${files.url}/x"))
+    box.git("commit", "-qam", "migrate changed")
+    await up(box, "five")
+    expect(builds(box)).toEqual(["one", "three", "four", "five"])
+    expect(existsSync(join((await envOf(box, "five")).FILES_URL!, "x"))).toBe(true)
+    // and `golden rebuild` forces one
+    const rebuilt = await box.run(["golden", "rebuild", "five", "files"], { timeoutMs: 60_000 })
+    expect(rebuilt.code, rebuilt.stderr).toBe(0)
+    expect(rebuilt.stdout).toMatch(/golden .* is ready/)
+    expect(builds(box)).toEqual(["one", "three", "four", "five", "five"])
+    const wrong = await box.run(["golden", "rebuild", "five", "api"])
+    expect(wrong.code).toBe(1)
+    expect(wrong.stderr).toMatch(/"api" is not a slice service with clone_from = "golden"/)
+  })
+
+  it("falls back to migrate and seed when the golden cannot be copied, and says so", async () => {
+    const box = await boxes.project({ "berth.toml": config(), "migrations/001.sql": "v1\n" })
+    await up(box, "first")
+    // the golden vanishes behind berth's back (a disk cleanup, say): the next world cannot be a copy of it
+    const storage = dirname((await envOf(box, "first")).FILES_URL!)
+    const goldens = readdirSync(storage).filter((f) => f.startsWith("golden_"))
+    expect(goldens).toHaveLength(1)
+    rmSync(join(storage, goldens[0]!), { recursive: true, force: true })
+    await up(box, "second")
+    const files = (await envOf(box, "second")).FILES_URL!
+    expect(readFileSync(join(files, "schema.sql"), "utf8")).toBe("v1\n")
+    expect(readFileSync(join(files, "rows.txt"), "utf8")).toBe("row-1\n")
+    const events = await eventsOf(box, "second")
+    expect(events.find((e) => e.kind === "clone_fallback")?.message).toMatch(/running migrate and seed instead/)
+    const status = await box.run(["status"])
+    expect(status.stdout).toMatch(/clone_fallback \(files\)/)
+    // the slice's log says it too
+    const logs = await box.run(["logs", "second", "--service", "files"])
+    expect(logs.stdout).toMatch(/\[berth\] clone_fallback/)
+  })
+})

@@ -1,0 +1,106 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as FastCheck from "effect/FastCheck"
+import { GOLDENS_KEPT, type GcRow, gcInFlightKey, gcPlan } from "../../src/domain/gc.js"
+
+const row = (over: Partial<GcRow> & Pick<GcRow, "id" | "name">): GcRow => ({
+  worldId: 1,
+  project: "shop",
+  service: "db",
+  server: "pg",
+  golden: false,
+  state: "ready",
+  usedAt: 0,
+  ...over
+})
+
+describe("gcPlan", () => {
+  it("drops slices whose world is gone and half-provisioned ones, keeps ready ones of live worlds", () => {
+    const plan = gcPlan({
+      rows: [
+        row({ id: 1, name: "live" }),
+        row({ id: 2, name: "orphan", worldId: null }),
+        row({ id: 3, name: "half", state: "provisioning" })
+      ],
+      listings: [],
+      inFlight: new Set()
+    })
+    expect(plan.map((a) => [a.name, a.reason, a.rowId])).toEqual([
+      ["orphan", "world gone", 2],
+      ["half", "half-provisioned", 3]
+    ])
+  })
+
+  it("never touches a slice being made right now", () => {
+    const plan = gcPlan({
+      rows: [row({ id: 3, name: "half", state: "provisioning" })],
+      listings: [{ server: "pg", names: ["half", "making"] }],
+      inFlight: new Set([gcInFlightKey("pg", "half"), gcInFlightKey("pg", "making")])
+    })
+    expect(plan).toEqual([])
+  })
+
+  it("drops what a server lists as ours but the registry does not know, per server", () => {
+    const plan = gcPlan({
+      rows: [row({ id: 1, name: "a" }), row({ id: 2, name: "b", server: "other" })],
+      listings: [
+        { server: "pg", names: ["a", "b", "c"] },
+        { server: "other", names: ["b"] }
+      ],
+      inFlight: new Set()
+    })
+    expect(plan.map((a) => [a.server, a.name, a.reason])).toEqual([
+      ["pg", "b", "unrecorded"],
+      ["pg", "c", "unrecorded"]
+    ])
+  })
+
+  it(`keeps the ${GOLDENS_KEPT} most recently used goldens of a service on a server`, () => {
+    const goldens = [1, 2, 3, 4, 5].map((i) =>
+      row({ id: i, name: `g${i}`, golden: true, worldId: null, usedAt: i * 10 })
+    )
+    const plan = gcPlan({ rows: goldens, listings: [], inFlight: new Set() })
+    expect(plan.map((a) => [a.name, a.reason])).toEqual([
+      ["g2", "superseded golden"],
+      ["g1", "superseded golden"]
+    ])
+  })
+
+  it("only ever proposes recorded rows or listed names, each at most once", () => {
+    const name = FastCheck.constantFrom("a", "b", "c", "d")
+    const arbRow = FastCheck.record({
+      id: FastCheck.integer({ min: 1, max: 50 }),
+      name,
+      worldId: FastCheck.option(FastCheck.constant(1), { nil: null }),
+      golden: FastCheck.boolean(),
+      state: FastCheck.constantFrom("provisioning" as const, "ready" as const),
+      usedAt: FastCheck.nat(100)
+    })
+    FastCheck.assert(
+      FastCheck.property(
+        FastCheck.uniqueArray(arbRow, { selector: (r) => r.id, maxLength: 8 }),
+        FastCheck.array(name, { maxLength: 4 }),
+        FastCheck.array(name, { maxLength: 2 }),
+        (rows, listed, busy) => {
+          const full = rows.map((r) => row(r))
+          const plan = gcPlan({
+            rows: full,
+            listings: [{ server: "pg", names: listed }],
+            inFlight: new Set(busy.map((n) => gcInFlightKey("pg", n)))
+          })
+          const recorded = new Set(full.map((r) => r.name))
+          for (const a of plan) {
+            if (busy.includes(a.name)) return false
+            if (
+              a.rowId === undefined
+                ? !listed.includes(a.name) || recorded.has(a.name)
+                : !full.some((r) => r.id === a.rowId)
+            )
+              return false
+          }
+          const ids = plan.flatMap((a) => (a.rowId === undefined ? [] : [a.rowId]))
+          return new Set(ids).size === ids.length
+        }
+      )
+    )
+  })
+})
