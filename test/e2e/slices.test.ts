@@ -188,4 +188,59 @@ env = { NOTES = "\${notes.url}" }
     expect(r.stderr).toMatch(/berth-adapter-nowhere/)
     expect(r.stderr).not.toMatch(/\n\s+at /)
   })
+
+  it("gives each world a MariaDB database copied server-side from the golden", async () => {
+    const project = `mshop${process.pid}`
+    const sqlOf = (statement: string) =>
+      `'''u=\${db.url}; mariadb -h 127.0.0.1 -u root "$\${u##*/}" -e "${statement}"'''`
+    const box = await boxes.project({
+      "berth.toml": `[project]
+name = "${project}"
+
+[services.db]
+adapter = "mariadb"
+admin_url = "mysql://root@127.0.0.1:3306/"
+clone_from = "golden"
+migrate = ${sqlOf("CREATE TABLE notes (id INT PRIMARY KEY, text VARCHAR(40))")}
+seed = ${sqlOf("INSERT INTO notes VALUES (1, 'seeded')")}
+`
+    })
+    for (const world of ["one", "two"]) {
+      const r = await box.run(["up", world], { timeoutMs: 60_000 })
+      expect(r.code, r.stderr).toBe(0)
+    }
+    const mysql = await import("mysql2/promise")
+    const one = (await envOf(box, "one")).DB_URL!
+    const two = (await envOf(box, "two")).DB_URL!
+    expect(one).toBe(`mysql://root@127.0.0.1:3306/${project}_one_db`)
+    const a = await mysql.createConnection(one)
+    const b = await mysql.createConnection(two)
+    try {
+      await a.query("INSERT INTO notes VALUES (2, 'only one')")
+      const [rowsA] = await a.query("SELECT id FROM notes ORDER BY id")
+      const [rowsB] = await b.query("SELECT id FROM notes ORDER BY id")
+      expect(rowsA).toEqual([{ id: 1 }, { id: 2 }])
+      expect(rowsB).toEqual([{ id: 1 }])
+    } finally {
+      await a.end()
+      await b.end()
+    }
+    for (const world of ["one", "two"]) expect((await box.run(["remove", world, "--force"])).code).toBe(0)
+    const admin = await mysql.createConnection("mysql://root@127.0.0.1:3306/")
+    try {
+      const [left] = await admin.query("SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE ?", [
+        `${project}%`
+      ])
+      expect(left).toEqual([])
+      // goldens outlive worlds (gc keeps the recent ones): this test's goes by hand
+      const [goldens] = await admin.query(
+        "SELECT schema_name AS name FROM information_schema.schemata WHERE schema_name LIKE ?",
+        [`golden_${project}%`]
+      )
+      expect(goldens).toHaveLength(1)
+      for (const g of goldens as Array<{ name: string }>) await admin.query(`DROP DATABASE \`${g.name}\``)
+    } finally {
+      await admin.end()
+    }
+  })
 })
