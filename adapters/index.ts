@@ -3,20 +3,18 @@
  * berth does not know is served by an external `berth-adapter-<name>` executable (`external/`).
  */
 import type { Adapter } from "./contract.js"
-import { dirAdapter } from "./dir/index.js"
-import { mysqlAdapter } from "./mysql/index.js"
-import { postgresAdapter } from "./postgres/index.js"
-import { rabbitmqAdapter } from "./rabbitmq/index.js"
-import { redisAdapter } from "./redis/index.js"
-import { sqliteAdapter } from "./sqlite/index.js"
 
-export const implementations: ReadonlyMap<string, Adapter> = new Map<string, Adapter>([
-  ["sqlite", sqliteAdapter],
-  ["dir", dirAdapter],
-  ["postgres", postgresAdapter],
-  ["mysql", mysqlAdapter],
-  ["rabbitmq", rabbitmqAdapter],
-  ["redis", redisAdapter]
+/**
+ * Each is loaded on first use: a daemon whose projects use no MySQL never loads its driver (the drivers together
+ * are tens of MiB of the daemon's memory).
+ */
+export const implementations: ReadonlyMap<string, () => Promise<Adapter>> = new Map<string, () => Promise<Adapter>>([
+  ["sqlite", () => import("./sqlite/index.js").then((m) => m.sqliteAdapter)],
+  ["dir", () => import("./dir/index.js").then((m) => m.dirAdapter)],
+  ["postgres", () => import("./postgres/index.js").then((m) => m.postgresAdapter)],
+  ["mysql", () => import("./mysql/index.js").then((m) => m.mysqlAdapter)],
+  ["rabbitmq", () => import("./rabbitmq/index.js").then((m) => m.rabbitmqAdapter)],
+  ["redis", () => import("./redis/index.js").then((m) => m.redisAdapter)]
 ])
 
 export { AdapterError, type Adapter, type Slice } from "./contract.js"

@@ -40,6 +40,12 @@ const logTail = (file: string, lines = 5): string => {
 }
 
 /**
+ * The daemon lives long and allocates little at a time: a small young generation keeps its memory down (V8 grows the
+ * semi-spaces to 16 MiB each under steady allocation, for a throughput a daemon does not need).
+ */
+const DAEMON_NODE_FLAGS = ["--max-semi-space-size=1", "--optimize-for-size"]
+
+/**
  * Starts `berth daemon run` detached, its output in the daemon log, and waits until it answers. A daemon that exits
  * first (a broken state database, say) fails the start at once with what it logged.
  */
@@ -48,7 +54,7 @@ const startDaemon = async (home: HomePaths): Promise<void> => {
   const logStart = fstatSync(log).size
   const entry = process.argv[1]
   if (entry === undefined) throw new Error("cannot tell which berth to start")
-  const child = spawn(process.execPath, [entry, "daemon", "run"], {
+  const child = spawn(process.execPath, [...DAEMON_NODE_FLAGS, entry, "daemon", "run"], {
     detached: true,
     stdio: ["ignore", log, log],
     env: { ...process.env, BERTH_HOME: home.root },

@@ -12,7 +12,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import { formatDiagnostic } from "../../domain/config/diagnostic.js"
 import { InitFailed, InitRefused } from "../../domain/errors.js"
-import { fromCompose } from "../../domain/init/compose.js"
 import { fromPackageJson } from "../../domain/init/packageJson.js"
 import { projectLabel } from "../../domain/names.js"
 import { CONFIG_FILE, ConfigFiles } from "../../services/ConfigFiles.js"
@@ -48,6 +47,8 @@ export const init = Command.make("init", { dir, force, json }, ({ dir, force, js
     for (const name of composeFiles) {
       const composeText = yield* readIfThere(name)
       if (composeText === undefined) continue
+      // the YAML parser is loaded only here: the daemon runs this same program and never needs it
+      const { fromCompose } = yield* Effect.promise(() => import("../../domain/init/compose.js"))
       const converted = fromCompose({
         composeText,
         composeFile: name,

@@ -14,7 +14,7 @@ const externals = new Map<string, Adapter>()
 export const implementation = (adapter: string): Effect.Effect<Adapter, InvalidRequest> => {
   const family = builtinAdapters.get(adapter)?.family ?? adapter
   const builtin = implementations.get(family)
-  if (builtin !== undefined) return Effect.succeed(builtin)
+  if (builtin !== undefined) return Effect.promise(builtin)
   if (!isValidAdapterName(adapter)) {
     return Effect.fail(new InvalidRequest({ reason: `adapter name ${JSON.stringify(adapter)} is not valid` }))
   }
