@@ -1,0 +1,1 @@
+INSERT INTO orders (item) VALUES ('welcome kit');
