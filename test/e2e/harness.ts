@@ -24,6 +24,8 @@ export interface Sandbox {
   readonly home: string
   readonly write: (file: string, text: string) => void
   readonly run: (args: ReadonlyArray<string>, options?: RunOptions) => Promise<RunResult>
+  /** what every run of this sandbox adds to the environment (its proxy ports, say) */
+  readonly env: Readonly<Record<string, string>>
   readonly git: (...args: ReadonlyArray<string>) => string
   readonly cleanup: () => void
 }
@@ -38,7 +40,15 @@ export const runBerth = (args: ReadonlyArray<string>, cwd: string, home: string,
   new Promise<RunResult>((resolvePromise, reject) => {
     const child = spawn(process.execPath, [berthBin, ...args], {
       cwd: options?.cwd ?? cwd,
-      env: { ...process.env, BERTH_HOME: home, NO_COLOR: "1", ...options?.env },
+      // the proxy is off unless a test gives the sandbox ports of its own: every daemon would want port 80 otherwise
+      env: {
+        ...process.env,
+        BERTH_HOME: home,
+        NO_COLOR: "1",
+        BERTH_PROXY_PORT: "off",
+        BERTH_HTTPS_PORT: "off",
+        ...options?.env
+      },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let stdout = ""
@@ -61,7 +71,11 @@ export const runBerth = (args: ReadonlyArray<string>, cwd: string, home: string,
   })
 
 /** A fresh git repository (one commit) holding `files`, and a BERTH_HOME of its own. */
-export const sandbox = (files: Readonly<Record<string, string>> = {}, name = "app"): Sandbox => {
+export const sandbox = (
+  files: Readonly<Record<string, string>> = {},
+  name = "app",
+  env: Readonly<Record<string, string>> = {}
+): Sandbox => {
   const base = mkdtempSync(join(tmpdir(), "berth-e2e-"))
   const dir = join(base, name)
   const home = join(base, "home")
@@ -92,7 +106,8 @@ export const sandbox = (files: Readonly<Record<string, string>> = {}, name = "ap
     home,
     write,
     git,
-    run: (args, options) => runBerth(args, dir, home, options),
+    env,
+    run: (args, options) => runBerth(args, dir, home, { ...options, env: { ...env, ...options?.env } }),
     cleanup: () => {
       killAll(home)
       rmSync(base, { recursive: true, force: true })
@@ -152,12 +167,14 @@ createServer((req, res) => {
  * compete for one: the claim is an exclusive mkdir, released when the test process ends.
  */
 const claimed: Array<string> = []
+const BLOCKS = 127
 export const portBlock = (): string => {
   const root = join(tmpdir(), "berth-test-port-blocks")
   mkdirSync(root, { recursive: true })
-  const start = Math.floor(Math.random() * 400)
-  for (let k = 0; k < 400; k++) {
-    const block = (start + k) % 400
+  // below Linux's ephemeral range (32768+), so that no outgoing connection's local port ever sits in a block
+  const start = Math.floor(Math.random() * BLOCKS)
+  for (let k = 0; k < BLOCKS; k++) {
+    const block = (start + k) % BLOCKS
     const claim = join(root, String(block))
     try {
       mkdirSync(claim)
@@ -218,10 +235,14 @@ export const sandboxes = () => {
       boxes.push(box)
       return box
     },
-    project: async (files: Readonly<Record<string, string>>) => {
-      const box = sandbox({ "server.mjs": serverScript, ...files })
+    project: async (files: Readonly<Record<string, string>>, options: { readonly proxy?: boolean } = {}) => {
+      const block = portBlock()
+      const [from, to] = block.split("-").map(Number) as [number, number]
+      // with a proxy, the block's last two ports are its HTTP and HTTPS ports
+      const env = options.proxy === true ? { BERTH_PROXY_PORT: String(to - 1), BERTH_HTTPS_PORT: String(to) } : {}
+      const box = sandbox({ "server.mjs": serverScript, ...files }, "app", env)
       boxes.push(box)
-      const range = await box.run(["port", "--range", portBlock()])
+      const range = await box.run(["port", "--range", options.proxy === true ? `${from}-${to - 2}` : block])
       if (range.code !== 0) throw new Error(`berth port --range failed: ${range.stderr}`)
       return box
     },

@@ -8,6 +8,7 @@ import { appendFileSync, mkdirSync, realpathSync } from "node:fs"
 import { dirname, join } from "node:path"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type { Adapter, AdapterError, Slice } from "../../../adapters/index.js"
 import { builtinAdapters } from "../../domain/adapters.js"
 import type * as Model from "../../domain/config/model.js"
@@ -330,6 +331,9 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
         const slice = describe(world, service, env)
         const failure = adapterFailure(world.name, service.name, service.adapter)
         const previous = before.get(service.name)
+        const wasReady = previous?.state === "ready" && previous.name === slice.name
+        // a new slice with a golden is made by copying it: no empty slice first (the copy replaces what is there)
+        const copyable = service.cloneFrom === "golden" && adapter.capabilities.clone && !wasReady
         const { row, fresh } = yield* busy(
           slice,
           Effect.gen(function* () {
@@ -345,8 +349,8 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
               goldenKey: null
             })
             yield* recordServer(slice)
+            if (copyable) return { row, fresh: true }
             const created = yield* adapter.provision(slice).pipe(Effect.mapError(failure))
-            const wasReady = previous?.state === "ready" && previous.name === slice.name
             if (created || wasReady) return { row, fresh: created }
             // a crash left it half-filled: drop what is there and start from empty
             yield* adapter.teardown(slice).pipe(Effect.mapError(failure))
@@ -354,9 +358,14 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
             return { row, fresh: true }
           })
         )
-        const url = yield* adapter.resolve(slice).pipe(Effect.mapError(failure))
-        yield* registry.setSliceUrl(row.id, url)
-        urls.set(service.name, url)
+        // a slice still to be copied may not have an address yet (a Redis DB is numbered when it is made)
+        const url = copyable
+          ? Option.getOrUndefined(yield* Effect.option(adapter.resolve(slice)))
+          : yield* adapter.resolve(slice).pipe(Effect.mapError(failure))
+        if (url !== undefined) {
+          yield* registry.setSliceUrl(row.id, url)
+          urls.set(service.name, url)
+        }
         if (fresh) {
           yield* registry.markSliceProvisioning(row.id)
           pending.push({ service, adapter, slice, rowId: row.id })
