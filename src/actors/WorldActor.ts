@@ -45,6 +45,7 @@ import * as LogFiles from "../services/LogFiles.js"
 import { Ports } from "../services/Ports.js"
 import { ONESHOT_VARIABLE, Processes, type ProcessHandle } from "../services/Processes.js"
 import { Registry, type WorldRow } from "../services/Registry.js"
+import { Router } from "../services/proxy/Router.js"
 import { type SliceInit, Slices } from "../services/slices/Slices.js"
 import {
   makeRuntime,
@@ -118,6 +119,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
     const git = yield* Git
     const ports = yield* Ports
     const slices = yield* Slices
+    const router = yield* Router
     const home = yield* Home
     const processes = yield* Processes
     const context = yield* Effect.context<Processes | Health>()
@@ -284,7 +286,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
     /** Starts a generation: ports, then every selected service in dependency order, waiting for all to be ready. */
     const start = (
       sel: Selection,
-      userEnv: Readonly<Record<string, string>>,
+      givenEnv: Readonly<Record<string, string>>,
       adopt: ReadonlyMap<string, ProcessHandle>,
       died: ReadonlySet<string> = new Set()
     ) =>
@@ -293,6 +295,8 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         yield* ensureWorktree(w)
         const { loaded, config } = yield* loadConfig(w)
         const names = yield* selected(config, sel)
+        const routing = router.routing(config, w.projectName, w.slug)
+        const userEnv = router.processEnv(givenEnv, routing)
         yield* setObserved("starting")
         if (!w.setupDone && config.project.setup !== undefined && adopt.size === 0) {
           yield* runSetup(w, config.project.setup, userEnv)
@@ -305,7 +309,9 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
                 .assigned
         const portMap = groupPorts(leased)
         const lookup = (name: string) => userEnv[name] ?? loaded.dotenv.get(name)
-        const coords = yield* provisionSlices(w, config, userEnv, lookup, (urls) => coordinates(config, portMap, urls))
+        const coords = yield* provisionSlices(w, config, userEnv, lookup, (urls) =>
+          coordinates(config, portMap, urls, routing)
+        )
         const scope = yield* Scope.make()
         const g: Generation = { scope, config, layers: config.graph.layers, services: new Map() }
         generation = g
@@ -502,7 +508,9 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           sliceWorld(w),
           service,
           lookup,
-          sliceInit(w, config, userEnv, lookup, (urls) => coordinates(config, portMap, urls))
+          sliceInit(w, config, userEnv, lookup, (urls) =>
+            coordinates(config, portMap, urls, router.routing(config, w.projectName, w.slug))
+          )
         )
       })
 

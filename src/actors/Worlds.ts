@@ -9,7 +9,7 @@ import * as Effect from "effect/Effect"
 import * as FiberMap from "effect/FiberMap"
 import * as Stream from "effect/Stream"
 import type { ServiceStatus, WorldStatus } from "../daemon/api.js"
-import { coordinates, groupPorts, portRequests, worldVariables } from "../domain/coordinates.js"
+import { coordinates, groupPorts, portRequests, routeUrl, worldVariables } from "../domain/coordinates.js"
 import * as Model from "../domain/config/model.js"
 import { InternalError, InvalidRequest, InvalidWorldName, NotARepository, WorldNotFound } from "../domain/errors.js"
 import { projectLabel } from "../domain/names.js"
@@ -23,6 +23,7 @@ import * as LogFiles from "../services/LogFiles.js"
 import { Ports } from "../services/Ports.js"
 import { Processes } from "../services/Processes.js"
 import { type ProjectRow, Registry, type ServiceRow, type WorldRow } from "../services/Registry.js"
+import { Router } from "../services/proxy/Router.js"
 import { Slices } from "../services/slices/Slices.js"
 import { makeWorldActor, type Selection, type WorldActor, type WorldCommand, worktreesFolder } from "./WorldActor.js"
 
@@ -44,7 +45,10 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
     const configs = yield* ConfigFiles
     const ports = yield* Ports
     const slices = yield* Slices
-    const context = yield* Effect.context<Registry | ConfigFiles | Git | Ports | Home | Processes | Health | Slices>()
+    const router = yield* Router
+    const context = yield* Effect.context<
+      Registry | ConfigFiles | Git | Ports | Home | Processes | Health | Slices | Router
+    >()
     const actors = new Map<number, WorldActor>()
     const loops = yield* FiberMap.make<number>()
 
@@ -61,8 +65,11 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
         return actor
       })
 
+    /** A command to a world's actor; the routes reflect its outcome before the caller hears of it. */
     const send = (worldId: number, command: WorldCommand) =>
-      Effect.flatMap(actorFor(worldId), (actor) => actor.send(command))
+      Effect.flatMap(actorFor(worldId), (actor) => actor.send(command)).pipe(
+        Effect.ensuring(router.refresh.pipe(Effect.ignore))
+      )
 
     /**
      * Which repository a folder is in, remembered briefly: agents call `env`/`status` in tight loops, and asking git
@@ -156,7 +163,25 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
             logTail: []
           })
         )
-        return [...sliceRows, ...processRows(rows, leases)]
+        // a routed service is shown at its route (the config says which are); the rest at 127.0.0.1
+        const folder = w.path !== "" && existsSync(w.path) ? w.path : w.mainRoot
+        const loaded = yield* configs.load(folder).pipe(Effect.option)
+        const config = loaded._tag === "Some" ? Model.forWorld(loaded.value.parsed.config, w.name) : undefined
+        const routing = config === undefined ? undefined : router.routing(config, w.projectName, w.slug)
+        const labels = new Map(
+          config === undefined
+            ? []
+            : Model.processes(config).flatMap((s) => (s.url === undefined ? [] : [[s.name, s.url]]))
+        )
+        return [
+          ...sliceRows,
+          ...processRows(rows, leases).map((s) => {
+            const label = labels.get(s.name)
+            return routing === undefined || label === undefined || s.port === null
+              ? s
+              : { ...s, url: routeUrl(label, routing) }
+          })
+        ]
       })
 
     const processRows = (
@@ -257,7 +282,12 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
           portRequests(config)
         )).assigned.map((a) => ({ ...a, worldId: w.id }))
       }
-      const coords = coordinates(config, groupPorts(leases), yield* slices.addresses(w.id))
+      const coords = coordinates(
+        config,
+        groupPorts(leases),
+        yield* slices.addresses(w.id),
+        router.routing(config, w.projectName, w.slug)
+      )
       return { world: w.name, vars: { ...worldVariables(config, coords) } }
     })
 

@@ -13,14 +13,32 @@ import { version } from "../version.js"
 import { check } from "./commands/check.js"
 import { daemon, port } from "./commands/daemon.js"
 import { init } from "./commands/init.js"
+import { curl } from "./commands/curl.js"
 import { gc, golden } from "./commands/slices.js"
+import { trust } from "./commands/trust.js"
 import { down, env, logs, reload, remove, status, up } from "./commands/worlds.js"
 import { reportFailure, UsageError, wantsJson, withCliConsole } from "./output.js"
 import { findUsageProblem } from "./usage.js"
 
 const berth = Command.make("berth").pipe(
   Command.withDescription("One isolated local world per git worktree"),
-  Command.withSubcommands([up, down, reload, remove, status, env, logs, gc, golden, check, init, daemon, port])
+  Command.withSubcommands([
+    up,
+    down,
+    reload,
+    remove,
+    status,
+    env,
+    logs,
+    curl,
+    gc,
+    golden,
+    check,
+    init,
+    trust,
+    daemon,
+    port
+  ])
 )
 
 const cli = Command.run(berth, { name: "berth", version })

@@ -86,8 +86,25 @@ export const WorldError = Schema.Union(
 )
 export type WorldError = typeof WorldError.Type
 
+const PortChoice = Schema.Union(Schema.Number, Schema.Literal("auto", "off"))
+
+const ListenerInfo = Schema.Struct({
+  wanted: PortChoice,
+  port: Schema.NullOr(Schema.Number),
+  error: Schema.NullOr(Schema.String)
+})
+
+export const ProxySettings = Schema.Struct({
+  http: ListenerInfo,
+  https: ListenerInfo,
+  httpsUrls: Schema.Boolean,
+  caPath: Schema.String
+})
+export type ProxySettings = typeof ProxySettings.Type
+
 export const Settings = Schema.Struct({
-  portRange: Schema.Struct({ from: Schema.Number, to: Schema.Number })
+  portRange: Schema.Struct({ from: Schema.Number, to: Schema.Number }),
+  proxy: ProxySettings
 })
 export type Settings = typeof Settings.Type
 
@@ -178,6 +195,15 @@ export class DaemonApi extends RpcGroup.make(
   Rpc.make("GetSettings", { success: Settings }),
   Rpc.make("SetPortRange", {
     payload: { from: Schema.Number, to: Schema.Number },
+    success: Settings,
+    error: InvalidRequest
+  }),
+  Rpc.make("SetProxy", {
+    payload: {
+      http: Schema.optional(PortChoice),
+      https: Schema.optional(PortChoice),
+      httpsUrls: Schema.optional(Schema.Boolean)
+    },
     success: Settings,
     error: InvalidRequest
   }),

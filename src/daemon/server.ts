@@ -18,6 +18,7 @@ import { InvalidRequest } from "../domain/errors.js"
 import { parsePortRange } from "../domain/ports.js"
 import { Home } from "../services/Home.js"
 import { Ports } from "../services/Ports.js"
+import { Router } from "../services/proxy/Router.js"
 import { build, version } from "../version.js"
 import { DaemonApi } from "./api.js"
 import { acquireLock, releaseLock, socketAnswers } from "./lock.js"
@@ -35,7 +36,17 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
       const worlds = yield* Worlds
       const ports = yield* Ports
       const home = yield* Home
-      const settings = Effect.map(ports.range(), (portRange) => ({ portRange }))
+      const router = yield* Router
+      const proxyInfo = Effect.map(router.info, (i) => ({
+        http: { wanted: i.http.wanted, port: i.http.port ?? null, error: i.http.error ?? null },
+        https: { wanted: i.https.wanted, port: i.https.port ?? null, error: i.https.error ?? null },
+        httpsUrls: i.httpsUrls,
+        caPath: i.caPath
+      }))
+      const settings = Effect.map(Effect.all([ports.range(), proxyInfo]), ([portRange, proxy]) => ({
+        portRange,
+        proxy
+      }))
       return {
         Ping: () => Effect.succeed({ version, build, pid: process.pid, home: home.root }),
         Up: (p) => worlds.up({ cwd: p.cwd, world: p.world }, { services: p.services, groups: p.groups }, p.env),
@@ -61,6 +72,18 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
             const parsed = parsePortRange(`${p.from}-${p.to}`)
             if (Either.isLeft(parsed)) return yield* new InvalidRequest({ reason: parsed.left })
             yield* ports.setRange(parsed.right).pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
+            return yield* settings.pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
+          }),
+        SetProxy: (p) =>
+          Effect.gen(function* () {
+            for (const choice of [p.http, p.https]) {
+              if (typeof choice === "number" && (!Number.isInteger(choice) || choice < 1 || choice > 65_535)) {
+                return yield* new InvalidRequest({ reason: `port ${choice} is not a port (1-65535)` })
+              }
+            }
+            yield* router
+              .setPorts({ http: p.http, https: p.https, httpsUrls: p.httpsUrls })
+              .pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
             return yield* settings.pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
           }),
         Shutdown: () => Deferred.succeed(shutdown, undefined).pipe(Effect.asVoid)

@@ -41,11 +41,37 @@ export const groupPorts = (
   return out
 }
 
-/** Where each service and slice of the world is reached, as tokens see it. */
+/** How a world's routed services are reached through the machine-wide proxy. */
+export interface WorldRouting {
+  readonly scheme: "http" | "https"
+  /** the proxy's port for that scheme; left out of URLs when it is the scheme's default */
+  readonly port: number
+  readonly domain: string
+  /** the project's host label */
+  readonly project: string
+  /** the world's slug */
+  readonly world: string
+}
+
+/** `<url>.<world slug>.<project>.<domain>`: the host a routed service answers on. */
+export const routeHost = (label: string, routing: WorldRouting): string =>
+  `${label}.${routing.world}.${routing.project}.${routing.domain}`.toLowerCase()
+
+/** The address of a routed service, without a trailing slash (`${api.url}/path` reads naturally). */
+export const routeUrl = (label: string, routing: WorldRouting): string => {
+  const standard = routing.scheme === "http" ? 80 : 443
+  return `${routing.scheme}://${routeHost(label, routing)}${routing.port === standard ? "" : `:${routing.port}`}`
+}
+
+/**
+ * Where each service and slice of the world is reached, as tokens see it. A service with `url` is reached through
+ * the proxy when there is one (`routing`); without a proxy, and for services with only ports, directly on 127.0.0.1.
+ */
 export const coordinates = (
   config: Model.Config,
   ports: ReadonlyMap<string, ServicePorts>,
-  sliceUrls: ReadonlyMap<string, string>
+  sliceUrls: ReadonlyMap<string, string>,
+  routing?: WorldRouting
 ): ReadonlyMap<string, ServiceCoordinates> => {
   const out = new Map<string, ServiceCoordinates>()
   for (const s of config.services) {
@@ -55,10 +81,17 @@ export const coordinates = (
       continue
     }
     const p = ports.get(s.name)
-    out.set(
-      s.name,
-      p === undefined ? {} : { url: `http://127.0.0.1:${p.main}`, host: "127.0.0.1", port: p.main, ports: p.named }
-    )
+    if (p === undefined) {
+      out.set(s.name, {})
+      continue
+    }
+    const label = routing === undefined ? undefined : s.url
+    out.set(s.name, {
+      url: label !== undefined && routing !== undefined ? routeUrl(label, routing) : `http://127.0.0.1:${p.main}`,
+      host: label !== undefined && routing !== undefined ? routeHost(label, routing) : "127.0.0.1",
+      port: p.main,
+      ports: p.named
+    })
   }
   return out
 }

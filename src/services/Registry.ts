@@ -14,6 +14,7 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as SubscriptionRef from "effect/SubscriptionRef"
 import { InternalError } from "../domain/errors.js"
 import { assignSlug } from "../domain/names.js"
 import type { WorldDesired, WorldState } from "../domain/world-state.js"
@@ -319,6 +320,13 @@ const orInternal =
 const makeRegistry = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const home = yield* Home
+  /**
+   * Bumped after every write that changes what a route points at (a world's or a service's state, leases, worlds
+   * made or gone): the router rebuilds its table from it instead of reading the database per request.
+   */
+  const changes = yield* SubscriptionRef.make(0)
+  const changed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.tap(effect, () => SubscriptionRef.update(changes, (n) => n + 1))
 
   const worldSelect = sql`SELECT w.*, p.name AS project_name, p.main_root AS main_root FROM worlds w JOIN projects p ON p.id = w.project_id`
 
@@ -515,24 +523,27 @@ const makeRegistry = Effect.gen(function* () {
 
   return {
     file: home.database,
+    changes,
     upsertProject: orInternal(upsertProject),
     worlds: orInternal(worlds),
     world: orInternal(world),
     findWorld: orInternal(findWorld),
-    createWorld: orInternal(createWorld),
+    createWorld: orInternal((...args: Parameters<typeof createWorld>) => changed(createWorld(...args))),
     setDesired: orInternal(setDesired),
-    setObserved: orInternal(setObserved),
+    setObserved: orInternal((...args: Parameters<typeof setObserved>) => changed(setObserved(...args))),
     markSetupDone: orInternal(markSetupDone),
     markWorktreeReady: orInternal(markWorktreeReady),
     setSelection: orInternal(setSelection),
-    setPath: orInternal(setPath),
-    deleteWorld: orInternal(deleteWorld),
+    setPath: orInternal((...args: Parameters<typeof setPath>) => changed(setPath(...args))),
+    deleteWorld: orInternal((...args: Parameters<typeof deleteWorld>) => changed(deleteWorld(...args))),
     services: orInternal(services),
-    saveService: orInternal(saveService),
-    dropServicesExcept: orInternal(dropServicesExcept),
+    saveService: orInternal((...args: Parameters<typeof saveService>) => changed(saveService(...args))),
+    dropServicesExcept: orInternal((...args: Parameters<typeof dropServicesExcept>) =>
+      changed(dropServicesExcept(...args))
+    ),
     leases: orInternal(leases),
-    setLeases: orInternal(setLeases),
-    releaseLeases: orInternal(releaseLeases),
+    setLeases: orInternal((...args: Parameters<typeof setLeases>) => changed(setLeases(...args))),
+    releaseLeases: orInternal((...args: Parameters<typeof releaseLeases>) => changed(releaseLeases(...args))),
     slices: orInternal(slices),
     goldens: orInternal(goldens),
     recordSlice: orInternal(recordSlice),

@@ -3,6 +3,10 @@ import * as Effect from "effect/Effect"
 import { EmbedLive, Ports, Worlds } from "../../src/index.js"
 import { fetchJson, isAlive, portBlock, sandbox, serverScript } from "../e2e/harness.js"
 
+// the embedded engine runs the proxy too (settings or BERTH_PROXY_PORT); this test reaches its service directly
+process.env.BERTH_PROXY_PORT = "off"
+process.env.BERTH_HTTPS_PORT = "off"
+
 describe("embedding berth through its layers", () => {
   it("brings a world up and down in the caller's process", async () => {
     const box = sandbox({

@@ -87,6 +87,25 @@ export const daemon = Command.make("daemon").pipe(
   Command.provide(Home.layer)
 )
 
+/** `80`, `auto` or `off`, as `--proxy` and `--https` take them. */
+const parseChoice = (flag: string, text: string): Effect.Effect<number | "auto" | "off", InvalidRequest> => {
+  if (text === "auto" || text === "off") return Effect.succeed(text)
+  const n = Number(text)
+  return Number.isInteger(n) && n >= 1 && n <= 65_535
+    ? Effect.succeed(n)
+    : Effect.fail(
+        new InvalidRequest({ reason: `--${flag} ${JSON.stringify(text)}: expected a port (1-65535), auto or off` })
+      )
+}
+
+const listenerLine = (
+  name: string,
+  l: { readonly wanted: number | string; readonly port: number | null; readonly error: string | null }
+) =>
+  l.port !== null
+    ? `${name}: ${l.port}${l.wanted === "auto" ? " (auto)" : ""}`
+    : `${name}: not listening (${l.wanted}${l.error === null ? "" : `: ${l.error.split("\n")[0]}`})`
+
 export const port = Command.make(
   "port",
   {
@@ -94,21 +113,48 @@ export const port = Command.make(
       Options.withDescription("the range ports are leased from, e.g. 4000-5999"),
       Options.optional
     ),
+    proxy: Options.text("proxy").pipe(
+      Options.withDescription("the proxy's HTTP port: a number, auto (80, else 7355) or off"),
+      Options.optional
+    ),
+    https: Options.text("https").pipe(
+      Options.withDescription("the proxy's HTTPS port: a number, auto (443, else 7356) or off"),
+      Options.optional
+    ),
+    httpsUrls: Options.choice("https-urls", ["on", "off"]).pipe(
+      Options.withDescription("on: every project's ${svc.url} is https, as with [project] https = true"),
+      Options.optional
+    ),
     json
   },
-  ({ json, range }) =>
+  ({ https, httpsUrls, json, proxy, range }) =>
     Effect.gen(function* () {
       const client = yield* DaemonClient
-      const settings = yield* Option.match(range, {
-        onNone: () => client.GetSettings(),
-        onSome: (text) =>
-          Effect.gen(function* () {
-            const parsed = parsePortRange(text)
-            if (Either.isLeft(parsed)) return yield* new InvalidRequest({ reason: parsed.left })
-            return yield* client.SetPortRange(parsed.right)
-          })
-      })
+      if (Option.isSome(range)) {
+        const parsed = parsePortRange(range.value)
+        if (Either.isLeft(parsed)) return yield* new InvalidRequest({ reason: parsed.left })
+        yield* client.SetPortRange(parsed.right)
+      }
+      if (Option.isSome(proxy) || Option.isSome(https) || Option.isSome(httpsUrls)) {
+        yield* client.SetProxy({
+          http: Option.isSome(proxy) ? yield* parseChoice("proxy", proxy.value) : undefined,
+          https: Option.isSome(https) ? yield* parseChoice("https", https.value) : undefined,
+          httpsUrls: Option.isSome(httpsUrls) ? httpsUrls.value === "on" : undefined
+        })
+      }
+      const settings = yield* client.GetSettings()
       if (json) return yield* printJson(settings)
-      yield* Console.log(`port range: ${formatPortRange(settings.portRange)}`)
+      yield* Console.log(
+        [
+          `port range: ${formatPortRange(settings.portRange)}`,
+          listenerLine("proxy (http)", settings.proxy.http),
+          listenerLine("proxy (https)", settings.proxy.https),
+          `https urls for every project: ${settings.proxy.httpsUrls ? "on" : "off"}`,
+          `CA: ${settings.proxy.caPath}`
+        ].join("\n")
+      )
     })
-).pipe(Command.withDescription("Show or set the machine-wide port settings"), withDaemon)
+).pipe(
+  Command.withDescription("Show or set the machine-wide port settings: the lease range and the proxy's ports"),
+  withDaemon
+)

@@ -1,0 +1,273 @@
+/**
+ * The proxy's routing, as pure data: which `<service>.<world slug>.<project>.<domain>` host goes to which port, how
+ * a Host header is read, and what the 404/502/508 pages say. The daemon builds a `RouteTable` from its worlds and
+ * hands it to the proxy, which swaps it in at once; a request only ever does a `Map` lookup here.
+ */
+import type { ServiceState } from "./service-state.js"
+import type { WorldState } from "./world-state.js"
+
+export const defaultDomain = "localhost"
+
+/** One routable service of one world. */
+export interface RouteTarget {
+  /** The project's host label (`[a-z0-9-]`). */
+  readonly project: string
+  /** The world's slug, as it appears in host names. */
+  readonly world: string
+  /** The world's own name (its branch) when it differs from the slug; pages show it. */
+  readonly worldName?: string | undefined
+  /** The service's host label (its `url`). */
+  readonly service: string
+  readonly worldState: WorldState
+  readonly serviceState: ServiceState
+  /** The port the service listens on; undefined when it has none (yet). */
+  readonly port: number | undefined
+  /** Whether requests should be sent to it now. */
+  readonly ready: boolean
+}
+
+export interface RouteTable {
+  /** Lower case, without dots at either end. */
+  readonly domain: string
+  /** `<service>.<world>.<project>.<domain>` → target */
+  readonly byHost: ReadonlyMap<string, RouteTarget>
+  /** project label → its targets, in the order given */
+  readonly byProject: ReadonlyMap<string, ReadonlyArray<RouteTarget>>
+}
+
+const normalizeDomain = (domain: string): string =>
+  domain
+    .trim()
+    .toLowerCase()
+    .replace(/^\.+|\.+$/g, "")
+
+export const hostOf = (target: Pick<RouteTarget, "service" | "world" | "project">, domain: string): string =>
+  `${target.service}.${target.world}.${target.project}.${normalizeDomain(domain)}`.toLowerCase()
+
+/** The URL of a target as a browser would write it: the port only when it is not the scheme's default. */
+export const urlOf = (
+  target: Pick<RouteTarget, "service" | "world" | "project">,
+  domain: string,
+  scheme: "http" | "https",
+  port: number
+): string => {
+  const defaultPort = scheme === "http" ? 80 : 443
+  return `${scheme}://${hostOf(target, domain)}${port === defaultPort ? "" : `:${port}`}/`
+}
+
+/** A table of `targets`; when two claim one host the first keeps it. */
+export const makeRouteTable = (targets: ReadonlyArray<RouteTarget>, domain: string = defaultDomain): RouteTable => {
+  const d = normalizeDomain(domain)
+  const byHost = new Map<string, RouteTarget>()
+  const byProject = new Map<string, Array<RouteTarget>>()
+  for (const target of targets) {
+    const host = hostOf(target, d)
+    if (byHost.has(host)) continue
+    byHost.set(host, target)
+    const list = byProject.get(target.project)
+    if (list === undefined) byProject.set(target.project, [target])
+    else list.push(target)
+  }
+  return { domain: d, byHost, byProject }
+}
+
+export const emptyRouteTable = (domain: string = defaultDomain): RouteTable => makeRouteTable([], domain)
+
+/**
+ * The host a Host header (or `:authority`) names: without the port, lower case, without a trailing dot.
+ * An IPv6 literal keeps its brackets. Undefined or blank gives `""`.
+ */
+export const normalizeHost = (header: string | undefined): string => {
+  if (header === undefined) return ""
+  let host = header.trim()
+  if (host.startsWith("[")) {
+    const end = host.indexOf("]")
+    return (end === -1 ? host : host.slice(0, end + 1)).toLowerCase()
+  }
+  const colon = host.lastIndexOf(":")
+  if (colon !== -1) host = host.slice(0, colon)
+  host = host.toLowerCase()
+  return host.endsWith(".") ? host.slice(0, -1) : host
+}
+
+export type Lookup =
+  | { readonly _tag: "Found"; readonly host: string; readonly target: RouteTarget }
+  | {
+      readonly _tag: "UnknownHost"
+      readonly host: string
+      /** The project label the host names (the label just before the domain), whether or not it is known. */
+      readonly project: string | undefined
+    }
+
+/** The label just before `.<domain>` (or undefined when `host` is not under the domain). */
+export const projectOfHost = (host: string, domain: string): string | undefined => {
+  const suffix = `.${domain}`
+  if (!host.endsWith(suffix)) return undefined
+  const rest = host.slice(0, -suffix.length)
+  const label = rest.slice(rest.lastIndexOf(".") + 1)
+  return label === "" ? undefined : label
+}
+
+export const lookup = (table: RouteTable, hostHeader: string | undefined): Lookup => {
+  const host = normalizeHost(hostHeader)
+  const target = table.byHost.get(host)
+  if (target !== undefined) return { _tag: "Found", host, target }
+  return { _tag: "UnknownHost", host, project: projectOfHost(host, table.domain) }
+}
+
+/** Whether a host name may get a certificate from berth's CA: the domain itself or a name under it. */
+export const isUnderDomain = (host: string, domain: string): boolean =>
+  (host === domain || host.endsWith(`.${domain}`)) && /^[a-z0-9.-]+$/.test(host) && !host.includes("..")
+
+// ---------------------------------------------------------------------------------------------------------------
+// Pages
+
+export interface PageService {
+  readonly service: string
+  readonly state: ServiceState
+  readonly ready: boolean
+  readonly url: string
+}
+
+export interface PageWorld {
+  readonly world: string
+  readonly worldName: string | undefined
+  readonly state: WorldState
+  readonly services: ReadonlyArray<PageService>
+}
+
+/** What an error page says; `pages.ts` renders it as HTML or plain text. */
+export interface PageModel {
+  readonly status: 400 | 404 | 502 | 508
+  readonly title: string
+  /** One or two sentences saying what happened. */
+  readonly message: string
+  /** What to do about it, when there is something. */
+  readonly hint: string | undefined
+  readonly host: string
+  readonly project: string | undefined
+  /** The project's worlds and services, for finding the right address. */
+  readonly worlds: ReadonlyArray<PageWorld>
+}
+
+/** How the request reached the proxy: page links use the same scheme and port. */
+export interface Origin {
+  readonly scheme: "http" | "https"
+  readonly port: number
+}
+
+const worldsOf = (table: RouteTable, project: string | undefined, origin: Origin): ReadonlyArray<PageWorld> => {
+  if (project === undefined) return []
+  const worlds = new Map<
+    string,
+    { world: string; worldName: string | undefined; state: WorldState; s: PageService[] }
+  >()
+  for (const t of table.byProject.get(project) ?? []) {
+    if (t.worldState === "removed" || t.worldState === "removing") continue
+    let w = worlds.get(t.world)
+    if (w === undefined) {
+      w = { world: t.world, worldName: t.worldName, state: t.worldState, s: [] }
+      worlds.set(t.world, w)
+    }
+    w.s.push({
+      service: t.service,
+      state: t.serviceState,
+      ready: t.ready,
+      url: urlOf(t, table.domain, origin.scheme, origin.port)
+    })
+  }
+  return [...worlds.values()]
+    .sort((a, b) => a.world.localeCompare(b.world))
+    .map((w) => ({
+      world: w.world,
+      worldName: w.worldName,
+      state: w.state,
+      services: w.s.sort((a, b) => a.service.localeCompare(b.service))
+    }))
+}
+
+const displayWorld = (t: Pick<RouteTarget, "world" | "worldName">): string =>
+  t.worldName !== undefined && t.worldName !== t.world ? `${t.worldName} (${t.world})` : t.world
+
+/** The 404 page for a host no route names. */
+export const notFoundPage = (
+  table: RouteTable,
+  result: Extract<Lookup, { _tag: "UnknownHost" }>,
+  origin: Origin
+): PageModel => {
+  const worlds = worldsOf(table, result.project, origin)
+  const known = result.project !== undefined && table.byProject.has(result.project)
+  const host = result.host === "" ? "(no Host header)" : result.host
+  let message: string
+  let hint: string | undefined
+  if (known) {
+    message = `No service of project ${result.project} answers to ${host}.`
+    hint =
+      worlds.length === 0
+        ? `No world of ${result.project} is up: run \`berth up <world>\` in the project.`
+        : `Addresses have the form <service>.<world>.${result.project}.${table.domain}.`
+  } else if (result.project !== undefined) {
+    message = `berth knows no project named ${result.project} (host ${host}).`
+    hint = `Run \`berth up <world>\` in the project, or \`berth status\` to see what is up.`
+  } else {
+    message = `berth routes only names under .${table.domain}; ${host} is not one.`
+    hint = `Addresses have the form <service>.<world>.<project>.${table.domain}.`
+  }
+  return { status: 404, title: "Not found", message, hint, host, project: result.project, worlds }
+}
+
+/** Why a known host cannot be answered. */
+export type Unavailable = "not-ready" | "refused" | "closed"
+
+/** The 502 page for a known host whose service cannot answer now. */
+export const unavailablePage = (
+  table: RouteTable,
+  host: string,
+  target: RouteTarget,
+  reason: Unavailable,
+  origin: Origin
+): PageModel => {
+  const who = `service ${target.service} of world ${displayWorld(target)} (project ${target.project})`
+  let message: string
+  let hint: string | undefined
+  if (reason === "not-ready" && worldStopped(target.worldState)) {
+    message = `World ${displayWorld(target)} of project ${target.project} is ${target.worldState}.`
+    hint =
+      target.worldState === "suspended"
+        ? "berth suspended it to free memory; it resumes when there is room again."
+        : `Run \`berth up ${target.worldName ?? target.world}\` in the project to start it.`
+  } else if (reason === "not-ready") {
+    message = `The ${who} is not ready: it is ${target.serviceState}.`
+    hint =
+      target.serviceState === "failed" || target.serviceState === "exited"
+        ? `See \`berth logs ${target.worldName ?? target.world} ${target.service}\`.`
+        : "Reload this page in a moment."
+  } else if (reason === "refused") {
+    message = `The ${who} is ${target.serviceState}, but nothing accepts connections on port ${target.port}.`
+    hint = "The service may still be starting, or may listen on another port than the one berth gave it."
+  } else {
+    message = `The ${who} closed the connection without answering.`
+    hint = undefined
+  }
+  return {
+    status: 502,
+    title: reason === "not-ready" && worldStopped(target.worldState) ? "World stopped" : "Service unavailable",
+    message,
+    hint,
+    host,
+    project: target.project,
+    worlds: worldsOf(table, target.project, origin)
+  }
+}
+
+const worldStopped = (state: WorldState): boolean => state !== "running" && state !== "starting"
+
+export const loopPage = (host: string, hops: number): PageModel => ({
+  status: 508,
+  title: "Loop detected",
+  message: `The request for ${host} went through berth's proxy ${hops} times: a service forwards to its own address.`,
+  hint: "Check where the service proxies its requests to.",
+  host,
+  project: undefined,
+  worlds: []
+})

@@ -1,0 +1,190 @@
+import * as http from "node:http"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { portBlock, type Sandbox, sandbox, sandboxes } from "./harness.js"
+
+const boxes = sandboxes()
+const cleanups: Array<Sandbox> = []
+afterAll(() => {
+  boxes.cleanup()
+  for (const box of cleanups) box.cleanup()
+})
+
+/** `api` answers who it is; `web` asks its world's api through `${api.url}` (a route, resolved by berth's hook). */
+const app = `
+import http from "node:http"
+const port = Number(process.env.PORT)
+const who = { service: process.env.BERTH_SERVICE, world: process.env.BERTH_WORLD }
+http.createServer(async (req, res) => {
+  if (process.env.BERTH_SERVICE === "web" && req.url === "/via-api") {
+    try {
+      const answer = await (await fetch(process.env.API_URL + "/who")).json()
+      res.setHeader("content-type", "application/json")
+      return res.end(JSON.stringify({ ...who, api: answer, apiUrl: process.env.API_URL }))
+    } catch (e) {
+      res.statusCode = 500
+      return res.end(String(e && e.cause ? e.cause : e))
+    }
+  }
+  res.setHeader("content-type", "application/json")
+  res.end(JSON.stringify({ ...who, host: req.headers.host, forwardedHost: req.headers["x-forwarded-host"],
+    forwardedProto: req.headers["x-forwarded-proto"], extraCa: process.env.NODE_EXTRA_CA_CERTS ?? null }))
+}).listen(port, "127.0.0.1")
+`
+
+const config = (https = false) => `
+[project]
+name = "shop"
+https = ${https}
+
+[services.api]
+cmd = "node app.mjs"
+url = "api"
+health = { http = "/" }
+
+[services.web]
+cmd = "node app.mjs"
+url = "web"
+depends_on = ["api"]
+health = { http = "/" }
+env = { API_URL = "\${api.url}" }
+`
+
+interface Settings {
+  readonly proxy: {
+    readonly http: { readonly port: number | null }
+    readonly https: { readonly port: number | null }
+    readonly caPath: string
+  }
+}
+
+const settingsOf = async (box: Sandbox) => JSON.parse((await box.run(["port", "--json"])).stdout) as Settings
+
+const up = async (box: Sandbox, name: string) => {
+  const r = await box.run(["up", name, "--json"], { timeoutMs: 60_000 })
+  expect(r.code, r.stderr).toBe(0)
+}
+
+/** A plain request to the proxy on loopback with a Host header: no name resolution needed. */
+const viaProxy = (port: number, host: string, path = "/", accept = "*/*") =>
+  new Promise<{ status: number; body: string; type: string }>((resolve, reject) => {
+    const req = http.request({ host: "127.0.0.1", port, path, headers: { host, accept } }, (res) => {
+      let body = ""
+      res.setEncoding("utf8")
+      res.on("data", (c: string) => {
+        body += c
+      })
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body, type: String(res.headers["content-type"]) }))
+    })
+    req.on("error", reject)
+    req.end()
+  })
+
+describe("routes through the proxy", () => {
+  it("routes two worlds side by side, each to its own services, and follows them as they change", async () => {
+    const box = await boxes.project({ "berth.toml": config(), "app.mjs": app }, { proxy: true })
+    await up(box, "one")
+    await up(box, "two")
+    const { proxy } = await settingsOf(box)
+    const port = proxy.http.port!
+    expect(port).toBe(Number(box.env.BERTH_PROXY_PORT))
+    // ${api.url} is the route, with the proxy's port
+    const env = JSON.parse((await box.run(["env", "one", "--json"])).stdout) as Record<string, string>
+    expect(env.API_URL).toBe(`http://api.one.shop.localhost:${port}`)
+    const status = JSON.parse((await box.run(["status", "--json"])).stdout) as {
+      worlds: Array<{ name: string; services: Array<{ name: string; url: string | null }> }>
+    }
+    expect(status.worlds.find((w) => w.name === "two")?.services.find((s) => s.name === "web")?.url).toBe(
+      `http://web.two.shop.localhost:${port}`
+    )
+    for (const world of ["one", "two"]) {
+      const api = await viaProxy(port, `api.${world}.shop.localhost:${port}`)
+      expect(JSON.parse(api.body)).toMatchObject({
+        service: "api",
+        world,
+        forwardedHost: `api.${world}.shop.localhost:${port}`,
+        forwardedProto: "http"
+      })
+      // web reaches its own world's api through the route, server-side
+      const web = await box.run(["curl", world, "web", "/via-api"])
+      expect(web.code, web.stderr).toBe(0)
+      expect(JSON.parse(web.stdout)).toMatchObject({ service: "web", world, api: { service: "api", world } })
+    }
+    // an unknown host: a 404 listing the project's worlds (text for curl, HTML for browsers)
+    const unknown = await viaProxy(port, `nope.one.shop.localhost:${port}`)
+    expect(unknown.status).toBe(404)
+    expect(unknown.body).toMatch(/web\.one\.shop\.localhost/)
+    expect(unknown.body).toMatch(/api\.two\.shop\.localhost/)
+    const html = await viaProxy(port, `nope.one.shop.localhost:${port}`, "/", "text/html")
+    expect(html.type).toMatch(/text\/html/)
+    // a stopped world says so
+    expect((await box.run(["down", "two"])).code).toBe(0)
+    const stopped = await viaProxy(port, `api.two.shop.localhost:${port}`)
+    expect(stopped.status).toBe(502)
+    expect(stopped.body).toMatch(/stopped/)
+    expect((await viaProxy(port, `api.one.shop.localhost:${port}`)).status).toBe(200)
+    // `berth curl -f` fails on an error status; -i prints the head
+    const failing = await box.run(["curl", "two", "api", "-f"])
+    expect(failing.code).toBe(1)
+    const head = await box.run(["curl", "one", "api", "-i"])
+    expect(head.stdout).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
+    // a removed world's routes are gone
+    expect((await box.run(["remove", "two", "--force"])).code).toBe(0)
+    expect((await viaProxy(port, `api.two.shop.localhost:${port}`)).status).toBe(404)
+  })
+
+  it("serves an HTTPS project over TLS verified against berth's CA, and its processes trust that CA", async () => {
+    const box = await boxes.project({ "berth.toml": config(true), "app.mjs": app }, { proxy: true })
+    await up(box, "secure")
+    const { proxy } = await settingsOf(box)
+    const env = JSON.parse((await box.run(["env", "secure", "--json"])).stdout) as Record<string, string>
+    expect(env.WEB_URL).toBe(`https://web.secure.shop.localhost:${proxy.https.port}`)
+    // berth curl checks the certificate against the CA (no insecure flag exists)
+    const direct = await box.run(["curl", "secure", "api"])
+    expect(direct.code, direct.stderr).toBe(0)
+    expect(JSON.parse(direct.stdout)).toMatchObject({ service: "api", forwardedProto: "https" })
+    expect(JSON.parse(direct.stdout).extraCa).toBeTruthy()
+    // and web's server-side fetch of https://api… verifies it too, through NODE_EXTRA_CA_CERTS
+    const chained = await box.run(["curl", "secure", "web", "/via-api"])
+    expect(chained.code, chained.stderr).toBe(0)
+    expect(JSON.parse(chained.stdout)).toMatchObject({ api: { service: "api", world: "secure" } })
+  })
+
+  it("moves the proxy when its ports are set, turns it off, and says so", async () => {
+    // no pinned ports in the environment: the persisted settings decide
+    const box = sandbox({ "berth.toml": config(), "app.mjs": app }, "app", {
+      BERTH_PROXY_PORT: "",
+      BERTH_HTTPS_PORT: ""
+    })
+    cleanups.push(box)
+    const [from, to] = portBlock().split("-").map(Number) as [number, number]
+    const set = await box.run([
+      "port",
+      "--range",
+      `${from}-${to - 2}`,
+      "--proxy",
+      String(to - 1),
+      "--https",
+      String(to)
+    ])
+    expect(set.code, set.stderr).toBe(0)
+    expect(set.stdout).toMatch(new RegExp(`proxy \\(http\\): ${to - 1}\n`))
+    expect(set.stdout).toMatch(new RegExp(`proxy \\(https\\): ${to}\n`))
+    await up(box, "one")
+    const routed = JSON.parse((await box.run(["env", "one", "--json"])).stdout) as Record<string, string>
+    expect(routed.API_URL).toBe(`http://api.one.shop.localhost:${to - 1}`)
+    expect((await viaProxy(to - 1, `api.one.shop.localhost`)).status).toBe(200)
+    const bad = await box.run(["port", "--proxy", "nonsense"])
+    expect(bad.code).toBe(1)
+    expect(bad.stderr).toMatch(/expected a port \(1-65535\), auto or off/)
+    // off: nothing listens, and URLs are direct again
+    const off = await box.run(["port", "--proxy", "off"])
+    expect(off.stdout).toMatch(/proxy \(http\): not listening \(off: turned off\)/)
+    const direct = JSON.parse((await box.run(["env", "one", "--json"])).stdout) as Record<string, string>
+    expect(direct.API_URL).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/)
+    // the settings survive a daemon restart
+    await box.run(["daemon", "stop"])
+    const after = await box.run(["port", "--json"])
+    expect((JSON.parse(after.stdout) as Settings).proxy.http.port).toBeNull()
+    expect((JSON.parse(after.stdout) as Settings).proxy.https.port).toBe(to)
+  })
+})
