@@ -26,7 +26,7 @@ if (!Number.isInteger(runs) || runs < 20 || !Number.isInteger(warmups) || warmup
   process.exit(2)
 }
 
-const cli = fileURLToPath(new URL("../dist/berth.mjs", import.meta.url))
+const cli = fileURLToPath(new URL("../dist/berth.cjs", import.meta.url))
 if (!existsSync(cli)) {
   console.error(`${cli} is missing: run \`npm run build\` first`)
   process.exit(1)

@@ -26,7 +26,7 @@ const { values: options } = parseArgs({
 })
 const runs = Number(options.runs)
 const worldCount = Number(options.worlds)
-const cli = fileURLToPath(new URL("../dist/berth.mjs", import.meta.url))
+const cli = fileURLToPath(new URL("../dist/berth.cjs", import.meta.url))
 
 const base = mkdtempSync(join(tmpdir(), "berth-bench-up-"))
 const repo = join(base, "bench")

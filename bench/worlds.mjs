@@ -64,7 +64,7 @@ if (!checkpoints.every(isCount) || !isCount(rows) || !(Number.isInteger(extraClo
 const maxWorlds = checkpoints[checkpoints.length - 1]
 const adminUrl = options["admin-url"]
 
-const cli = fileURLToPath(new URL("../dist/berth.mjs", import.meta.url))
+const cli = fileURLToPath(new URL("../dist/berth.cjs", import.meta.url))
 if (!existsSync(cli)) {
   console.error(`${cli} is missing: run \`npm run build\` first`)
   process.exit(1)

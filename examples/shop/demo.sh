@@ -5,7 +5,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-berth() { node "$repo/dist/berth.mjs" "$@"; }
+berth() { node "$repo/dist/berth.cjs" "$@"; }
 # app.cjs and db.cjs are CommonJS: NODE_PATH lets them load pg, ioredis and amqplib from berth's own node_modules
 export NODE_PATH="$repo/node_modules"
 
@@ -35,5 +35,5 @@ for world in one two; do
   echo
 done
 echo
-echo "both worlds keep running. See them with: node $repo/dist/berth.mjs status"
-echo "remove them and their slices with:        (cd $work && node $repo/dist/berth.mjs remove one --force && node $repo/dist/berth.mjs remove two --force)"
+echo "both worlds keep running. See them with: node $repo/dist/berth.cjs status"
+echo "remove them and their slices with:        (cd $work && node $repo/dist/berth.cjs remove one --force && node $repo/dist/berth.cjs remove two --force)"

@@ -24,6 +24,8 @@ export interface RouteTarget {
   readonly port: number | undefined
   /** Whether requests should be sent to it now. */
   readonly ready: boolean
+  /** The project's own domain when it is not the table's (`[project] domain`). */
+  readonly domain?: string | undefined
 }
 
 export interface RouteTable {
@@ -61,7 +63,7 @@ export const makeRouteTable = (targets: ReadonlyArray<RouteTarget>, domain: stri
   const byHost = new Map<string, RouteTarget>()
   const byProject = new Map<string, Array<RouteTarget>>()
   for (const target of targets) {
-    const host = hostOf(target, d)
+    const host = hostOf(target, target.domain ?? d)
     if (byHost.has(host)) continue
     byHost.set(host, target)
     const list = byProject.get(target.project)
@@ -173,7 +175,7 @@ const worldsOf = (table: RouteTable, project: string | undefined, origin: Origin
       service: t.service,
       state: t.serviceState,
       ready: t.ready,
-      url: urlOf(t, table.domain, origin.scheme, origin.port)
+      url: urlOf(t, t.domain ?? table.domain, origin.scheme, origin.port)
     })
   }
   return [...worlds.values()]

@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 
-export const berthBin = resolve(import.meta.dirname, "../../dist/berth.mjs")
+export const berthBin = resolve(import.meta.dirname, "../../dist/berth.cjs")
 
 if (!existsSync(berthBin)) throw new Error(`${berthBin} is missing: run \`npm run build\` first`)
 

@@ -49,6 +49,10 @@ describe("route table", () => {
     const dup = makeRouteTable([t("w1", "web", 1), t("w1", "web", 2)])
     expect(dup.byHost.get("web.w1.demo.localhost")?.port).toBe(1)
     expect(makeRouteTable([t("w1", "web", 1)], ".Test.").byHost.has("web.w1.demo.test")).toBe(true)
+    // a project with a domain of its own is routed under it
+    const own = makeRouteTable([t("w1", "web", 1, { domain: "dev.test" }), t("w1", "api", 2)])
+    expect(own.byHost.get("web.w1.demo.dev.test")?.port).toBe(1)
+    expect(own.byHost.get("api.w1.demo.localhost")?.port).toBe(2)
   })
 
   it("reads a Host header: no port, lower case, no trailing dot", () => {

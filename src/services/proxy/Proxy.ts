@@ -218,7 +218,8 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
         settings: { enableConnectProtocol: true },
         SNICallback: (servername: string, callback: (error: Error | null, context?: tls.SecureContext) => void) => {
           const name = servername.toLowerCase()
-          if (!isUnderDomain(name, domain)) return callback(null, undefined)
+          // the domain's names, and the hosts of projects routed under a domain of their own
+          if (!isUnderDomain(name, domain) && !table.byHost.has(name)) return callback(null, undefined)
           try {
             callback(null, ca.leafFor(name))
           } catch (error) {

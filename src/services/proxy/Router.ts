@@ -140,7 +140,8 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
             worldState: w.observed as WorldState,
             serviceState: state,
             port: leases.find((l) => l.service === s.name && l.name === "")?.port,
-            ready: READY.has(state)
+            ready: READY.has(state),
+            domain: config.project.domain
           })
         }
       }
@@ -235,7 +236,7 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
       return {
         scheme: https ? "https" : "http",
         port,
-        domain: PROXY_DOMAIN,
+        domain: config.project.domain,
         project: projectLabel(project),
         world,
         caPath: config.project.https && ca !== undefined ? caPath : undefined
