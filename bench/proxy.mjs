@@ -187,7 +187,7 @@ if (has("caddy")) {
   const file = join(work, "Caddyfile")
   writeFileSync(
     file,
-    `{\n  admin off\n  auto_https off\n  persist_config off\n}\nhttp://:${port} {\n  bind 127.0.0.1\n  reverse_proxy 127.0.0.1:${backendPort}\n}\n`
+    `{\n  admin off\n  auto_https off\n}\nhttp://:${port} {\n  bind 127.0.0.1\n  reverse_proxy 127.0.0.1:${backendPort}\n}\n`
   )
   start("caddy", ["run", "--config", file, "--adapter", "caddyfile"], "caddy")
   targets.push({ name: "caddy", port, version: "" })

@@ -1,4 +1,7 @@
+import { execFileSync } from "node:child_process"
+import { mkdirSync } from "node:fs"
 import * as http from "node:http"
+import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { portBlock, type Sandbox, sandbox, sandboxes } from "./harness.js"
 
@@ -25,8 +28,10 @@ http.createServer(async (req, res) => {
       return res.end(String(e && e.cause ? e.cause : e))
     }
   }
+  let body = ""
+  for await (const chunk of req) body += chunk
   res.setHeader("content-type", "application/json")
-  res.end(JSON.stringify({ ...who, host: req.headers.host, forwardedHost: req.headers["x-forwarded-host"],
+  res.end(JSON.stringify({ ...who, method: req.method, body, tag: req.headers["x-tag"] ?? null, host: req.headers.host, forwardedHost: req.headers["x-forwarded-host"],
     forwardedProto: req.headers["x-forwarded-proto"], extraCa: process.env.NODE_EXTRA_CA_CERTS ?? null }))
 }).listen(port, "127.0.0.1")
 `
@@ -79,6 +84,31 @@ const viaProxy = (port: number, host: string, path = "/", accept = "*/*") =>
     req.end()
   })
 
+describe("berth trust", () => {
+  it("plans the system store and each NSS database it finds, without running anything on --dry-run", async () => {
+    const box = await boxes.project({ "berth.toml": config() })
+    const home = join(box.home, "user")
+    const nssdb = join(home, ".pki", "nssdb")
+    mkdirSync(nssdb, { recursive: true })
+    execFileSync("certutil", ["-N", "--empty-password", "-d", `sql:${nssdb}`])
+    const r = await box.run(["trust", "--dry-run", "--json"], { env: { HOME: home } })
+    expect(r.code, r.stderr).toBe(0)
+    const { ca, plan } = JSON.parse(r.stdout) as {
+      ca: { certPath: string; commonName: string }
+      plan: { action: string; steps: Array<{ store: string; argv: Array<string> }> }
+    }
+    expect(ca.certPath).toBe(join(box.home, "ca", "ca.crt"))
+    expect(ca.commonName).toMatch(/^berth local CA/)
+    expect(plan.action).toBe("install")
+    const nss = plan.steps.find((s) => s.argv[0] === "certutil")
+    expect(nss?.argv).toEqual(expect.arrayContaining(["-A", `sql:${nssdb}`, "-i", ca.certPath]))
+    // nothing was added
+    expect(execFileSync("certutil", ["-L", "-d", `sql:${nssdb}`], { encoding: "utf8" })).not.toMatch(/berth/)
+    const text = await box.run(["trust", "--remove", "--dry-run"], { env: { HOME: home } })
+    expect(text.stdout).toMatch(/certutil -D/)
+  })
+})
+
 describe("routes through the proxy", () => {
   it("routes two worlds side by side, each to its own services, and follows them as they change", async () => {
     const box = await boxes.project({ "berth.toml": config(), "app.mjs": app }, { proxy: true })
@@ -127,6 +157,28 @@ describe("routes through the proxy", () => {
     expect(failing.code).toBe(1)
     const head = await box.run(["curl", "one", "api", "-i"])
     expect(head.stdout).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
+    // a method, a body (inline or @file) and headers go through
+    box.write("payload.json", '{"from":"a file"}')
+    const posted = await box.run([
+      "curl",
+      "one",
+      "api",
+      "/orders",
+      "-X",
+      "PUT",
+      "-d",
+      "@payload.json",
+      "-H",
+      "X-Tag: t1"
+    ])
+    expect(JSON.parse(posted.stdout)).toMatchObject({ method: "PUT", body: '{"from":"a file"}', tag: "t1" })
+    const inline = await box.run(["curl", "one", "api", "-d", "x=1"])
+    expect(JSON.parse(inline.stdout)).toMatchObject({ method: "POST", body: "x=1" })
+    const badHeader = await box.run(["curl", "one", "api", "-H", "nocolon"])
+    expect(badHeader.code).toBe(1)
+    expect(badHeader.stderr).toMatch(/expected "Name: value"/)
+    const noService = await box.run(["curl", "one", "nope"])
+    expect(noService.stderr).toMatch(/no service "nope" with a url or port; those are: api, web/)
     // a removed world's routes are gone
     expect((await box.run(["remove", "two", "--force"])).code).toBe(0)
     expect((await viaProxy(port, `api.two.shop.localhost:${port}`)).status).toBe(404)
