@@ -122,8 +122,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       if (ref.world !== undefined) {
         yield* git.validateBranch(ref.world).pipe(
           Effect.catchTags({
-            InvalidBranchName: (e) => new InvalidWorldName({ name: e.name, reason: e.reason }),
-            GitFailed: internal
+            InvalidBranchName: (e) => new InvalidWorldName({ name: e.name, reason: e.reason })
           })
         )
       }

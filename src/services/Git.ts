@@ -5,10 +5,10 @@
  */
 import { execFile } from "node:child_process"
 import { existsSync, realpathSync } from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import { branchNameProblem } from "../domain/branch.js"
 
 export class NotARepository extends Data.TaggedError("NotARepository")<{ readonly path: string }> {
   override get message(): string {
@@ -226,6 +226,9 @@ export const parseStatus = (text: string): Array<Change> => {
 }
 
 /** git's own words when a branch is held by another worktree (2.39: "checked out at", later: "used by worktree at"). */
+/** what `git worktree add -b` says when the branch exists already */
+const BRANCH_EXISTS = /a branch named .* already exists/
+
 const CHECKED_OUT = /already (?:checked out|used by worktree) at '([^']*)'/
 
 export class Git extends Effect.Service<Git>()("berth/Git", {
@@ -275,27 +278,10 @@ export class Git extends Effect.Service<Git>()("berth/Git", {
       } satisfies RepoInfo
     })
 
-    /**
-     * git's rules via `check-ref-format --branch`, and no leading `-` (it would read as an option). Also refused:
-     * `@` alone and `@{…}`, which `--branch` expands instead of judging, and `HEAD`.
-     */
+    /** git's branch-name rules (`domain/branch.ts`): checked without a process. */
     const validateBranch = Effect.fn("Git.validateBranch")(function* (name: string) {
-      const invalid = (reason: string) => new InvalidBranchName({ name, reason })
-      if (name === "") return yield* invalid("it is empty")
-      if (name.startsWith("-")) return yield* invalid("it starts with '-'")
-      if (name === "@" || name === "HEAD") return yield* invalid(`'${name}' names HEAD, not a branch`)
-      if (name.includes("@{")) return yield* invalid("it contains '@{'")
-      // in the temp folder: the verdict on a name must not depend on the repository berth happens to run in
-      const args = ["check-ref-format", "--branch", name]
-      const out = yield* exec(os.tmpdir(), args).pipe(
-        Effect.catchTag("NotARepository", (e) => Effect.fail(new GitFailed({ args, stderr: e.message, exitCode: -1 })))
-      )
-      if (out.exitCode !== 0 || out.stdout.replace(/\n$/, "") !== name) {
-        return yield* invalid(
-          "git does not accept it (no spaces, control characters, ~ ^ : ? * [ \\, '..', '//', a leading or trailing " +
-            "'/' or '.', or a '.lock' ending)"
-        )
-      }
+      const problem = branchNameProblem(name)
+      if (problem !== undefined) return yield* new InvalidBranchName({ name, reason: problem })
       return name
     })
 
@@ -332,17 +318,22 @@ export class Git extends Effect.Service<Git>()("berth/Git", {
         }
         return yield* new BranchCheckedOut({ branch, worktree: holder.path })
       }
-      const exists = yield* branchExists(repoRoot, branch)
-      const args = exists
-        ? ["worktree", "add", "--", target, branch]
-        : ["worktree", "add", "-b", branch, "--", target, "HEAD"]
-      yield* run(repoRoot, args).pipe(
-        Effect.catchTag("GitFailed", (e): Effect.Effect<never, GitFailed | BranchCheckedOut> => {
-          const held = CHECKED_OUT.exec(e.stderr)
-          return held?.[1] !== undefined ? new BranchCheckedOut({ branch, worktree: held[1] }) : e
-        })
+      const add = (args: ReadonlyArray<string>) =>
+        run(repoRoot, args).pipe(
+          Effect.catchTag("GitFailed", (e): Effect.Effect<never, GitFailed | BranchCheckedOut> => {
+            const held = CHECKED_OUT.exec(e.stderr)
+            return held?.[1] !== undefined ? new BranchCheckedOut({ branch, worktree: held[1] }) : e
+          })
+        )
+      // a new branch (the usual case) in one process; git refuses -b for a branch that exists, then it is checked out
+      const created = yield* add(["worktree", "add", "-b", branch, "--", target, "HEAD"]).pipe(
+        Effect.as(true),
+        Effect.catchIf(
+          (e) => e._tag === "GitFailed" && BRANCH_EXISTS.test(e.stderr),
+          () => Effect.as(add(["worktree", "add", "--", target, branch]), false)
+        )
       )
-      return { path: canonical(target), branch, created: !exists, reused: false } satisfies AddedWorktree
+      return { path: canonical(target), branch, created, reused: false } satisfies AddedWorktree
     })
 
     /**

@@ -1,0 +1,24 @@
+/**
+ * Git's rules for a branch name (`git check-ref-format --branch`), as a pure function: asking git costs a process
+ * per `up`, and the rules are fixed (git-check-ref-format(1)). Also refused: a leading `-` (it would read as an
+ * option), `@` alone and `@{` (which `--branch` expands rather than judges) and `HEAD`.
+ */
+
+/** Why `name` is not a branch name, or undefined when it is one. */
+export const branchNameProblem = (name: string): string | undefined => {
+  if (name === "") return "it is empty"
+  if (name.startsWith("-")) return "it starts with '-'"
+  if (name === "@" || name === "HEAD") return `'${name}' names HEAD, not a branch`
+  if (name.includes("@{")) return "it contains '@{'"
+  const rules =
+    "git does not accept it (no spaces, control characters, ~ ^ : ? * [ \\, '..', '//', a leading or trailing " +
+    "'/' or '.', or a '.lock' ending)"
+  // control characters, DEL, space and the characters git reserves for revision syntax
+  if (/[\u0000-\u0020\u007f~^:?*[\\]/.test(name)) return rules
+  if (name.includes("..") || name.startsWith("/") || name.endsWith("/") || name.includes("//")) return rules
+  if (name.endsWith(".")) return rules
+  for (const component of name.split("/")) {
+    if (component.startsWith(".") || component.endsWith(".lock")) return rules
+  }
+  return undefined
+}

@@ -1,0 +1,87 @@
+import { execFileSync } from "node:child_process"
+import { tmpdir } from "node:os"
+import { describe, expect, it } from "@effect/vitest"
+import * as FastCheck from "effect/FastCheck"
+import { branchNameProblem } from "../../src/domain/branch.js"
+
+/** git's own verdict, for names berth does not refuse for reasons of its own. */
+const gitAccepts = (name: string): boolean => {
+  try {
+    return (
+      execFileSync("git", ["check-ref-format", "--branch", name], { cwd: tmpdir(), encoding: "utf8" }) === `${name}\n`
+    )
+  } catch {
+    return false
+  }
+}
+
+const berthOwnRules = (name: string) => name.startsWith("-") || name === "@" || name === "HEAD" || name.includes("@{")
+
+describe("branch names", () => {
+  it("accepts branch names with shell metacharacters and non-ASCII letters", () => {
+    for (const name of ["main", "feat/x", "a;b", `q'uo"te`, "b`id`c", "p|i&p<e>s", "d$o(l)lar", "ünï", "v1.2"]) {
+      expect(branchNameProblem(name)).toBeUndefined()
+    }
+  })
+
+  it("refuses what git refuses, a leading '-', and what --branch would expand", () => {
+    for (const name of [
+      "",
+      "-x",
+      "a b",
+      "a..b",
+      "a.lock",
+      "a/b.lock/c",
+      "a/",
+      "/a",
+      "a//b",
+      ".a",
+      "a/.b",
+      "a.",
+      "@",
+      "HEAD",
+      "@{-1}",
+      "x@{1}",
+      "a\tb",
+      "a~1",
+      "a^",
+      "a:b",
+      "a?",
+      "a*",
+      "a[",
+      "a\\b",
+      "a\u007f"
+    ]) {
+      expect(branchNameProblem(name)).toBeDefined()
+    }
+  })
+
+  it("agrees with git check-ref-format --branch", () => {
+    const alphabet = FastCheck.constantFrom(
+      "a",
+      "b",
+      "/",
+      ".",
+      "-",
+      "@",
+      "{",
+      "~",
+      " ",
+      ":",
+      "l",
+      "o",
+      "c",
+      "k",
+      "é",
+      "\\"
+    )
+    FastCheck.assert(
+      FastCheck.property(FastCheck.array(alphabet, { minLength: 1, maxLength: 9 }), (chars) => {
+        const name = chars.join("")
+        if (berthOwnRules(name)) return branchNameProblem(name) !== undefined
+        return (branchNameProblem(name) === undefined) === gitAccepts(name)
+      }),
+      { numRuns: 300 }
+    )
+  })
+})
