@@ -33,7 +33,18 @@ export interface Capabilities {
   readonly clone: boolean
 }
 
-export type AdapterErrorKind = "unreachable" | "authentication" | "grant" | "taken" | "not-owned" | "invalid" | "failed"
+/** What went wrong, as callers act on it (the SDK, which stands alone, lists the same). */
+export const adapterErrorKinds = [
+  "unreachable",
+  "authentication",
+  "grant",
+  "taken",
+  "not-owned",
+  "invalid",
+  "failed"
+] as const
+
+export type AdapterErrorKind = (typeof adapterErrorKinds)[number]
 
 export class AdapterError extends Data.TaggedError("AdapterError")<{
   readonly adapter: string

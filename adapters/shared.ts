@@ -41,3 +41,84 @@ export const checkStorageName = (adapter: string, name: string): Effect.Effect<s
         })
       )
     : Effect.succeed(name)
+
+/** `decodeURIComponent`, or the text itself when it is not valid percent-encoding. */
+export const decodeComponent = (text: string): string => {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return text
+  }
+}
+
+/** A URL's password as written and decoded: scrubbed from every message an adapter makes. */
+export const secretsOf = (url: URL): ReadonlyArray<string> =>
+  url.password === "" ? [] : [url.password, decodeComponent(url.password)]
+
+/** Slice names on servers: an identifier every server accepts unquoted (it is quoted anyway). */
+const SAFE_NAME = /^[a-z][a-z0-9_]*$/
+/** Owners are written into marks as `<owner>:<name>`: no separator may appear in one. */
+const SAFE_OWNER = /^[a-z0-9_]+$/
+const MAX_OWNER = 64
+
+/** The name and owner checks of a server adapter whose slices are called `noun`s, at most `maxName` long. */
+export const sliceChecks = (adapter: string, noun: string, maxName: number) => {
+  const invalid = (message: string) => new AdapterError({ adapter, kind: "invalid", message })
+  const checkName = (name: string): Effect.Effect<string, AdapterError> =>
+    SAFE_NAME.test(name) && name.length <= maxName
+      ? Effect.succeed(name)
+      : Effect.fail(
+          invalid(
+            `refusing ${noun} name ${JSON.stringify(name)}: it must match ^[a-z][a-z0-9_]*$ and be at most ${maxName} characters`
+          )
+        )
+  const checkOwner = (owner: string): Effect.Effect<string, AdapterError> =>
+    SAFE_OWNER.test(owner) && owner.length <= MAX_OWNER
+      ? Effect.succeed(owner)
+      : Effect.fail(
+          invalid(
+            `refusing owner ${JSON.stringify(owner)}: it must match ^[a-z0-9_]+$ and be at most ${MAX_OWNER} characters`
+          )
+        )
+  /** The slice's name, once both it and its owner are safe. */
+  const checkSlice = (slice: { readonly name: string; readonly owner: string }): Effect.Effect<string, AdapterError> =>
+    Effect.zipRight(checkOwner(slice.owner), checkName(slice.name))
+  return { checkName, checkOwner, checkSlice } as const
+}
+
+/**
+ * Parses an `admin_url` without ever echoing it (it may carry a password): missing (unless there is a `fallback`),
+ * malformed and wrong-scheme URLs are `invalid`, each message saying what was expected.
+ */
+export const parseAdminUrl = (
+  adapter: string,
+  adminUrl: string | undefined,
+  expect: {
+    /** accepted protocols, e.g. ["postgres:", "postgresql:"] */
+    readonly schemes: ReadonlyArray<string>
+    /** for messages: "a postgres:// URL" */
+    readonly kind: string
+    /** for messages: "postgres://user:password@host:port/db" */
+    readonly example: string
+    /** the variable the "needs admin_url" hint suggests */
+    readonly variable: string
+    /** used when admin_url is not set */
+    readonly fallback?: string
+  }
+): Effect.Effect<URL, AdapterError> => {
+  const invalid = (message: string) => Effect.fail(new AdapterError({ adapter, kind: "invalid", message }))
+  const text = adminUrl === undefined || adminUrl === "" ? expect.fallback : adminUrl
+  if (text === undefined) {
+    return invalid(`the ${adapter} adapter needs admin_url to be set (e.g. admin_url = "\${env.${expect.variable}}")`)
+  }
+  let url: URL
+  try {
+    url = new URL(text)
+  } catch {
+    return invalid(`admin_url is not a valid URL (expected ${expect.example})`)
+  }
+  if (!expect.schemes.includes(url.protocol)) {
+    return invalid(`admin_url must be ${expect.kind}, not ${url.protocol}//…`)
+  }
+  return Effect.succeed(url)
+}

@@ -21,6 +21,7 @@ import * as Schema from "effect/Schema"
 import { externalAdapterCommand, isValidAdapterName } from "../../src/domain/adapters.js"
 import { isDefunct, parseStat } from "../../src/domain/proc.js"
 import {
+  adapterErrorKinds,
   type Adapter,
   AdapterError,
   type AdapterErrorKind,
@@ -303,15 +304,7 @@ const firstIssue = (error: ParseResult.ParseError): string => {
   return issue.path.length === 0 ? issue.message : `at ${issue.path.join(".")}: ${issue.message}`
 }
 
-const KINDS: ReadonlySet<string> = new Set<AdapterErrorKind>([
-  "unreachable",
-  "authentication",
-  "grant",
-  "taken",
-  "not-owned",
-  "invalid",
-  "failed"
-])
+const KINDS: ReadonlySet<string> = new Set<AdapterErrorKind>(adapterErrorKinds)
 
 const isRecord = (value: unknown): value is Readonly<Record<string, unknown>> =>
   typeof value === "object" && value !== null && !Array.isArray(value)

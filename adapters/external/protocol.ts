@@ -6,6 +6,7 @@
  */
 import * as Schema from "effect/Schema"
 import type * as Sdk from "../../src/adapter-sdk/index.js"
+import { adapterErrorKinds } from "../contract.js"
 
 export const PROTOCOL_VERSION: typeof Sdk.PROTOCOL_VERSION = 1
 
@@ -19,15 +20,7 @@ export const Verb: Schema.Schema<Sdk.Verb> = Schema.Literal(
 )
 export type Verb = Sdk.Verb
 
-export const AdapterErrorKind: Schema.Schema<Sdk.AdapterErrorKind> = Schema.Literal(
-  "unreachable",
-  "authentication",
-  "grant",
-  "taken",
-  "not-owned",
-  "invalid",
-  "failed"
-)
+export const AdapterErrorKind: Schema.Schema<Sdk.AdapterErrorKind> = Schema.Literal(...adapterErrorKinds)
 
 const Config: Schema.Schema<Sdk.Config> = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 

@@ -39,15 +39,13 @@ import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { type Connection, createConnection, type RowDataPacket } from "mysql2"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import { NETWORK_CODES, describeCause, errorCode } from "../shared.js"
+import { describeCause, errorCode, NETWORK_CODES, parseAdminUrl, secretsOf, sliceChecks } from "../shared.js"
 
 const ADAPTER = "mysql"
 /** MySQL's limit for a database name. */
 const MAX_NAME = 64
-const SAFE_NAME = /^[a-z][a-z0-9_]*$/
-/** owners (a hash of BERTH_HOME) are `[a-z0-9_]`, stored in a column this wide */
+/** owners (a hash of BERTH_HOME; at most 64 characters, see `sliceChecks`) are stored in a column this wide */
 const MAX_OWNER = 64
-const SAFE_OWNER = /^[a-z0-9_]+$/
 const META_DB = "berth_meta"
 const META_TABLE = "slices"
 /** names a slice may never take: berth's own database and the server's */
@@ -112,68 +110,40 @@ interface Server {
 
 type Row = Readonly<Record<string, unknown>>
 
-const checkName = (name: string): Effect.Effect<string, AdapterError> => {
-  if (!SAFE_NAME.test(name) || name.length > MAX_NAME) {
-    return Effect.fail(
-      fail(
-        "invalid",
-        `refusing database name ${JSON.stringify(name)}: it must match ^[a-z][a-z0-9_]*$ and be at most ${MAX_NAME} characters`
-      )
-    )
-  }
-  return RESERVED.has(name)
-    ? Effect.fail(fail("invalid", `refusing database name "${name}": it is reserved for berth or the server`))
-    : Effect.succeed(name)
-}
+const names = sliceChecks(ADAPTER, "database", MAX_NAME)
+const { checkOwner } = names
 
-const checkOwner = (owner: string): Effect.Effect<string, AdapterError> =>
-  SAFE_OWNER.test(owner) && owner.length <= MAX_OWNER
-    ? Effect.succeed(owner)
-    : Effect.fail(
-        fail(
-          "invalid",
-          `refusing owner ${JSON.stringify(owner)}: it must match ^[a-z0-9_]+$ and be at most ${MAX_OWNER} characters`
-        )
-      )
+const checkName = (name: string): Effect.Effect<string, AdapterError> =>
+  Effect.flatMap(names.checkName(name), (safe) =>
+    RESERVED.has(safe)
+      ? Effect.fail(fail("invalid", `refusing database name "${safe}": it is reserved for berth or the server`))
+      : Effect.succeed(safe)
+  )
 
 const checkSlice = (slice: Pick<Slice, "name" | "owner">): Effect.Effect<string, AdapterError> =>
   Effect.zipRight(checkOwner(slice.owner), checkName(slice.name))
 
-const decode = (text: string): string => {
-  try {
-    return decodeURIComponent(text)
-  } catch {
-    return text
-  }
-}
-
 /** Parses `admin_url` without ever echoing it: it may carry a password. */
-const serverOf = (adminUrl: string | undefined): Effect.Effect<Server, AdapterError> => {
-  if (adminUrl === undefined || adminUrl === "") {
-    return Effect.fail(
-      fail("invalid", 'the mysql adapter needs admin_url to be set (e.g. admin_url = "${env.MYSQL_ADMIN_URL}")')
-    )
-  }
-  let url: URL
-  try {
-    url = new URL(adminUrl)
-  } catch {
-    return Effect.fail(fail("invalid", "admin_url is not a valid URL (expected mysql://user:password@host:port/)"))
-  }
-  if (url.protocol !== "mysql:" && url.protocol !== "mariadb:") {
-    return Effect.fail(fail("invalid", `admin_url must be a mysql:// or mariadb:// URL, not ${url.protocol}//…`))
-  }
-  const connect = new URL(url.href)
-  connect.pathname = "/"
-  connect.hash = ""
-  const secrets = url.password === "" ? [] : [url.password, decode(url.password)]
-  return Effect.succeed({
-    url,
-    connectUrl: connect.href,
-    location: `${url.hostname || "localhost"}:${url.port || "3306"}`,
-    secrets
-  })
-}
+const serverOf = (adminUrl: string | undefined): Effect.Effect<Server, AdapterError> =>
+  Effect.map(
+    parseAdminUrl(ADAPTER, adminUrl, {
+      schemes: ["mysql:", "mariadb:"],
+      kind: "a mysql:// or mariadb:// URL",
+      example: "mysql://user:password@host:port/",
+      variable: "MYSQL_ADMIN_URL"
+    }),
+    (url) => {
+      const connect = new URL(url.href)
+      connect.pathname = "/"
+      connect.hash = ""
+      return {
+        url,
+        connectUrl: connect.href,
+        location: `${url.hostname || "localhost"}:${url.port || "3306"}`,
+        secrets: secretsOf(url)
+      }
+    }
+  )
 
 const scrub = (server: Server, text: string): string =>
   server.secrets.reduce((acc, secret) => (secret === "" ? acc : acc.split(secret).join("***")), text)

@@ -11,12 +11,11 @@ import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import pg from "pg"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import { NETWORK_CODES, errorCode } from "../shared.js"
+import { decodeComponent, errorCode, NETWORK_CODES, parseAdminUrl, secretsOf, sliceChecks } from "../shared.js"
 
 const ADAPTER = "postgres"
 /** PostgreSQL truncates longer identifiers silently, which would make two slices collide. */
 const MAX_NAME = 63
-const SAFE_NAME = /^[a-z][a-z0-9_]*$/
 const CONNECT_TIMEOUT_MS = 5_000
 /** Pauses before each retry of a clone whose template is in use, after terminating its sessions. */
 const CLONE_RETRY_DELAYS_MS = [100, 250, 500, 1_000, 2_000] as const
@@ -50,50 +49,23 @@ interface Server {
   readonly secrets: ReadonlyArray<string>
 }
 
-const checkName = (name: string): Effect.Effect<string, AdapterError> =>
-  SAFE_NAME.test(name) && name.length <= MAX_NAME
-    ? Effect.succeed(name)
-    : Effect.fail(
-        fail(
-          "invalid",
-          `refusing database name ${JSON.stringify(name)}: it must match ^[a-z][a-z0-9_]*$ and be at most ${MAX_NAME} characters`
-        )
-      )
-
-const checkSlice = (slice: Pick<Slice, "name" | "owner">): Effect.Effect<string, AdapterError> =>
-  SAFE_OWNER.test(slice.owner)
-    ? checkName(slice.name)
-    : Effect.fail(fail("invalid", `refusing owner ${JSON.stringify(slice.owner)}: it must match ^[a-z0-9_]+$`))
-
-const decode = (text: string): string => {
-  try {
-    return decodeURIComponent(text)
-  } catch {
-    return text
-  }
-}
+const { checkName, checkSlice } = sliceChecks(ADAPTER, "database", MAX_NAME)
 
 /** Parses `admin_url` without ever echoing it: it may carry a password. */
-const serverOf = (adminUrl: string | undefined): Effect.Effect<Server, AdapterError> => {
-  if (adminUrl === undefined || adminUrl === "") {
-    return Effect.fail(
-      fail("invalid", 'the postgres adapter needs admin_url to be set (e.g. admin_url = "${env.POSTGRES_ADMIN_URL}")')
-    )
-  }
-  let url: URL
-  try {
-    url = new URL(adminUrl)
-  } catch {
-    return Effect.fail(fail("invalid", "admin_url is not a valid URL (expected postgres://user:password@host:port/db)"))
-  }
-  if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") {
-    return Effect.fail(fail("invalid", `admin_url must be a postgres:// URL, not ${url.protocol}//…`))
-  }
-  const host = url.hostname || url.searchParams.get("host") || "localhost"
-  const database = decode(url.pathname.replace(/^\//, "")) || decode(url.username) || "postgres"
-  const secrets = url.password === "" ? [] : [url.password, decode(url.password)]
-  return Effect.succeed({ url: adminUrl, location: `${host}:${url.port || "5432"}`, database, secrets })
-}
+const serverOf = (adminUrl: string | undefined): Effect.Effect<Server, AdapterError> =>
+  Effect.map(
+    parseAdminUrl(ADAPTER, adminUrl, {
+      schemes: ["postgres:", "postgresql:"],
+      kind: "a postgres:// URL",
+      example: "postgres://user:password@host:port/db",
+      variable: "POSTGRES_ADMIN_URL"
+    }),
+    (url) => {
+      const host = url.hostname || url.searchParams.get("host") || "localhost"
+      const database = decodeComponent(url.pathname.replace(/^\//, "")) || decodeComponent(url.username) || "postgres"
+      return { url: url.href, location: `${host}:${url.port || "5432"}`, database, secrets: secretsOf(url) }
+    }
+  )
 
 const textOf = (cause: unknown): string => {
   if (cause instanceof Error) {
@@ -182,7 +154,6 @@ const withServer = <A>(
 const ident = (name: string): string => `"${name}"`
 /** owners and names are both `[a-z0-9_]`: the mark needs no quoting beyond the literal's own */
 const markOf = (owner: string, name: string): string => `berth:${owner}:${name}`
-const SAFE_OWNER = /^[a-z0-9_]+$/
 
 type Ownership = "missing" | "ours" | "foreign"
 

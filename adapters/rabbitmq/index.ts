@@ -26,13 +26,21 @@ import { randomBytes } from "node:crypto"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import { NETWORK_CODES, describeCause, errorCode } from "../shared.js"
+import {
+  decodeComponent,
+  describeCause,
+  errorCode,
+  NETWORK_CODES,
+  parseAdminUrl,
+  secretsOf,
+  sliceChecks
+} from "../shared.js"
 
 const ADAPTER = "rabbitmq"
 /** the same rule as the other server adapters, so one slice name fits every family */
 const MAX_NAME = 63
+/** what `list` accepts as a slice's vhost name (checked again before anything is done with one) */
 const SAFE_NAME = /^[a-z][a-z0-9_]*$/
-const SAFE_OWNER = /^[a-z0-9_]+$/
 const TAG = "berth"
 /** reads answer at once on a healthy server; a silent one must not hang a verb */
 const READ_TIMEOUT_MS = 5_000
@@ -69,33 +77,7 @@ interface Server {
   readonly secrets: ReadonlyArray<string>
 }
 
-const checkName = (name: string): Effect.Effect<string, AdapterError> =>
-  SAFE_NAME.test(name) && name.length <= MAX_NAME
-    ? Effect.succeed(name)
-    : Effect.fail(
-        fail(
-          "invalid",
-          `refusing vhost name ${JSON.stringify(name)}: it must match ^[a-z][a-z0-9_]*$ and be at most ${MAX_NAME} characters`
-        )
-      )
-
-const checkOwner = (owner: string): Effect.Effect<string, AdapterError> =>
-  SAFE_OWNER.test(owner)
-    ? Effect.succeed(owner)
-    : Effect.fail(fail("invalid", `refusing owner ${JSON.stringify(owner)}: it must match ^[a-z0-9_]+$`))
-
-const checkSlice = (slice: Pick<Slice, "name" | "owner">): Effect.Effect<string, AdapterError> =>
-  Effect.zipRight(checkOwner(slice.owner), checkName(slice.name))
-
-const decode = (text: string): string => {
-  try {
-    return decodeURIComponent(text)
-  } catch {
-    return text
-  }
-}
-
-const secretsOf = (url: URL): ReadonlyArray<string> => (url.password === "" ? [] : [url.password, decode(url.password)])
+const { checkOwner, checkSlice } = sliceChecks(ADAPTER, "vhost", MAX_NAME)
 
 const basicAuth = (user: string, password: string): string =>
   `Basic ${Buffer.from(`${user}:${password}`, "utf8").toString("base64")}`
@@ -104,27 +86,28 @@ const basicAuth = (user: string, password: string): string =>
 const serverOf = (
   adminUrl: string | undefined,
   options: Readonly<Record<string, unknown>>
+): Effect.Effect<Server, AdapterError> =>
+  Effect.flatMap(
+    parseAdminUrl(ADAPTER, adminUrl, {
+      schemes: ["amqp:", "amqps:"],
+      kind: "an amqp:// or amqps:// URL",
+      example: "amqp://user:password@host:port",
+      variable: "RABBITMQ_ADMIN_URL"
+    }),
+    (admin) => withManagement(admin, options)
+  )
+
+/** The management API of the server `admin` names (or `management_url`), with the credentials to call it. */
+const withManagement = (
+  admin: URL,
+  options: Readonly<Record<string, unknown>>
 ): Effect.Effect<Server, AdapterError> => {
-  if (adminUrl === undefined || adminUrl === "") {
-    return Effect.fail(
-      fail("invalid", 'the rabbitmq adapter needs admin_url to be set (e.g. admin_url = "${env.RABBITMQ_ADMIN_URL}")')
-    )
-  }
-  let admin: URL
-  try {
-    admin = new URL(adminUrl)
-  } catch {
-    return Effect.fail(fail("invalid", "admin_url is not a valid URL (expected amqp://user:password@host:port)"))
-  }
-  if (admin.protocol !== "amqp:" && admin.protocol !== "amqps:") {
-    return Effect.fail(fail("invalid", `admin_url must be an amqp:// or amqps:// URL, not ${admin.protocol}//…`))
-  }
   if (admin.username === "") {
     return Effect.fail(
       fail("invalid", "admin_url must name the user berth manages vhosts as (amqp://user:password@host:port)")
     )
   }
-  const user = decode(admin.username)
+  const user = decodeComponent(admin.username)
   const host = admin.hostname || "localhost"
   const managementUrl = options.management_url
   let api: URL
@@ -146,8 +129,8 @@ const serverOf = (
   // credentials written into management_url are for the API only; the slices still belong to admin_url's user
   const authorization =
     api.username === ""
-      ? basicAuth(user, decode(admin.password))
-      : basicAuth(decode(api.username), decode(api.password))
+      ? basicAuth(user, decodeComponent(admin.password))
+      : basicAuth(decodeComponent(api.username), decodeComponent(api.password))
   const secrets = [...secretsOf(admin), ...secretsOf(api)]
   // fetch refuses URLs with credentials, and messages must not show them
   api.username = ""

@@ -16,7 +16,7 @@ import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import { NETWORK_CODES, describeCause, errorCode } from "../shared.js"
+import { describeCause, errorCode, NETWORK_CODES, parseAdminUrl, secretsOf } from "../shared.js"
 
 const ADAPTER = "redis"
 const DEFAULT_URL = "redis://127.0.0.1:6379"
@@ -68,14 +68,6 @@ interface Server {
   readonly secrets: ReadonlyArray<string>
 }
 
-const decode = (text: string): string => {
-  try {
-    return decodeURIComponent(text)
-  } catch {
-    return text
-  }
-}
-
 const checkName = (name: string): Effect.Effect<string, AdapterError> =>
   SAFE_NAME.test(name) && name.length <= MAX_NAME
     ? Effect.succeed(name)
@@ -94,17 +86,19 @@ const modeOf = (options: Readonly<Record<string, unknown>>): Effect.Effect<Mode,
 }
 
 /** Parses `admin_url` without ever echoing it: it may carry a password. */
-const serverOf = (adminUrl: string | undefined): Effect.Effect<Server, AdapterError> => {
-  const text = adminUrl === undefined || adminUrl === "" ? DEFAULT_URL : adminUrl
-  let url: URL
-  try {
-    url = new URL(text)
-  } catch {
-    return Effect.fail(fail("invalid", "admin_url is not a valid URL (expected redis://[:password@]host:port[/db])"))
-  }
-  if (url.protocol !== "redis:" && url.protocol !== "rediss:") {
-    return Effect.fail(fail("invalid", `admin_url must be a redis:// or rediss:// URL, not ${url.protocol}//…`))
-  }
+const serverOf = (adminUrl: string | undefined): Effect.Effect<Server, AdapterError> =>
+  Effect.flatMap(
+    parseAdminUrl(ADAPTER, adminUrl, {
+      schemes: ["redis:", "rediss:"],
+      kind: "a redis:// or rediss:// URL",
+      example: "redis://[:password@]host:port[/db]",
+      variable: "REDIS_ADMIN_URL",
+      fallback: DEFAULT_URL
+    }),
+    serverAt
+  )
+
+const serverAt = (url: URL): Effect.Effect<Server, AdapterError> => {
   const path = url.pathname.replace(/^\//, "")
   const db = path === "" ? 0 : Number(path)
   if (!Number.isInteger(db) || db < 0) {
@@ -114,7 +108,7 @@ const serverOf = (adminUrl: string | undefined): Effect.Effect<Server, AdapterEr
   connect.pathname = ""
   connect.search = ""
   connect.hash = ""
-  const secrets = url.password === "" ? [] : [url.password, decode(url.password)]
+  const secrets = secretsOf(url)
   return Effect.succeed({
     connectUrl: connect.href,
     url,
