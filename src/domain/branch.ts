@@ -13,8 +13,10 @@ export const branchNameProblem = (name: string): string | undefined => {
   const rules =
     "git does not accept it (no spaces, control characters, ~ ^ : ? * [ \\, '..', '//', a leading or trailing " +
     "'/' or '.', or a '.lock' ending)"
-  // control characters, DEL, space and the characters git reserves for revision syntax
-  if (/[\u0000-\u0020\u007f~^:?*[\\]/.test(name)) return rules
+  // control characters, DEL and space (by code point), and the characters git reserves for revision syntax
+  if ([...name].some((c) => c.charCodeAt(0) <= 0x20 || c.charCodeAt(0) === 0x7f) || /[~^:?*[\\]/.test(name)) {
+    return rules
+  }
   if (name.includes("..") || name.startsWith("/") || name.endsWith("/") || name.includes("//")) return rules
   if (name.endsWith(".")) return rules
   for (const component of name.split("/")) {
