@@ -401,9 +401,13 @@ const makeRegistry = Effect.gen(function* () {
 
   const deleteWorld = (id: number) => sql`DELETE FROM worlds WHERE id = ${id}`.pipe(Effect.asVoid)
 
-  const services = Effect.fn("Registry.services")(function* (worldId: number) {
-    return yield* sql<ServiceRow>`SELECT world_id AS worldId, name, observed, pid, pgid, start_time AS startTime,
-      restarts, reason, log_tail AS logTail FROM services WHERE world_id = ${worldId} ORDER BY rowid`
+  /** A world's services, or (no argument) every world's. */
+  const services = Effect.fn("Registry.services")(function* (worldId?: number) {
+    return yield* worldId === undefined
+      ? sql<ServiceRow>`SELECT world_id AS worldId, name, observed, pid, pgid, start_time AS startTime,
+          restarts, reason, log_tail AS logTail FROM services ORDER BY rowid`
+      : sql<ServiceRow>`SELECT world_id AS worldId, name, observed, pid, pgid, start_time AS startTime,
+          restarts, reason, log_tail AS logTail FROM services WHERE world_id = ${worldId} ORDER BY rowid`
   })
 
   const saveService = (s: ServiceRow) =>

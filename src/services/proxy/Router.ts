@@ -120,15 +120,18 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
         (stored) => parseChoice(process.env[variable]) ?? parseChoice(stored) ?? "auto"
       )
 
+    // three queries for the whole table, however many worlds there are
     const targets = Effect.gen(function* () {
       const out: Array<RouteTarget> = []
+      const allLeases = yield* registry.leases()
+      const allServices = yield* registry.services()
       for (const w of yield* registry.worlds()) {
         const folder = w.path !== "" && existsSync(w.path) ? w.path : w.mainRoot
         const loaded = yield* configs.load(folder).pipe(Effect.option)
         if (loaded._tag === "None") continue
         const config = Model.forWorld(loaded.value.parsed.config, w.name)
-        const leases = yield* registry.leases(w.id)
-        const states = new Map((yield* registry.services(w.id)).map((s) => [s.name, s.observed]))
+        const leases = allLeases.filter((l) => l.worldId === w.id)
+        const states = new Map(allServices.filter((s) => s.worldId === w.id).map((s) => [s.name, s.observed]))
         for (const s of Model.processes(config)) {
           if (s.url === undefined) continue
           const state = (states.get(s.name) ?? "stopped") as ServiceState
@@ -223,7 +226,9 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
     yield* start
     yield* Effect.addFinalizer(() => (scope === undefined ? Effect.void : Scope.close(scope, Exit.void)))
     // every change of a world's or a service's state reaches the table within one pass
+    // a burst of changes (an `up` writes many) costs one rebuild after the one running: only the latest waits
     yield* registry.changes.changes.pipe(
+      Stream.buffer({ capacity: 1, strategy: "sliding" }),
       Stream.runForEach(() => refresh.pipe(Effect.catchAllCause((c) => Effect.logWarning("routes", c)))),
       Effect.forkScoped
     )
