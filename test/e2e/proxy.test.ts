@@ -174,6 +174,14 @@ describe("routes through the proxy", () => {
     expect(JSON.parse(posted.stdout)).toMatchObject({ method: "PUT", body: '{"from":"a file"}', tag: "t1" })
     const inline = await box.run(["curl", "one", "api", "-d", "x=1"])
     expect(JSON.parse(inline.stdout)).toMatchObject({ method: "POST", body: "x=1" })
+    const asJson = JSON.parse((await box.run(["curl", "one", "api", "--json"])).stdout) as {
+      status: number
+      headers: Record<string, string>
+      body: string
+    }
+    expect(asJson.status).toBe(200)
+    expect(asJson.headers["content-type"]).toBe("application/json")
+    expect(JSON.parse(asJson.body)).toMatchObject({ service: "api", world: "one" })
     const badHeader = await box.run(["curl", "one", "api", "-H", "nocolon"])
     expect(badHeader.code).toBe(1)
     expect(badHeader.stderr).toMatch(/expected "Name: value"/)

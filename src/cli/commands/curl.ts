@@ -13,11 +13,15 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { DaemonClient } from "../../daemon/client.js"
 import { InvalidRequest } from "../../domain/errors.js"
+import { json, printJson } from "../output.js"
 import { viaDaemon, withDaemon } from "./worlds.js"
 
 interface Answer {
   readonly status: number
   readonly head: string
+  readonly headers: Readonly<Record<string, string | ReadonlyArray<string>>>
+  /** the body, when it was collected (--json) rather than streamed */
+  readonly body: string | undefined
 }
 
 /** Sends the request and streams the body to stdout; resolves with the status once the body has been written. */
@@ -29,6 +33,8 @@ const send = (
     readonly body: Buffer | undefined
     readonly include: boolean
     readonly ca: string | undefined
+    /** collect the body instead of streaming it to stdout */
+    readonly collect: boolean
   }
 ) =>
   Effect.async<Answer, InvalidRequest>((resume) => {
@@ -53,9 +59,25 @@ const send = (
           "",
           ""
         ].join("\r\n")
-        if (options.include) process.stdout.write(head)
-        response.pipe(process.stdout, { end: false })
-        response.once("end", () => resume(Effect.succeed({ status: response.statusCode ?? 0, head })))
+        const headers = Object.fromEntries(
+          Object.entries(response.headers).flatMap(([k, v]) => (v === undefined ? [] : [[k, v] as const]))
+        )
+        const chunks: Array<Buffer> = []
+        if (options.collect) response.on("data", (chunk: Buffer) => chunks.push(chunk))
+        else {
+          if (options.include) process.stdout.write(head)
+          response.pipe(process.stdout, { end: false })
+        }
+        response.once("end", () =>
+          resume(
+            Effect.succeed({
+              status: response.statusCode ?? 0,
+              head,
+              headers,
+              body: options.collect ? Buffer.concat(chunks).toString("utf8") : undefined
+            })
+          )
+        )
         response.once("error", (e) =>
           resume(Effect.fail(new InvalidRequest({ reason: `reading the answer: ${e.message}` })))
         )
@@ -101,9 +123,10 @@ export const curl = Command.make(
     fail: Options.boolean("fail").pipe(
       Options.withAlias("f"),
       Options.withDescription("exit 1 when the status is 400 or more")
-    )
+    ),
+    json
   },
-  ({ data, fail, headers, include, method, path, service, world }) =>
+  ({ data, fail, headers, include, json, method, path, service, world }) =>
     viaDaemon(
       Effect.gen(function* () {
         const client = yield* DaemonClient
@@ -140,8 +163,11 @@ export const curl = Command.make(
           headers: Object.fromEntries(parsed),
           body: Option.getOrUndefined(body),
           include,
-          ca
+          ca,
+          collect: json
         })
+        if (json)
+          yield* printJson({ url: target.href, status: answer.status, headers: answer.headers, body: answer.body })
         if (fail && answer.status >= 400) {
           process.exitCode = 1
           process.stderr.write(`berth curl: ${target.href} answered ${answer.status}\n`)
