@@ -129,15 +129,14 @@ export const LogLine = Schema.Struct({ service: Schema.String, line: Schema.Stri
  * What thin clients get from the `…Plain` endpoints: the outcome as data with failures already rendered as text, so
  * a client needs no error classes (and no Effect) to report them exactly as the full CLI would.
  */
-export const PlainFailure = Schema.Struct({
-  _tag: Schema.Literal("Failure"),
+export const PlainFailure = Schema.TaggedStruct("Failure", {
   tag: Schema.String,
   message: Schema.String
 })
 export type PlainFailure = typeof PlainFailure.Type
 
 const plain = <S extends Schema.Schema.Any>(value: S) =>
-  Schema.Union(Schema.Struct({ _tag: Schema.Literal("Success"), value }), PlainFailure)
+  Schema.Union(Schema.TaggedStruct("Success", { value }), PlainFailure)
 
 const upPayload = {
   ...worldRef,
