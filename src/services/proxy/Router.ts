@@ -129,10 +129,10 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
         const folder = w.path !== "" && existsSync(w.path) ? w.path : w.mainRoot
         const loaded = yield* configs.load(folder).pipe(Effect.option)
         if (loaded._tag === "None") continue
-        const config = Model.forWorld(loaded.value.parsed.config, w.name)
         const leases = allLeases.filter((l) => l.worldId === w.id)
         const states = new Map(allServices.filter((s) => s.worldId === w.id).map((s) => [s.name, s.observed]))
-        for (const s of Model.processes(config)) {
+        const { config, routed } = routedOf(loaded.value.parsed.config, w.name)
+        for (const s of routed) {
           if (s.url === undefined) continue
           const state = (states.get(s.name) ?? "stopped") as ServiceState
           out.push({
@@ -150,6 +150,29 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
       }
       return out
     })
+
+    /**
+     * A world's config and its services with a url, remembered per parsed file (ConfigFiles hands back the same
+     * object until the file changes): rebuilding the table must stay cheap, it runs on every burst of changes.
+     */
+    const routedCache = new WeakMap<
+      object,
+      Map<string, { config: Model.Config; routed: ReadonlyArray<Model.ProcessService> }>
+    >()
+    const routedOf = (parsed: Model.Config, world: string) => {
+      let byWorld = routedCache.get(parsed)
+      if (byWorld === undefined) {
+        byWorld = new Map()
+        routedCache.set(parsed, byWorld)
+      }
+      let entry = byWorld.get(world)
+      if (entry === undefined) {
+        const config = Model.forWorld(parsed, world)
+        entry = { config, routed: Model.processes(config).filter((s) => s.url !== undefined) }
+        byWorld.set(world, entry)
+      }
+      return entry
+    }
 
     const refresh = Effect.gen(function* () {
       if (proxy === undefined) return
@@ -229,7 +252,14 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
     // a burst of changes (an `up` writes many) costs one rebuild after the one running: only the latest waits
     yield* registry.changes.changes.pipe(
       Stream.buffer({ capacity: 1, strategy: "sliding" }),
-      Stream.runForEach(() => refresh.pipe(Effect.catchAllCause((c) => Effect.logWarning("routes", c)))),
+      // and a pause after each, so a long burst (an `up` of many services) does not keep the daemon busy rebuilding;
+      // every world command still rebuilds before it replies
+      Stream.runForEach(() =>
+        refresh.pipe(
+          Effect.catchAllCause((c) => Effect.logWarning("routes", c)),
+          Effect.zipRight(Effect.sleep("20 millis"))
+        )
+      ),
       Effect.forkScoped
     )
 
