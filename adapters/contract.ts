@@ -63,6 +63,11 @@ export interface Adapter {
   readonly resolve: (slice: Slice) => Effect.Effect<string, AdapterError>
   /** drops the slice if it exists (and is ours) */
   readonly teardown: (slice: Slice) => Effect.Effect<void, AdapterError>
+  /**
+   * gives slice `from` the name of `to` (which must not exist), marking it as `to`; optional. berth keeps a spare
+   * copy of a golden made ahead of time and renames it into the next new world, where the server can do that cheaply
+   */
+  readonly rename?: (from: Slice, to: Slice) => Effect.Effect<void, AdapterError>
   /** makes `to` a copy of `from`; `to` may exist (owned) and is then replaced; only when `capabilities.clone` */
   readonly clone: (from: Slice, to: Slice) => Effect.Effect<void, AdapterError>
   /** the names of the slices this adapter owns in `scope` (for gc) */

@@ -359,6 +359,29 @@ const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
     )
   })
 
+/** A spare copy becomes a world's database: a rename on the server, instant whatever its size. */
+const rename = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
+  Effect.gen(function* () {
+    const source = yield* checkSlice(from)
+    const target = yield* checkSlice(to)
+    yield* withServer(to.adminUrl ?? from.adminUrl, "rename into", target, (client, server) =>
+      Effect.gen(function* () {
+        yield* lockNames(client, [source, target])
+        if ((yield* ownership(client, from.owner, source)) !== "ours") {
+          return yield* Effect.fail(
+            fail("failed", `cannot rename: database "${source}" on ${server.location} is not this berth's slice`)
+          )
+        }
+        if ((yield* ownership(client, to.owner, target)) !== "missing") {
+          return yield* Effect.fail(fail("taken", `cannot rename into "${target}" on ${server.location}: it exists`))
+        }
+        // nobody should be connected to a spare; if someone is, RENAME fails and the caller copies instead
+        yield* query(client, `ALTER DATABASE ${ident(source)} RENAME TO ${ident(target)}`)
+        yield* mark(client, to.owner, target)
+      })
+    )
+  })
+
 const list = (scope: ListScope): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
   Effect.flatMap(serverOf(scope.adminUrl), (server) =>
     withServer(scope.adminUrl, "list slices from", server.database, (client) =>
@@ -379,5 +402,6 @@ export const postgresAdapter: Adapter = {
   resolve: resolveUrl,
   teardown,
   clone,
+  rename,
   list
 }

@@ -197,6 +197,35 @@ describe("postgresAdapter", () => {
     })
   )
 
+  it.live("renames a slice into a new name, marked as the new one, and refuses an existing target", () =>
+    Effect.gen(function* () {
+      const spare = fresh("spare")
+      const world = fresh("world")
+      yield* postgresAdapter.provision(sliceOf(spare, adminUrl))
+      yield* sql(urlOf(spare), "CREATE TABLE kept (id int); INSERT INTO kept VALUES (7)")
+      yield* postgresAdapter.rename!(sliceOf(spare, adminUrl), sliceOf(world, adminUrl))
+      expect(yield* exists(spare)).toBe(false)
+      expect(yield* sql(urlOf(world), "SELECT id FROM kept")).toEqual([{ id: 7 }])
+      const rows = yield* sql(
+        adminUrl,
+        `SELECT shobj_description(oid, 'pg_database') AS mark FROM pg_database WHERE datname = '${world}'`
+      )
+      expect(rows).toEqual([{ mark: `berth:${owner}:${world}` }])
+      // the target must not exist; the source must be ours
+      const other = fresh("other")
+      yield* postgresAdapter.provision(sliceOf(other, adminUrl))
+      expect(
+        (yield* Effect.flip(postgresAdapter.rename!(sliceOf(other, adminUrl), sliceOf(world, adminUrl)))).kind
+      ).toBe("taken")
+      expect(
+        (yield* Effect.flip(
+          postgresAdapter.rename!(sliceOf(other, adminUrl, "elsewhere"), sliceOf(fresh("x"), adminUrl))
+        )).kind
+      ).toBe("failed")
+      for (const name of [world, other]) yield* postgresAdapter.teardown(sliceOf(name, adminUrl))
+    })
+  )
+
   it.live("another berth installation's slice is neither reused, dropped nor listed", () =>
     Effect.gen(function* () {
       const name = fresh("other_owner")

@@ -14,6 +14,10 @@ export interface GcRow {
   /** which server the slice lives on: see `serverKey` */
   readonly server: string
   readonly golden: boolean
+  /** a copy of a golden made ahead for the next new world */
+  readonly spare: boolean
+  /** the golden's key (goldens and spares) */
+  readonly key: string | null
   readonly state: "provisioning" | "ready"
   /** when it was made, or (for a golden) last cloned from */
   readonly usedAt: number
@@ -31,7 +35,7 @@ export interface GcListing {
   readonly names: ReadonlyArray<string>
 }
 
-export type GcReason = "world gone" | "half-provisioned" | "superseded golden" | "unrecorded"
+export type GcReason = "world gone" | "half-provisioned" | "superseded golden" | "orphan spare" | "unrecorded"
 
 export interface GcAction {
   readonly reason: GcReason
@@ -62,7 +66,7 @@ export const gcPlan = (input: {
     actions.push({ reason, server: row.server, name: row.name, rowId: row.id })
   }
   for (const row of input.rows) {
-    if (!row.golden && row.worldId === null) drop("world gone", row)
+    if (!row.golden && !row.spare && row.worldId === null) drop("world gone", row)
     else if (row.state === "provisioning") drop("half-provisioned", row)
   }
   const goldens = new Map<string, Array<GcRow>>()
@@ -74,6 +78,15 @@ export const gcPlan = (input: {
   for (const group of goldens.values()) {
     const byUse = [...group].sort((a, b) => b.usedAt - a.usedAt || b.id - a.id)
     for (const row of byUse.slice(GOLDENS_KEPT)) drop("superseded golden", row)
+  }
+  // a spare is only worth keeping while its golden is: one ready spare per golden
+  const goldenOf = (row: GcRow) => `${row.project}\u0000${row.service}\u0000${row.server}\u0000${row.key}`
+  const kept = new Set(input.rows.filter((r) => r.golden && !dropped.has(r.id)).map(goldenOf))
+  const spared = new Set<string>()
+  for (const row of input.rows) {
+    if (!row.spare || row.state !== "ready") continue
+    if (!kept.has(goldenOf(row)) || spared.has(goldenOf(row))) drop("orphan spare", row)
+    else spared.add(goldenOf(row))
   }
   const recorded = new Set(input.rows.map((row) => inFlightKey(row.server, row.name)))
   for (const listing of input.listings) {

@@ -133,6 +133,12 @@ const migrations = {
     yield* sql`DROP TABLE slices`
     yield* sql`ALTER TABLE slices_v3 RENAME TO slices`
     yield* sql`CREATE INDEX slices_golden ON slices (project, service, golden_key)`
+  }),
+  "0004_slice_roles": Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    // a slice of no world is a golden, or a spare: a copy of a golden made ahead, renamed into the next new world
+    yield* sql`ALTER TABLE slices ADD COLUMN role TEXT NOT NULL DEFAULT 'world'`
+    yield* sql`UPDATE slices SET role = 'golden' WHERE golden_key IS NOT NULL`
   })
 }
 
@@ -199,6 +205,8 @@ export interface SliceRow {
   readonly goldenKey: string | null
   /** `ready` once migrate and seed (or the clone) finished */
   readonly state: "provisioning" | "ready"
+  /** a world's slice, a golden template, or a spare copy of a golden waiting for the next new world */
+  readonly role: "world" | "golden" | "spare"
   readonly createdAt: number
   readonly usedAt: number
 }
@@ -207,7 +215,10 @@ export interface SliceRow {
 export type NewSlice = Pick<
   SliceRow,
   "worldId" | "project" | "service" | "adapter" | "name" | "adminUrl" | "storage" | "options" | "goldenKey"
->
+> & {
+  /** for a slice of no world: what it is (default golden) */
+  readonly role?: "golden" | "spare"
+}
 
 interface SliceRecord {
   readonly id: number
@@ -222,6 +233,7 @@ interface SliceRecord {
   readonly options: string
   readonly golden_key: string | null
   readonly state: string
+  readonly role: string
   readonly created_at: number
   readonly used_at: number
 }
@@ -239,6 +251,7 @@ const toSlice = (r: SliceRecord): SliceRow => ({
   options: JSON.parse(r.options) as Record<string, unknown>,
   goldenKey: r.golden_key,
   state: r.state === "ready" ? "ready" : "provisioning",
+  role: r.role === "golden" || r.role === "spare" ? r.role : "world",
   createdAt: r.created_at,
   usedAt: r.used_at
 })
@@ -452,8 +465,15 @@ const makeRegistry = Effect.gen(function* () {
   })
 
   const goldens = Effect.fn("Registry.goldens")(function* (project: string, service: string, key: string) {
-    const rows = yield* sql<SliceRecord>`SELECT * FROM slices WHERE world_id IS NULL AND project = ${project}
-      AND service = ${service} AND golden_key = ${key} ORDER BY id`
+    const rows = yield* sql<SliceRecord>`SELECT * FROM slices WHERE world_id IS NULL AND role = 'golden'
+      AND project = ${project} AND service = ${service} AND golden_key = ${key} ORDER BY id`
+    return rows.map(toSlice)
+  })
+
+  /** The spare copies of a golden, oldest first. */
+  const spares = Effect.fn("Registry.spares")(function* (project: string, service: string, key: string) {
+    const rows = yield* sql<SliceRecord>`SELECT * FROM slices WHERE world_id IS NULL AND role = 'spare'
+      AND project = ${project} AND service = ${service} AND golden_key = ${key} ORDER BY id`
     return rows.map(toSlice)
   })
 
@@ -466,8 +486,9 @@ const makeRegistry = Effect.gen(function* () {
     const options = JSON.stringify(s.options)
     const rows = yield* s.worldId === null
       ? sql<SliceRecord>`INSERT INTO slices (world_id, project, service, adapter, name, admin_url, storage, options,
-          golden_key, state, created_at, used_at) VALUES (NULL, ${s.project}, ${s.service}, ${s.adapter}, ${s.name},
-          ${s.adminUrl}, ${s.storage}, ${options}, ${s.goldenKey}, 'provisioning', ${now}, ${now}) RETURNING *`
+          golden_key, state, role, created_at, used_at) VALUES (NULL, ${s.project}, ${s.service}, ${s.adapter},
+          ${s.name}, ${s.adminUrl}, ${s.storage}, ${options}, ${s.goldenKey}, 'provisioning', ${s.role ?? "golden"},
+          ${now}, ${now}) RETURNING *`
       : sql<SliceRecord>`INSERT INTO slices (world_id, project, service, adapter, name, admin_url, storage, options,
           golden_key, state, created_at, used_at) VALUES (${s.worldId}, ${s.project}, ${s.service}, ${s.adapter},
           ${s.name}, ${s.adminUrl}, ${s.storage}, ${options}, NULL, 'provisioning', ${now}, ${now})
@@ -550,6 +571,7 @@ const makeRegistry = Effect.gen(function* () {
     releaseLeases: orInternal((...args: Parameters<typeof releaseLeases>) => changed(releaseLeases(...args))),
     slices: orInternal(slices),
     goldens: orInternal(goldens),
+    spares: orInternal(spares),
     recordSlice: orInternal(recordSlice),
     setSliceUrl: orInternal(setSliceUrl),
     markSliceReady: orInternal(markSliceReady),

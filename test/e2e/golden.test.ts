@@ -1,10 +1,42 @@
 import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
+import pg from "pg"
 import { type Sandbox, sandboxes } from "./harness.js"
 
 const boxes = sandboxes()
 afterAll(() => boxes.cleanup())
+
+const adminUrl = process.env.POSTGRES_ADMIN_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+
+const query = async (text: string, url = adminUrl) => {
+  const client = new pg.Client({ connectionString: url })
+  client.on("error", () => undefined)
+  await client.connect()
+  try {
+    return (await client.query<Record<string, unknown>>(text)).rows
+  } finally {
+    await client.end().catch(() => undefined)
+  }
+}
+const rows = (url: string, text: string) => query(text, url)
+
+/** every database whose name holds `part`, with its comment */
+const databases = async (part: string): Promise<Array<readonly [string, string | null]>> =>
+  (
+    await query(
+      `SELECT datname, shobj_description(oid, 'pg_database') AS mark FROM pg_database WHERE strpos(datname, '${part}') > 0`
+    )
+  ).map((r) => [String(r.datname), r.mark === null ? null : String(r.mark)] as const)
+
+const eventually = async <A>(probe: () => Promise<A>, ok: (a: A) => boolean, timeoutMs = 20_000): Promise<A> => {
+  const until = Date.now() + timeoutMs
+  for (;;) {
+    const value = await probe()
+    if (ok(value) || Date.now() > until) return value
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
 
 /**
  * A `dir` slice whose golden is built by a migrate that copies the schema file and a seed that writes rows; every
@@ -125,5 +157,44 @@ describe("golden templates", () => {
     // the slice's log says it too
     const logs = await box.run(["logs", "second", "--service", "files"])
     expect(logs.stdout).toMatch(/\[berth\] clone_fallback/)
+  })
+
+  it("keeps a spare copy of a postgres golden, renamed into the next new world", async () => {
+    const project = `spr${process.pid}x${Date.now() % 100000}`
+    const psql = (statement: string) => `psql -q \${db.url} -c '${statement}'`
+    const box = await boxes.project({
+      "berth.toml": `[project]
+name = "${project}"
+
+[services.db]
+adapter = "postgres"
+admin_url = "${adminUrl}"
+clone_from = "golden"
+migrate = "${psql("create table t (id int)")}"
+seed = "${psql("insert into t values (1)")}"
+`
+    })
+    try {
+      await up(box, "one")
+      // the spare appears in the background, marked as this installation's
+      const spareOf = async () =>
+        (await databases(project)).filter(([name, mark]) => name.startsWith("spare_") && mark !== null)
+      const first = await eventually(spareOf, (found) => found.length === 1)
+      expect(first).toHaveLength(1)
+      await up(box, "two")
+      // it became world two's database; another spare replaces it
+      const next = await eventually(spareOf, (found) => found.length === 1 && found[0]![0] !== first[0]![0])
+      expect(next[0]![0]).not.toBe(first[0]![0])
+      const two = (await envOf(box, "two")).DB_URL!
+      expect(two.endsWith(`/${project}_two_db`)).toBe(true)
+      expect(await rows(two, "select id from t")).toEqual([{ id: 1 }])
+      // gc keeps the golden and its one spare
+      const gc = JSON.parse((await box.run(["gc", "--dry-run", "--json"])).stdout) as { entries: Array<unknown> }
+      expect(gc.entries).toEqual([])
+    } finally {
+      for (const world of ["one", "two"]) await box.run(["remove", world, "--force"])
+      await box.run(["daemon", "stop"])
+      for (const [name] of await databases(project)) await query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+    }
   })
 })

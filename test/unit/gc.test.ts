@@ -8,6 +8,8 @@ const row = (over: Partial<GcRow> & Pick<GcRow, "id" | "name">): GcRow => ({
   service: "db",
   server: "pg",
   golden: false,
+  spare: false,
+  key: null,
   state: "ready",
   usedAt: 0,
   ...over
@@ -62,6 +64,20 @@ describe("gcPlan", () => {
     expect(plan.map((a) => [a.name, a.reason])).toEqual([
       ["g2", "superseded golden"],
       ["g1", "superseded golden"]
+    ])
+  })
+
+  it("keeps one ready spare per golden that is kept, and drops spares whose golden is gone", () => {
+    const golden = row({ id: 1, name: "g", golden: true, worldId: null, key: "k1" })
+    const spare = (id: number, key: string) => row({ id, name: `s${id}`, spare: true, worldId: null, key })
+    const plan = gcPlan({
+      rows: [golden, spare(2, "k1"), spare(3, "k1"), spare(4, "k0")],
+      listings: [],
+      inFlight: new Set()
+    })
+    expect(plan.map((a) => [a.name, a.reason])).toEqual([
+      ["s3", "orphan spare"],
+      ["s4", "orphan spare"]
     ])
   })
 

@@ -4,10 +4,13 @@
  * or a vanished world left behind. Every slice is recorded in the registry before it is made, so a slice half-made by
  * a crash is still known. The adapters themselves live in `adapters/`.
  */
+import { randomBytes } from "node:crypto"
 import { appendFileSync, mkdirSync, realpathSync } from "node:fs"
 import { dirname, join } from "node:path"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
 import type { Adapter, AdapterError, Slice } from "../../../adapters/index.js"
 import { builtinAdapters } from "../../domain/adapters.js"
@@ -47,6 +50,7 @@ type SliceError = StartFailed | InvalidRequest | InternalError
 interface Golden {
   readonly slice: Slice
   readonly rowId: number
+  readonly key: string
 }
 
 export interface GcEntry {
@@ -81,7 +85,7 @@ const familyOf = (adapter: string) => builtinAdapters.get(adapter)?.family ?? ad
 const isEmbedded = (adapter: string) => builtinAdapters.get(adapter)?.embedded === true
 
 export class Slices extends Effect.Service<Slices>()("berth/Slices", {
-  effect: Effect.gen(function* () {
+  scoped: Effect.gen(function* () {
     const home = yield* Home
     const registry = yield* Registry
     const owner = ownerOf(home.root)
@@ -224,7 +228,7 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
         }
         const rows = yield* registry.goldens(world.project, service.name, key)
         const ready = rows.find((r) => r.state === "ready" && r.name === golden.name)
-        if (ready !== undefined && !force) return { slice: fromRow(ready, "(golden)"), rowId: ready.id }
+        if (ready !== undefined && !force) return { slice: fromRow(ready, "(golden)"), rowId: ready.id, key }
         const done = yield* Deferred.make<Golden, SliceError>()
         builds.set(flight, done)
         const adapter = yield* implementation(service.adapter)
@@ -232,8 +236,8 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
         const build = busy(
           golden,
           Effect.gen(function* () {
-            // an older attempt (a crash mid-build, or the golden being rebuilt) goes first
-            for (const row of rows) {
+            // an older attempt (a crash mid-build, or the golden being rebuilt) goes first, and copies made of it
+            for (const row of [...(yield* registry.spares(world.project, service.name, key)), ...rows]) {
               yield* adapter.teardown(fromRow(row, "(golden)")).pipe(Effect.mapError(failure))
               yield* registry.forgetSlice(row.id)
             }
@@ -265,7 +269,7 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
             )
             yield* registry.markSliceReady(row.id)
             yield* event(world, service.name, "golden_ready", `golden ${golden.name} is ready`)
-            return { slice: golden, rowId: row.id }
+            return { slice: golden, rowId: row.id, key }
           })
         )
         return yield* build.pipe(
@@ -274,6 +278,75 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
           Effect.ensuring(Effect.sync(() => builds.delete(flight))),
           Effect.flatten
         )
+      })
+
+    /** ids of spares being renamed into a world right now: each goes to one world */
+    const claimed = new Set<number>()
+    const background = yield* FiberSet.make()
+
+    /** Renames a ready spare of the golden into `target`; false when there is none (or it cannot be used). */
+    const takeSpare = (service: Model.SliceService, adapter: Adapter, golden: Golden, target: Slice) =>
+      Effect.gen(function* () {
+        if (adapter.rename === undefined) return false
+        const spare = (yield* registry.spares(target.project, service.name, golden.key)).find(
+          (r) => r.state === "ready" && !claimed.has(r.id)
+        )
+        if (spare === undefined) return false
+        claimed.add(spare.id)
+        const slice = fromRow(spare, "(spare)")
+        const renamed = yield* busy(slice, adapter.rename(slice, target)).pipe(
+          Effect.either,
+          Effect.ensuring(Effect.sync(() => claimed.delete(spare.id)))
+        )
+        if (renamed._tag === "Right") {
+          yield* registry.forgetSlice(spare.id)
+          return true
+        }
+        // an unusable spare goes; the world gets a copy the ordinary way
+        yield* Effect.logWarning(`spare ${spare.name}: ${renamed.left.message}`)
+        yield* adapter.teardown(slice).pipe(Effect.ignore)
+        yield* registry.forgetSlice(spare.id)
+        return false
+      })
+
+    /** Makes one spare copy of the golden in the background, when the adapter can rename and there is none. */
+    const replenish = (service: Model.SliceService, adapter: Adapter, golden: Golden) =>
+      Effect.gen(function* () {
+        if (adapter.rename === undefined) return
+        const existing = yield* registry.spares(golden.slice.project, service.name, golden.key)
+        if (existing.length > 0) return
+        const spare: Slice = {
+          ...golden.slice,
+          world: "(spare)",
+          name: sliceIdentifier(
+            ["spare", golden.slice.project, service.name, golden.key.slice(0, 10), randomBytes(3).toString("hex")],
+            NAME_LIMIT
+          )
+        }
+        const row = yield* registry.recordSlice({
+          worldId: null,
+          project: spare.project,
+          service: service.name,
+          adapter: spare.adapter,
+          name: spare.name,
+          adminUrl: spare.adminUrl ?? null,
+          storage: spare.storage,
+          options: spare.options,
+          goldenKey: golden.key,
+          role: "spare"
+        })
+        const copy = busy(
+          spare,
+          Effect.zipRight(adapter.clone(golden.slice, spare), registry.markSliceReady(row.id))
+        ).pipe(
+          Effect.catchAll((e) =>
+            Effect.zipRight(
+              Effect.logWarning(`spare of ${golden.slice.name}: ${e.message}`),
+              Effect.zipRight(Effect.ignore(adapter.teardown(spare)), Effect.ignore(registry.forgetSlice(row.id)))
+            )
+          )
+        )
+        yield* FiberSet.run(background, copy)
       })
 
     /** Fills a slice that was just made (or left half-made): a copy of the golden where it can, else migrate + seed. */
@@ -297,9 +370,16 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
             )
             return yield* init(service, urls)
           }
-          const { slice: golden, rowId } = yield* ensureGolden(world, service, slice, urls, init, false)
-          const cloned = yield* adapter.clone(golden, slice).pipe(Effect.either)
-          if (cloned._tag === "Right") return yield* registry.touchSlice(rowId)
+          const made = yield* ensureGolden(world, service, slice, urls, init, false)
+          const golden = made.slice
+          // a spare copy made ahead of time is renamed into place: the new world costs a rename, not a copy
+          const fromSpare = yield* takeSpare(service, adapter, made, slice)
+          const cloned = fromSpare ? Either.right(undefined) : yield* adapter.clone(golden, slice).pipe(Effect.either)
+          if (cloned._tag === "Right") {
+            yield* registry.touchSlice(made.rowId)
+            yield* replenish(service, adapter, made)
+            return
+          }
           // correctness never depends on cloning: an empty slice plus migrate and seed gives the same world
           yield* event(
             world,
@@ -475,7 +555,9 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
           service: row.service,
           name: row.name,
           server: serverOf(sliceOfRow(row)),
-          golden: row.goldenKey !== null,
+          golden: row.role === "golden",
+          spare: row.role === "spare",
+          key: row.goldenKey,
           state: row.state,
           usedAt: row.usedAt
         })),
