@@ -470,7 +470,8 @@ const git = (...args) => gitIn({}, ...args)
 const sleepSync = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
 
 const dropOurDatabases = (facts) => {
-  const ours = `datname LIKE ${literal(`${project}\\_%`)} OR datname LIKE ${literal(`golden\\_${project}\\_%`)}`
+  // the worlds, the golden, and the spare copy of the golden berth keeps for the next new world
+  const ours = `datname LIKE ${literal(`${project}\\_%`)} OR datname LIKE ${literal(`golden\\_${project}\\_%`)} OR datname LIKE ${literal(`spare\\_${project}\\_%`)}`
   const force = facts.versionNum >= 130_000 ? " WITH (FORCE)" : ""
   // a statement sent before the daemon stopped (a CREATE DATABASE, say) runs on to its end on the server: drop until
   // nothing of this run is left and nothing of it is still running
