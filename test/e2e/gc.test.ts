@@ -3,7 +3,7 @@ import { readdirSync, readFileSync, rmSync } from "node:fs"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import pg from "pg"
 import { ownerOf } from "../../src/services/slices/Slices.js"
-import { type Sandbox, sandboxes } from "./harness.js"
+import { eventually, type Sandbox, sandboxes } from "./harness.js"
 
 const boxes = sandboxes()
 const adminUrl = process.env.POSTGRES_ADMIN_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -41,15 +41,6 @@ afterAll(async () => {
   boxes.cleanup()
   for (const name of (await databases()).keys()) await sql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
 })
-
-const eventually = async <A>(probe: () => Promise<A>, ok: (a: A) => boolean, timeoutMs = 20_000): Promise<A> => {
-  const until = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (ok(value) || Date.now() > until) return value
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
 
 const config = (project: string, migrate = "true") => `
 [project]

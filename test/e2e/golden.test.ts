@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import pg from "pg"
-import { type Sandbox, sandboxes } from "./harness.js"
+import { eventually, type Sandbox, sandboxes } from "./harness.js"
 
 const boxes = sandboxes()
 afterAll(() => boxes.cleanup())
@@ -28,15 +28,6 @@ const databases = async (part: string): Promise<Array<readonly [string, string |
       `SELECT datname, shobj_description(oid, 'pg_database') AS mark FROM pg_database WHERE strpos(datname, '${part}') > 0`
     )
   ).map((r) => [String(r.datname), r.mark === null ? null : String(r.mark)] as const)
-
-const eventually = async <A>(probe: () => Promise<A>, ok: (a: A) => boolean, timeoutMs = 20_000): Promise<A> => {
-  const until = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (ok(value) || Date.now() > until) return value
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
 
 /**
  * A `dir` slice whose golden is built by a migrate that copies the schema file and a seed that writes rows; every

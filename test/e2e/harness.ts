@@ -251,3 +251,13 @@ export const sandboxes = () => {
     }
   }
 }
+
+/** Polls `probe` every 100 ms until `ok` holds or `timeoutMs` passes; returns the last value either way. */
+export const eventually = async <A>(probe: () => Promise<A>, ok: (a: A) => boolean, timeoutMs = 20_000): Promise<A> => {
+  const until = Date.now() + timeoutMs
+  for (;;) {
+    const value = await probe()
+    if (ok(value) || Date.now() > until) return value
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { isAlive, processesOf, type Sandbox, sandboxes, type WorldJson } from "./harness.js"
+import { eventually, isAlive, processesOf, type Sandbox, sandboxes, type WorldJson } from "./harness.js"
 
 const boxes = sandboxes()
 const project = (toml: string) => boxes.project({ "berth.toml": toml, ".gitignore": "*.out\n" })
@@ -11,16 +11,6 @@ const statusOf = async (box: Sandbox, world: string): Promise<WorldJson> => {
   const w = all.worlds.find((x) => x.name === world)
   if (w === undefined) throw new Error(`no world ${world}`)
   return w
-}
-
-const eventually = async <A>(probe: () => Promise<A>, ok: (a: A) => boolean, timeoutMs = 20_000): Promise<A> => {
-  const deadline = Date.now() + timeoutMs
-  let last = await probe()
-  while (!ok(last) && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 200))
-    last = await probe()
-  }
-  return last
 }
 
 /** Processes whose command line carries `token`: what a test started, found without trusting berth's records. */
