@@ -26,7 +26,8 @@ if (!Number.isInteger(runs) || runs < 20 || !Number.isInteger(warmups) || warmup
   process.exit(2)
 }
 
-const cli = fileURLToPath(new URL("../dist/berth.cjs", import.meta.url))
+// the command users run: dist/berth, the launcher of dist/berth.cjs
+const cli = fileURLToPath(new URL("../dist/berth", import.meta.url))
 if (!existsSync(cli)) {
   console.error(`${cli} is missing: run \`npm run build\` first`)
   process.exit(1)
@@ -55,11 +56,18 @@ writeFileSync(
 )
 
 const commands = [
-  { name: "node -e 0", args: ["-e", "0"] },
-  { name: "berth --version", args: [cli, "--version"] },
-  { name: "berth check berth.toml", args: [cli, "check", fixture] },
+  { name: "node -e 0", command: process.execPath, args: ["-e", "0"] },
+  { name: "berth --version", command: cli, args: ["--version"] },
+  { name: "berth check berth.toml", command: cli, args: ["check", fixture] },
   ...(options.cold
-    ? [{ name: "berth check berth.toml, no code cache", args: [cli, "check", fixture], env: { BERTH_CODE_CACHE: "0" } }]
+    ? [
+        {
+          name: "berth check berth.toml, no code cache",
+          command: cli,
+          args: ["check", fixture],
+          env: { BERTH_CODE_CACHE: "0" }
+        }
+      ]
     : [])
 ]
 // --clean-env: PATH and HOME only (variables such as NODE_EXTRA_CA_CERTS slow every node process down)
@@ -74,7 +82,7 @@ try {
     for (let k = 0; k < commands.length; k++) {
       const i = (round + k) % commands.length
       const start = process.hrtime.bigint()
-      const child = spawnSync(process.execPath, commands[i].args, {
+      const child = spawnSync(commands[i].command, commands[i].args, {
         env: { ...env, ...commands[i].env },
         cwd: work,
         stdio: ["ignore", "pipe", "pipe"]

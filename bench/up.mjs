@@ -26,7 +26,8 @@ const { values: options } = parseArgs({
 })
 const runs = Number(options.runs)
 const worldCount = Number(options.worlds)
-const cli = fileURLToPath(new URL("../dist/berth.cjs", import.meta.url))
+// the command users run: dist/berth, the launcher of dist/berth.cjs
+const cli = fileURLToPath(new URL("../dist/berth", import.meta.url))
 
 const base = mkdtempSync(join(tmpdir(), "berth-bench-up-"))
 const repo = join(base, "bench")
@@ -52,14 +53,14 @@ git("init", "-q", "-b", "main")
 git("add", "-A")
 git("commit", "-qm", "bench")
 
-const time = (args) => {
+const time = (args, command = process.execPath) => {
   const start = process.hrtime.bigint()
-  const r = spawnSync(process.execPath, args, { cwd: repo, env, stdio: ["ignore", "pipe", "pipe"] })
+  const r = spawnSync(command, args, { cwd: repo, env, stdio: ["ignore", "pipe", "pipe"] })
   const ms = Number(process.hrtime.bigint() - start) / 1e6
   if (r.status !== 0) throw new Error(`${args.join(" ")} failed: ${r.stderr}`)
   return ms
 }
-const berth = (...args) => time([cli, ...args])
+const berth = (...args) => time(args, cli)
 
 const samples = { node: [], cold: [], warm: [], status: [], env: [] }
 try {
@@ -76,9 +77,7 @@ try {
   }
   berth("down", "--all")
 
-  const daemonPid = JSON.parse(
-    spawnSync(process.execPath, [cli, "daemon", "status", "--json"], { cwd: repo, env }).stdout
-  ).pid
+  const daemonPid = JSON.parse(spawnSync(cli, ["daemon", "status", "--json"], { cwd: repo, env }).stdout).pid
   const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${daemonPid}/status`, "utf8"))[1]) * 1024
   const before = rss()
   for (let i = 0; i < worldCount; i++) berth("up", `many-${i}`, "--group", "idle")
@@ -111,7 +110,7 @@ try {
     )
   }
 } finally {
-  spawnSync(process.execPath, [cli, "down", "--all"], { cwd: repo, env })
-  spawnSync(process.execPath, [cli, "daemon", "stop"], { cwd: repo, env })
+  spawnSync(cli, ["down", "--all"], { cwd: repo, env })
+  spawnSync(cli, ["daemon", "stop"], { cwd: repo, env })
   rmSync(base, { recursive: true, force: true })
 }

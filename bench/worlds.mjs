@@ -64,7 +64,8 @@ if (!checkpoints.every(isCount) || !isCount(rows) || !(Number.isInteger(extraClo
 const maxWorlds = checkpoints[checkpoints.length - 1]
 const adminUrl = options["admin-url"]
 
-const cli = fileURLToPath(new URL("../dist/berth.cjs", import.meta.url))
+// the command users run: dist/berth, the launcher of dist/berth.cjs
+const cli = fileURLToPath(new URL("../dist/berth", import.meta.url))
 if (!existsSync(cli)) {
   console.error(`${cli} is missing: run \`npm run build\` first`)
   process.exit(1)
@@ -460,7 +461,7 @@ const serversEach = async (pgBin, facts) => {
 // ---------------------------------------------------------------------------------------------------------------
 // berth
 
-const berth = (...args) => run(process.execPath, [cli, ...args], { cwd: repo, timeoutMs: 600_000 })
+const berth = (...args) => run(cli, args, { cwd: repo, timeoutMs: 600_000 })
 
 const gitIn = (opts, ...args) =>
   run("git", ["-c", "user.name=bench", "-c", "user.email=bench@localhost", ...args], { cwd: repo, ...opts })
@@ -526,7 +527,7 @@ const berthWorlds = async (facts) => {
 
   let daemonPid
   cleanups.push(() => {
-    runSync(process.execPath, [cli, "daemon", "stop"], 30_000)
+    runSync(cli, ["daemon", "stop"], 30_000)
     if (daemonPid !== undefined) {
       try {
         process.kill(daemonPid, "SIGKILL")

@@ -74,6 +74,32 @@ writeFileSync("dist/berth.cjs", `#!/usr/bin/env node\n${commented}\n${entry.outp
 // an older build's ESM entry would otherwise linger beside it
 rmSync("dist/berth.mjs", { force: true })
 
+// the command users run. The CLI talks only to its daemon over a unix socket, so it starts Node without the
+// NODE_EXTRA_CA_CERTS bundle, whose loading costs tens of milliseconds per start; the value is handed on, unchanged,
+// to the daemon and to every process of a world (src/cli/entry.ts puts it back).
+writeFileSync(
+  "dist/berth",
+  `#!/bin/sh
+# berth's launcher: starts the CLI (dist/berth.cjs) without loading NODE_EXTRA_CA_CERTS, which the CLI does not
+# need; the value is handed on to the daemon and the worlds' processes unchanged.
+self=$0
+while [ -L "$self" ]; do
+  link=$(readlink "$self")
+  case $link in
+    /*) self=$link ;;
+    *) self=$(dirname "$self")/$link ;;
+  esac
+done
+if [ -n "\${NODE_EXTRA_CA_CERTS+set}" ]; then
+  BERTH_NODE_EXTRA_CA_CERTS=$NODE_EXTRA_CA_CERTS
+  export BERTH_NODE_EXTRA_CA_CERTS
+  unset NODE_EXTRA_CA_CERTS
+fi
+exec node "$(dirname "$self")/berth.cjs" "$@"
+`,
+  { mode: 0o755 }
+)
+
 // the embedding API: the library as one ESM module beside the CLI, its dependencies left to the package manager
 await esbuild.build({
   ...shared,

@@ -3,7 +3,7 @@
 # login-fix and checkout-v2, and shows that each web talks to its own api on its own ports.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-berth() { node "$here/../../dist/berth.cjs" "$@"; }
+berth() { "$here/../../dist/berth" "$@"; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/berth-hello.XXXXXX")/hello
 mkdir -p "$work"
@@ -22,5 +22,5 @@ for world in login-fix checkout-v2; do
   printf '%s -> %s\n' "$url" "$(berth curl "$world" web)"
 done
 echo
-echo "both worlds keep running. See them with: node $here/../../dist/berth.cjs status"
-echo "stop them with:                           (cd $work && node $here/../../dist/berth.cjs down --all)"
+echo "both worlds keep running. See them with: $here/../../dist/berth status"
+echo "stop them with:                           (cd $work && $here/../../dist/berth down --all)"

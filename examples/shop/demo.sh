@@ -5,7 +5,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-berth() { node "$repo/dist/berth.cjs" "$@"; }
+berth() { "$repo/dist/berth" "$@"; }
 # app.cjs and db.cjs are CommonJS: NODE_PATH lets them load pg, ioredis and amqplib from berth's own node_modules
 export NODE_PATH="$repo/node_modules"
 
@@ -35,5 +35,5 @@ for world in one two; do
   echo
 done
 echo
-echo "both worlds keep running. See them with: node $repo/dist/berth.cjs status"
-echo "remove them and their slices with:        (cd $work && node $repo/dist/berth.cjs remove one --force && node $repo/dist/berth.cjs remove two --force)"
+echo "both worlds keep running. See them with: $repo/dist/berth status"
+echo "remove them and their slices with:        (cd $work && $repo/dist/berth remove one --force && $repo/dist/berth remove two --force)"

@@ -19,6 +19,13 @@ declare const BERTH_MAIN_HASH: string
 
 type MainModule = typeof Main
 
+// dist/berth (the launcher) starts this process without NODE_EXTRA_CA_CERTS: put it back for the daemon and the worlds
+const handedOn = process.env.BERTH_NODE_EXTRA_CA_CERTS
+if (handedOn !== undefined) {
+  process.env.NODE_EXTRA_CA_CERTS = handedOn
+  delete process.env.BERTH_NODE_EXTRA_CA_CERTS
+}
+
 const argv = process.argv.slice(2)
 if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "-V")) {
   process.stdout.write(`${BERTH_VERSION}\n`)

@@ -7,7 +7,8 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 
-export const berthBin = resolve(import.meta.dirname, "../../dist/berth.cjs")
+/** the command users run: the launcher, which starts dist/berth.cjs */
+export const berthBin = resolve(import.meta.dirname, "../../dist/berth")
 
 if (!existsSync(berthBin)) throw new Error(`${berthBin} is missing: run \`npm run build\` first`)
 
@@ -38,7 +39,7 @@ export interface RunOptions {
 
 export const runBerth = (args: ReadonlyArray<string>, cwd: string, home: string, options?: RunOptions) =>
   new Promise<RunResult>((resolvePromise, reject) => {
-    const child = spawn(process.execPath, [berthBin, ...args], {
+    const child = spawn(berthBin, args, {
       cwd: options?.cwd ?? cwd,
       // the proxy is off unless a test gives the sandbox ports of its own: every daemon would want port 80 otherwise
       env: {

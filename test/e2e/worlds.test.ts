@@ -39,6 +39,20 @@ const service = (w: WorldJson, name: string): ServiceJson => {
 }
 
 describe("worlds", () => {
+  it("hands the user's NODE_EXTRA_CA_CERTS to a world's processes, though the launcher starts the CLI without it", async () => {
+    const box = await project()
+    await box.run(["daemon", "stop"])
+    const r = await box.run(["up", "certs", "--json"], {
+      timeoutMs: 60_000,
+      env: { NODE_EXTRA_CA_CERTS: "/etc/ssl/certs/berth-test-extra.pem" }
+    })
+    expect(r.code, r.stderr).toBe(0)
+    const w = JSON.parse(r.stdout) as WorldJson
+    const seen = (await fetchJson(service(w, "api").url!)) as { env: Record<string, string> }
+    expect(seen.env.NODE_EXTRA_CA_CERTS).toBe("/etc/ssl/certs/berth-test-extra.pem")
+    expect(seen.env.BERTH_NODE_EXTRA_CA_CERTS).toBeUndefined()
+  })
+
   it("runs two worlds of one project side by side, each on its own ports and env", async () => {
     const box = await project()
     const [a, b] = await Promise.all([up(box, "login-fix"), up(box, "checkout-v2")])
@@ -253,7 +267,7 @@ cmd = "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.1; done"
     expect(JSON.parse(json.stdout)).toEqual({ service: "api", line: "api says hello" })
     // -f keeps printing lines written after it started
     const { spawn } = await import("node:child_process")
-    const follow = spawn(process.execPath, [berthBin, "logs", "chatty", "-s", "ticker", "-n", "0", "-f"], {
+    const follow = spawn(berthBin, ["logs", "chatty", "-s", "ticker", "-n", "0", "-f"], {
       cwd: box.dir,
       env: { ...process.env, BERTH_HOME: box.home }
     })
