@@ -163,7 +163,8 @@ const ownership = (client: pg.Client, owner: string, name: string): Effect.Effec
     (rows) => {
       const row = rows[0]
       if (row === undefined) return "missing"
-      return row.mark === markOf(owner, name) ? "ours" : "foreign"
+      // the owner part decides: a spare renamed into a world is ours even if a crash came before its re-marking
+      return typeof row.mark === "string" && row.mark.startsWith(`berth:${owner}:`) ? "ours" : "foreign"
     }
   )
 
@@ -388,7 +389,7 @@ const list = (scope: ListScope): Effect.Effect<ReadonlyArray<string>, AdapterErr
       Effect.map(
         query(
           client,
-          "SELECT datname FROM pg_database WHERE shobj_description(oid, 'pg_database') = 'berth:' || $1 || ':' || datname ORDER BY datname",
+          "SELECT datname FROM pg_database WHERE starts_with(shobj_description(oid, 'pg_database'), 'berth:' || $1 || ':') ORDER BY datname",
           [scope.owner]
         ),
         (rows) => rows.map((row) => String(row.datname))

@@ -250,8 +250,8 @@ describe("postgresAdapter", () => {
       expect(yield* listed()).not.toContain(name)
       const up = yield* Effect.flip(postgresAdapter.provision(sliceOf(name, adminUrl)))
       expect(up.kind).toBe("taken")
-      // a comment that marks another name is not ours either
-      yield* sql(adminUrl, `COMMENT ON DATABASE "${name}" IS 'berth:${owner}:someone_else'`)
+      // a comment in berth's form but of another installation is not ours either
+      yield* sql(adminUrl, `COMMENT ON DATABASE "${name}" IS 'berth:someone_else:${name}'`)
       expect((yield* Effect.flip(postgresAdapter.teardown(sliceOf(name, adminUrl)))).kind).toBe("not-owned")
       const into = yield* Effect.flip(
         postgresAdapter.clone(sliceOf(fresh("src_missing"), adminUrl), sliceOf(name, adminUrl))
