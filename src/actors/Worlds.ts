@@ -34,8 +34,6 @@ export interface WorldRef {
 
 const REPO_CACHE_MS = 3_000
 
-/** A slice's address as status shows it: a password that came from admin_url is not printed. */
-
 const internal = (e: { readonly message: string }) => new InternalError({ reason: e.message })
 
 export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {

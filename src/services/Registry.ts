@@ -338,8 +338,11 @@ const makeRegistry = Effect.gen(function* () {
    * made or gone): the router rebuilds its table from it instead of reading the database per request.
    */
   const changes = yield* SubscriptionRef.make(0)
-  const changed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-    Effect.tap(effect, () => SubscriptionRef.update(changes, (n) => n + 1))
+  /** `orInternal`, and the change announced once the write succeeded */
+  const announced =
+    <Args extends ReadonlyArray<unknown>, A, R>(f: (...args: Args) => Effect.Effect<A, SqlError, R>) =>
+    (...args: Args): Effect.Effect<A, InternalError, R> =>
+      Effect.tap(orInternal(f)(...args), () => SubscriptionRef.update(changes, (n) => n + 1))
 
   const worldSelect = sql`SELECT w.*, p.name AS project_name, p.main_root AS main_root FROM worlds w JOIN projects p ON p.id = w.project_id`
 
@@ -553,22 +556,20 @@ const makeRegistry = Effect.gen(function* () {
     worlds: orInternal(worlds),
     world: orInternal(world),
     findWorld: orInternal(findWorld),
-    createWorld: orInternal((...args: Parameters<typeof createWorld>) => changed(createWorld(...args))),
+    createWorld: announced(createWorld),
     setDesired: orInternal(setDesired),
-    setObserved: orInternal((...args: Parameters<typeof setObserved>) => changed(setObserved(...args))),
+    setObserved: announced(setObserved),
     markSetupDone: orInternal(markSetupDone),
     markWorktreeReady: orInternal(markWorktreeReady),
     setSelection: orInternal(setSelection),
-    setPath: orInternal((...args: Parameters<typeof setPath>) => changed(setPath(...args))),
-    deleteWorld: orInternal((...args: Parameters<typeof deleteWorld>) => changed(deleteWorld(...args))),
+    setPath: announced(setPath),
+    deleteWorld: announced(deleteWorld),
     services: orInternal(services),
-    saveService: orInternal((...args: Parameters<typeof saveService>) => changed(saveService(...args))),
-    dropServicesExcept: orInternal((...args: Parameters<typeof dropServicesExcept>) =>
-      changed(dropServicesExcept(...args))
-    ),
+    saveService: announced(saveService),
+    dropServicesExcept: announced(dropServicesExcept),
     leases: orInternal(leases),
-    setLeases: orInternal((...args: Parameters<typeof setLeases>) => changed(setLeases(...args))),
-    releaseLeases: orInternal((...args: Parameters<typeof releaseLeases>) => changed(releaseLeases(...args))),
+    setLeases: announced(setLeases),
+    releaseLeases: announced(releaseLeases),
     slices: orInternal(slices),
     goldens: orInternal(goldens),
     spares: orInternal(spares),

@@ -1,8 +1,10 @@
 import { execFileSync } from "node:child_process"
 import { mkdirSync } from "node:fs"
 import * as http from "node:http"
+import * as net from "node:net"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
+import { FALLBACK_HTTP_PORT } from "../../src/services/proxy/Router.js"
 import { portBlock, type Sandbox, sandbox, sandboxes } from "./harness.js"
 
 const boxes = sandboxes()
@@ -185,6 +187,9 @@ describe("routes through the proxy", () => {
     const badHeader = await box.run(["curl", "one", "api", "-H", "nocolon"])
     expect(badHeader.code).toBe(1)
     expect(badHeader.stderr).toMatch(/expected "Name: value"/)
+    const missingFile = await box.run(["curl", "one", "api", "-d", "@no-such-file.json"])
+    expect(missingFile.code).toBe(1)
+    expect(missingFile.stderr).toMatch(/^error: -d @no-such-file\.json: cannot read no-such-file\.json \(ENOENT\)\n$/)
     const noService = await box.run(["curl", "one", "nope"])
     expect(noService.stderr).toMatch(/no service "nope" with a url or port; those are: api, web/)
     // a removed world's routes are gone
@@ -246,5 +251,21 @@ describe("routes through the proxy", () => {
     const after = await box.run(["port", "--json"])
     expect((JSON.parse(after.stdout) as Settings).proxy.http.port).toBeNull()
     expect((JSON.parse(after.stdout) as Settings).proxy.https.port).toBe(to)
+    // auto: port 80 where the daemon may bind it, else the documented 7355
+    const holder = net.createServer()
+    const held = await new Promise<boolean>((resolve) => {
+      holder.once("error", () => resolve(false))
+      holder.listen(80, "127.0.0.1", () => resolve(true))
+    })
+    try {
+      const auto = await box.run(["port", "--proxy", "auto", "--json"])
+      const port = (JSON.parse(auto.stdout) as Settings).proxy.http.port
+      // with 80 held by this test, the fallback; where the test could not hold it, one of the two
+      if (held) expect(port).toBe(FALLBACK_HTTP_PORT)
+      else expect([80, FALLBACK_HTTP_PORT]).toContain(port)
+    } finally {
+      holder.close()
+      await box.run(["port", "--proxy", "off"])
+    }
   })
 })

@@ -149,7 +149,19 @@ export const curl = Command.make(
           s.url
         )
         const parsed = yield* Effect.forEach(headers, parseHeader)
-        const body = Option.map(data, (d) => (d.startsWith("@") ? readFileSync(d.slice(1)) : Buffer.from(d)))
+        const body = yield* Option.match(data, {
+          onNone: () => Effect.succeed(Option.none<Buffer>()),
+          onSome: (d) =>
+            d.startsWith("@")
+              ? Effect.try({
+                  try: () => Option.some(readFileSync(d.slice(1))),
+                  catch: (e) =>
+                    new InvalidRequest({
+                      reason: `-d ${d}: cannot read ${d.slice(1)} (${(e as NodeJS.ErrnoException).code ?? String(e)})`
+                    })
+                })
+              : Effect.succeed(Option.some(Buffer.from(d)))
+        })
         const settings = yield* client.GetSettings()
         const ca =
           target.protocol === "https:"

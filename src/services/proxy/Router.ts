@@ -3,7 +3,7 @@
  * 80 and 443 where the daemon may bind them, else 7355 and 7356), berth's CA for HTTPS, and the route table, rebuilt
  * from the registry whenever a world or service changes (never per request). Also what `${svc.url}` is for a world.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -306,6 +306,7 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
      * options); for an HTTPS world, NODE_EXTRA_CA_CERTS naming berth's CA — joined with the user's own extra CAs when
      * they have some, since Node reads only one such file.
      */
+    const bundles = new Map<string, number>()
     const processEnv = (
       given: Readonly<Record<string, string>>,
       r: Routing | undefined
@@ -319,8 +320,12 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
       if (own === undefined || own === "" || own === r.caPath) return { ...env, NODE_EXTRA_CA_CERTS: r.caPath }
       const bundle = join(caDir, `with-${shortHash(own, 10)}.pem`)
       try {
-        const theirs = readFileSync(own, "utf8")
-        writeFileSync(bundle, `${theirs.trimEnd()}\n${ca.certPem}`, { mode: 0o600 })
+        // written again only when their file changed since
+        const stamp = statSync(own).mtimeMs
+        if (bundles.get(bundle) !== stamp) {
+          writeFileSync(bundle, `${readFileSync(own, "utf8").trimEnd()}\n${ca.certPem}`, { mode: 0o600 })
+          bundles.set(bundle, stamp)
+        }
         return { ...env, NODE_EXTRA_CA_CERTS: bundle }
       } catch {
         // their file is unreadable: berth's CA alone still lets the world's own HTTPS work
@@ -333,9 +338,8 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
       processEnv,
       info: Effect.sync(() => info),
       setPorts,
-      /** the route table now, for tests and `status` */
-      refresh,
-      current: Effect.sync(() => proxy?.routes())
+      /** rebuilds the route table now */
+      refresh
     } as const
   }),
   dependencies: []

@@ -96,9 +96,14 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
     /** goldens being built, by project/service/key: concurrent first `up`s wait for one build */
     const builds = new Map<string, Deferred.Deferred<Golden, SliceError>>()
 
+    /** made once per project and daemon, not on every `up` */
+    const storages = new Set<string>()
     const storageOf = (project: string) => {
       const storage = join(home.root, "slices", project)
-      mkdirSync(storage, { recursive: true, mode: 0o700 })
+      if (!storages.has(storage)) {
+        mkdirSync(storage, { recursive: true, mode: 0o700 })
+        storages.add(storage)
+      }
       return storage
     }
 
@@ -144,14 +149,22 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
       options: row.options
     })
 
-    const recordServer = (slice: Slice) =>
-      registry.recordSliceServer({
-        key: shortHash(serverOf(slice), 12),
-        adapter: slice.adapter,
-        adminUrl: slice.adminUrl ?? null,
-        storage: slice.storage,
-        options: slice.options
-      })
+    /** servers already recorded by this daemon: the registry write is needed once, not on every `up` */
+    const recorded = new Set<string>()
+    const recordServer = (slice: Slice) => {
+      const key = shortHash(serverOf(slice), 12)
+      if (recorded.has(key)) return Effect.void
+      return Effect.zipRight(
+        registry.recordSliceServer({
+          key,
+          adapter: slice.adapter,
+          adminUrl: slice.adminUrl ?? null,
+          storage: slice.storage,
+          options: slice.options
+        }),
+        Effect.sync(() => recorded.add(key))
+      )
+    }
 
     /** Marks a slice busy while `effect` runs, so that gc never drops it half-way (and waits while gc drops it). */
     const busy = <A, E, R>(slice: Slice, effect: Effect.Effect<A, E, R>) => {

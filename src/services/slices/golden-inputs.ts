@@ -4,7 +4,7 @@
  */
 import { createHash } from "node:crypto"
 import { readdirSync, readFileSync, statSync } from "node:fs"
-import { join, relative, sep } from "node:path"
+import { join } from "node:path"
 import * as Effect from "effect/Effect"
 import { escapesWorktree, globBase, globToRegExp } from "../../domain/golden.js"
 import { InvalidRequest } from "../../domain/errors.js"
@@ -12,8 +12,6 @@ import { InvalidRequest } from "../../domain/errors.js"
 const SKIPPED = new Set([".git", "node_modules"])
 /** a glob matching more than this many files is almost certainly a mistake (`**` over the whole repository) */
 const MAX_FILES = 20_000
-
-const toPosix = (path: string): string => (sep === "/" ? path : path.split(sep).join("/"))
 
 const walk = (root: string, from: string, out: Array<string>, named: ReadonlySet<string>): void => {
   let entries: ReadonlyArray<import("node:fs").Dirent>
@@ -58,12 +56,16 @@ export const goldenInputs = (worktree: string, globs: ReadonlyArray<string>) =>
         }
         for (const file of found) if (patterns.some((p) => p.test(file))) files.add(file)
       }
-      return [...files].sort().map((file) => {
-        const digest = createHash("sha256")
-          .update(readFileSync(join(worktree, file)))
-          .digest("hex")
-        return [toPosix(relative(worktree, join(worktree, file))), digest] as const
-      })
+      // paths are `/`-separated already: the walk builds them that way
+      return [...files].sort().map(
+        (file) =>
+          [
+            file,
+            createHash("sha256")
+              .update(readFileSync(join(worktree, file)))
+              .digest("hex")
+          ] as const
+      )
     },
     catch: (e) => new InvalidRequest({ reason: e instanceof Error ? e.message : String(e) })
   })
