@@ -3,6 +3,11 @@
  * vhost) or of an embedded store (a SQLite file, a directory). Adapters are called by the daemon's Slices service;
  * every verb is idempotent, and an adapter only ever drops what it created (ownership is recorded in the registry and,
  * where the server allows, marked on the server too).
+ *
+ * Creation is atomic with its mark: the daemon may be killed at any point, so nothing unmarked is ever left under a
+ * slice's name. What a crash does leave half-made (under a name of its own, or with an intent recorded first) must be
+ * recognisable as this installation's: `list` returns it, under a name `teardown` accepts, `teardown` of the slice
+ * removes it, and it never stands in the way of a later `provision` or `clone` of the slice.
  */
 import * as Data from "effect/Data"
 import type * as Effect from "effect/Effect"
@@ -70,6 +75,6 @@ export interface Adapter {
   readonly rename?: (from: Slice, to: Slice) => Effect.Effect<void, AdapterError>
   /** makes `to` a copy of `from`; `to` may exist (owned) and is then replaced; only when `capabilities.clone` */
   readonly clone: (from: Slice, to: Slice) => Effect.Effect<void, AdapterError>
-  /** the names of the slices this adapter owns in `scope` (for gc) */
+  /** the names of the slices this adapter owns in `scope`, half-made ones included (for gc, which tears them down) */
   readonly list: (scope: ListScope) => Effect.Effect<ReadonlyArray<string>, AdapterError>
 }

@@ -1,4 +1,6 @@
 /** Small pieces every adapter needs: reading an error's code and message, and refusing unsafe slice names. */
+import { randomBytes } from "node:crypto"
+import { readdirSync } from "node:fs"
 import * as Effect from "effect/Effect"
 import { AdapterError } from "./contract.js"
 
@@ -22,17 +24,23 @@ export const NETWORK_CODES: ReadonlySet<string> = new Set([
 
 export const describeCause = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
 
+/** True when `name` can be a file name in a storage folder: see `checkStorageName`. */
+export const isStorageName = (name: string): boolean =>
+  !(
+    name === "" ||
+    name.includes("/") ||
+    name.includes("\\") ||
+    name.includes("..") ||
+    name.includes("\0") ||
+    name.startsWith(".")
+  )
+
 /**
  * Slice names arrive as safe identifiers already; embedded stores check again before using one as a file name, so
  * that no name can leave (or be) their storage folder.
  */
 export const checkStorageName = (adapter: string, name: string): Effect.Effect<string, AdapterError> =>
-  name === "" ||
-  name.includes("/") ||
-  name.includes("\\") ||
-  name.includes("..") ||
-  name.includes("\0") ||
-  name.startsWith(".")
+  !isStorageName(name)
     ? Effect.fail(
         new AdapterError({
           adapter,
@@ -41,6 +49,54 @@ export const checkStorageName = (adapter: string, name: string): Effect.Effect<s
         })
       )
     : Effect.succeed(name)
+
+/**
+ * The embedded adapters build, copy and delete slices under scratch names that end in this tag: the pid of the
+ * process doing it, and a random part. A scratch entry whose process is gone is what a crash left behind.
+ */
+export const scratchTag = (pid: number = process.pid): string => `${pid}-${randomBytes(6).toString("hex")}`
+
+/** `scratchTag`'s shape in a regular expression; its one group is the pid. */
+export const SCRATCH_TAG = "([1-9][0-9]*)-[0-9a-f]{12}"
+
+/**
+ * True when the process that made a scratch entry is gone, so nothing will use the entry again. This process, or
+ * any other live one (even one that only reused the pid), may still be using it: such an entry stays (a pid reused
+ * keeps a leftover a while longer, never loses a live one).
+ */
+const isLeftover = (pid: number): boolean => {
+  if (pid === process.pid) return false
+  try {
+    process.kill(pid, 0)
+    return false
+  } catch (cause) {
+    // EPERM: alive, someone else's
+    return errorCode(cause) === "ESRCH"
+  }
+}
+
+/**
+ * The scratch entries in `storage` that a crash left: those `pattern` matches (its first group the slice's name, its
+ * second the pid, as `SCRATCH_TAG` puts it) whose process is gone.
+ */
+export const leftovers = (
+  storage: string,
+  pattern: RegExp
+): ReadonlyArray<{ readonly name: string; readonly entry: string }> => {
+  let entries: ReadonlyArray<string>
+  try {
+    entries = readdirSync(storage)
+  } catch (cause) {
+    if (errorCode(cause) === "ENOENT") return []
+    throw cause
+  }
+  return entries.flatMap((entry) => {
+    const match = pattern.exec(entry)
+    return match?.[1] !== undefined && isStorageName(match[1]) && isLeftover(Number(match[2]))
+      ? [{ name: match[1], entry }]
+      : []
+  })
+}
 
 /** `decodeURIComponent`, or the text itself when it is not valid percent-encoding. */
 export const decodeComponent = (text: string): string => {

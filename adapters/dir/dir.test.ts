@@ -13,11 +13,12 @@ import {
   symlinkSync,
   writeFileSync
 } from "node:fs"
+import { spawnSync } from "node:child_process"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Effect from "effect/Effect"
 import type { Slice } from "../contract.js"
-import { dirAdapter } from "./index.js"
+import { beforeMove, dirAdapter } from "./index.js"
 
 const base = realpathSync(mkdtempSync(join(tmpdir(), "berth-dir-")))
 afterAll(() => rmSync(base, { recursive: true, force: true }))
@@ -40,10 +41,43 @@ const sliceOf = (storage: string, name: string): Slice => ({
 
 const scopeOf = (storage: string) => ({ storage, adminUrl: undefined, options: {}, owner: "t" })
 
+/** The pid of a process that has exited (and been reaped): what a daemon killed with -9 leaves behind. */
+const deadPid = (): number => {
+  const pid = spawnSync("true").pid
+  if (pid === undefined) throw new Error("could not spawn true")
+  return pid
+}
+
 describe("dirAdapter", () => {
   it("declares clone", () => {
     expect(dirAdapter.capabilities).toEqual({ clone: true })
   })
+
+  it.effect("a provision or teardown killed half way: its scratch folder is listed and cleared", () =>
+    Effect.gen(function* () {
+      const storage = freshStorage()
+      const slice = sliceOf(storage, "acme_crash_files")
+      const dead = deadPid()
+      yield* beforeMove.provision(slice, dead)
+      // one that a live process (this one) is still building, and a folder that is not berth's, stay
+      yield* beforeMove.provision(slice, process.pid)
+      mkdirSync(join(storage, ".acme_crash_files.mine"))
+      const untouched = readdirSync(storage).filter((entry) => !entry.includes(`-${dead}-`))
+      expect(untouched).toHaveLength(2)
+      // gc sees the leftover as this slice's
+      expect(yield* dirAdapter.list(scopeOf(storage))).toEqual(["acme_crash_files"])
+      // provision makes the slice and clears what the crash left
+      expect(yield* dirAdapter.provision(slice)).toBe(true)
+      expect(readdirSync(storage).sort()).toEqual(["acme_crash_files", ...untouched].sort())
+      // a teardown killed after moving the folder away: the half-deleted rest is cleared by the next teardown
+      writeFileSync(join(storage, "acme_crash_files", "data"), "x")
+      yield* beforeMove.teardown(slice, dead)
+      expect(yield* dirAdapter.list(scopeOf(storage))).toEqual(["acme_crash_files"])
+      yield* dirAdapter.teardown(slice)
+      expect(readdirSync(storage).sort()).toEqual([...untouched].sort())
+      expect(yield* dirAdapter.list(scopeOf(storage))).toEqual([])
+    })
+  )
 
   it.effect("provisions a 0700 folder with a marker, once", () =>
     Effect.gen(function* () {

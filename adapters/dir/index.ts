@@ -2,15 +2,16 @@
  * The `dir` adapter: an embedded store where each world gets its own folder, `<storage>/<name>/`. Ownership is a
  * `.berth-slice` marker file inside it, so a foreign folder is never listed, torn down or overwritten. Folders are
  * built under a temporary dot-name and renamed into place (and renamed away before deletion), so a crash never leaves
- * a half-made or half-deleted slice at the real path.
+ * a half-made or half-deleted slice at the real path. A temporary name carries the pid of the process using it: one
+ * whose process is gone is a crash's leftover, which `list` reports under its slice's name (so gc drops it) and
+ * provision, clone and teardown of that slice remove.
  */
-import { randomBytes } from "node:crypto"
 import { chmodSync, constants as fsConstants, lstatSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs"
 import { cp, writeFile } from "node:fs/promises"
 import { basename, dirname, join, resolve } from "node:path"
 import * as Effect from "effect/Effect"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import { checkStorageName, describeCause, errorCode } from "../shared.js"
+import { checkStorageName, describeCause, errorCode, leftovers, SCRATCH_TAG, scratchTag } from "../shared.js"
 
 const ADAPTER = "dir"
 const MARKER = ".berth-slice"
@@ -58,9 +59,22 @@ const isOwned = (folder: string): boolean => {
   }
 }
 
-/** A sibling of `folder` under a dot-name, which `list` skips and no valid slice name can take. */
-const scratchOf = (folder: string, purpose: string): string =>
-  join(dirname(folder), `.${basename(folder)}.${purpose}-${randomBytes(6).toString("hex")}`)
+/**
+ * A sibling of `folder` under a dot-name, which no valid slice name can take, naming the process that uses it (see
+ * `leftovers`).
+ */
+const scratchOf = (folder: string, purpose: "new" | "clone" | "trash", pid = process.pid): string =>
+  join(dirname(folder), `.${basename(folder)}.${purpose}-${scratchTag(pid)}`)
+
+/** `scratchOf`'s names: the slice's name, and the pid of the process that made it */
+const SCRATCH = new RegExp(`^\\.(.+)\\.(?:new|clone|trash)-${SCRATCH_TAG}$`)
+
+const removeLeftovers = (folder: string, name: string): void => {
+  const storage = dirname(folder)
+  for (const leftover of leftovers(storage, SCRATCH)) {
+    if (leftover.name === name) rmSync(join(storage, leftover.entry), { recursive: true, force: true })
+  }
+}
 
 const writeMarker = (folder: string, name: string): Promise<void> =>
   writeFile(join(folder, MARKER), `${name}\n`, { mode: 0o600 })
@@ -81,7 +95,10 @@ const provision = (slice: Slice): Effect.Effect<boolean, AdapterError> =>
   Effect.gen(function* () {
     const folder = yield* folderOf(slice)
     yield* ensureStorage(resolve(slice.storage))
-    const present = yield* attempt("provision", folder, () => kindOf(folder) !== "missing")
+    const present = yield* attempt("provision", folder, () => {
+      removeLeftovers(folder, slice.name)
+      return kindOf(folder) !== "missing"
+    })
     if (present) return yield* alreadyThere(folder)
     const scratch = scratchOf(folder, "new")
     const created = yield* attemptPromise("provision", folder, async () => {
@@ -118,6 +135,7 @@ const resolvePath = (slice: Slice): Effect.Effect<string, AdapterError> => folde
 const teardown = (slice: Slice): Effect.Effect<void, AdapterError> =>
   Effect.flatMap(folderOf(slice), (folder) =>
     attempt("tear down", folder, () => {
+      removeLeftovers(folder, slice.name)
       if (kindOf(folder) === "missing") return
       if (!isOwned(folder)) throw fail("not-owned", `${folder} is not a berth slice; leaving it alone`)
       removeFolder(folder)
@@ -137,6 +155,7 @@ const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
       if (kindOf(target) !== "missing" && !isOwned(target)) {
         throw fail("not-owned", `cannot clone: ${target} exists and is not a berth slice; leaving it alone`)
       }
+      removeLeftovers(target, to.name)
     })
     yield* ensureStorage(resolve(to.storage))
     const scratch = scratchOf(target, "clone")
@@ -167,8 +186,35 @@ const list = (scope: ListScope): Effect.Effect<ReadonlyArray<string>, AdapterErr
       if (errorCode(cause) === "ENOENT") return []
       throw cause
     }
-    return entries.filter((entry) => !entry.startsWith(".") && isOwned(join(storage, entry))).sort()
+    const owned = entries.filter((entry) => !entry.startsWith(".") && isOwned(join(storage, entry)))
+    // a slice that only a crash's leftover stands for is listed too, so that gc's teardown removes it (unless
+    // something not ours holds the slice's path: teardown would refuse it)
+    const left = leftovers(storage, SCRATCH)
+      .map((leftover) => leftover.name)
+      .filter((name) => kindOf(join(storage, name)) === "missing")
+    return [...new Set([...owned, ...left])].sort()
   })
+
+/**
+ * What provision does before it renames the new folder into place, and what teardown does before it deletes, alone,
+ * as process `pid` would leave them if killed there. For tests of crash recovery.
+ */
+export const beforeMove = {
+  provision: (slice: Slice, pid: number): Effect.Effect<void, AdapterError> =>
+    Effect.gen(function* () {
+      const folder = yield* folderOf(slice)
+      yield* ensureStorage(resolve(slice.storage))
+      const scratch = scratchOf(folder, "new", pid)
+      yield* attemptPromise("provision", folder, async () => {
+        mkdirSync(scratch, { mode: 0o700 })
+        await writeMarker(scratch, slice.name)
+      })
+    }),
+  teardown: (slice: Slice, pid: number): Effect.Effect<void, AdapterError> =>
+    Effect.flatMap(folderOf(slice), (folder) =>
+      attempt("tear down", folder, () => renameSync(folder, scratchOf(folder, "trash", pid)))
+    )
+} as const
 
 export const dirAdapter: Adapter = {
   capabilities: { clone: true },

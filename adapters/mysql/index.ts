@@ -10,10 +10,13 @@
  * itself: MySQL has no database comments, and a marker table inside the slice would dirty a schema that an app's
  * migration tool may insist be empty.
  *
- * DDL cannot share a transaction with the mark, so the order makes a crash fail safe: provision creates the database,
- * then writes the mark (and drops the fresh database if the mark cannot be written); teardown drops, then erases the
- * mark. A crash in between leaves either an unmarked database, refused as foreign until a person drops it, or a mark
- * without a database, which the next provision or teardown clears (and `list` ignores).
+ * DDL cannot share a transaction with the mark, and MySQL cannot rename a database, so the intent is recorded first:
+ * a row in `berth_meta.pending` (name, owner), then CREATE DATABASE, then the mark in `slices` (and the intent row
+ * goes). A crash in between leaves an existing database with this installation's intent and no mark: "unfinished",
+ * which `list` returns (so gc drops it), teardown drops and provision or clone replaces. It counts only while the
+ * database is empty (no tables, views, routines or events; CREATE DATABASE makes nothing else), so one that someone
+ * has filled since is left alone like any unmarked database. Teardown drops, then erases the marks: a crash there
+ * leaves a mark or intent without a database, which the next provision or teardown clears (and `list` ignores).
  *
  * berth's verbs on one name are serialised server-wide by a named lock (`GET_LOCK`, released when the connection
  * ends), so two daemons or projects never both claim a name; should anyone else create it meanwhile, CREATE DATABASE
@@ -48,6 +51,8 @@ const MAX_NAME = 64
 const MAX_OWNER = 64
 const META_DB = "berth_meta"
 const META_TABLE = "slices"
+/** one row per database berth is about to create, written before CREATE DATABASE */
+const INTENT_TABLE = "pending"
 /** names a slice may never take: berth's own database and the server's */
 const RESERVED: ReadonlySet<string> = new Set([META_DB, "mysql", "sys", "information_schema", "performance_schema"])
 const CONNECT_TIMEOUT_MS = 5_000
@@ -284,29 +289,34 @@ const withServer = <A>(
 /** Identifiers cannot be parameters: names from the catalog may hold anything, so backticks are always doubled. */
 const ident = (name: string): string => `\`${name.replaceAll("`", "``")}\``
 const META = `${ident(META_DB)}.${ident(META_TABLE)}`
+const INTENTS = `${ident(META_DB)}.${ident(INTENT_TABLE)}`
 
-const metaExists = (connection: Connection): Effect.Effect<boolean, MysqlFailure> =>
+/** Which of berth's tables exist (`pending` is missing on a server last used by an older berth). */
+const metaTables = (connection: Connection): Effect.Effect<ReadonlySet<string>, MysqlFailure> =>
   Effect.map(
-    query(connection, "SELECT 1 AS found FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", [
-      META_DB,
-      META_TABLE
-    ]),
-    (rows) => rows.length > 0
+    query(
+      connection,
+      "SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?, ?)",
+      [META_DB, META_TABLE, INTENT_TABLE]
+    ),
+    (rows) => new Set(rows.map((row) => String(row.name)))
   )
 
-/** Creates berth's own database and table on first use (and only then: IF NOT EXISTS still needs the privilege). */
+/** Creates berth's own database and tables on first use (and only then: IF NOT EXISTS still needs the privilege). */
 const ensureMeta = (connection: Connection): Effect.Effect<void, MysqlFailure> =>
   Effect.gen(function* () {
-    if (yield* metaExists(connection)) return
+    if ((yield* metaTables(connection)).size === 2) return
     yield* query(connection, `CREATE DATABASE IF NOT EXISTS ${ident(META_DB)}`)
-    yield* query(
-      connection,
-      `CREATE TABLE IF NOT EXISTS ${META} (
-        name VARCHAR(${MAX_NAME}) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
-        owner VARCHAR(${MAX_OWNER}) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-        created_at DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP
-      ) ENGINE = InnoDB`
-    )
+    for (const table of [META, INTENTS]) {
+      yield* query(
+        connection,
+        `CREATE TABLE IF NOT EXISTS ${table} (
+          name VARCHAR(${MAX_NAME}) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
+          owner VARCHAR(${MAX_OWNER}) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+          created_at DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP
+        ) ENGINE = InnoDB`
+      )
+    }
   })
 
 const databaseExists = (connection: Connection, name: string): Effect.Effect<boolean, MysqlFailure> =>
@@ -315,26 +325,50 @@ const databaseExists = (connection: Connection, name: string): Effect.Effect<boo
     (rows) => rows.length > 0
   )
 
-/** The installation whose mark `name` carries, if any. */
-const markOwner = (connection: Connection, name: string): Effect.Effect<string | undefined, MysqlFailure> =>
+/** The installations whose mark and whose intent `name` carries, if any. */
+const marksOf = (
+  connection: Connection,
+  name: string
+): Effect.Effect<{ readonly mark: string | undefined; readonly intent: string | undefined }, MysqlFailure> =>
   Effect.gen(function* () {
-    if (!(yield* metaExists(connection))) return undefined
-    const rows = yield* query(connection, `SELECT owner FROM ${META} WHERE name = ?`, [name])
-    return rows[0] === undefined ? undefined : String(rows[0].owner)
+    const tables = yield* metaTables(connection)
+    const ownerIn = (table: string, qualified: string) =>
+      tables.has(table)
+        ? Effect.map(query(connection, `SELECT owner FROM ${qualified} WHERE name = ?`, [name]), (rows) =>
+            rows[0] === undefined ? undefined : String(rows[0].owner)
+          )
+        : Effect.succeed(undefined)
+    return { mark: yield* ownerIn(META_TABLE, META), intent: yield* ownerIn(INTENT_TABLE, INTENTS) }
   })
 
+/** True when `name` holds nothing: what CREATE DATABASE makes, and all a crash before the mark can leave. */
+const isEmpty = (connection: Connection, name: string): Effect.Effect<boolean, MysqlFailure> =>
+  Effect.map(
+    query(
+      connection,
+      `SELECT (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?)
+            + (SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ?)
+            + (SELECT COUNT(*) FROM information_schema.EVENTS WHERE EVENT_SCHEMA = ?) AS n`,
+      [name, name, name]
+    ),
+    (rows) => Number(rows[0]?.n) === 0
+  )
+
 /**
- * "missing" may still have a stale mark (left by a crash between drop and unmark); "foreign" is a database without
- * a mark, "elsewhere" one marked by another berth installation.
+ * "missing" may still have a stale mark or intent (left by a crash between drop and unmark, or before CREATE);
+ * "unfinished" is an empty database with this installation's intent and no mark (a crash before the mark);
+ * "foreign" is a database without a mark, "elsewhere" one marked (or intended) by another berth installation.
  */
-type Ownership = "missing" | "ours" | "foreign" | "elsewhere"
+type Ownership = "missing" | "ours" | "unfinished" | "foreign" | "elsewhere"
 
 const ownership = (connection: Connection, owner: string, name: string): Effect.Effect<Ownership, MysqlFailure> =>
   Effect.gen(function* () {
     if (!(yield* databaseExists(connection, name))) return "missing"
-    const marked = yield* markOwner(connection, name)
-    if (marked === undefined) return "foreign"
-    return marked === owner ? "ours" : "elsewhere"
+    const { mark, intent } = yield* marksOf(connection, name)
+    if (mark !== undefined) return mark === owner ? "ours" : "elsewhere"
+    if (intent === undefined) return "foreign"
+    if (intent !== owner) return "elsewhere"
+    return (yield* isEmpty(connection, name)) ? "unfinished" : "foreign"
   })
 
 /** Right after a concurrent CREATE DATABASE the mark may not be written yet: give the winner a moment. */
@@ -346,14 +380,14 @@ const ownershipAfterRace = (
   Effect.gen(function* () {
     let state = yield* ownership(connection, owner, name)
     for (const delay of MARK_WAIT_DELAYS_MS) {
-      if (state !== "foreign") return state
+      if (state !== "foreign" && state !== "unfinished") return state
       yield* Effect.sleep(Duration.millis(delay))
       state = yield* ownership(connection, owner, name)
     }
     return state
   })
 
-/** Why berth leaves `name` alone, for a state that is neither "missing" nor "ours". */
+/** Why berth leaves `name` alone, for a state that is "foreign" or "elsewhere". */
 const notOurs = (server: Server, name: string, state: Ownership): string =>
   state === "elsewhere"
     ? `database "${name}" on ${server.location} is a slice of another berth installation`
@@ -389,24 +423,68 @@ const lockNames = (
     { discard: true }
   )
 
+/** a row already there is stale (its database was missing, checked under the name lock): it is taken over */
+const upsertOwner = (table: string) =>
+  `INSERT INTO ${table} (name, owner) VALUES (?, ?) ON DUPLICATE KEY UPDATE owner = ?, created_at = CURRENT_TIMESTAMP`
+
 /**
- * Marks a database created just now as `owner`'s (a row already there is stale: its database was missing). Should
- * that fail, the fresh unmarked database is dropped so a retry starts clean.
+ * The part of a creation before the mark: the intent, then the database (with `options`, e.g. a character set).
+ * False when the database exists already (someone outside berth's lock made it): the intent is withdrawn.
+ */
+const createIntended = (
+  connection: Connection,
+  owner: string,
+  name: string,
+  options: string
+): Effect.Effect<boolean, MysqlFailure> =>
+  Effect.gen(function* () {
+    yield* query(connection, upsertOwner(INTENTS), [name, owner, owner])
+    const created = yield* query(connection, `CREATE DATABASE ${ident(name)}${options}`).pipe(
+      Effect.as(true),
+      Effect.catchIf(
+        (failure) => serverErrno(failure.cause) === ER_DB_CREATE_EXISTS,
+        () => Effect.succeed(false)
+      )
+    )
+    if (!created) yield* query(connection, `DELETE FROM ${INTENTS} WHERE name = ? AND owner = ?`, [name, owner])
+    return created
+  })
+
+/**
+ * Marks a database created just now as `owner`'s. Should that fail, the fresh unmarked database is dropped so a retry
+ * starts clean. The intent goes once the mark is there; should that fail, a mark outranks it anyway.
  */
 const mark = (connection: Connection, owner: string, name: string): Effect.Effect<void, MysqlFailure> =>
-  query(
-    connection,
-    `INSERT INTO ${META} (name, owner) VALUES (?, ?) ON DUPLICATE KEY UPDATE owner = ?, created_at = CURRENT_TIMESTAMP`,
-    [name, owner, owner]
-  ).pipe(
+  query(connection, upsertOwner(META), [name, owner, owner]).pipe(
     Effect.tapError(() => Effect.ignore(query(connection, `DROP DATABASE IF EXISTS ${ident(name)}`))),
-    Effect.asVoid
+    Effect.zipRight(
+      Effect.ignore(query(connection, `DELETE FROM ${INTENTS} WHERE name = ? AND owner = ?`, [name, owner]))
+    )
   )
 
+/** Creates `name` and marks it; false when it existed already (see `createIntended`). */
+const createMarked = (
+  connection: Connection,
+  owner: string,
+  name: string,
+  options = ""
+): Effect.Effect<boolean, MysqlFailure> =>
+  Effect.flatMap(createIntended(connection, owner, name, options), (created) =>
+    created ? Effect.as(mark(connection, owner, name), true) : Effect.succeed(false)
+  )
+
+/** Erases this installation's mark and intent for `name`. */
 const unmark = (connection: Connection, owner: string, name: string): Effect.Effect<void, MysqlFailure> =>
   Effect.gen(function* () {
-    if (!(yield* metaExists(connection))) return
-    yield* query(connection, `DELETE FROM ${META} WHERE name = ? AND owner = ?`, [name, owner])
+    const tables = yield* metaTables(connection)
+    for (const [table, qualified] of [
+      [META_TABLE, META],
+      [INTENT_TABLE, INTENTS]
+    ] as const) {
+      if (tables.has(table)) {
+        yield* query(connection, `DELETE FROM ${qualified} WHERE name = ? AND owner = ?`, [name, owner])
+      }
+    }
   })
 
 /**
@@ -435,24 +513,19 @@ const provision = Effect.fn("MysqlAdapter.provision")(function* (slice: Slice) {
       yield* lockNames(connection, server, [name])
       const before = yield* ownership(connection, slice.owner, name)
       if (before === "ours") return false
-      if (before !== "missing") return yield* Effect.fail(taken(before))
-      const created = yield* query(connection, `CREATE DATABASE ${ident(name)}`).pipe(
-        Effect.as(true),
-        Effect.catchIf(
-          (failure) => serverErrno(failure.cause) === ER_DB_CREATE_EXISTS,
-          () => Effect.succeed(false)
-        )
-      )
-      if (created) {
-        yield* mark(connection, slice.owner, name)
-        return true
-      }
+      if (before === "foreign" || before === "elsewhere") return yield* Effect.fail(taken(before))
+      // what a crash left before its mark is made again from nothing
+      if (before === "unfinished") yield* drop(connection, name)
+      if (yield* createMarked(connection, slice.owner, name)) return true
       // someone outside berth's lock created it between our look and our CREATE: whose is it?
       const after = yield* ownershipAfterRace(connection, slice.owner, name)
       if (after === "ours") return false
       return yield* Effect.fail(
-        after === "missing"
-          ? fail("failed", `database "${name}" on ${server.location} appeared and vanished during provision; retry`)
+        after === "missing" || after === "unfinished"
+          ? fail(
+              "failed",
+              `database "${name}" on ${server.location} ${after === "missing" ? "appeared and vanished" : "was being made by another berth operation"} during provision; retry`
+            )
           : taken(after)
       )
     })
@@ -476,7 +549,7 @@ const teardown = Effect.fn("MysqlAdapter.teardown")(function* (slice: Slice) {
       if (state === "foreign" || state === "elsewhere") {
         return yield* Effect.fail(fail("not-owned", `${notOurs(server, name, state)}; leaving it alone`))
       }
-      if (state === "ours") yield* drop(connection, name)
+      if (state === "ours" || state === "unfinished") yield* drop(connection, name)
       // also clears a stale mark of ours
       yield* unmark(connection, slice.owner, name)
     })
@@ -760,13 +833,13 @@ const copyObjects = (
     yield* createInOrder(triggerStatements)
   })
 
-/** Creates `name` with the character set and collation of `like`, and marks it. */
+/** Creates `name` with the character set and collation of `like`, and marks it; false when it existed already. */
 const createLike = (
   connection: Connection,
   owner: string,
   name: string,
   like: string
-): Effect.Effect<void, MysqlFailure> =>
+): Effect.Effect<boolean, MysqlFailure> =>
   Effect.gen(function* () {
     const rows = yield* query(
       connection,
@@ -778,8 +851,7 @@ const createLike = (
     // catalog values spliced into DDL: only plain words
     const options =
       /^\w+$/.test(charset) && /^\w+$/.test(collation) ? ` CHARACTER SET ${charset} COLLATE ${collation}` : ""
-    yield* query(connection, `CREATE DATABASE ${ident(name)}${options}`)
-    yield* mark(connection, owner, name)
+    return yield* createMarked(connection, owner, name, options)
   })
 
 const clone = Effect.fn("MysqlAdapter.clone")(function* (from: Slice, to: Slice) {
@@ -796,6 +868,11 @@ const clone = Effect.fn("MysqlAdapter.clone")(function* (from: Slice, to: Slice)
           fail("failed", `cannot clone: database "${source}" does not exist on ${server.location} (provision it first)`)
         )
       }
+      if (sourceState === "unfinished") {
+        return yield* Effect.fail(
+          fail("failed", `cannot clone: database "${source}" on ${server.location} was never finished (provision it)`)
+        )
+      }
       if (sourceState !== "ours") {
         return yield* Effect.fail(fail("not-owned", `cannot clone: ${notOurs(server, source, sourceState)}`))
       }
@@ -805,9 +882,16 @@ const clone = Effect.fn("MysqlAdapter.clone")(function* (from: Slice, to: Slice)
           fail("not-owned", `cannot clone: ${notOurs(server, target, targetState)}; leaving it alone`)
         )
       }
-      // the target was provisioned empty (or holds an older copy): start it again from nothing
-      if (targetState === "ours") yield* drop(connection, target)
-      yield* createLike(connection, to.owner, target, source)
+      // the target was provisioned empty (or holds an older copy, or was left half-made): start it from nothing
+      if (targetState === "ours" || targetState === "unfinished") yield* drop(connection, target)
+      if (!(yield* createLike(connection, to.owner, target, source))) {
+        return yield* Effect.fail(
+          fail(
+            "not-owned",
+            `cannot clone: database "${target}" on ${server.location} was created by someone else meanwhile; leaving it alone`
+          )
+        )
+      }
       yield* query(connection, "SET SESSION foreign_key_checks = 0")
       yield* Effect.zipRight(copyTables(connection, source, target), copyObjects(connection, source, target)).pipe(
         // never leave a half copy behind: the target goes back to empty (and stays owned)
@@ -830,18 +914,45 @@ const list = Effect.fn("MysqlAdapter.list")(function* (scope: ListScope) {
   const owner = yield* checkOwner(scope.owner)
   return yield* withServer(scope.adminUrl, "list slices from", META_DB, (connection) =>
     Effect.gen(function* () {
-      if (!(yield* metaExists(connection))) return []
-      const marked = yield* query(connection, `SELECT name FROM ${META} WHERE owner = ? ORDER BY name`, [owner])
+      const tables = yield* metaTables(connection)
+      const namesIn = (table: string, qualified: string) =>
+        tables.has(table)
+          ? Effect.map(query(connection, `SELECT name FROM ${qualified} WHERE owner = ?`, [owner]), (rows) =>
+              rows.map((row) => String(row.name))
+            )
+          : Effect.succeed([])
+      const marked = yield* namesIn(META_TABLE, META)
+      const intended = yield* namesIn(INTENT_TABLE, INTENTS)
       const existing = new Set(
         (yield* query(connection, "SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA")).map((row) =>
           String(row.name)
         )
       )
       // a mark whose database is gone (a crash between drop and unmark) is not a slice
-      return marked.map((row) => String(row.name)).filter((name) => existing.has(name))
+      const names = new Set(marked.filter((name) => existing.has(name)))
+      // a database whose creation a crash cut short before its mark is, for gc to drop
+      for (const name of intended) {
+        if (!names.has(name) && existing.has(name) && (yield* ownership(connection, owner, name)) === "unfinished") {
+          names.add(name)
+        }
+      }
+      return [...names].sort()
     })
   )
 })
+
+/**
+ * What provision and clone do before their ownership mark, alone: the state a daemon killed right there leaves
+ * behind. For tests of crash recovery.
+ */
+export const beforeMark = {
+  provision: (slice: Slice): Effect.Effect<void, AdapterError> =>
+    Effect.flatMap(checkSlice(slice), (name) =>
+      withServer(slice.adminUrl, "provision", name, (connection) =>
+        Effect.zipRight(ensureMeta(connection), Effect.asVoid(createIntended(connection, slice.owner, name, "")))
+      )
+    )
+} as const
 
 export const mysqlAdapter: Adapter = {
   capabilities: { clone: true },

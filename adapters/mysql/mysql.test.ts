@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto"
 import * as Effect from "effect/Effect"
 import { type Connection, createConnection } from "mysql2/promise"
 import type { Slice } from "../contract.js"
-import { mysqlAdapter } from "./index.js"
+import { beforeMark, mysqlAdapter } from "./index.js"
 
 /** A real server: `MYSQL_ADMIN_URL`, or the local MariaDB (root, no password). */
 const adminUrl = process.env.MYSQL_ADMIN_URL ?? "mysql://root@127.0.0.1:3306/"
@@ -80,12 +80,12 @@ afterAll(async () => {
       if (String(name).startsWith(prefix)) await connection.query(`DROP DATABASE IF EXISTS \`${String(name)}\``)
     }
     // berth_meta itself is shared with every other run and with berth: only this run's rows go
-    const meta = await rowsOf(
+    const tables = await rowsOf(
       connection,
-      "SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'berth_meta' AND TABLE_NAME = 'slices'"
+      "SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'berth_meta' AND TABLE_NAME IN ('slices', 'pending')"
     )
-    if (meta.length > 0) {
-      await connection.query("DELETE FROM berth_meta.slices WHERE LEFT(name, ?) = ? OR owner = ?", [
+    for (const { name } of tables) {
+      await connection.query(`DELETE FROM berth_meta.\`${String(name)}\` WHERE LEFT(name, ?) = ? OR owner = ?`, [
         prefix.length,
         prefix,
         owner
@@ -214,6 +214,55 @@ describe("mysqlAdapter", () => {
       expect(yield* exists(name)).toBe(true)
       yield* mysqlAdapter.teardown(sliceOf(name, adminUrl, "elsewhere"))
       expect(yield* exists(name)).toBe(false)
+    })
+  )
+
+  it.live("a provision killed before its mark: listed, made again by provision or clone, dropped by teardown", () =>
+    Effect.gen(function* () {
+      const name = fresh("crash")
+      yield* beforeMark.provision(sliceOf(name, adminUrl))
+      expect(yield* exists(name)).toBe(true)
+      // gc sees it as this installation's
+      expect(yield* listed()).toContain(name)
+      // a later provision of the same slice is not blocked: it makes the slice again, marked, and says so
+      expect(yield* mysqlAdapter.provision(sliceOf(name, adminUrl))).toBe(true)
+      expect(yield* sql(adminUrl, "SELECT owner FROM berth_meta.slices WHERE name = ?", [name])).toEqual([{ owner }])
+      expect(yield* mysqlAdapter.provision(sliceOf(name, adminUrl))).toBe(false)
+      // teardown drops one that was never finished
+      yield* mysqlAdapter.teardown(sliceOf(name, adminUrl))
+      yield* beforeMark.provision(sliceOf(name, adminUrl))
+      yield* mysqlAdapter.teardown(sliceOf(name, adminUrl))
+      expect(yield* exists(name)).toBe(false)
+      expect(yield* listed()).not.toContain(name)
+      // and so does a clone into it
+      const golden = fresh("crash_golden")
+      yield* mysqlAdapter.provision(sliceOf(golden, adminUrl))
+      yield* sql(yield* resolved(golden), "CREATE TABLE t (v INT)")
+      yield* beforeMark.provision(sliceOf(name, adminUrl))
+      yield* mysqlAdapter.clone(sliceOf(golden, adminUrl), sliceOf(name, adminUrl))
+      expect(yield* sql(yield* resolved(name), "SHOW TABLES")).toHaveLength(1)
+      expect(yield* listed()).toContain(name)
+    })
+  )
+
+  it.live("a half-made database that someone filled since, or that another installation left, is left alone", () =>
+    Effect.gen(function* () {
+      // berth's intent, then someone else's data in the database: not provably berth's, so not ours to drop
+      const filled = fresh("crash_filled")
+      yield* beforeMark.provision(sliceOf(filled, adminUrl))
+      yield* sql(adminUrl, `CREATE TABLE \`${filled}\`.precious (v INT)`)
+      expect(yield* listed()).not.toContain(filled)
+      expect((yield* Effect.flip(mysqlAdapter.provision(sliceOf(filled, adminUrl)))).kind).toBe("taken")
+      expect((yield* Effect.flip(mysqlAdapter.teardown(sliceOf(filled, adminUrl)))).kind).toBe("not-owned")
+      expect(yield* exists(filled)).toBe(true)
+      // another installation's half-made one
+      const theirs = fresh("crash_theirs")
+      yield* beforeMark.provision(sliceOf(theirs, adminUrl, "elsewhere"))
+      expect(yield* listed()).not.toContain(theirs)
+      expect((yield* Effect.flip(mysqlAdapter.provision(sliceOf(theirs, adminUrl)))).kind).toBe("taken")
+      expect((yield* Effect.flip(mysqlAdapter.teardown(sliceOf(theirs, adminUrl)))).kind).toBe("not-owned")
+      expect(yield* exists(theirs)).toBe(true)
+      expect(yield* listed("elsewhere")).toContain(theirs)
     })
   )
 

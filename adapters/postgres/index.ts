@@ -3,8 +3,17 @@
  * service's `admin_url` (a role allowed to create databases). Ownership is marked on the server itself with the
  * comment `berth:<owner>:<name>` on the database (owner: the berth installation), so a database berth did not create
  * — or another installation created — is never listed, dropped or reused.
+ *
+ * `CREATE DATABASE` cannot share a transaction with its comment, so a database is never created under the slice's
+ * name: it is built (created, or copied from a template) under a pending name `berth_new_<owner>_<hash of the
+ * name>_<nonce>`, marked there, and renamed into place. A crash mid-way leaves a database that its name alone shows
+ * to be this installation's and unfinished: `list` returns it (so gc drops it), teardown of the slice drops it, and
+ * it never stands in the way of the slice itself. The nonce keeps two attempts (through admin URLs naming different
+ * databases, which berth's advisory locks do not serialise) from ever meeting on one pending name.
+ *
  * Every verb opens one short-lived connection on the admin URL and always closes it.
  */
+import { createHash, randomBytes } from "node:crypto"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -19,12 +28,10 @@ const MAX_NAME = 63
 const CONNECT_TIMEOUT_MS = 5_000
 /** Pauses before each retry of a clone whose template is in use, after terminating its sessions. */
 const CLONE_RETRY_DELAYS_MS = [100, 250, 500, 1_000, 2_000] as const
-/** Pauses while waiting for a concurrent provision to write its ownership mark. */
-const MARK_WAIT_DELAYS_MS = [50, 100, 200, 400, 800] as const
 
 /** SQLSTATEs this adapter reacts to. */
 const DUPLICATE_DATABASE = "42P04"
-/** what a CREATE DATABASE racing another one for the same name may get instead of 42P04 (the catalog's index) */
+/** what a RENAME racing a CREATE DATABASE of the same name may get instead of 42P04 (the catalog's index) */
 const UNIQUE_VIOLATION = "23505"
 const OBJECT_IN_USE = "55006"
 const INSUFFICIENT_PRIVILEGE = "42501"
@@ -155,6 +162,29 @@ const ident = (name: string): string => `"${name}"`
 /** owners and names are both `[a-z0-9_]`: the mark needs no quoting beyond the literal's own */
 const markOf = (owner: string, name: string): string => `berth:${owner}:${name}`
 
+const PENDING = "berth_new_"
+const hex = (text: string, length: number): string => createHash("sha256").update(text).digest("hex").slice(0, length)
+/** the owner as pending names carry it: shortened when long, so that a pending name always fits in MAX_NAME */
+const ownerTag = (owner: string): string => (owner.length <= 20 ? owner : `h${hex(owner, 19)}`)
+/** slice names are up to MAX_NAME long: a pending name carries a hash of one instead */
+const nameHash = (name: string): string => hex(name, 12)
+const pendingPrefix = (owner: string, name: string): string => `${PENDING}${ownerTag(owner)}_${nameHash(name)}_`
+/** A new pending name for `name`, fresh for each attempt. */
+const pendingName = (owner: string, name: string): string =>
+  `${pendingPrefix(owner, name)}${randomBytes(4).toString("hex")}`
+/** `owner` is `[a-z0-9_]`: nothing in it needs escaping; the exact shape keeps owner "a" from matching "a_b"'s names */
+const pendingPattern = (owner: string): RegExp =>
+  new RegExp(`^${PENDING}${ownerTag(owner)}_([0-9a-f]{12})_[0-9a-f]{8}$`)
+const isPending = (owner: string, name: string): boolean => pendingPattern(owner).test(name)
+
+/** A slice's own name never takes the shape of a pending one, which teardown and gc would take as unfinished. */
+const checkTarget = (slice: Pick<Slice, "name" | "owner">): Effect.Effect<string, AdapterError> =>
+  Effect.flatMap(checkSlice(slice), (name) =>
+    isPending(slice.owner, name)
+      ? Effect.fail(fail("invalid", `refusing database name "${name}": berth builds slices under names of that form`))
+      : Effect.succeed(name)
+  )
+
 type Ownership = "missing" | "ours" | "foreign"
 
 const ownership = (client: pg.Client, owner: string, name: string): Effect.Effect<Ownership, PgFailure> =>
@@ -163,40 +193,63 @@ const ownership = (client: pg.Client, owner: string, name: string): Effect.Effec
     (rows) => {
       const row = rows[0]
       if (row === undefined) return "missing"
+      // a pending name is this installation's by its shape, marked or not (a crash before the mark)
+      if (isPending(owner, name)) return "ours"
       // the owner part decides: a spare renamed into a world is ours even if a crash came before its re-marking
       return typeof row.mark === "string" && row.mark.startsWith(`berth:${owner}:`) ? "ours" : "foreign"
     }
   )
 
+/** This installation's pending databases of slice `name`: attempts that a crash (or a failed drop) left behind. */
+const pendingOf = (client: pg.Client, owner: string, name: string): Effect.Effect<ReadonlyArray<string>, PgFailure> =>
+  Effect.map(
+    query(client, "SELECT datname FROM pg_database WHERE starts_with(datname, $1)", [pendingPrefix(owner, name)]),
+    (rows) => rows.map((row) => String(row.datname)).filter((datname) => isPending(owner, datname))
+  )
+
 /**
- * Serialises berth's own verbs on one name (session lock, released when the connection ends). Advisory locks are
- * per database, so callers whose admin URLs name different databases still rely on the duplicate-database path.
+ * Serialises berth's own verbs on one slice (session lock, released when the connection ends): a pending name takes
+ * the lock of the slice it is for, so gc never drops one that a provision is building. Advisory locks are per
+ * database, so callers whose admin URLs name different databases still rely on the duplicate-database path.
  */
-const lockNames = (client: pg.Client, names: ReadonlyArray<string>): Effect.Effect<void, PgFailure> =>
+const lockNames = (client: pg.Client, owner: string, names: ReadonlyArray<string>): Effect.Effect<void, PgFailure> =>
   Effect.forEach(
-    [...new Set(names)].sort(),
-    (name) => query(client, "SELECT pg_advisory_lock(hashtext('berth'), hashtext($1))", [name]),
+    [...new Set(names.map((name) => pendingPattern(owner).exec(name)?.[1] ?? nameHash(name)))].sort(),
+    (key) => query(client, "SELECT pg_advisory_lock(hashtext('berth'), hashtext($1))", [key]),
     { discard: true }
   )
 
-/** Right after a concurrent CREATE DATABASE the mark may not be written yet: give the winner a moment. */
-const ownershipAfterRace = (client: pg.Client, owner: string, name: string): Effect.Effect<Ownership, PgFailure> =>
-  Effect.gen(function* () {
-    let state = yield* ownership(client, owner, name)
-    for (const delay of MARK_WAIT_DELAYS_MS) {
-      if (state === "ours" || state === "missing") return state
-      yield* Effect.sleep(Duration.millis(delay))
-      state = yield* ownership(client, owner, name)
-    }
-    return state
-  })
+const mark = (client: pg.Client, owner: string, name: string, database = name): Effect.Effect<void, PgFailure> =>
+  Effect.asVoid(query(client, `COMMENT ON DATABASE ${ident(database)} IS '${markOf(owner, name)}'`))
 
-/** Writes the ownership mark; should that fail, the fresh unmarked database is dropped so a retry starts clean. */
-const mark = (client: pg.Client, owner: string, name: string): Effect.Effect<void, PgFailure> =>
-  query(client, `COMMENT ON DATABASE ${ident(name)} IS '${markOf(owner, name)}'`).pipe(
-    Effect.tapError(() => Effect.ignore(query(client, `DROP DATABASE IF EXISTS ${ident(name)}`))),
-    Effect.asVoid
-  )
+/**
+ * Builds slice `name` under a pending name (`create` makes the database there), marks it, runs `clear` (which may
+ * drop an older `name`), and renames it into place. False when `name` exists by then (someone outside berth's lock
+ * made it): the pending database is dropped. Any failure drops it too, best effort; what a crash leaves, gc drops.
+ */
+const build = (
+  client: pg.Client,
+  owner: string,
+  name: string,
+  create: (database: string) => Effect.Effect<void, PgFailure | AdapterError>,
+  clear: Effect.Effect<void, PgFailure> = Effect.void
+): Effect.Effect<boolean, PgFailure | AdapterError> => {
+  const pending = pendingName(owner, name)
+  return Effect.gen(function* () {
+    yield* create(pending)
+    yield* mark(client, owner, name, pending)
+    yield* clear
+    const placed = yield* query(client, `ALTER DATABASE ${ident(pending)} RENAME TO ${ident(name)}`).pipe(
+      Effect.as(true),
+      Effect.catchIf(
+        (failure) => sqlState(failure) === DUPLICATE_DATABASE || sqlState(failure) === UNIQUE_VIOLATION,
+        () => Effect.succeed(false)
+      )
+    )
+    if (!placed) yield* drop(client, pending)
+    return placed
+  }).pipe(Effect.onError(() => Effect.ignore(drop(client, pending))))
+}
 
 const serverVersion = (client: pg.Client): Effect.Effect<number, PgFailure> =>
   Effect.map(query(client, "SELECT current_setting('server_version_num') AS version"), (rows) =>
@@ -224,30 +277,23 @@ const terminateSessions = (client: pg.Client, name: string): Effect.Effect<void,
   )
 
 const provision = (slice: Slice): Effect.Effect<boolean, AdapterError> =>
-  Effect.flatMap(checkSlice(slice), (name) =>
+  Effect.flatMap(checkTarget(slice), (name) =>
     withServer(slice.adminUrl, "provision", name, (client, server) =>
       Effect.gen(function* () {
         const taken = fail(
           "taken",
           `database "${name}" already exists on ${server.location} and is not a berth slice; drop it or pick another name`
         )
-        yield* lockNames(client, [name])
+        yield* lockNames(client, slice.owner, [name])
         const before = yield* ownership(client, slice.owner, name)
         if (before === "ours") return false
         if (before === "foreign") return yield* Effect.fail(taken)
-        const created = yield* query(client, `CREATE DATABASE ${ident(name)}`).pipe(
-          Effect.as(true),
-          Effect.catchIf(
-            (failure) => sqlState(failure) === DUPLICATE_DATABASE || sqlState(failure) === UNIQUE_VIOLATION,
-            () => Effect.succeed(false)
-          )
+        const created = yield* build(client, slice.owner, name, (pending) =>
+          Effect.asVoid(query(client, `CREATE DATABASE ${ident(pending)}`))
         )
-        if (created) {
-          yield* mark(client, slice.owner, name)
-          return true
-        }
-        // someone else created it between our look and our CREATE: whose is it?
-        const after = yield* ownershipAfterRace(client, slice.owner, name)
+        if (created) return true
+        // someone else made it between our look and our rename (marked already, if it was berth): whose is it?
+        const after = yield* ownership(client, slice.owner, name)
         if (after === "ours") return false
         return yield* Effect.fail(
           after === "foreign"
@@ -271,7 +317,11 @@ const teardown = (slice: Slice): Effect.Effect<void, AdapterError> =>
   Effect.flatMap(checkSlice(slice), (name) =>
     withServer(slice.adminUrl, "tear down", name, (client, server) =>
       Effect.gen(function* () {
-        yield* lockNames(client, [name])
+        yield* lockNames(client, slice.owner, [name])
+        // what a crash left of this slice's builds goes too; a pending name (from gc) is a build itself
+        if (!isPending(slice.owner, name)) {
+          for (const pending of yield* pendingOf(client, slice.owner, name)) yield* drop(client, pending)
+        }
         const state = yield* ownership(client, slice.owner, name)
         if (state === "missing") return
         if (state === "foreign") {
@@ -292,12 +342,13 @@ const copyFrom = (
   client: pg.Client,
   server: Server,
   source: string,
-  target: string
+  target: string,
+  into: string
 ): Effect.Effect<void, PgFailure | AdapterError> =>
   Effect.gen(function* () {
     // FILE_COPY (15+) copies files instead of WAL-logging every block: much faster for large templates
     const strategy = (yield* serverVersion(client)) >= 150_000 ? " STRATEGY FILE_COPY" : ""
-    const create = query(client, `CREATE DATABASE ${ident(target)} TEMPLATE ${ident(source)}${strategy}`)
+    const create = query(client, `CREATE DATABASE ${ident(into)} TEMPLATE ${ident(source)}${strategy}`)
     const inUse = (failure: PgFailure) => sqlState(failure) === OBJECT_IN_USE
     for (const delay of CLONE_RETRY_DELAYS_MS) {
       const done = yield* create.pipe(
@@ -323,11 +374,11 @@ const copyFrom = (
 const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
   Effect.gen(function* () {
     const source = yield* checkSlice(from)
-    const target = yield* checkSlice(to)
+    const target = yield* checkTarget(to)
     if (source === target) return yield* Effect.fail(fail("invalid", `cannot clone database "${source}" onto itself`))
     yield* withServer(to.adminUrl ?? from.adminUrl, "clone into", target, (client, server) =>
       Effect.gen(function* () {
-        yield* lockNames(client, [source, target])
+        yield* lockNames(client, to.owner, [source, target])
         const sourceState = yield* ownership(client, from.owner, source)
         if (sourceState === "missing") {
           return yield* Effect.fail(
@@ -351,11 +402,22 @@ const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
             )
           )
         }
-        // the target was provisioned empty (or holds an older copy): replace it
-        if (targetState === "ours") yield* drop(client, target)
-        yield* copyFrom(client, server, source, target)
-        // comments are not copied with a template: mark the copy as its own slice
-        yield* mark(client, to.owner, target)
+        // the target was provisioned empty (or holds an older copy): it is replaced once the copy is ready
+        // (comments are not copied with a template: the copy gets its own mark before it takes the name)
+        const placed = yield* build(
+          client,
+          to.owner,
+          target,
+          (pending) => copyFrom(client, server, source, target, pending),
+          targetState === "ours" ? drop(client, target) : Effect.void
+        )
+        if (placed || (yield* ownership(client, to.owner, target)) === "ours") return
+        return yield* Effect.fail(
+          fail(
+            "not-owned",
+            `cannot clone: database "${target}" on ${server.location} was created by someone else meanwhile; leaving it alone`
+          )
+        )
       })
     )
   })
@@ -364,10 +426,10 @@ const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
 const rename = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
   Effect.gen(function* () {
     const source = yield* checkSlice(from)
-    const target = yield* checkSlice(to)
+    const target = yield* checkTarget(to)
     yield* withServer(to.adminUrl ?? from.adminUrl, "rename into", target, (client, server) =>
       Effect.gen(function* () {
-        yield* lockNames(client, [source, target])
+        yield* lockNames(client, to.owner, [source, target])
         if ((yield* ownership(client, from.owner, source)) !== "ours") {
           return yield* Effect.fail(
             fail("failed", `cannot rename: database "${source}" on ${server.location} is not this berth's slice`)
@@ -376,7 +438,8 @@ const rename = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
         if ((yield* ownership(client, to.owner, target)) !== "missing") {
           return yield* Effect.fail(fail("taken", `cannot rename into "${target}" on ${server.location}: it exists`))
         }
-        // nobody should be connected to a spare; if someone is, RENAME fails and the caller copies instead
+        // nobody should be connected to a spare; if someone is, RENAME fails and the caller copies instead. Between
+        // the rename and the new mark the spare's mark (same owner) keeps it ours
         yield* query(client, `ALTER DATABASE ${ident(source)} RENAME TO ${ident(target)}`)
         yield* mark(client, to.owner, target)
       })
@@ -389,13 +452,44 @@ const list = (scope: ListScope): Effect.Effect<ReadonlyArray<string>, AdapterErr
       Effect.map(
         query(
           client,
-          "SELECT datname FROM pg_database WHERE starts_with(shobj_description(oid, 'pg_database'), 'berth:' || $1 || ':') ORDER BY datname",
-          [scope.owner]
+          "SELECT datname, shobj_description(oid, 'pg_database') AS mark FROM pg_database WHERE starts_with(shobj_description(oid, 'pg_database'), 'berth:' || $1 || ':') OR starts_with(datname, $2) ORDER BY datname",
+          [scope.owner, `${PENDING}${ownerTag(scope.owner)}_`]
         ),
-        (rows) => rows.map((row) => String(row.datname))
+        // pending databases too, marked or not: what a crash left half-made is gc's to drop
+        (rows) =>
+          rows
+            .filter(
+              (row) =>
+                (typeof row.mark === "string" && row.mark.startsWith(`berth:${scope.owner}:`)) ||
+                isPending(scope.owner, String(row.datname))
+            )
+            .map((row) => String(row.datname))
       )
     )
   )
+
+/**
+ * What provision and clone do before their ownership mark, alone: the state a daemon killed right there leaves
+ * behind. For tests of crash recovery.
+ */
+export const beforeMark = {
+  provision: (slice: Slice): Effect.Effect<void, AdapterError> =>
+    Effect.flatMap(checkTarget(slice), (name) =>
+      withServer(slice.adminUrl, "provision", name, (client) =>
+        Effect.asVoid(query(client, `CREATE DATABASE ${ident(pendingName(slice.owner, name))}`))
+      )
+    ),
+  clone: (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
+    Effect.gen(function* () {
+      const source = yield* checkSlice(from)
+      const target = yield* checkTarget(to)
+      yield* withServer(to.adminUrl, "clone into", target, (client, server) =>
+        copyFrom(client, server, source, target, pendingName(to.owner, target))
+      )
+    }),
+  /** the pending name of slice `name` with this nonce: another installation's, say, to show it is left alone */
+  pendingName: (owner: string, name: string, nonce: string): string => `${pendingPrefix(owner, name)}${nonce}`
+} as const
 
 export const postgresAdapter: Adapter = {
   capabilities: { clone: true },

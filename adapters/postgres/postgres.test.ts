@@ -4,7 +4,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import pg from "pg"
 import type { Slice } from "../contract.js"
-import { postgresAdapter } from "./index.js"
+import { beforeMark, postgresAdapter } from "./index.js"
 
 /** A real server: `POSTGRES_ADMIN_URL`, or the local trust-auth one. */
 const adminUrl = process.env.POSTGRES_ADMIN_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -53,11 +53,22 @@ const listed = (): Effect.Effect<ReadonlyArray<string>, unknown> =>
     names.filter((name) => name.startsWith(prefix))
   )
 
+/** Everything `list` says this run's installation owns, whatever its name. */
+const owned = (by = owner): Effect.Effect<ReadonlyArray<string>, unknown> =>
+  postgresAdapter.list({ storage: "/nonexistent", adminUrl, options: {}, owner: by })
+
+const markOf = (name: string): Effect.Effect<unknown> =>
+  Effect.map(
+    sql(adminUrl, `SELECT shobj_description(oid, 'pg_database') AS mark FROM pg_database WHERE datname = '${name}'`),
+    (rows) => rows[0]?.mark
+  )
+
 afterAll(async () => {
   await withClient(adminUrl, async (client) => {
+    // half-made slices may be named after the owner rather than the slice
     const { rows } = await client.query<{ datname: string }>(
-      "SELECT datname FROM pg_database WHERE starts_with(datname, $1)",
-      [prefix]
+      "SELECT datname FROM pg_database WHERE starts_with(datname, $1) OR strpos(datname, $2) > 0",
+      [prefix, owner]
     )
     for (const { datname } of rows) await client.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`)
   })
@@ -223,6 +234,87 @@ describe("postgresAdapter", () => {
         )).kind
       ).toBe("failed")
       for (const name of [world, other]) yield* postgresAdapter.teardown(sliceOf(name, adminUrl))
+    })
+  )
+
+  it.live("a provision killed before its mark: listed, not in the way of provision, dropped by teardown", () =>
+    Effect.gen(function* () {
+      const name = fresh("crash")
+      const before = yield* owned()
+      yield* beforeMark.provision(sliceOf(name, adminUrl))
+      const leftovers = (yield* owned()).filter((listedName) => !before.includes(listedName))
+      // gc sees the leftover as this installation's
+      expect(leftovers).toHaveLength(1)
+      // a later provision of the same slice is not blocked: it makes the slice, marked
+      expect(yield* postgresAdapter.provision(sliceOf(name, adminUrl))).toBe(true)
+      expect(yield* markOf(name)).toBe(`berth:${owner}:${name}`)
+      // teardown of the slice drops the slice and what the crash left
+      yield* postgresAdapter.teardown(sliceOf(name, adminUrl))
+      expect(yield* exists(name)).toBe(false)
+      expect((yield* owned()).filter((listedName) => !before.includes(listedName))).toEqual([])
+      // gc drops a leftover by the name `list` gave it
+      yield* beforeMark.provision(sliceOf(name, adminUrl))
+      const [leftover] = (yield* owned()).filter((listedName) => !before.includes(listedName))
+      expect(leftover).toBeDefined()
+      yield* postgresAdapter.teardown(sliceOf(leftover ?? "", adminUrl))
+      expect((yield* owned()).filter((listedName) => !before.includes(listedName))).toEqual([])
+      expect(yield* exists(leftover ?? "")).toBe(false)
+    })
+  )
+
+  it.live("a clone killed before its mark: listed, not in the way of the next clone, dropped by teardown", () =>
+    Effect.gen(function* () {
+      const golden = fresh("crash_golden")
+      const copy = fresh("crash_copy")
+      yield* postgresAdapter.provision(sliceOf(golden, adminUrl))
+      yield* sql(urlOf(golden), "CREATE TABLE t (v int); INSERT INTO t VALUES (1)")
+      const before = yield* owned()
+      yield* beforeMark.clone(sliceOf(golden, adminUrl), sliceOf(copy, adminUrl))
+      expect((yield* owned()).filter((listedName) => !before.includes(listedName))).toHaveLength(1)
+      yield* postgresAdapter.clone(sliceOf(golden, adminUrl), sliceOf(copy, adminUrl))
+      expect(yield* sql(urlOf(copy), "SELECT v FROM t")).toEqual([{ v: 1 }])
+      expect(yield* markOf(copy)).toBe(`berth:${owner}:${copy}`)
+      yield* postgresAdapter.teardown(sliceOf(copy, adminUrl))
+      expect(yield* exists(copy)).toBe(false)
+      expect((yield* owned()).filter((listedName) => !before.includes(listedName))).toEqual([])
+    })
+  )
+
+  it.live("leaves alone an unmarked database of the slice's name, and another installation's half-made one", () =>
+    Effect.gen(function* () {
+      const name = fresh("crash_foreign")
+      // someone made the slice's database by hand (or an older berth crashed before its mark): never ours
+      yield* sql(adminUrl, `CREATE DATABASE "${name}"`)
+      yield* beforeMark.provision(sliceOf(name, adminUrl))
+      const theirs = beforeMark.pendingName("someone_else", name, "0123abcd")
+      yield* sql(adminUrl, `CREATE DATABASE "${theirs}"`)
+      expect(yield* owned()).not.toContain(name)
+      expect(yield* owned()).not.toContain(theirs)
+      expect((yield* Effect.flip(postgresAdapter.provision(sliceOf(name, adminUrl)))).kind).toBe("taken")
+      // teardown drops this installation's leftover, and refuses the rest
+      expect((yield* Effect.flip(postgresAdapter.teardown(sliceOf(name, adminUrl)))).kind).toBe("not-owned")
+      expect((yield* Effect.flip(postgresAdapter.teardown(sliceOf(theirs, adminUrl)))).kind).toBe("not-owned")
+      expect(yield* exists(name)).toBe(true)
+      expect(yield* exists(theirs)).toBe(true)
+      expect((yield* owned()).filter((listedName) => listedName.includes(owner))).toEqual([])
+      // and no slice may take the shape of a pending name
+      const shaped = beforeMark.pendingName(owner, name, "0123abcd")
+      expect((yield* Effect.flip(postgresAdapter.provision(sliceOf(shaped, adminUrl)))).kind).toBe("invalid")
+      yield* sql(adminUrl, `DROP DATABASE "${theirs}"`)
+    })
+  )
+
+  it.live("a spare renamed into a world but killed before its re-marking stays this installation's", () =>
+    Effect.gen(function* () {
+      const spare = fresh("crash_spare")
+      const world = fresh("crash_world")
+      yield* postgresAdapter.provision(sliceOf(spare, adminUrl))
+      // the rename's first step alone
+      yield* sql(adminUrl, `ALTER DATABASE "${spare}" RENAME TO "${world}"`)
+      expect(yield* listed()).toContain(world)
+      expect(yield* postgresAdapter.provision(sliceOf(world, adminUrl))).toBe(false)
+      yield* postgresAdapter.teardown(sliceOf(world, adminUrl))
+      expect(yield* exists(world)).toBe(false)
     })
   )
 

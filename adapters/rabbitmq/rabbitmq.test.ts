@@ -334,6 +334,31 @@ describe("rabbitmqAdapter", () => {
     })
   )
 
+  it.live("a provision killed after creating its vhost: listed, finished by provision, deleted by teardown", () =>
+    Effect.gen(function* () {
+      const name = fresh("crash")
+      const claim = { description: `berth:${owner}:${name} claim:0123456789abcdef`, tags: "berth" }
+      // the provision's first request alone: the vhost is born marked, with a claim and no permissions yet
+      expect((yield* call("PUT", vhost(name), claim)).status).toBe(201)
+      expect(yield* listed()).toContain(name)
+      expect(yield* rabbitmqAdapter.provision(sliceOf(name))).toBe(false)
+      expect((yield* call("GET", `/api/permissions/${encodeURIComponent(name)}/${adminUser}`)).status).toBe(200)
+      const url = yield* rabbitmqAdapter.resolve(sliceOf(name))
+      expect(yield* Effect.promise(() => amqpOpen(url))).toBe("open")
+      yield* call("PUT", vhost(name), claim)
+      yield* rabbitmqAdapter.teardown(sliceOf(name))
+      expect((yield* call("GET", vhost(name))).status).toBe(404)
+      expect(yield* listed()).not.toContain(name)
+      // another installation's half-made vhost stays theirs
+      const theirs = fresh("crash_theirs")
+      yield* call("PUT", vhost(theirs), { description: `berth:someone_else:${theirs} claim:0123456789abcdef` })
+      expect(yield* listed()).not.toContain(theirs)
+      expect((yield* Effect.flip(rabbitmqAdapter.provision(sliceOf(theirs)))).kind).toBe("taken")
+      expect((yield* Effect.flip(rabbitmqAdapter.teardown(sliceOf(theirs)))).kind).toBe("not-owned")
+      expect((yield* call("GET", vhost(theirs))).status).toBe(200)
+    })
+  )
+
   it.live("five concurrent provisions of one name all succeed, exactly one creating it", () =>
     Effect.gen(function* () {
       const name = fresh("race")

@@ -223,6 +223,39 @@ describe("redisAdapter", () => {
       })
     )
 
+    it.live("a clone killed between emptying its target and re-marking it leaves a DB listed, finished, freed", () =>
+      Effect.gen(function* () {
+        const name = fresh("crash")
+        yield* redisAdapter.provision(sliceOf(name, "db"))
+        const url = yield* redisAdapter.resolve(sliceOf(name, "db"))
+        // the clone's first step on its target, alone: FLUSHDB takes the marker with everything else
+        yield* withRedis(url, (client) => client.flushdb())
+        expect(yield* listed("db")).toContain(name)
+        // provision finds it allocated to this slice and marks it again; the address is the same
+        expect(yield* redisAdapter.provision(sliceOf(name, "db"))).toBe(false)
+        expect(yield* withRedis(url, (client) => client.get("berth:slice"))).toBe(tag(name))
+        expect(yield* redisAdapter.resolve(sliceOf(name, "db"))).toBe(url)
+        // teardown frees one left unmarked too
+        yield* withRedis(url, (client) => client.flushdb())
+        yield* redisAdapter.teardown(sliceOf(name, "db"))
+        expect(yield* dbOf(name)).toBeUndefined()
+        expect(yield* listed("db")).not.toContain(name)
+      })
+    )
+
+    it.live("never flushes an allocated DB that holds keys without the slice's marker", () =>
+      Effect.gen(function* () {
+        const name = fresh("unmarked")
+        yield* redisAdapter.provision(sliceOf(name, "db"))
+        const url = yield* redisAdapter.resolve(sliceOf(name, "db"))
+        yield* withRedis(url, (client) => client.flushdb().then(() => client.set("precious", "1")))
+        expect((yield* Effect.flip(redisAdapter.teardown(sliceOf(name, "db")))).kind).toBe("not-owned")
+        expect(yield* withRedis(url, (client) => client.get("precious"))).toBe("1")
+        yield* withRedis(url, (client) => client.flushdb())
+        yield* redisAdapter.teardown(sliceOf(name, "db"))
+      })
+    )
+
     it.live("allocates distinct DBs to concurrent provisions", () =>
       Effect.gen(function* () {
         const names = Array.from({ length: 5 }, (_, i) => fresh(`race${i}`))

@@ -3,9 +3,10 @@
  * `<storage>/<name>.sqlite`; a clone is a copy-on-write copy of the file where the filesystem can. Ownership is a
  * `_berth_slice` table inside the file, so a foreign database dropped into
  * the folder is never listed, torn down or overwritten. New files are built under a temporary name and moved into
- * place, so a crash never leaves a half-made slice behind at the real path.
+ * place, so a crash never leaves a half-made slice behind at the real path. A temporary name carries the pid of the
+ * process making it: one whose process is gone is a crash's leftover, which `list` reports under its slice's name (so
+ * gc drops it) and provision, clone and teardown of that slice remove.
  */
-import { randomBytes } from "node:crypto"
 import {
   closeSync,
   constants as fsConstants,
@@ -25,7 +26,7 @@ import { basename, dirname, join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import * as Effect from "effect/Effect"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import { checkStorageName, describeCause, errorCode } from "../shared.js"
+import { checkStorageName, describeCause, errorCode, leftovers, SCRATCH_TAG, scratchTag } from "../shared.js"
 
 /** The few better-sqlite3 calls this adapter makes (the package ships no types here). */
 interface Statement {
@@ -115,9 +116,12 @@ const isOwned = (file: string): boolean => {
   }
 }
 
-/** An empty 0600 file next to `file`, under a dot-name `list` skips; SQLite treats an empty file as an empty database. */
-const createTemp = (file: string): string => {
-  const temp = join(dirname(file), `.${basename(file)}.${randomBytes(6).toString("hex")}.tmp`)
+/**
+ * An empty 0600 file next to `file`, under a dot-name no slice can take, naming the process that made it (see
+ * `leftovers`); SQLite treats an empty file as an empty database.
+ */
+const createTemp = (file: string, pid = process.pid): string => {
+  const temp = join(dirname(file), `.${basename(file)}.${scratchTag(pid)}.tmp`)
   const fd = openSync(temp, fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_WRONLY, 0o600)
   try {
     fchmodSync(fd, 0o600)
@@ -125,6 +129,15 @@ const createTemp = (file: string): string => {
     closeSync(fd)
   }
   return temp
+}
+
+/** `createTemp`'s names (and their companions): the slice's name, and the pid of the process that made it */
+const TEMP = new RegExp(`^\\.(.+)\\.sqlite\\.${SCRATCH_TAG}\\.tmp(?:-wal|-shm|-journal)?$`)
+
+const removeLeftovers = (file: string, name: string): void => {
+  const storage = dirname(file)
+  for (const leftover of leftovers(storage, TEMP))
+    if (leftover.name === name) removeIfPresent(join(storage, leftover.entry))
 }
 
 const removeWithCompanions = (file: string): void => {
@@ -195,6 +208,7 @@ const provision = (slice: Slice): Effect.Effect<boolean, AdapterError> =>
     const file = yield* fileOf(slice)
     yield* ensureStorage(resolve(slice.storage))
     return yield* attempt("provision", file, () => {
+      removeLeftovers(file, slice.name)
       if (exists(file)) {
         if (isOwned(file)) return false
         throw fail("taken", `${file} already exists and is not a berth slice; move it away or pick another name`)
@@ -226,6 +240,7 @@ const resolveUrl = (slice: Slice): Effect.Effect<string, AdapterError> =>
 const teardown = (slice: Slice): Effect.Effect<void, AdapterError> =>
   Effect.flatMap(fileOf(slice), (file) =>
     attempt("tear down", file, () => {
+      removeLeftovers(file, slice.name)
       if (!exists(file)) return
       if (!isOwned(file)) throw fail("not-owned", `${file} is not a berth slice; leaving it alone`)
       removeWithCompanions(file)
@@ -243,6 +258,7 @@ const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
     })
     yield* ensureStorage(resolve(to.storage))
     yield* attempt("clone into", target, () => {
+      removeLeftovers(target, to.name)
       if (exists(target) && !isOwned(target)) {
         throw fail("not-owned", `cannot clone: ${target} exists and is not a berth slice; leaving it alone`)
       }
@@ -269,12 +285,30 @@ const list = (scope: ListScope): Effect.Effect<ReadonlyArray<string>, AdapterErr
       if (errorCode(cause) === "ENOENT") return []
       throw cause
     }
-    return entries
+    const owned = entries
       .filter((entry) => entry.endsWith(SUFFIX) && !entry.startsWith("."))
       .filter((entry) => isOwned(join(storage, entry)))
       .map((entry) => entry.slice(0, -SUFFIX.length))
-      .sort()
+    // a slice that only a crash's leftover stands for is listed too, so that gc's teardown removes it (unless
+    // something not ours holds the slice's path: teardown would refuse it)
+    const left = leftovers(storage, TEMP)
+      .map((leftover) => leftover.name)
+      .filter((name) => !exists(join(storage, `${name}${SUFFIX}`)))
+    return [...new Set([...owned, ...left])].sort()
   })
+
+/**
+ * What provision does before it moves the new file into place, alone, as process `pid` would leave it if killed
+ * there. For tests of crash recovery.
+ */
+export const beforeMove = {
+  provision: (slice: Slice, pid: number): Effect.Effect<void, AdapterError> =>
+    Effect.gen(function* () {
+      const file = yield* fileOf(slice)
+      yield* ensureStorage(resolve(slice.storage))
+      yield* attempt("provision", file, () => stamp(createTemp(file, pid), slice.name))
+    })
+} as const
 
 export const sqliteAdapter: Adapter = {
   capabilities: { clone: true },

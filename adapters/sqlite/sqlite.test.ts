@@ -1,11 +1,12 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Effect from "effect/Effect"
 import type { Slice } from "../contract.js"
-import { sqliteAdapter } from "./index.js"
+import { spawnSync } from "node:child_process"
+import { beforeMove, sqliteAdapter } from "./index.js"
 
 /** The better-sqlite3 calls the tests make. */
 interface Database {
@@ -48,6 +49,13 @@ const withDb = <A>(file: string, f: (db: Database) => A): A => {
   }
 }
 
+/** The pid of a process that has exited (and been reaped): what a daemon killed with -9 leaves behind. */
+const deadPid = (): number => {
+  const pid = spawnSync("true").pid
+  if (pid === undefined) throw new Error("could not spawn true")
+  return pid
+}
+
 const rows = (file: string): ReadonlyArray<unknown> =>
   withDb(file, (db) => db.prepare("SELECT id, note FROM notes ORDER BY id").all())
 
@@ -73,6 +81,40 @@ describe("sqliteAdapter", () => {
       expect(yield* sqliteAdapter.list({ storage, adminUrl: undefined, options: {}, owner: "t" })).toEqual([
         "acme_main_db"
       ])
+    })
+  )
+
+  it.effect("a provision killed before its move: its scratch file is listed and cleared", () =>
+    Effect.gen(function* () {
+      const storage = freshStorage()
+      const slice = sliceOf(storage, "acme_crash_db")
+      const scope = { storage, adminUrl: undefined, options: {}, owner: "t" }
+      const dead = deadPid()
+      yield* beforeMove.provision(slice, dead)
+      // one that a live process (this one) is still building, and a file that is not berth's, stay
+      yield* beforeMove.provision(slice, process.pid)
+      writeFileSync(join(storage, ".acme_crash_db.sqlite.notes"), "mine")
+      const untouched = readdirSync(storage).filter((entry) => !entry.includes(`.${dead}-`))
+      expect(untouched).toHaveLength(2)
+      // gc sees the leftover as this slice's
+      expect(yield* sqliteAdapter.list(scope)).toEqual(["acme_crash_db"])
+      // provision makes the slice and clears what the crash left
+      expect(yield* sqliteAdapter.provision(slice)).toBe(true)
+      expect(readdirSync(storage).sort()).toEqual(["acme_crash_db.sqlite", ...untouched].sort())
+      // teardown clears a leftover with the slice
+      yield* beforeMove.provision(slice, dead)
+      yield* sqliteAdapter.teardown(slice)
+      expect(readdirSync(storage).sort()).toEqual([...untouched].sort())
+      // and a leftover alone, as gc asks for it
+      yield* beforeMove.provision(slice, dead)
+      expect(yield* sqliteAdapter.list(scope)).toEqual(["acme_crash_db"])
+      yield* sqliteAdapter.teardown(slice)
+      expect(yield* sqliteAdapter.list(scope)).toEqual([])
+      expect(readdirSync(storage).sort()).toEqual([...untouched].sort())
+      // a leftover beside a file that is not ours is not offered to gc, whose teardown would be refused
+      writeFileSync(join(storage, "acme_crash_db.sqlite"), "not a database")
+      yield* beforeMove.provision(slice, dead)
+      expect(yield* sqliteAdapter.list(scope)).toEqual([])
     })
   )
 

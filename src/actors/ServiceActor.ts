@@ -3,6 +3,11 @@
  * restart policy what to do (restart after a capped backoff, give up as `failed`, or stay down). Its process lives in
  * the scope of one "life": interrupting the fiber (down, reload, remove) stops the whole process group through that
  * scope's finalizer. Observed state changes only through `transition`, so a late event never undoes a stop.
+ *
+ * A check passing proves only that something answers, so a pass counts only while the service's group lives and, where
+ * /proc tells, when the listener on its port is the group's: with EADDRINUSE another process's listener answers while
+ * the service is dying. During an `up`, the service must then stay up a moment longer (`confirmMs`) before it is
+ * ready, so an exit right after the pass fails the `up` with its log instead of reporting it healthy.
  */
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
@@ -14,8 +19,14 @@ import * as SubscriptionRef from "effect/SubscriptionRef"
 import type * as Model from "../domain/config/model.js"
 import { redact } from "../domain/coordinates.js"
 import { decideRestart, exitDescription, type ExitStatus } from "../domain/restart.js"
-import { type ServiceEvent, type ServiceState, transition } from "../domain/service-state.js"
-import { defaultCheck, Health } from "../services/Health.js"
+import {
+  livenessStep,
+  type ServiceEvent,
+  type ServiceState,
+  transition,
+  UNHEALTHY_AFTER_MISSES
+} from "../domain/service-state.js"
+import { defaultCheck, Health, livenessAttemptMs } from "../services/Health.js"
 import * as LogFiles from "../services/LogFiles.js"
 import { type ProcessHandle, Processes } from "../services/Processes.js"
 
@@ -69,10 +80,37 @@ export const makeRuntime = (plan: ServicePlan, initial: ServiceSnapshot = initia
   })
 
 const TAIL_LINES = 20
-/** how long a service without a health check must stay up to count as started */
-const SETTLE_MS = 300
-/** how often a healthy service's check is repeated to notice it turning unhealthy */
-const WATCH_INTERVAL_MS = 5_000
+/** How long a service without a health check must stay up to count as started: a crash at start comes sooner. */
+export const SETTLE_MS = 500
+/** How long a service must stay up after its check first passed before an `up` counts it ready. */
+export const CONFIRM_MS = 300
+/** How often a ready service's check is repeated to notice it turning unhealthy. */
+export const WATCH_INTERVAL_MS = 5_000
+
+/** The waits of a service's life; tests shorten them. */
+export interface ServiceTiming {
+  readonly settleMs: number
+  readonly confirmMs: number
+  readonly watchIntervalMs: number
+  /** one liveness probe's time; undefined: the check's `livenessAttemptMs` */
+  readonly livenessAttemptMs: number | undefined
+}
+
+export const defaultTiming: ServiceTiming = {
+  settleMs: SETTLE_MS,
+  confirmMs: CONFIRM_MS,
+  watchIntervalMs: WATCH_INTERVAL_MS,
+  livenessAttemptMs: undefined
+}
+
+/** How one life of the process ended. */
+interface Life {
+  readonly exit: ExitStatus
+  /** it passed its check, then was gone before `confirmMs`: a failed start, not a finished task */
+  readonly diedAfterPass: boolean
+  /** why a passing check did not count (the port's listener was another process's) */
+  readonly rejected: string | undefined
+}
 
 /**
  * Runs the service until interrupted. `adopt` is a process that survived a daemon restart: it is watched, not
@@ -83,6 +121,7 @@ export const runService = (
   options: {
     readonly adopt?: ProcessHandle | undefined
     readonly dependencies: Effect.Effect<void, ServiceFailed>
+    readonly timing?: Partial<ServiceTiming> | undefined
   }
 ) =>
   Effect.gen(function* () {
@@ -91,6 +130,7 @@ export const runService = (
     const { plan } = rt
     const name = plan.service.name
     const check = plan.service.health ?? defaultCheck(plan.port !== undefined)
+    const timing: ServiceTiming = { ...defaultTiming, ...options.timing }
 
     const apply = (event: ServiceEvent, patch: Partial<ServiceSnapshot> = {}) => applyEvent(rt, event, patch)
 
@@ -132,8 +172,9 @@ export const runService = (
 
     for (;;) {
       yield* apply({ _tag: "Start" }, { reason: undefined })
+      const adopted = adopt !== undefined
       // one life: the scope owns the process group, so leaving it any way at all stops the group
-      const exit: ExitStatus = yield* Effect.scoped(
+      const life: Life = yield* Effect.scoped(
         Effect.gen(function* () {
           if (adopt === undefined && plan.setup !== undefined) {
             const setupExit = yield* runSetup(plan.setup)
@@ -153,43 +194,81 @@ export const runService = (
           const gone = yield* Effect.fork(awaitGone(handle))
 
           const alreadyReady = yield* Deferred.isDone(rt.ready)
+          // an adopted process has long been up, and after a restart no `up` waits: only a first start is confirmed
+          const confirming = !alreadyReady && !adopted
+          /** true once the group stayed up `ms` longer; false as soon as it is gone */
+          const staysUp = (ms: number) =>
+            Effect.raceFirst(Effect.as(Effect.sleep(Duration.millis(ms)), true), Effect.as(gone.await, false))
+          const becomeReady = Effect.zipRight(
+            apply({ _tag: "Healthy" }, { reason: undefined }),
+            Deferred.succeed(rt.ready, undefined)
+          )
+          let diedAfterPass = false
+          let rejected: string | undefined
+
           if (check === undefined) {
             // no check: ready once it has stayed up a moment, so an instant crash is not taken for a start
-            const settled = yield* Effect.raceFirst(
-              Effect.as(Effect.sleep(Duration.millis(SETTLE_MS)), true),
-              Effect.as(gone.await, false)
-            )
-            if (settled) {
-              yield* apply({ _tag: "Healthy" })
-              yield* Deferred.succeed(rt.ready, undefined)
-            }
+            if (yield* staysUp(timing.settleMs)) yield* becomeReady
           } else {
             const ctx = { port: plan.port, cwd: plan.cwd, env: plan.env, logFile: plan.logFile, logOffset }
+            const judge = plan.port === undefined ? undefined : yield* health.listenerJudge(plan.port, handle.startTime)
+            // a pass counts when its port's listener is not provably someone else's and the group still lives (asked
+            // last: a dying process's fds are gone before it is)
+            const foreignHolder = (group: ReadonlyArray<number>) =>
+              judge === undefined
+                ? Effect.succeed(undefined)
+                : Effect.map(judge(group), (verdict) =>
+                    verdict._tag === "Foreign"
+                      ? `port ${plan.port} is held by pid ${verdict.holder.pid} (${verdict.holder.command}), not by this service`
+                      : undefined
+                  )
+            const confirm = Effect.gen(function* () {
+              rejected = yield* foreignHolder(yield* processes.groupMembers(handle.pgid))
+              if (rejected !== undefined) return rejected
+              return (yield* processes.isRunning(handle)) ? undefined : "its process is gone"
+            })
             // healthy, or the process ends first, or the check times out
             const verdict = yield* Effect.raceFirst(
-              health.waitHealthy(check, ctx).pipe(Effect.as("healthy" as const), Effect.either),
+              health.waitHealthy(check, ctx, confirm).pipe(Effect.as("healthy" as const), Effect.either),
               Effect.map(gone.await, () => "exited" as const).pipe(Effect.either)
             )
             if (verdict._tag === "Left") {
               if (!alreadyReady) return yield* giveUp(verdict.left.message)
-              yield* apply({ _tag: "Unhealthy" })
-            } else if (verdict.right === "healthy") {
-              yield* apply({ _tag: "Healthy" })
-              yield* Deferred.succeed(rt.ready, undefined)
-              // keep watching: healthy ⇄ unhealthy, for status
-              const probe = yield* health.prober(check, ctx)
-              yield* probe.pipe(
-                Effect.flatMap((ok) => apply(ok ? { _tag: "Healthy" } : { _tag: "Unhealthy" })),
-                Effect.delay(Duration.millis(WATCH_INTERVAL_MS)),
-                Effect.forever,
-                Effect.forkScoped
-              )
+              yield* apply({ _tag: "Unhealthy", misses: UNHEALTHY_AFTER_MISSES })
+            } else if (verdict.right === "exited") {
+              // it died before it was ready: if someone else holds its port, that is why (EADDRINUSE)
+              rejected = yield* foreignHolder([])
+            } else {
+              if (confirming && !(yield* staysUp(timing.confirmMs))) {
+                diedAfterPass = true
+              } else {
+                yield* becomeReady
+                // keep watching: a few misses in a row (not one slow answer) make it unhealthy, a pass heals it
+                const probe = yield* health.prober(check, ctx, {
+                  attemptMs: timing.livenessAttemptMs ?? livenessAttemptMs(check)
+                })
+                let misses = 0
+                yield* probe.pipe(
+                  Effect.flatMap((ok) => {
+                    const step = livenessStep(misses, ok)
+                    misses = step.misses
+                    const reason =
+                      misses >= UNHEALTHY_AFTER_MISSES ? `its health check failed ${misses} times in a row` : undefined
+                    return apply(step.event, { reason })
+                  }),
+                  Effect.delay(Duration.millis(timing.watchIntervalMs)),
+                  Effect.forever,
+                  Effect.forkScoped
+                )
+              }
             }
           }
           const result = yield* gone.await
-          return Exit.isSuccess(result) ? result.value : { code: null, signal: null }
+          const exit = Exit.isSuccess(result) ? result.value : { code: null, signal: null }
+          return { exit, diedAfterPass, rejected } satisfies Life
         })
       )
+      const { exit } = life
       const now = yield* Clock.currentTimeMillis
       const decision = decideRestart({
         policy: plan.service.restart,
@@ -200,14 +279,21 @@ export const runService = (
         limits: { maxRestarts: plan.service.maxRestarts, baseDelayMs: plan.service.restartBackoffMs }
       })
       if (decision._tag === "Done") {
-        yield* apply({ _tag: "Exited", ...exit }, { handle: undefined, logTail: yield* tail })
+        const logTail = yield* tail
+        const exited = `exited (${exitDescription(exit)})`
+        if (life.diedAfterPass) {
+          // even a clean exit: it answered its check and was gone at once, which is no finished task
+          const reason = `${exited} right after its health check passed`
+          yield* apply({ _tag: "Fail", reason }, { handle: undefined, reason, logTail })
+          yield* Deferred.fail(rt.ready, new ServiceFailed({ service: name, reason, logTail }))
+          return yield* Effect.never
+        }
+        const reason = life.rejected === undefined ? exited : `${exited}; ${life.rejected}`
+        yield* apply({ _tag: "Exited", ...exit }, { handle: undefined, logTail })
         const current = yield* SubscriptionRef.get(rt.snapshot)
         if (current.state === "failed") {
           // a crash with no restart policy: before it was ever ready, it fails the up
-          yield* Deferred.fail(
-            rt.ready,
-            new ServiceFailed({ service: name, reason: `exited (${exitDescription(exit)})`, logTail: current.logTail })
-          )
+          yield* Deferred.fail(rt.ready, new ServiceFailed({ service: name, reason, logTail }))
         } else {
           // a one-shot task that finished cleanly counts as ready
           yield* Deferred.succeed(rt.ready, undefined)

@@ -25,7 +25,9 @@ import {
   type WorldIdentity,
   worldVariables
 } from "../domain/coordinates.js"
-import { resolveTemplate, type ServiceCoordinates } from "../domain/tokens.js"
+import { resolveTemplate, type ServiceCoordinates, type TokenContext, unresolvedIn } from "../domain/tokens.js"
+import { redact } from "../domain/coordinates.js"
+import { secretsOf, urlSecrets } from "../domain/redact.js"
 import {
   type ConfigError,
   type InternalError,
@@ -33,7 +35,8 @@ import {
   type MainCheckout,
   type PortRangeExhausted,
   StartFailed,
-  WorktreeDirty
+  WorktreeDirty,
+  WorldNotFound
 } from "../domain/errors.js"
 import { definedEnv } from "../domain/environment.js"
 import { closure } from "../domain/graph.js"
@@ -75,6 +78,7 @@ export type WorldCommand =
   | { readonly _tag: "RebuildGolden"; readonly service: string; readonly env: Readonly<Record<string, string>> }
 
 export type WorldError =
+  | WorldNotFound
   | ConfigError
   | StartFailed
   | WorktreeDirty
@@ -128,8 +132,12 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
     let generation: Generation | undefined
     // what the last `up` asked for; after a daemon restart, the persisted selection and the daemon's own environment
     // (inherited from the CLI that started it) stand in
-    let selection: Selection = (yield* registry.world(worldId))?.selection ?? { services: [], groups: [] }
-    let lastEnv: Readonly<Record<string, string>> = daemonEnv()
+    const initial = yield* registry.world(worldId)
+    let selection: Selection = initial?.selection ?? { services: [], groups: [] }
+    // every later action on the world — adoption, restarts, removal — uses the environment of the command that
+    // brought it up, never the daemon's own (which came from whichever shell started it); only a world of an older
+    // berth, which kept none, falls back to the daemon's
+    let lastEnv: Readonly<Record<string, string>> = initial?.env ?? daemonEnv()
 
     const row = Effect.flatMap(registry.world(worldId), (w) =>
       w === undefined
@@ -152,6 +160,8 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
       const g = generation
       if (g === undefined) return
       generation = undefined
+      // a daemon letting go leaves processes and their rows as they are, exactly as a crash would
+      if (yield* processes.detached) return
       for (const layer of [...g.layers].reverse()) {
         const running = layer.flatMap((name) => {
           const s = g.services.get(name)
@@ -179,8 +189,18 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           .pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
       })
 
+    /**
+     * The world's config, and its `.env`: the main checkout's overlaid by the worktree's own, since a gitignored `.env`
+     * never reaches a new worktree.
+     */
     const loadConfig = (w: WorldRow) =>
-      Effect.map(configs.load(w.path), (loaded) => ({ loaded, config: Model.forWorld(loaded.parsed.config, w.name) }))
+      Effect.gen(function* () {
+        const loaded = yield* configs.load(w.path)
+        const config = Model.forWorld(loaded.parsed.config, w.name)
+        if (w.isMain || w.mainRoot === loaded.root) return { loaded, config, dotenv: loaded.dotenv }
+        const main = yield* configs.dotenv(w.mainRoot)
+        return { loaded, config, dotenv: new Map([...main, ...loaded.dotenv]) as ReadonlyMap<string, string> }
+      })
 
     /** The services an `up` starts: the selection and everything it depends on, or all of them. */
     const selected = (config: Model.Config, sel: Selection) =>
@@ -203,8 +223,17 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         return closure(config.graph, [...sel.services, ...inGroups])
       })
 
-    /** Runs a one-off command of the world (setup, migrate, seed) to its end; its output goes to `<label>.log`. */
-    const runOnce = (w: WorldRow, label: string, command: string, env: Readonly<Record<string, string>>) =>
+    /**
+     * Runs a one-off command of the world (setup, migrate, seed) to its end; its output goes to `<label>.log`. What a
+     * failure quotes of that log has every known secret masked.
+     */
+    const runOnce = (
+      w: WorldRow,
+      label: string,
+      command: string,
+      env: Readonly<Record<string, string>>,
+      secrets: ReadonlyArray<string>
+    ) =>
       Effect.gen(function* () {
         const logFile = home.serviceLog(worldId, label)
         const exit = yield* Effect.scoped(
@@ -217,17 +246,41 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           })
         ).pipe(Effect.catchTag("SpawnFailed", (e) => Effect.succeed({ code: null, signal: e.reason })))
         if (exit.code === 0) return
-        const logTail = yield* LogFiles.tail(logFile, 20).pipe(Effect.orElseSucceed(() => []))
+        const logTail = (yield* LogFiles.tail(logFile, 20).pipe(Effect.orElseSucceed(() => []))).map((line) =>
+          redact(line, secrets)
+        )
         return yield* new StartFailed({
           world: w.name,
           service: label,
-          reason: `\`${command}\` failed (${exit.code === null ? `${exit.signal}` : `exit code ${exit.code}`})`,
+          reason: redact(
+            `\`${command}\` failed (${exit.code === null ? `${exit.signal}` : `exit code ${exit.code}`})`,
+            secrets
+          ),
           logTail
         })
       })
 
-    const runSetup = (w: WorldRow, command: string, env: Readonly<Record<string, string>>) =>
-      Effect.zipRight(runOnce(w, SETUP, command, env), registry.markSetupDone(worldId))
+    /** What a world's commands may name: its services, its environment, the world and the project. */
+    const tokenContext = (
+      w: WorldRow,
+      coords: ReadonlyMap<string, ServiceCoordinates>,
+      lookup: (name: string) => string | undefined,
+      self?: string
+    ): TokenContext => ({
+      ...(self === undefined ? {} : { self }),
+      services: coords,
+      env: lookup,
+      world: { name: w.name, slug: w.slug, path: w.path },
+      project: { name: w.projectName }
+    })
+
+    /** The project's `setup`, once per worktree, its tokens resolved as a service's are. */
+    const runSetup = (w: WorldRow, command: string, env: Readonly<Record<string, string>>, ctx: TokenContext) =>
+      Effect.gen(function* () {
+        const resolved = resolveTemplate(command, ctx, { shell: true })
+        yield* runOnce(w, SETUP, resolved.value, env, [...resolved.secrets, ...secretsOf(env)])
+        yield* registry.markSetupDone(worldId)
+      })
 
     const sliceWorld = (w: WorldRow) => ({
       id: worldId,
@@ -250,15 +303,12 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         Effect.gen(function* () {
           const coords = coordsWith(urls)
           const env = { ...userEnv, ...worldVariables(config, coords) }
-          const ctx = {
-            services: coords,
-            env: lookup,
-            world: { name: w.name, slug: w.slug, path: w.path },
-            project: { name: w.projectName }
-          }
+          // `${self.url}` in a migrate or seed is the slice being filled
+          const ctx = tokenContext(w, coords, lookup, s.name)
           for (const command of [s.migrate, s.seed]) {
             if (command === undefined) continue
-            yield* runOnce(w, s.name, resolveTemplate(command, ctx, { shell: true }).value, env)
+            const resolved = resolveTemplate(command, ctx, { shell: true })
+            yield* runOnce(w, s.name, resolved.value, env, [...resolved.secrets, ...secretsOf(env), ...urlSecrets(urls)])
           }
         })
 
@@ -283,43 +333,73 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         coordsWith
       )
 
-    /** Starts a generation: ports, then every selected service in dependency order, waiting for all to be ready. */
+    /**
+     * What a start needs before anything is touched: the worktree, the config (and `.env`), the selected services, the
+     * world's environment. Failing here changes nothing, so `reload` checks it before it stops what runs.
+     */
+    const prepare = (sel: Selection, givenEnv: Readonly<Record<string, string>>) =>
+      Effect.gen(function* () {
+        const w = yield* row
+        yield* ensureWorktree(w)
+        const { loaded, config, dotenv } = yield* loadConfig(w)
+        const names = yield* selected(config, sel)
+        const routing = router.routing(config, w.projectName, w.slug)
+        const userEnv = router.processEnv(givenEnv, routing)
+        const lookup = (name: string) => userEnv[name] ?? dotenv.get(name)
+        // an admin_url whose variables are not set would make berth act on the wrong server (or a literal
+        // `${env.…}`): the world's command fails, naming the variable, before anything changes
+        for (const s of Model.slices(config)) {
+          if (s.adminUrl === undefined) continue
+          const missing = unresolvedIn(resolveTemplate(s.adminUrl, { services: new Map(), env: lookup }))
+          if (missing.length > 0) {
+            return yield* new InvalidRequest({
+              reason: `world ${w.name}: slice ${s.name}: ${missing.map((t) => `${t} is not set`).join(", ")} (admin_url in ${config.file})`
+            })
+          }
+        }
+        return { w, loaded, config, dotenv, names, routing, userEnv, lookup }
+      })
+
+    type Prepared = Effect.Effect.Success<ReturnType<typeof prepare>>
+
+    /**
+     * Starts a generation — ports, slices, then every selected service in dependency order, waiting for all to be
+     * ready — or, when one runs already, starts the selected services it lacks beside the running ones.
+     */
     const start = (
       sel: Selection,
       givenEnv: Readonly<Record<string, string>>,
       adopt: ReadonlyMap<string, ProcessHandle>,
-      died: ReadonlySet<string> = new Set()
+      died: ReadonlySet<string> = new Set(),
+      ready?: Prepared
     ) =>
       Effect.gen(function* () {
-        const w = yield* row
-        yield* ensureWorktree(w)
-        const { loaded, config } = yield* loadConfig(w)
-        const names = yield* selected(config, sel)
-        const routing = router.routing(config, w.projectName, w.slug)
-        const userEnv = router.processEnv(givenEnv, routing)
+        const { w, config, dotenv, names, routing, userEnv, lookup } = ready ?? (yield* prepare(sel, givenEnv))
+        const running = generation
         yield* setObserved("starting")
-        if (!w.setupDone && config.project.setup !== undefined && adopt.size === 0) {
-          yield* runSetup(w, config.project.setup, userEnv)
+        if (!w.setupDone && config.project.setup !== undefined && adopt.size === 0 && running === undefined) {
+          const portsSoFar = groupPorts(yield* registry.leases(worldId))
+          const setupCoords = coordinates(config, portsSoFar, yield* slices.addresses(worldId), routing)
+          yield* runSetup(w, config.project.setup, userEnv, tokenContext(w, setupCoords, lookup))
         }
         // every port of the world is leased before anything starts (all services, so they stay stable)
         const leased =
-          adopt.size > 0
+          adopt.size > 0 || running !== undefined
             ? (yield* registry.leases(worldId)).map((l) => ({ service: l.service, name: l.name, port: l.port }))
             : (yield* ports.allocate({ id: worldId, project: w.projectName, name: w.name }, portRequests(config)))
                 .assigned
         const portMap = groupPorts(leased)
-        const lookup = (name: string) => userEnv[name] ?? loaded.dotenv.get(name)
         const coords = yield* provisionSlices(w, config, userEnv, lookup, (urls) =>
           coordinates(config, portMap, urls, routing)
         )
-        const scope = yield* Scope.make()
-        const g: Generation = { scope, config, layers: config.graph.layers, services: new Map() }
+        const scope = running?.scope ?? (yield* Scope.make())
+        const g: Generation = running ?? { scope, config, layers: config.graph.layers, services: new Map() }
         generation = g
         const runtimes = new Map<string, ServiceRuntime>()
         /** services not started this time whose rows stay (ended while the daemon was down) */
         const kept: Array<string> = []
         for (const name of config.graph.order) {
-          if (!names.includes(name)) continue
+          if (!names.includes(name) || g.services.has(name)) continue
           const service = config.services.find((s) => s.name === name)
           if (service === undefined || service._tag !== "Process") continue
           if (died.has(name) && service.restart === "no") {
@@ -343,7 +423,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
               reason: `services.${name}.dir ${JSON.stringify(service.dir)} leaves the worktree`
             })
           }
-          const l = launch(service, identity(w), coords, userEnv, loaded.dotenv)
+          const l = launch(service, identity(w), coords, userEnv, dotenv)
           const rt = yield* makeRuntime({
             world: w.name,
             service,
@@ -353,13 +433,13 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
             env: l.env,
             port: portMap.get(name)?.main,
             logFile: home.serviceLog(worldId, name),
-            secrets: l.secrets
+            secrets: [...l.secrets, ...secretsOf(userEnv)]
           })
           runtimes.set(name, rt)
         }
         for (const [name, rt] of runtimes) {
           const deps = (config.graph.dependencies.get(name) ?? []).flatMap((d) => {
-            const dep = runtimes.get(d)
+            const dep = runtimes.get(d) ?? g.services.get(d)?.rt
             return dep === undefined ? [] : [Deferred.await(dep.ready)]
           })
           const persist = rt.snapshot.changes.pipe(
@@ -386,15 +466,34 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           }).pipe(Effect.provide(context), Effect.forkIn(scope))
           g.services.set(name, { rt, fiber })
         }
-        yield* registry.dropServicesExcept(worldId, [...runtimes.keys(), ...kept])
+        if (running === undefined) yield* registry.dropServicesExcept(worldId, [...runtimes.keys(), ...kept])
         // ready when every selected service is healthy; the first failure fails the up
-        const ready = yield* Effect.all(
+        const readiness = yield* Effect.all(
           [...runtimes.values()].map((rt) => Deferred.await(rt.ready)),
           { concurrency: "unbounded", discard: true }
         ).pipe(Effect.either)
-        if (ready._tag === "Left") {
+        if (readiness._tag === "Left" && running !== undefined) {
+          // a service added to a running world failed: it goes, the rest keeps running
+          const added = [...runtimes.keys()].flatMap((name) => {
+            const s = g.services.get(name)
+            g.services.delete(name)
+            return s === undefined ? [] : [s]
+          })
+          yield* Effect.forEach(added, (s) => markStopping(s.rt), { discard: true })
+          yield* Fiber.interruptAll(added.map((s) => s.fiber))
+          yield* Effect.forEach(added, (s) => markStopped(s.rt), { discard: true })
+          yield* setObserved("running")
+          const failure = readiness.left
+          return yield* new StartFailed({
+            world: w.name,
+            service: failure.service,
+            reason: failure.reason,
+            logTail: failure.logTail
+          })
+        }
+        if (readiness._tag === "Left") {
           yield* stopGeneration
-          const failure = ready.left
+          const failure = readiness.left
           yield* setObserved("failed", `${failure.service}: ${failure.reason}`)
           return yield* new StartFailed({
             world: w.name,
@@ -417,15 +516,36 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         Effect.onInterrupt(() => stopGeneration)
       )
 
+    /** The union of two selections: an `up -s b` after `up -s a` runs both (none selected means all). */
+    const widen = (a: Selection, b: Selection): Selection =>
+      a.services.length === 0 && a.groups.length === 0
+        ? a
+        : b.services.length === 0 && b.groups.length === 0
+          ? b
+          : { services: [...new Set([...a.services, ...b.services])], groups: [...new Set([...a.groups, ...b.groups])] }
+
     const up = (sel: Selection, env: Readonly<Record<string, string>>) =>
       Effect.gen(function* () {
+        if (generation !== undefined) {
+          // a running world: an unknown name is still an error, and a selection starts only what is missing
+          const w = yield* row
+          const { config } = yield* loadConfig(w)
+          const names = yield* selected(config, sel)
+          yield* registry.setDesired(worldId, "up")
+          const g = generation
+          if (g === undefined || names.every((n) => g.services.has(n) || !Model.processes(config).some((s) => s.name === n))) return
+          selection = widen(selection, sel)
+          yield* registry.setSelection(worldId, selection)
+          return yield* start(sel, lastEnv, new Map())
+        }
+        // checked before anything is recorded: an up that cannot resolve its tokens changes nothing
+        const ready = yield* prepare(sel, env)
         yield* registry.setDesired(worldId, "up")
-        // `up` of a running world changes nothing
-        if (generation !== undefined) return
         selection = sel
         lastEnv = env
         yield* registry.setSelection(worldId, sel)
-        yield* start(sel, env, new Map()).pipe(failedOnError)
+        yield* registry.setEnv(worldId, env)
+        yield* start(sel, env, new Map(), new Set(), ready).pipe(failedOnError)
       })
 
     const down = Effect.gen(function* () {
@@ -492,7 +612,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
     const rebuildGolden = (name: string, userEnv: Readonly<Record<string, string>>) =>
       Effect.gen(function* () {
         const w = yield* row
-        const { loaded, config } = yield* loadConfig(w)
+        const { config, dotenv } = yield* loadConfig(w)
         const service = Model.slices(config).find((s) => s.name === name)
         if (service === undefined || service.cloneFrom !== "golden") {
           const goldens = Model.slices(config)
@@ -503,7 +623,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           })
         }
         const portMap = groupPorts(yield* registry.leases(worldId))
-        const lookup = (key: string) => userEnv[key] ?? loaded.dotenv.get(key)
+        const lookup = (key: string) => userEnv[key] ?? dotenv.get(key)
         yield* slices.rebuildGolden(
           sliceWorld(w),
           service,
@@ -514,9 +634,8 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         )
       })
 
-    const adopt = Effect.gen(function* () {
-      // a command queued before this one may have started the world already
-      if (generation !== undefined) return
+    /** The recorded processes of the world: those still alive (pid and start time match) and those that died. */
+    const recorded = Effect.gen(function* () {
       const handles = new Map<string, ProcessHandle>()
       const died = new Set<string>()
       for (const s of yield* registry.services(worldId)) {
@@ -525,8 +644,54 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         if (yield* processes.isRunning(handle)) handles.set(s.name, handle)
         else died.add(s.name)
       }
+      return { handles, died }
+    })
+
+    const adopt = Effect.gen(function* () {
+      // a command queued before this one may have started the world already
+      if (generation !== undefined) return
+      const { handles, died } = yield* recorded
+      // what the start needs is checked before anything is touched: if the world's config or environment cannot be
+      // used now, its processes keep running unwatched and the world says why; the user's next `up` tries again
+      const ready = yield* prepare(selection, lastEnv).pipe(
+        Effect.tapError((e) =>
+          handles.size === 0
+            ? Effect.void
+            : Effect.zipRight(
+                registry.setObserved(worldId, "running", `not adopted: ${e.message.split("\n")[0] ?? ""}`),
+                registry.addEvent({ worldId, service: null, kind: "adopt_failed", message: e.message })
+              ).pipe(Effect.ignore)
+        )
+      )
       // the live ones are watched; those that died while no daemon watched are restarted by their policy
-      yield* start(selection, lastEnv, handles, died).pipe(failedOnError)
+      yield* start(selection, lastEnv, handles, died, ready).pipe(failedOnError)
+    })
+
+    /**
+     * The first thing an actor does, before any command: a new daemon takes over what the registry says runs, so no
+     * command ever acts on a world that has not been adopted (an `up` racing the first pass would start second copies).
+     * A world left mid-way by a crash settles: one wanted up is adopted, one wanted down has its strays stopped and is
+     * `stopped`, one being removed is removed.
+     */
+    const settle = Effect.gen(function* () {
+      const w = yield* registry.world(worldId)
+      if (w === undefined) return false
+      if (w.desired === "removed") {
+        yield* forget(existsSync(w.path), true)
+        return true
+      }
+      if (w.desired === "up") {
+        if (w.observed === "failed") return false
+        const { handles, died } = yield* recorded
+        // a world nothing was recorded for (created, never started) waits for its `up`
+        if (handles.size === 0 && died.size === 0 && w.observed === "stopped") return false
+        yield* adopt
+        return false
+      }
+      const { handles } = yield* recorded
+      if (handles.size > 0) yield* stopOrphans
+      if (w.observed !== "stopped" && w.observed !== "failed") yield* setObserved("stopped")
+      return false
     })
 
     const handle = (command: WorldCommand): Effect.Effect<void, WorldError> => {
@@ -537,8 +702,9 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           return down
         case "Reload":
           return Effect.gen(function* () {
+            // what the new start needs is checked first: a reload that cannot start leaves the world running
+            yield* prepare(selection, command.env)
             yield* stopGeneration
-            lastEnv = command.env
             yield* up(selection, command.env)
           })
         case "Remove":
@@ -554,7 +720,33 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
 
     const ended = (command: WorldCommand) => command._tag === "Remove" || command._tag === "Vanished"
 
+    /** set once the loop has ended: later commands are answered at once, never queued to no one */
+    let closed = false
+    const gone = Effect.suspend(() =>
+      Effect.flatMap(registry.world(worldId), (w) =>
+        Effect.fail(
+          new WorldNotFound({ project: w?.projectName ?? "", name: w?.name ?? `#${worldId}`, known: [] })
+        )
+      )
+    )
+    const end = Effect.gen(function* () {
+      // no offer succeeds once `closed` is set, so what is in the mailbox now is all there will ever be
+      yield* Effect.sync(() => {
+        closed = true
+      })
+      const rest = yield* Queue.takeAll(mailbox)
+      yield* Effect.forEach(rest, (e: Envelope) => Deferred.completeWith(e.reply, gone), { discard: true })
+    })
+
     const loop = Effect.gen(function* () {
+      const settled = yield* settle.pipe(
+        Effect.catchAllCause((cause) => Effect.as(Effect.logWarning(`world ${worldId}: settling`, cause), false))
+      )
+      if (settled) {
+        yield* end
+        yield* onEnd
+        return
+      }
       for (;;) {
         const envelope = yield* Queue.take(mailbox)
         const exit = yield* Effect.exit(
@@ -566,14 +758,17 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
             )
           )
         )
-        yield* Deferred.complete(envelope.reply, exit)
         if (Exit.isSuccess(exit) && ended(envelope.command)) {
+          // commands queued behind a remove are answered (there is no such world any more), never left waiting
+          yield* end
           yield* onEnd
+          yield* Deferred.complete(envelope.reply, exit)
           return
         }
+        yield* Deferred.complete(envelope.reply, exit)
       }
     }).pipe(
-      Effect.ensuring(Effect.all([stopGeneration, Deferred.succeed(done, undefined)])),
+      Effect.ensuring(Effect.all([stopGeneration, Effect.ignore(end), Deferred.succeed(done, undefined)])),
       Effect.catchAllCause((cause) => Effect.logError("world actor ended", cause))
     )
 
@@ -582,7 +777,9 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
       send: (command) =>
         Effect.gen(function* () {
           const reply = yield* Deferred.make<void, WorldError>()
-          yield* Queue.offer(mailbox, { command, reply })
+          // checked and queued in one step: the loop's end drains the mailbox in one step too, so nothing slips between
+          const queued = yield* Effect.sync(() => !closed && mailbox.unsafeOffer({ command, reply }))
+          if (!queued) return yield* gone
           return yield* Deferred.await(reply)
         }),
       snapshots: Effect.suspend(() => {

@@ -54,6 +54,10 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       Effect.gen(function* () {
         const existing = actors.get(worldId)
         if (existing !== undefined) return existing
+        // a world removed meanwhile gets no new actor: the caller hears it is gone
+        if ((yield* registry.world(worldId)) === undefined) {
+          return yield* new WorldNotFound({ project: "", name: `#${worldId}`, known: [] })
+        }
         const { actor, loop } = yield* makeWorldActor(
           worldId,
           Effect.sync(() => actors.delete(worldId))
@@ -115,7 +119,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       if (existing !== undefined) return existing
       if (!create) {
         const known = (yield* registry.worlds(row.id)).map((w) => w.name)
-        return yield* new WorldNotFound({ project: row.name, name, known })
+        return yield* new WorldNotFound({ project: row.label, name, known })
       }
       if (ref.world !== undefined) {
         yield* git.validateBranch(ref.world).pipe(
@@ -202,10 +206,20 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
         }
       })
 
+    /** When another repository declares the same project name: what this one's worlds are called instead, and why. */
+    const projectNote = (w: WorldRow) =>
+      Effect.gen(function* () {
+        if (w.projectName === projectLabel(w.declaredName)) return undefined
+        const others = (yield* registry.projectsNamed(w.declaredName)).filter((p) => p.mainRoot !== w.mainRoot)
+        const where = others.length === 0 ? "another repository" : others.map((p) => p.mainRoot).join(", ")
+        return `project ${w.declaredName} is also the name of ${where}: this repository's worlds are ${w.projectName} (hosts *.${w.projectName}.localhost); set [project] name in berth.toml to choose another`
+      })
+
     const worldStatus = (w: WorldRow) =>
       Effect.map(
-        Effect.all([serviceStatus(w), registry.events(w.id, 10)]),
-        ([services, events]): WorldStatus => ({
+        Effect.all([serviceStatus(w), registry.events(w.id, 10), projectNote(w)]),
+        ([services, events, note]): WorldStatus => ({
+          ...(note === undefined ? {} : { projectNote: note }),
           project: w.projectName,
           name: w.name,
           slug: w.slug,
@@ -231,7 +245,16 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       env: Readonly<Record<string, string>>
     ) {
       const w = yield* resolve(ref, true)
-      yield* send(w.id, { _tag: "Up", selection, env })
+      yield* send(w.id, { _tag: "Up", selection, env }).pipe(
+        Effect.tapError(() =>
+          // an up refused before its worktree ever existed (git could not make it) leaves no world behind
+          Effect.gen(function* () {
+            const now = yield* registry.world(w.id)
+            if (now === undefined || now.worktreeReady || now.isMain || (now.path !== "" && existsSync(now.path))) return
+            yield* send(w.id, { _tag: "Vanished" })
+          }).pipe(Effect.ignore)
+        )
+      )
       return yield* statusOf(w.id)
     })
 
@@ -352,15 +375,14 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
           hasActor,
           liveProcesses: live
         })
-        const command: WorldCommand | undefined =
-          action === "adopt"
-            ? { _tag: "Adopt" }
-            : action === "teardown"
-              ? { _tag: "Vanished" }
-              : action === "stop-strays"
-                ? { _tag: "Down" }
-                : undefined
-        if (command === undefined) continue
+        if (action === "none") continue
+        if (action !== "teardown") {
+          // an actor's first act is to settle its world — adopt what runs, stop strays, finish a removal — before
+          // any command: starting one is all these need
+          yield* actorFor(w.id)
+          continue
+        }
+        const command: WorldCommand = { _tag: "Vanished" }
         // adoption can take a while (health checks): the pass does not wait for it
         yield* Effect.forkDaemon(
           send(w.id, command).pipe(
@@ -380,7 +402,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       return yield* statusOf(w.id)
     })
 
-    const gc = (dryRun: boolean) => slices.gc(dryRun)
+    const gc = (dryRun: boolean, env: Readonly<Record<string, string>> = {}) => slices.gc(dryRun, env)
 
     return { up, down, reload, remove, status, env, logs, reconcile, rebuildGolden, gc } as const
   })

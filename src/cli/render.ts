@@ -39,7 +39,8 @@ export const renderWorld = (w: WorldStatus, indent = ""): Array<string> => {
   const notes = w.events
     .filter((e) => NOTABLE_EVENTS.has(e.kind) && !seen.has(e.kind) && seen.add(e.kind))
     .map((e) => `${indent}  ${e.kind}${e.service === null ? "" : ` (${e.service})`}: ${e.message}`)
-  return [head, ...services, ...failed, ...notes]
+  const project = w.projectNote === undefined ? [] : [`${indent}  note: ${w.projectNote}`]
+  return [head, ...project, ...services, ...failed, ...notes]
 }
 
 /** What `gc` did (or, with --dry-run, would do). */

@@ -56,7 +56,9 @@ export const WorldStatus = Schema.Struct({
   reason: Schema.NullOr(Schema.String),
   services: Schema.Array(ServiceStatus),
   /** the world's latest events, newest first (a clone that fell back, a golden being built or waited for, …) */
-  events: Schema.Array(WorldEvent)
+  events: Schema.Array(WorldEvent),
+  /** set when berth.toml's project name is another repository's too: what this repository's worlds are called */
+  projectNote: Schema.optional(Schema.String)
 })
 export type WorldStatus = typeof WorldStatus.Type
 
@@ -190,7 +192,12 @@ export class DaemonApi extends RpcGroup.make(
     success: WorldStatus,
     error: WorldError
   }),
-  Rpc.make("Gc", { payload: { dryRun: Schema.Boolean }, success: GcReport, error: WorldError }),
+  Rpc.make("Gc", {
+    // the caller's environment resolves `${env.…}` in admin URLs that a world's own environment does not
+    payload: { dryRun: Schema.Boolean, env: Schema.optional(clientEnv) },
+    success: GcReport,
+    error: WorldError
+  }),
   Rpc.make("GetSettings", { success: Settings }),
   Rpc.make("SetPortRange", {
     payload: { from: Schema.Number, to: Schema.Number },

@@ -73,6 +73,31 @@ const startDaemon = async (home: HomePaths): Promise<void> => {
   throw new Error(said === "" ? "it did not start" : `it stopped at once:\n${said.split("\n").slice(-5).join("\n")}`)
 }
 
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    // EPERM: it exists, it is just not ours to signal
+    return (e as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/**
+ * Asks the daemon that answers on the socket to stop, and returns only once it has let go of its socket and its lock
+ * (its process is gone), so that a daemon started right after never finds the old one still holding them. Its
+ * services keep running: the next daemon adopts them. Returns the old daemon's pid, or undefined when none answered.
+ */
+export const shutdownDaemon = async (home: HomePaths, timeoutMs = 20_000): Promise<number | undefined> => {
+  const pong = await request(home.socket, "Ping", undefined, 5_000)
+  if (pong._tag !== "Success") return undefined
+  const pid = (pong.value as { readonly pid: number }).pid
+  await request(home.socket, "Shutdown", undefined, 5_000)
+  const gone = await waitFor(async () => !alive(pid) && !(await socketAnswers(home.socket)), timeoutMs)
+  if (!gone) throw new Error(`the daemon (pid ${pid}) did not stop within ${Math.round(timeoutMs / 1000)} s`)
+  return pid
+}
+
 /** Makes sure a daemon of this very version answers on the socket. */
 export const ensureDaemon = (home: HomePaths) =>
   Effect.tryPromise({
@@ -81,9 +106,8 @@ export const ensureDaemon = (home: HomePaths) =>
         const pong = await request(home.socket, "Ping", undefined, 5_000)
         if (pong._tag === "Success") {
           if (isThisBuild(pong.value)) return
-          // another version answers: ask it to go, wait for the socket to fall silent, start ours
-          await request(home.socket, "Shutdown", undefined, 5_000)
-          await waitFor(async () => !(await socketAnswers(home.socket)), 10_000)
+          // another build answers: ask it to go, wait until it has let go of the socket and the lock, start ours
+          await shutdownDaemon(home)
         }
         await startDaemon(home)
       }

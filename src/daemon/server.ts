@@ -8,6 +8,7 @@ import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
 import * as Deferred from "effect/Deferred"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
@@ -18,6 +19,7 @@ import { InvalidRequest } from "../domain/errors.js"
 import { parsePortRange } from "../domain/ports.js"
 import { Home } from "../services/Home.js"
 import { Ports } from "../services/Ports.js"
+import { Processes } from "../services/Processes.js"
 import { Router } from "../services/proxy/Router.js"
 import { build, version } from "../version.js"
 import { DaemonApi } from "./api.js"
@@ -62,7 +64,7 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
           worlds.logs({ cwd: p.cwd, world: p.world }, { service: p.service, follow: p.follow, lines: p.lines }),
         GoldenRebuild: (p) => worlds.rebuildGolden({ cwd: p.cwd, world: p.world }, p.service, p.env),
         Gc: (p) =>
-          Effect.map(worlds.gc(p.dryRun), (report) => ({
+          Effect.map(worlds.gc(p.dryRun, p.env ?? {}), (report) => ({
             unreachable: report.unreachable,
             entries: report.entries.map(({ error, ...entry }) => (error === undefined ? entry : { ...entry, error }))
           })),
@@ -107,6 +109,9 @@ export const runDaemon = Effect.gen(function* () {
   }
   const shutdown = yield* Deferred.make<void>()
   const worlds = yield* Layer.build(WorldsLive)
+  // runs before the engine's scope closes (finalizers run in reverse): a daemon that stops — asked to, replaced by
+  // another build, or signalled — lets go of every process exactly as a crash would, and the next daemon adopts them
+  yield* Effect.addFinalizer(() => Context.get(worlds, Processes).detach)
   const server = RpcServer.layer(DaemonApi, { concurrency: "unbounded" }).pipe(
     Layer.provide(handlers(shutdown)),
     Layer.provide(RpcServer.layerProtocolSocketServer),

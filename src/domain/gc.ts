@@ -56,6 +56,8 @@ export const gcPlan = (input: {
   readonly listings: ReadonlyArray<GcListing>
   /** `server\0name` of every slice being provisioned, cloned or built right now */
   readonly inFlight: ReadonlySet<string>
+  /** name prefixes of the slices of worlds that exist: never dropped as unrecorded */
+  readonly livePrefixes?: ReadonlyArray<string>
 }): ReadonlyArray<GcAction> => {
   const busy = (server: string, name: string) => input.inFlight.has(inFlightKey(server, name))
   const actions: Array<GcAction> = []
@@ -88,11 +90,16 @@ export const gcPlan = (input: {
     if (!kept.has(goldenOf(row)) || spared.has(goldenOf(row))) drop("orphan spare", row)
     else spared.add(goldenOf(row))
   }
+  // gc drops only what it positively knows is orphaned: a name any row records (on whatever server it was written
+  // down) or one shaped like an existing world's slice is never a candidate
   const recorded = new Set(input.rows.map((row) => inFlightKey(row.server, row.name)))
+  const named = new Set(input.rows.map((row) => row.name))
+  const live = input.livePrefixes ?? []
   for (const listing of input.listings) {
     for (const name of listing.names) {
       const key = inFlightKey(listing.server, name)
-      if (recorded.has(key) || busy(listing.server, name)) continue
+      if (recorded.has(key) || named.has(name) || busy(listing.server, name)) continue
+      if (live.some((prefix) => name.startsWith(prefix))) continue
       actions.push({ reason: "unrecorded", server: listing.server, name, rowId: undefined })
     }
   }

@@ -59,6 +59,20 @@ export const assignSlug = (name: string, taken: ReadonlyMap<string, string>): st
 /** The project part of host names (`web.<slug>.<project>.localhost`): same rules as a world's base slug. */
 export const projectLabel = (name: string): string => baseSlug(name)
 
+/**
+ * The label of a repository's project given the labels other repositories hold: its name's label when free, else
+ * that plus a short hash of the repository (its git common dir), so two clones named alike never share a host, a
+ * slice or a golden. Deterministic for the same inputs.
+ */
+export const assignProjectLabel = (name: string, repository: string, taken: ReadonlySet<string>): string => {
+  const base = projectLabel(name)
+  if (!taken.has(base)) return base
+  for (let attempt = 0; ; attempt++) {
+    const candidate = withSuffix(base, shortHash(attempt === 0 ? repository : `${repository}#${attempt}`, 4), MAX_DNS_LABEL)
+    if (!taken.has(candidate)) return candidate
+  }
+}
+
 /** Whether `s` can be used as one label of a host name (lower-case only, as we generate them). */
 export const isDnsLabel = (s: string): boolean => DNS_LABEL.test(s)
 

@@ -1,6 +1,7 @@
 /**
- * Pure parsing of Linux `/proc` text. Reading the files is the job of `services/Processes`; keeping the parsing here
- * lets the tricky cases (a comm holding spaces, parentheses or a newline) be tested without a process to match.
+ * Pure parsing of Linux `/proc` text. Reading the files is the job of `services/Processes` (and of `services/Health`
+ * for sockets); keeping the parsing here lets the tricky cases (a comm holding spaces, parentheses or a newline) be
+ * tested without a process to match.
  */
 
 /** The fields of `/proc/<pid>/stat` berth needs to tell a process, its group and its identity over time. */
@@ -50,3 +51,75 @@ export const parseStat = (text: string): ProcStat | undefined => {
 
 /** A zombie (`Z`) or dead (`X`) entry runs no code any more: it only waits to be reaped. */
 export const isDefunct = (stat: ProcStat): boolean => stat.state === "Z" || stat.state === "X"
+
+/** State `0A` in /proc/net/tcp{,6}: a listening socket. */
+const TCP_LISTEN = "0A"
+
+/**
+ * The inodes of the sockets listening on `port` in the text of `/proc/net/tcp` or `/proc/net/tcp6`. Columns: `sl`,
+ * `local_address` (ADDRESS:PORT in hex), `rem_address`, `st`, …, `inode` (the tenth). Inode 0 names no open file, so
+ * it cannot be matched to a process and is left out.
+ */
+export const listeningInodes = (text: string, port: number): ReadonlyArray<string> => {
+  const inodes: Array<string> = []
+  for (const line of text.split("\n").slice(1)) {
+    const cols = line.trim().split(/\s+/)
+    const local = cols[1]
+    const inode = cols[9]
+    if (local === undefined || cols[3] !== TCP_LISTEN || inode === undefined || !/^\d+$/.test(inode)) continue
+    const hex = local.slice(local.lastIndexOf(":") + 1)
+    if (/^[0-9A-Fa-f]{1,4}$/.test(hex) && Number.parseInt(hex, 16) === port && inode !== "0") inodes.push(inode)
+  }
+  return inodes
+}
+
+/** `socket:[123]`, the target of a socket's `/proc/<pid>/fd/<n>` link → `"123"`. */
+export const socketInode = (link: string): string | undefined => /^socket:\[(\d+)\]$/.exec(link)?.[1]
+
+/** Start times (clock ticks since boot, as `ProcStat.startTime`): is `a` strictly earlier than `b`? */
+export const startedBefore = (a: string, b: string): boolean =>
+  /^\d+$/.test(a) && /^\d+$/.test(b) && BigInt(a) < BigInt(b)
+
+/** A process outside the service's group seen holding a listening socket of its port. */
+export interface ListenerHolder {
+  readonly pid: number
+  readonly startTime: string
+  /** its command line, shortened, to name it in a message */
+  readonly command: string
+}
+
+/** What is known about a service's port when its check passed. */
+export interface ListenerFacts {
+  /** inodes listening on the port; undefined when /proc/net could not be read */
+  readonly listening: ReadonlyArray<string> | undefined
+  /** socket inodes open in the group's processes (those whose fds could be read) */
+  readonly groupSockets: ReadonlyArray<string>
+  /** a member's fds could not be read (a setuid program): it may hold the listener */
+  readonly groupUnreadable: boolean
+  /** a process outside the group holding one of `listening`, when one could be found */
+  readonly holder: ListenerHolder | undefined
+  /** the service's leader's start time */
+  readonly serviceStartTime: string
+}
+
+export type ListenerVerdict =
+  | { readonly _tag: "Ours" }
+  /** someone who was there before the service holds its port: what answered is not the service */
+  | { readonly _tag: "Foreign"; readonly holder: ListenerHolder }
+  /** nothing proves it either way (no /proc, NAT, a holder we cannot read): the group being alive must do */
+  | { readonly _tag: "Unknown" }
+
+/**
+ * Whose listener answered the check. Foreign needs proof: a readable process outside the group that started before
+ * the service. A younger one may be a helper the service daemonized (out of its group), and an unreadable one is
+ * usually root's (docker-proxy forwarding a published port), so neither is held against the service.
+ */
+export const judgeListener = (facts: ListenerFacts): ListenerVerdict => {
+  const { listening, groupSockets, holder } = facts
+  if (listening === undefined || listening.length === 0) return { _tag: "Unknown" }
+  if (listening.some((inode) => groupSockets.includes(inode))) return { _tag: "Ours" }
+  if (facts.groupUnreadable) return { _tag: "Unknown" }
+  return holder !== undefined && startedBefore(holder.startTime, facts.serviceStartTime)
+    ? { _tag: "Foreign", holder }
+    : { _tag: "Unknown" }
+}

@@ -28,12 +28,22 @@ export type ReconcileAction =
   | "teardown"
   /** processes are alive that nobody wants: stop them */
   | "stop-strays"
+  /** a crash left it mid-way (stopping, starting, removing…): finish what was asked */
+  | "settle"
+
+/** States a world only passes through: after a crash, one of these is a command left unfinished. */
+const TRANSITIONAL: ReadonlySet<WorldState> = new Set(["queued", "starting", "stopping", "suspending", "removing"])
 
 export const decide = (f: WorldFacts): ReconcileAction => {
-  if (f.worktreeReady && !f.pathExists && !f.isMain && f.observed !== "removing") return "teardown"
+  if (f.worktreeReady && !f.pathExists && !f.isMain && f.observed !== "removing" && f.desired !== "removed") {
+    return "teardown"
+  }
   if (f.hasActor) return "none"
+  // a removal a crash interrupted is finished
+  if (f.desired === "removed") return "settle"
   // a failed world stays failed until the user's next `up`: a crash loop must not become a retry loop
   if (f.desired === "up" && f.observed !== "failed") return "adopt"
-  if (f.desired !== "up" && f.liveProcesses > 0) return "stop-strays"
+  if (f.liveProcesses > 0) return "stop-strays"
+  if (TRANSITIONAL.has(f.observed)) return "settle"
   return "none"
 }

@@ -5,6 +5,9 @@
  *
  * The restart decision is not made here: on an exit the actor first asks `decideRestart` and then reports
  * `Restart`, `Fail` or `Exited`, so that `exited` always means "ended cleanly and stays down".
+ *
+ * Liveness is judged here too: once healthy, a service turns `unhealthy` only after `UNHEALTHY_AFTER_MISSES` probes
+ * in a row missed. On a loaded machine one probe may simply be slow, and `unhealthy` takes the route down.
  */
 import * as Data from "effect/Data"
 import type { ExitStatus } from "./restart.js"
@@ -45,7 +48,8 @@ export type ServiceEvent = Data.TaggedEnum<{
   /** The process exists; until a health verdict arrives (or when there is no check) the service is `running`. */
   Spawned: {}
   Healthy: {}
-  Unhealthy: {}
+  /** A probe failed; `misses` counts the failed probes in a row, this one included. */
+  Unhealthy: { readonly misses: number }
   /** The process ended and will not be restarted: clean exits become `exited`, anything else `failed`. */
   Exited: ExitStatus
   Stop: {}
@@ -57,6 +61,18 @@ export type ServiceEvent = Data.TaggedEnum<{
 }>
 
 export const ServiceEvent = Data.taggedEnum<ServiceEvent>()
+
+/** Liveness misses in a row that turn a healthy service unhealthy: fewer may be a slow answer on a busy machine. */
+export const UNHEALTHY_AFTER_MISSES = 3
+
+/** One liveness probe's result → the event to report and the misses in a row it leaves (a pass resets them). */
+export const livenessStep = (
+  misses: number,
+  passed: boolean
+): { readonly misses: number; readonly event: ServiceEvent } =>
+  passed
+    ? { misses: 0, event: ServiceEvent.Healthy() }
+    : { misses: misses + 1, event: ServiceEvent.Unhealthy({ misses: misses + 1 }) }
 
 /** States in which a process of ours is (or may be) alive. */
 const live: ReadonlyArray<ServiceState> = ["starting", "running", "healthy", "unhealthy"]
@@ -74,8 +90,10 @@ export const transition = (state: ServiceState, event: ServiceEvent): ServiceSta
       return when(["starting"], "running")
     case "Healthy":
       return when(probed, "healthy")
+    // a healthy service stays healthy (and routable) through a few misses; before it was ever healthy a failed
+    // check is already a verdict
     case "Unhealthy":
-      return when(probed, "unhealthy")
+      return when(probed, state === "healthy" && event.misses < UNHEALTHY_AFTER_MISSES ? "healthy" : "unhealthy")
     case "Exited":
       return when(live, isCleanExit(event) ? "exited" : "failed")
     // a stop also sweeps a dead service's group: commands that fork and exit 0 leave orphans behind

@@ -143,6 +143,12 @@ export const resolveTemplate = (
   return { value, unresolved, missingEnv, secrets }
 }
 
+/** Every token of a resolution that named nothing, as written (`${env.X}` for an unset variable). */
+export const unresolvedIn = (r: Resolved): ReadonlyArray<string> => [
+  ...r.missingEnv.map((name) => `\${env.${name}}`),
+  ...r.unresolved
+]
+
 const shellSafe = /^[A-Za-z0-9_@%+=:,./-]+$/
 
 /** POSIX single-quoting: safe for any byte sequence in `sh -c`. Plain words are left bare for readable `ps`. */

@@ -128,6 +128,13 @@ export class ConfigFiles extends Effect.Service<ConfigFiles>()("berth/ConfigFile
       }) satisfies ReadonlyArray<Diagnostic>
     })
 
-    return { locate, load, lint, display } as const
+    return {
+      locate,
+      load,
+      lint,
+      display,
+      /** a folder's `.env` (empty when there is none) */
+      dotenv: (root: string) => readDotenv(root)
+    } as const
   })
 }) {}

@@ -3,9 +3,12 @@
  * until a probe passes or the check's timeout is spent. A probe never fails: anything that goes wrong is "not healthy
  * yet". Every attempt is bounded in time and releases what it opened (sockets, processes, file handles) even when it
  * is interrupted, so a caller may race `waitHealthy` against the process exiting.
+ *
+ * A check passing proves only that something answers: `listenerJudge` tells from /proc whose listener it was, so the
+ * ServiceActor does not take another process's answer for its service's.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { open } from "node:fs/promises"
+import { open, readdir, readFile, readlink } from "node:fs/promises"
 import * as http from "node:http"
 import * as net from "node:net"
 import { StringDecoder } from "node:string_decoder"
@@ -16,6 +19,14 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import { defaults, type HealthCheck } from "../domain/config/model.js"
+import {
+  judgeListener,
+  type ListenerHolder,
+  type ListenerVerdict,
+  listeningInodes,
+  parseStat,
+  socketInode
+} from "../domain/proc.js"
 
 export interface ProbeContext {
   /** the service's port: http and tcp checks need one */
@@ -34,10 +45,15 @@ export class HealthTimeout extends Data.TaggedError("HealthTimeout")<{
   readonly kind: HealthCheck["kind"]
   readonly target: string
   readonly waitedMs: number
+  /** why the last passing attempt did not count (another process's listener answered, say) */
+  readonly rejected?: string | undefined
 }> {
   override get message(): string {
     const what = this.kind === "tcp" ? "a tcp connection" : `the ${this.kind} check ${JSON.stringify(this.target)}`
-    return `not healthy after ${(this.waitedMs / 1000).toFixed(1)}s: ${what} never passed`
+    const waited = `not healthy after ${(this.waitedMs / 1000).toFixed(1)}s`
+    return this.rejected === undefined
+      ? `${waited}: ${what} never passed`
+      : `${waited}: ${what} passed, but ${this.rejected}`
   }
 }
 
@@ -61,6 +77,15 @@ export const networkAttemptMs = (check: HealthCheck): number => Math.max(1, Math
 /** Commands (a CLI starting, a client connecting) get longer, but never more than the whole check. */
 export const commandAttemptMs = (check: HealthCheck): number =>
   Math.max(1, Math.min(check.timeoutMs, Math.max(5_000, check.intervalMs * 4)))
+
+/**
+ * A liveness probe of a service that was healthy gets seconds: under load a sound server may answer late, and a miss
+ * there counts toward `unhealthy`. (While starting, a short attempt only means another attempt.)
+ */
+export const LIVENESS_ATTEMPT_MS = 5_000
+
+export const livenessAttemptMs = (check: HealthCheck): number =>
+  Math.max(LIVENESS_ATTEMPT_MS, check.kind === "cmd" ? commandAttemptMs(check) : networkAttemptMs(check))
 
 /** Loopback as both families: dev servers may listen on only one of them. */
 const LOOPBACK = ["127.0.0.1", "::1"] as const
@@ -271,19 +296,88 @@ const logProbe = (check: HealthCheck, ctx: ProbeContext): Effect.Effect<Effect.E
       )
     : Effect.map(makeLogWatcher(ctx.logFile, check.target, ctx.logOffset), (watcher) => watcher.matched)
 
-/** One attempt of a stateless kind (every kind but log). */
-const attempt = (check: HealthCheck, ctx: ProbeContext): Effect.Effect<boolean> => {
+/** One attempt of a stateless kind (every kind but log), in `attemptMs` or the kind's own time. */
+const attempt = (check: HealthCheck, ctx: ProbeContext, attemptMs?: number): Effect.Effect<boolean> => {
   switch (check.kind) {
     case "http":
-      return ctx.port === undefined ? missingPort(check) : probeHttp(ctx.port, check.target, networkAttemptMs(check))
+      return ctx.port === undefined
+        ? missingPort(check)
+        : probeHttp(ctx.port, check.target, attemptMs ?? networkAttemptMs(check))
     case "tcp":
-      return ctx.port === undefined ? missingPort(check) : probeTcp(ctx.port, networkAttemptMs(check))
+      return ctx.port === undefined ? missingPort(check) : probeTcp(ctx.port, attemptMs ?? networkAttemptMs(check))
     case "cmd":
-      return probeCmd(check.target, ctx.cwd, ctx.env, commandAttemptMs(check))
+      return probeCmd(check.target, ctx.cwd, ctx.env, attemptMs ?? commandAttemptMs(check))
     case "log":
       return Effect.flatten(logProbe(check, ctx))
   }
 }
+
+const readText = (file: string): Promise<string | undefined> => readFile(file, "utf8").catch(() => undefined)
+
+const errorCode = (e: unknown): string | undefined =>
+  typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? e.code : undefined
+
+/**
+ * The socket inodes a process holds open; undefined when its fds are not ours to read. A process that is gone, or
+ * dying (the kernel drops its fd table before it turns zombie), holds nothing.
+ */
+const socketsOf = async (pid: number): Promise<ReadonlyArray<string> | undefined> => {
+  let fds: Array<string>
+  try {
+    fds = await readdir(`/proc/${pid}/fd`)
+  } catch (e) {
+    const code = errorCode(e)
+    return code === "EACCES" || code === "EPERM" ? undefined : []
+  }
+  const links = await Promise.all(fds.map((fd) => readlink(`/proc/${pid}/fd/${fd}`).catch(() => "")))
+  return links.flatMap((link) => socketInode(link) ?? [])
+}
+
+/** Every readable process outside `group` that holds one of `inodes`, and its start time and command line. */
+const findHolder = async (
+  inodes: ReadonlyArray<string>,
+  group: ReadonlyArray<number>
+): Promise<ListenerHolder | undefined> => {
+  const pids = (await readdir("/proc").catch((): Array<string> => [])).filter((n) => /^\d+$/.test(n)).map(Number)
+  for (const pid of pids) {
+    if (group.includes(pid)) continue
+    const sockets = await socketsOf(pid)
+    if (sockets === undefined || !sockets.some((inode) => inodes.includes(inode))) continue
+    const stat = parseStat((await readText(`/proc/${pid}/stat`)) ?? "")
+    if (stat === undefined) continue
+    const cmdline = ((await readText(`/proc/${pid}/cmdline`)) ?? "").replaceAll("\u0000", " ").trim()
+    const command = cmdline.length > 80 ? `${cmdline.slice(0, 77)}...` : cmdline || stat.comm
+    return { pid, startTime: stat.startTime, command }
+  }
+  return undefined
+}
+
+/**
+ * A judge of whose listener answers on `port`, for a service whose leader started at `serviceStartTime`; call it with
+ * the pids of the service's group each time its check passes. Finding the holder of a socket outside the group scans
+ * every process's fds, so it is remembered per socket: a service waiting behind another's listener costs one scan.
+ */
+const makeListenerJudge = (port: number, serviceStartTime: string) =>
+  Effect.sync(() => {
+    const holders = new Map<string, ListenerHolder | undefined>()
+    return (group: ReadonlyArray<number>): Effect.Effect<ListenerVerdict> =>
+      Effect.promise(async () => {
+        const tables = await Promise.all(["/proc/net/tcp", "/proc/net/tcp6"].map(readText))
+        const listening = tables.every((t) => t === undefined)
+          ? undefined
+          : tables.flatMap((t) => (t === undefined ? [] : listeningInodes(t, port)))
+        const perMember = await Promise.all(group.map(socketsOf))
+        const groupSockets = perMember.flatMap((s) => s ?? [])
+        const groupUnreadable = perMember.some((s) => s === undefined)
+        let holder: ListenerHolder | undefined
+        if (listening !== undefined && listening.length > 0 && !listening.some((i) => groupSockets.includes(i))) {
+          const key = [...listening].sort().join(",")
+          if (!holders.has(key)) holders.set(key, await findHolder(listening, group))
+          holder = holders.get(key)
+        }
+        return judgeListener({ listening, groupSockets, groupUnreadable, holder, serviceStartTime })
+      })
+  })
 
 /**
  * Most services come up within a second: probe briskly (every 20 ms, never slower than the interval) for the first
@@ -305,30 +399,60 @@ export class Health extends Effect.Service<Health>()("berth/Health", {
       return yield* attempt(check, ctx)
     })
 
-    /** A repeatable attempt that keeps state between runs (a log check's cursor). */
-    const prober = Effect.fn("Health.prober")(function* (check: HealthCheck, ctx: ProbeContext) {
+    /**
+     * A repeatable attempt that keeps state between runs (a log check's cursor). `attemptMs` replaces the kind's own
+     * time for one attempt (liveness probes get `livenessAttemptMs`).
+     */
+    const prober = Effect.fn("Health.prober")(function* (
+      check: HealthCheck,
+      ctx: ProbeContext,
+      options: { readonly attemptMs?: number | undefined } = {}
+    ) {
       if (check.kind === "log") return yield* logProbe(check, ctx)
-      return attempt(check, ctx).pipe(Effect.withSpan("Health.attempt", { attributes: { kind: check.kind } }))
+      return attempt(check, ctx, options.attemptMs).pipe(
+        Effect.withSpan("Health.attempt", { attributes: { kind: check.kind } })
+      )
     })
 
     /**
      * Probes every `intervalMs` (the first one at once) until one passes; fails with HealthTimeout once `timeoutMs`
-     * has passed, interrupting the attempt in flight.
+     * has passed, interrupting the attempt in flight. `confirm` runs after each passing attempt: it answers why the
+     * pass does not count (the listener is someone else's, say), or undefined when it does.
      */
-    const waitHealthy = Effect.fn("Health.waitHealthy")(function* (check: HealthCheck, ctx: ProbeContext) {
+    const waitHealthy = Effect.fn("Health.waitHealthy")(function* (
+      check: HealthCheck,
+      ctx: ProbeContext,
+      confirm: Effect.Effect<string | undefined> = Effect.succeed(undefined)
+    ) {
       const once = yield* prober(check, ctx)
+      let rejected: string | undefined
+      const confirmed = Effect.flatMap(once, (ok) =>
+        ok
+          ? Effect.map(confirm, (why) => {
+              rejected = why
+              return why === undefined
+            })
+          : Effect.succeed(false)
+      )
       const started = yield* Clock.currentTimeMillis
-      const result = yield* once.pipe(
+      const result = yield* confirmed.pipe(
         Effect.repeat({ schedule: startupSchedule(check.intervalMs), until: (ok) => ok }),
         Effect.timeoutOption(Duration.millis(check.timeoutMs))
       )
       if (Option.isNone(result)) {
         const waitedMs = (yield* Clock.currentTimeMillis) - started
-        return yield* new HealthTimeout({ kind: check.kind, target: check.target, waitedMs })
+        return yield* new HealthTimeout({ kind: check.kind, target: check.target, waitedMs, rejected })
       }
     })
 
-    return { probe, prober, waitHealthy, defaultCheck, makeLogWatcher } as const
+    return {
+      probe,
+      prober,
+      waitHealthy,
+      defaultCheck,
+      makeLogWatcher,
+      listenerJudge: makeListenerJudge
+    } as const
   }),
   dependencies: []
 }) {}

@@ -43,7 +43,7 @@ export interface ExitStatus {
 }
 
 /** How `stop` ended: the group left on SIGTERM within the grace, or something had to be SIGKILLed. */
-export type StopOutcome = { readonly _tag: "Exited" } | { readonly _tag: "Killed" }
+export type StopOutcome = { readonly _tag: "Exited" } | { readonly _tag: "Killed" } | { readonly _tag: "Detached" }
 
 export class SpawnFailed extends Data.TaggedError("SpawnFailed")<{
   readonly command: string
@@ -130,6 +130,8 @@ export class Processes extends Effect.Service<Processes>()("berth/Processes", {
     /** never signal our own group, nor init's (nor kill(-1): everything): a bad handle must not take the machine down */
     const ownGroup = readStatSync(process.pid)?.pgrp ?? process.pid
     const signalable = (pgid: number) => Number.isSafeInteger(pgid) && pgid > 1 && pgid !== ownGroup
+    /** set once the daemon is letting go: from then on no process is stopped, whatever scope closes */
+    let detached = false
 
     const openLog = (file: string): number => {
       fs.mkdirSync(nodePath.dirname(file), { recursive: true, mode: 0o700 })
@@ -225,6 +227,8 @@ export class Processes extends Effect.Service<Processes>()("berth/Processes", {
      * interruption: every wait has its own deadline, so it is safe in a finalizer.
      */
     const stop = Effect.fn("Processes.stop")(function* (handle: ProcessHandle, graceMs: number) {
+      // a daemon that stops or is replaced lets go of its processes exactly as a crash would: the next one adopts them
+      if (detached) return { _tag: "Detached" } satisfies StopOutcome
       if (!signalable(handle.pgid) || !signalable(handle.pid) || handle.pid === process.pid) {
         yield* Effect.logWarning(`refusing to stop pid ${handle.pid} / group ${handle.pgid}: not a service process`)
         return { _tag: "Exited" } satisfies StopOutcome
@@ -332,6 +336,14 @@ export class Processes extends Effect.Service<Processes>()("berth/Processes", {
     })
 
     return {
+      /**
+       * From now on `stop` leaves every process running (and so do the finalizers that call it): for a daemon that
+       * shuts down or is replaced, never for an explicit `down`. There is no way back: the daemon is ending.
+       */
+      detach: Effect.sync(() => {
+        detached = true
+      }),
+      detached: Effect.sync(() => detached),
       spawn,
       spawnScoped,
       sweepOneShots,

@@ -16,7 +16,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import { InternalError } from "../domain/errors.js"
-import { assignSlug } from "../domain/names.js"
+import { assignProjectLabel, assignSlug } from "../domain/names.js"
 import type { WorldDesired, WorldState } from "../domain/world-state.js"
 import { Home } from "./Home.js"
 
@@ -139,6 +139,24 @@ const migrations = {
     // a slice of no world is a golden, or a spare: a copy of a golden made ahead, renamed into the next new world
     yield* sql`ALTER TABLE slices ADD COLUMN role TEXT NOT NULL DEFAULT 'world'`
     yield* sql`UPDATE slices SET role = 'golden' WHERE golden_key IS NOT NULL`
+  }),
+  "0005_identity_env": Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    // a project is its repository: two repositories that declare the same name get distinct labels (hosts, slice
+    // names, goldens); the first keeps the plain name
+    yield* sql`ALTER TABLE projects ADD COLUMN label TEXT`
+    const rows = yield* sql<{ id: number; name: string; common_dir: string }>`SELECT id, name, common_dir
+      FROM projects ORDER BY id`
+    const taken = new Set<string>()
+    for (const r of rows) {
+      const label = assignProjectLabel(r.name, r.common_dir, taken)
+      taken.add(label)
+      yield* sql`UPDATE projects SET label = ${label} WHERE id = ${r.id}`
+    }
+    yield* sql`CREATE UNIQUE INDEX projects_label ON projects (label)`
+    // the environment the world was last brought up with (the CLI's), used for every later action on it — adoption,
+    // restarts, removal, gc — never the daemon's own (state.db is owner-only)
+    yield* sql`ALTER TABLE worlds ADD COLUMN env TEXT`
   })
 }
 
@@ -146,7 +164,10 @@ const knownMigrations = Object.keys(migrations).length
 
 export interface ProjectRow {
   readonly id: number
+  /** as berth.toml (or the folder) names it */
   readonly name: string
+  /** what berth calls it: the name, unless another repository has it (then with a short suffix) */
+  readonly label: string
   readonly commonDir: string
   readonly mainRoot: string
 }
@@ -154,7 +175,10 @@ export interface ProjectRow {
 export interface WorldRow {
   readonly id: number
   readonly projectId: number
+  /** the project's label: unique per repository, the name in hosts, slice names and status */
   readonly projectName: string
+  /** the name berth.toml (or the folder) gives the project: differs from the label when another repository has it */
+  readonly declaredName: string
   readonly mainRoot: string
   readonly name: string
   readonly slug: string
@@ -169,6 +193,8 @@ export interface WorldRow {
   readonly worktreeReady: boolean
   /** the services and groups the last `up` selected (none: all) */
   readonly selection: { readonly services: ReadonlyArray<string>; readonly groups: ReadonlyArray<string> }
+  /** the environment of the command that last brought it up (null: a world of an older berth) */
+  readonly env: Readonly<Record<string, string>> | null
   readonly createdAt: number
   readonly startedAt: number | null
 }
@@ -275,6 +301,7 @@ interface WorldRecord {
   readonly id: number
   readonly project_id: number
   readonly project_name: string
+  readonly declared_name: string
   readonly main_root: string
   readonly name: string
   readonly slug: string
@@ -287,6 +314,7 @@ interface WorldRecord {
   readonly setup_done: number
   readonly selection: string | null
   readonly worktree_ready: number | undefined
+  readonly env: string | null
   readonly created_at: number
   readonly started_at: number | null
 }
@@ -295,6 +323,7 @@ const toWorld = (r: WorldRecord): WorldRow => ({
   id: r.id,
   projectId: r.project_id,
   projectName: r.project_name,
+  declaredName: r.declared_name,
   mainRoot: r.main_root,
   name: r.name,
   slug: r.slug,
@@ -307,6 +336,7 @@ const toWorld = (r: WorldRecord): WorldRow => ({
   setupDone: r.setup_done === 1,
   worktreeReady: r.worktree_ready === 1,
   selection: r.selection === null ? { services: [], groups: [] } : (JSON.parse(r.selection) as WorldRow["selection"]),
+  env: r.env === null ? null : (JSON.parse(r.env) as Record<string, string>),
   createdAt: r.created_at,
   startedAt: r.started_at
 })
@@ -344,14 +374,39 @@ const makeRegistry = Effect.gen(function* () {
     (...args: Args): Effect.Effect<A, InternalError, R> =>
       Effect.tap(orInternal(f)(...args), () => SubscriptionRef.update(changes, (n) => n + 1))
 
-  const worldSelect = sql`SELECT w.*, p.name AS project_name, p.main_root AS main_root FROM worlds w JOIN projects p ON p.id = w.project_id`
+  const worldSelect = sql`SELECT w.*, p.label AS project_name, p.name AS declared_name, p.main_root AS main_root
+    FROM worlds w JOIN projects p ON p.id = w.project_id`
 
-  const upsertProject = Effect.fn("Registry.upsertProject")(function* (p: Omit<ProjectRow, "id">) {
-    yield* sql`INSERT INTO projects (name, common_dir, main_root) VALUES (${p.name}, ${p.commonDir}, ${p.mainRoot})
-      ON CONFLICT (common_dir) DO UPDATE SET name = excluded.name, main_root = excluded.main_root`
-    const rows = yield* sql<ProjectRow>`SELECT id, name, common_dir AS commonDir, main_root AS mainRoot FROM projects
-      WHERE common_dir = ${p.commonDir}`
-    return rows[0]!
+  const projectSelect = sql`SELECT id, name, label, common_dir AS commonDir, main_root AS mainRoot FROM projects`
+
+  /**
+   * The project of a repository (its git common dir), registered on first sight. Its label is assigned once and kept
+   * while the declared name stays: a label never changes under running worlds.
+   */
+  const upsertProject = Effect.fn("Registry.upsertProject")(function* (p: Omit<ProjectRow, "id" | "label">) {
+    return yield* sql.withTransaction(
+      Effect.gen(function* () {
+        const existing = (yield* sql<ProjectRow>`${projectSelect} WHERE common_dir = ${p.commonDir}`)[0]
+        if (existing !== undefined && existing.name === p.name) {
+          if (existing.mainRoot !== p.mainRoot) {
+            yield* sql`UPDATE projects SET main_root = ${p.mainRoot} WHERE id = ${existing.id}`
+          }
+          return { ...existing, mainRoot: p.mainRoot }
+        }
+        const others = yield* sql<{ label: string }>`SELECT label FROM projects WHERE common_dir != ${p.commonDir}`
+        const label = assignProjectLabel(p.name, p.commonDir, new Set(others.map((o) => o.label)))
+        yield* sql`INSERT INTO projects (name, label, common_dir, main_root) VALUES (${p.name}, ${label},
+          ${p.commonDir}, ${p.mainRoot})
+          ON CONFLICT (common_dir) DO UPDATE SET name = excluded.name, label = excluded.label,
+          main_root = excluded.main_root`
+        return (yield* sql<ProjectRow>`${projectSelect} WHERE common_dir = ${p.commonDir}`)[0]!
+      })
+    )
+  })
+
+  /** Other repositories whose berth.toml declares `name` (for saying why a label carries a suffix). */
+  const projectsNamed = Effect.fn("Registry.projectsNamed")(function* (name: string) {
+    return yield* sql<ProjectRow>`${projectSelect} WHERE name = ${name} ORDER BY id`
   })
 
   const worlds = Effect.fn("Registry.worlds")(function* (projectId?: number) {
@@ -409,6 +464,9 @@ const makeRegistry = Effect.gen(function* () {
     id: number,
     selection: { readonly services: ReadonlyArray<string>; readonly groups: ReadonlyArray<string> }
   ) => sql`UPDATE worlds SET selection = ${JSON.stringify(selection)} WHERE id = ${id}`.pipe(Effect.asVoid)
+
+  const setEnv = (id: number, env: Readonly<Record<string, string>>) =>
+    sql`UPDATE worlds SET env = ${JSON.stringify(env)} WHERE id = ${id}`.pipe(Effect.asVoid)
 
   const markWorktreeReady = (id: number) =>
     sql`UPDATE worlds SET worktree_ready = 1 WHERE id = ${id}`.pipe(Effect.asVoid)
@@ -513,6 +571,9 @@ const makeRegistry = Effect.gen(function* () {
 
   const touchSlice = (id: number) => sql`UPDATE slices SET used_at = ${Date.now()} WHERE id = ${id}`.pipe(Effect.asVoid)
 
+  /** A slice no longer any world's: kept on its server, left for gc. */
+  const detachSlice = (id: number) => sql`UPDATE slices SET world_id = NULL WHERE id = ${id}`.pipe(Effect.asVoid)
+
   const forgetSlice = (id: number) => sql`DELETE FROM slices WHERE id = ${id}`.pipe(Effect.asVoid)
 
   /** Every server (or storage folder) a slice was ever made on, for gc to ask what this installation owns there. */
@@ -553,6 +614,7 @@ const makeRegistry = Effect.gen(function* () {
     file: home.database,
     changes,
     upsertProject: orInternal(upsertProject),
+    projectsNamed: orInternal(projectsNamed),
     worlds: orInternal(worlds),
     world: orInternal(world),
     findWorld: orInternal(findWorld),
@@ -562,6 +624,7 @@ const makeRegistry = Effect.gen(function* () {
     markSetupDone: orInternal(markSetupDone),
     markWorktreeReady: orInternal(markWorktreeReady),
     setSelection: orInternal(setSelection),
+    setEnv: orInternal(setEnv),
     setPath: announced(setPath),
     deleteWorld: announced(deleteWorld),
     services: orInternal(services),
@@ -579,6 +642,7 @@ const makeRegistry = Effect.gen(function* () {
     markSliceProvisioning: orInternal(markSliceProvisioning),
     touchSlice: orInternal(touchSlice),
     forgetSlice: orInternal(forgetSlice),
+    detachSlice: orInternal(detachSlice),
     sliceServers: orInternal(sliceServers),
     recordSliceServer: orInternal(recordSliceServer),
     addEvent: orInternal(addEvent),
@@ -606,6 +670,18 @@ export const RegistryLive: Layer.Layer<Registry, RegistryUnavailable, Home> = La
     const file = home.database
     const problem = checkHeader(file)
     if (problem !== undefined) return yield* unavailable(file, problem)
+    // owner-only whatever the umask: SQLite gives the -wal and -shm files (which hold admin URLs) the database file's
+    // mode, so the file is made 0600 before SQLite ever opens it, and files of an older home are put right
+    yield* Effect.sync(() => {
+      closeSync(openSync(file, "a", 0o600))
+      for (const f of [file, `${file}-wal`, `${file}-shm`]) {
+        try {
+          chmodSync(f, 0o600)
+        } catch {
+          // not there (yet)
+        }
+      }
+    })
     const client = SqliteClient.layer({ filename: file })
     const setup = Layer.effectDiscard(
       Effect.gen(function* () {

@@ -1,6 +1,9 @@
-import { readFileSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import * as net from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { eventually, isAlive, processesOf, type Sandbox, sandboxes, type WorldJson } from "./harness.js"
+import { ended, eventually, isAlive, processesOf, type Sandbox, sandboxes, type WorldJson } from "./harness.js"
 
 const boxes = sandboxes()
 const project = (toml: string) => boxes.project({ "berth.toml": toml, ".gitignore": "*.out\n" })
@@ -120,11 +123,58 @@ cmd = "sh -c 'sleep 1000; :' ${token} & exit 0"
 `)
     const r = await box.run(["up", "forks", "--json"], { timeoutMs: 60_000 })
     expect(r.code, r.stderr).toBe(0)
-    await new Promise((resolve) => setTimeout(resolve, 500))
+    // once the leader has exited, only its fork is left: then the service must still count as running
+    expect(await ended((JSON.parse(r.stdout) as WorldJson).services[0]!.pid!)).toBe(true)
     expect(withToken(box.home, token).length).toBe(1)
     const w = await statusOf(box, "forks")
     expect(w.services[0]!.state).not.toBe("exited")
     expect((await box.run(["down", "forks"])).code).toBe(0)
     expect(withToken(box.home, token)).toEqual([])
+  })
+
+  it("fails the up of a service that dies of EADDRINUSE while another process answers on its port", async () => {
+    // the service waits until this test listens on its port, then tries to listen there itself
+    const handshake = mkdtempSync(join(tmpdir(), "berth-eaddrinuse-"))
+    const box = await project(`
+[services.web]
+cmd = '''echo "$PORT" > ${handshake}/port; while [ ! -f ${handshake}/go ]; do sleep 0.05; done; node -e "require('node:net').createServer().listen(Number(process.env.PORT), '127.0.0.1')"'''
+url = "web"
+`)
+    const up = box.run(["up", "taken"], { timeoutMs: 60_000 })
+    const portFile = join(handshake, "port")
+    await eventually(
+      async () => existsSync(portFile) && readFileSync(portFile, "utf8").endsWith("\n"),
+      (ok) => ok
+    )
+    const server = net.createServer((socket) => socket.destroy())
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject)
+      server.listen(Number(readFileSync(portFile, "utf8")), "127.0.0.1", resolve)
+    })
+    try {
+      // the default tcp check now connects, to this test's listener, while the service has not even tried
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      writeFileSync(join(handshake, "go"), "")
+      const r = await up
+      expect(r.code, r.stdout).toBe(1)
+      expect(r.stderr).toMatch(/world taken: web exited \(exit code 1\)/)
+      expect(r.stderr).toContain(`held by pid ${process.pid}`)
+      expect(r.stderr).toContain("EADDRINUSE")
+      expect((await statusOf(box, "taken")).state).toBe("failed")
+    } finally {
+      server.close()
+      rmSync(handshake, { recursive: true, force: true })
+    }
+  })
+
+  it("is healthy when a child the service forked holds the listener", async () => {
+    const box = await project(`
+[services.parent]
+cmd = '''node -e "require('node:child_process').spawn(process.execPath, ['server.mjs'], { stdio: 'inherit' }); setInterval(() => {}, 1 << 30)"'''
+url = "parent"
+`)
+    const r = await box.run(["up", "forked", "--json"], { timeoutMs: 60_000 })
+    expect(r.code, r.stderr).toBe(0)
+    expect((JSON.parse(r.stdout) as WorldJson).services[0]!.state).toBe("healthy")
   })
 })

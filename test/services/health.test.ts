@@ -7,7 +7,15 @@ import { join } from "node:path"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type { HealthCheck } from "../../src/domain/config/model.js"
-import { defaultCheck, Health, makeLogWatcher, type ProbeContext } from "../../src/services/Health.js"
+import {
+  defaultCheck,
+  Health,
+  LIVENESS_ATTEMPT_MS,
+  livenessAttemptMs,
+  makeLogWatcher,
+  networkAttemptMs,
+  type ProbeContext
+} from "../../src/services/Health.js"
 
 const base = mkdtempSync(join(tmpdir(), "berth-health-"))
 afterAll(() => rmSync(base, { recursive: true, force: true }))
@@ -148,6 +156,53 @@ layer(Health.Default, { excludeTestServices: true })("Health", (it) => {
         const port = yield* httpServer("::1", status(200))
         expect(yield* health.probe(check("http", "/"), context({ port }))).toBe(true)
         expect(yield* health.probe(check("tcp"), context({ port }))).toBe(true)
+      })
+    )
+  })
+
+  describe("liveness attempts", () => {
+    it.scoped("wait seconds: an answer slower than a readiness attempt (400 ms) still passes", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const port = yield* httpServer("127.0.0.1", (_request, response) => {
+          setTimeout(() => response.end("ok"), 700)
+        })
+        const slow = check("http", "/", { intervalMs: 100 })
+        expect(networkAttemptMs(slow)).toBe(400)
+        expect(LIVENESS_ATTEMPT_MS).toBeGreaterThanOrEqual(2_000)
+        expect(livenessAttemptMs(slow)).toBe(LIVENESS_ATTEMPT_MS)
+        // a cmd check that may take longer than that keeps its own time
+        expect(livenessAttemptMs(check("cmd", "x", { timeoutMs: 60_000, intervalMs: 5_000 }))).toBe(20_000)
+        expect(yield* health.probe(slow, context({ port }))).toBe(false)
+        const live = yield* health.prober(slow, context({ port }), { attemptMs: livenessAttemptMs(slow) })
+        expect(yield* live).toBe(true)
+      })
+    )
+  })
+
+  describe("listener", () => {
+    it.scoped("tells the group's listener from another process's, and says when it cannot tell", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const port = yield* listen(tracked(net.createServer()), "127.0.0.1")
+        const self = readFileSync("/proc/self/stat", "utf8")
+        const selfStart = self.slice(self.lastIndexOf(")") + 2).split(" ")[19]!
+        // this process is the group: the listener is ours
+        const ours = yield* health.listenerJudge(port, selfStart)
+        expect(yield* ours([process.pid])).toEqual({ _tag: "Ours" })
+        // a service started after this process, whose group does not hold it: this process is the foreign holder
+        const later = yield* health.listenerJudge(port, `${BigInt(selfStart) + 1n}`)
+        const verdict = yield* later([])
+        expect(verdict._tag).toBe("Foreign")
+        if (verdict._tag === "Foreign") expect(verdict.holder.pid).toBe(process.pid)
+        // asked again: the same answer (from what it remembered)
+        expect((yield* later([]))._tag).toBe("Foreign")
+        // started before the holder: a helper it spawned may hold it
+        const earlier = yield* health.listenerJudge(port, "0")
+        expect(yield* earlier([])).toEqual({ _tag: "Unknown" })
+        // nobody listens
+        const none = yield* health.listenerJudge(yield* closedPort, selfStart)
+        expect(yield* none([process.pid])).toEqual({ _tag: "Unknown" })
       })
     )
   })

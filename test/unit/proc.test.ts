@@ -1,6 +1,14 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
-import { isDefunct, parseStat } from "../../src/domain/proc.js"
+import {
+  isDefunct,
+  judgeListener,
+  type ListenerFacts,
+  listeningInodes,
+  parseStat,
+  socketInode,
+  startedBefore
+} from "../../src/domain/proc.js"
 
 /** A real line of this shape, with the comm replaced: fields 3 to 52 after it. */
 const line = (comm: string, pid = 4242) =>
@@ -64,5 +72,104 @@ describe("parseStat", () => {
     expect(stat?.pid).toBeGreaterThan(0)
     expect(stat?.state).toMatch(/^[A-Za-z]$/)
     expect(stat?.startTime).toMatch(/^\d+$/)
+  })
+})
+
+/** The header and rows of /proc/net/tcp as the kernel writes them (trailing blanks included). */
+const TCP = [
+  "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode      ",
+  "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 6454 1 0000000000000000 100 0 0 10 0   ",
+  "   1: 00000000:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 6455 1 0000000000000000 100 0 0 10 0",
+  // an established connection to the port, and one from it: not listeners
+  "   2: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1000        0 7001 1 0000000000000000 20 4 30 10 -1",
+  "   3: 0100007F:D431 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 7002 1 0000000000000000 20 4 30 10 -1",
+  // another port that ends in the same hex digits, and a listener whose inode the kernel does not show
+  "   4: 0100007F:11F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 7003 1 0000000000000000 100 0 0 10 0",
+  "   5: 0100007F:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 0 1 0000000000000000 100 0 0 10 0",
+  ""
+].join("\n")
+
+const TCP6 = [
+  "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode",
+  "   0: 00000000000000000000000001000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 9001 1 0000000000000000 100 0 0 10 0",
+  "   1: 00000000000000000000000000000000:0BB8 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 9002 1 0000000000000000 100 0 0 10 0",
+  ""
+].join("\n")
+
+describe("listeningInodes", () => {
+  it("finds the LISTEN sockets of one port in /proc/net/tcp and tcp6, nothing else", () => {
+    expect(listeningInodes(TCP, 8080)).toEqual(["6454", "6455"])
+    expect(listeningInodes(TCP6, 8080)).toEqual(["9001"])
+    expect(listeningInodes(TCP6, 3000)).toEqual(["9002"])
+    expect(listeningInodes(TCP, 54321)).toEqual([])
+    // inode 0: a socket the kernel shows no inode for cannot be matched to a process
+    expect(listeningInodes(TCP, 80)).toEqual([])
+  })
+
+  it("ignores text that is not a table", () => {
+    expect(listeningInodes("", 8080)).toEqual([])
+    expect(listeningInodes("garbage\n1: x y z\n", 8080)).toEqual([])
+  })
+
+  it.runIf(process.platform === "linux")("reads this machine's table", () => {
+    expect(Array.isArray(listeningInodes(fs.readFileSync("/proc/net/tcp", "utf8"), 1))).toBe(true)
+  })
+})
+
+describe("socketInode", () => {
+  it("reads the inode of a socket fd's link, nothing of other links", () => {
+    expect(socketInode("socket:[123456]")).toBe("123456")
+    expect(socketInode("pipe:[123456]")).toBeUndefined()
+    expect(socketInode("/tmp/socket:[1]")).toBeUndefined()
+    expect(socketInode("anon_inode:[eventpoll]")).toBeUndefined()
+  })
+})
+
+describe("judgeListener", () => {
+  const facts = (overrides: Partial<ListenerFacts>): ListenerFacts => ({
+    listening: ["6454"],
+    groupSockets: ["6454"],
+    groupUnreadable: false,
+    holder: undefined,
+    serviceStartTime: "5000",
+    ...overrides
+  })
+
+  it("is ours when a process of the group holds one of the listening sockets", () => {
+    expect(judgeListener(facts({}))).toEqual({ _tag: "Ours" })
+    expect(judgeListener(facts({ listening: ["1", "6454"], groupSockets: ["9", "6454"] }))).toEqual({ _tag: "Ours" })
+    // one member we may not read does not matter when another holds it
+    expect(judgeListener(facts({ groupUnreadable: true }))).toEqual({ _tag: "Ours" })
+  })
+
+  it("is foreign when a process older than the service holds it", () => {
+    const holder = { pid: 77, startTime: "4999", command: "node other.js" }
+    expect(judgeListener(facts({ groupSockets: [], holder }))).toEqual({ _tag: "Foreign", holder })
+  })
+
+  it("cannot tell when the tables were unreadable, nothing listens, or the holder is unseen or younger", () => {
+    expect(judgeListener(facts({ listening: undefined }))).toEqual({ _tag: "Unknown" })
+    // a NAT rule or another network namespace answers: no listener to find
+    expect(judgeListener(facts({ listening: [] }))).toEqual({ _tag: "Unknown" })
+    // a member's fds could not be read (a setuid program in the group): it may be the holder
+    const older = { pid: 76, startTime: "4000", command: "sudo thing" }
+    expect(judgeListener(facts({ groupSockets: [], groupUnreadable: true, holder: older }))).toEqual({
+      _tag: "Unknown"
+    })
+    // root's docker-proxy: nobody we can read holds it
+    expect(judgeListener(facts({ groupSockets: [] }))).toEqual({ _tag: "Unknown" })
+    // started after the service: a helper it daemonized (left the group) may hold it
+    const younger = { pid: 78, startTime: "5001", command: "rootlessport" }
+    expect(judgeListener(facts({ groupSockets: [], holder: younger }))).toEqual({ _tag: "Unknown" })
+  })
+
+  it("compares start times as integers, however long", () => {
+    const holder = { pid: 1, startTime: "99999999999999999998", command: "x" }
+    const verdict = judgeListener(facts({ groupSockets: [], holder, serviceStartTime: "99999999999999999999" }))
+    expect(verdict._tag).toBe("Foreign")
+    expect(startedBefore("9", "10")).toBe(true)
+    expect(startedBefore("10", "9")).toBe(false)
+    expect(startedBefore("10", "10")).toBe(false)
+    expect(startedBefore("x", "10")).toBe(false)
   })
 })

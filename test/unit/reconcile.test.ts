@@ -27,9 +27,17 @@ describe("reconcile.decide", () => {
     ["a deleted worktree is torn down even when an actor has it", { pathExists: false, hasActor: true }, "teardown"],
     ["the main checkout is never torn down for a missing folder", { pathExists: false, isMain: true }, "adopt"],
     ["a world being removed is not torn down twice", { pathExists: false, observed: "removing" }, "adopt"],
+    [
+      "a removal a crash interrupted is finished",
+      { desired: "removed", observed: "removing", pathExists: false },
+      "settle"
+    ],
+    ["a world left stopping by a crash settles", { desired: "down", observed: "stopping" }, "settle"],
+    ["a world left starting by a crash, now wanted down, settles", { desired: "down", observed: "starting" }, "settle"],
+    ["a failed world wanted down stays as it is", { desired: "down", observed: "failed" }, "none"],
     ["a stopped world with live processes has them stopped", { desired: "down", liveProcesses: 1 }, "stop-strays"],
     ["a stopped world with nothing alive needs nothing", { desired: "down", observed: "stopped" }, "none"],
-    ["a removed world's strays are stopped", { desired: "removed", liveProcesses: 1 }, "stop-strays"]
+    ["a removed world's strays are stopped with it", { desired: "removed", liveProcesses: 1 }, "settle"]
   ])("%s", (_, f, expected) => {
     expect(decide(facts(f))).toBe(expected)
   })

@@ -1,20 +1,28 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as FastCheck from "effect/FastCheck"
 import type { ServiceState } from "../../src/domain/service-state.js"
-import { ServiceEvent, serviceStates, transition } from "../../src/domain/service-state.js"
+import {
+  livenessStep,
+  ServiceEvent,
+  serviceStates,
+  transition,
+  UNHEALTHY_AFTER_MISSES
+} from "../../src/domain/service-state.js"
 
 const RUNS = { numRuns: 500 }
 
 const clean = ServiceEvent.Exited({ code: 0, signal: null })
 const crashed = ServiceEvent.Exited({ code: 1, signal: null })
 const killed = ServiceEvent.Exited({ code: null, signal: "SIGSEGV" })
+/** the miss that turns a healthy service unhealthy */
+const failing = ServiceEvent.Unhealthy({ misses: UNHEALTHY_AFTER_MISSES })
 
 /** One representative per kind of event; `Exited` twice because its payload picks the target. */
 const events: ReadonlyArray<readonly [string, ServiceEvent]> = [
   ["Start", ServiceEvent.Start()],
   ["Spawned", ServiceEvent.Spawned()],
   ["Healthy", ServiceEvent.Healthy()],
-  ["Unhealthy", ServiceEvent.Unhealthy()],
+  ["Unhealthy", failing],
   ["Exited(0)", clean],
   ["Exited(1)", crashed],
   ["Stop", ServiceEvent.Stop()],
@@ -78,6 +86,7 @@ const exitStatus = FastCheck.record({
 })
 const event = FastCheck.oneof(
   FastCheck.constantFrom(...events.map(([, e]) => e)),
+  FastCheck.integer({ min: 1, max: 10 }).map((misses) => ServiceEvent.Unhealthy({ misses })),
   exitStatus.map((exit) => ServiceEvent.Exited(exit)),
   FastCheck.string().map((reason) => ServiceEvent.Fail({ reason }))
 )
@@ -98,7 +107,7 @@ describe("service transition", () => {
   it("a health result during or after a stop is ignored", () => {
     for (const from of ["stopping", "stopped"] as const) {
       expect(transition(from, ServiceEvent.Healthy())).toBeUndefined()
-      expect(transition(from, ServiceEvent.Unhealthy())).toBeUndefined()
+      expect(transition(from, failing)).toBeUndefined()
     }
   })
 
@@ -146,7 +155,7 @@ describe("service transition", () => {
     for (const from of serviceStates) {
       const watched = from === "running" || from === "healthy" || from === "unhealthy"
       expect(transition(from, ServiceEvent.Healthy()) !== undefined).toBe(watched)
-      expect(transition(from, ServiceEvent.Unhealthy()) !== undefined).toBe(watched)
+      expect(transition(from, failing) !== undefined).toBe(watched)
     }
   })
 
@@ -155,7 +164,7 @@ describe("service transition", () => {
       ServiceEvent.Start(),
       ServiceEvent.Spawned(),
       ServiceEvent.Healthy(),
-      ServiceEvent.Unhealthy(),
+      failing,
       ServiceEvent.Healthy(),
       ServiceEvent.Restart(),
       ServiceEvent.Healthy(),
@@ -187,5 +196,41 @@ describe("service transition", () => {
       "stopping",
       "stopped"
     ])
+  })
+
+  it("one or two missed probes leave a healthy service healthy (routable); the third in a row turns it unhealthy", () => {
+    expect(UNHEALTHY_AFTER_MISSES).toBe(3)
+    expect(transition("healthy", ServiceEvent.Unhealthy({ misses: 1 }))).toBe("healthy")
+    expect(transition("healthy", ServiceEvent.Unhealthy({ misses: 2 }))).toBe("healthy")
+    expect(transition("healthy", ServiceEvent.Unhealthy({ misses: 3 }))).toBe("unhealthy")
+    expect(transition("unhealthy", ServiceEvent.Unhealthy({ misses: 4 }))).toBe("unhealthy")
+    // before it was ever healthy, a failed readiness check is a verdict, whatever the count
+    expect(transition("running", ServiceEvent.Unhealthy({ misses: 1 }))).toBe("unhealthy")
+    expect(transition("unhealthy", ServiceEvent.Healthy())).toBe("healthy")
+  })
+
+  it("livenessStep counts misses in a row and a pass resets them", () => {
+    expect(livenessStep(0, true)).toEqual({ misses: 0, event: ServiceEvent.Healthy() })
+    expect(livenessStep(0, false)).toEqual({ misses: 1, event: ServiceEvent.Unhealthy({ misses: 1 }) })
+    expect(livenessStep(2, false)).toEqual({ misses: 3, event: ServiceEvent.Unhealthy({ misses: 3 }) })
+    expect(livenessStep(5, true).misses).toBe(0)
+  })
+
+  it("while watched, a healthy service is unhealthy exactly when its last three probes or more all missed", () => {
+    FastCheck.assert(
+      FastCheck.property(FastCheck.array(FastCheck.boolean(), { maxLength: 60 }), (results) => {
+        let state: ServiceState = "healthy"
+        let misses = 0
+        let trailing = 0
+        for (const passed of results) {
+          const step = livenessStep(misses, passed)
+          misses = step.misses
+          state = transition(state, step.event) ?? state
+          trailing = passed ? 0 : trailing + 1
+          expect(state).toBe(trailing >= UNHEALTHY_AFTER_MISSES ? "unhealthy" : "healthy")
+        }
+      }),
+      RUNS
+    )
   })
 })

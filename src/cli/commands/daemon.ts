@@ -7,12 +7,11 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import { DaemonClient, ensureDaemon } from "../../daemon/client.js"
+import { DaemonClient, ensureDaemon, shutdownDaemon } from "../../daemon/client.js"
 import { withDaemon } from "./worlds.js"
-import { socketAnswers } from "../../daemon/lock.js"
 import { runDaemon } from "../../daemon/server.js"
 import { request } from "../../daemon/wire.js"
-import { InvalidRequest } from "../../domain/errors.js"
+import { DaemonUnavailable, InvalidRequest } from "../../domain/errors.js"
 import { formatPortRange, parsePortRange } from "../../domain/ports.js"
 import { Home } from "../../services/Home.js"
 import { json, printJson } from "../output.js"
@@ -39,13 +38,12 @@ const start = Command.make("start", { json }, ({ json }) =>
 const stop = Command.make("stop", { json }, ({ json }) =>
   Effect.gen(function* () {
     const home = yield* Home
-    const info = yield* ping(home.socket)
-    if (Option.isSome(info)) {
-      yield* Effect.promise(() => request(home.socket, "Shutdown", undefined, 5_000))
-      for (let i = 0; i < 100 && (yield* Effect.promise(() => socketAnswers(home.socket))); i++) {
-        yield* Effect.sleep("100 millis")
-      }
-    }
+    // returns once the old daemon has let go of its socket and lock, so a command right after starts a new one cleanly
+    const stopped = yield* Effect.tryPromise({
+      try: () => shutdownDaemon(home),
+      catch: (e) => new DaemonUnavailable({ reason: e instanceof Error ? e.message : String(e), log: home.daemonLog })
+    })
+    const info = stopped === undefined ? Option.none() : Option.some(stopped)
     if (json) return yield* printJson({ stopped: Option.isSome(info) })
     yield* Console.log(
       Option.isSome(info) ? "stopped (services keep running; the next daemon adopts them)" : "not running"
@@ -78,6 +76,8 @@ const run = Command.make("run", {}, () =>
   Effect.gen(function* () {
     const served = yield* Effect.scoped(runDaemon)
     if (!served) process.exitCode = 0
+    // the services' watchers (timers, child handles) were let go, not stopped: nothing is left to wait for
+    else process.exit(0)
   })
 ).pipe(Command.withDescription("Run the daemon in the foreground (what `start` launches)"))
 

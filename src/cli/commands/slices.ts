@@ -23,7 +23,7 @@ export const gc = Command.make(
     viaDaemon(
       Effect.gen(function* () {
         const client = yield* DaemonClient
-        const report = yield* client.Gc({ dryRun })
+        const report = yield* client.Gc({ dryRun, env: definedEnv(process.env) })
         if (json) return yield* printJson(report)
         yield* Console.log(renderGc(report, dryRun))
       })

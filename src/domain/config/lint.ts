@@ -143,10 +143,31 @@ export const lintConfig = (parsed: ParsedConfig, environment: LintEnvironment): 
     }
   }
 
+  if (config.services.length === 0) {
+    warn([], {
+      message: "this file defines no services: berth up would start nothing",
+      hint: 'add a [services.<name>] table with cmd = "…" (or adapter = "…" for a slice), or run berth init'
+    })
+  }
+  // accepted so that configs written ahead keep validating, but nothing reads them yet: say so rather than let a
+  // user believe they work
+  if (config.agents.verify.length > 0) {
+    warn(["agents", "verify"], {
+      message: "[agents] verify has no effect yet: berth runs none of these commands",
+      hint: "run them yourself (in CI, say) until berth supports verify"
+    })
+  }
+
   const urls = new Map<string, string>()
   for (const service of config.services) {
     const at = ["services", service.name]
     if (service._tag === "Process") {
+      if (service.envFiles.length > 0) {
+        warn([...at, "env_file"], {
+          message: `env_file has no effect yet: berth does not read ${service.envFiles.map((f) => `"${f}"`).join(", ")} into "${service.name}"'s environment`,
+          hint: "write the variables in env = { … } until it does (${env.NAME} reads a value from the project's .env)"
+        })
+      }
       if (service.dir !== undefined && dirEscapes(service.dir)) {
         warn([...at, "dir"], {
           message: `dir "${service.dir}" is outside the worktree; berth up will refuse to start "${service.name}"`,

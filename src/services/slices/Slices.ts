@@ -21,7 +21,7 @@ import { goldenKey, goldenName } from "../../domain/golden.js"
 import { shortHash } from "../../domain/hash.js"
 import { sliceIdentifier } from "../../domain/names.js"
 import { hidePassword } from "../../domain/redact.js"
-import { resolveTemplate } from "../../domain/tokens.js"
+import { resolveTemplate, unresolvedIn } from "../../domain/tokens.js"
 import { Home } from "../Home.js"
 import { Registry, type SliceRow } from "../Registry.js"
 import { goldenInputs } from "./golden-inputs.js"
@@ -418,9 +418,31 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
     ) {
       const urls = new Map<string, string>()
       const pending: Array<{ service: Model.SliceService; adapter: Adapter; slice: Slice; rowId: number }> = []
-      const before = new Map((yield* registry.slices(world.id)).map((r) => [r.service, r]))
+      const rowsBefore = yield* registry.slices(world.id)
+      const before = new Map(rowsBefore.map((r) => [r.service, r]))
+      // a slice whose service left berth.toml is not this world's any more: kept on its server (never dropped on a
+      // config edit) and handed to gc, which drops it on its next sweep; the world's status no longer lists it
+      const configured = new Set(services.map((s) => s.name))
+      for (const row of rowsBefore) {
+        if (configured.has(row.service)) continue
+        yield* registry.detachSlice(row.id)
+        yield* event(
+          world,
+          row.service,
+          "slice_detached",
+          `slice ${row.service} (${row.adapter} ${row.name}) is no longer in berth.toml: kept for now; \`berth gc\` drops it`
+        )
+      }
       for (const service of services) {
         const adapter = yield* implementation(service.adapter)
+        if (service.adminUrl !== undefined) {
+          const missing = unresolvedIn(resolveTemplate(service.adminUrl, { services: new Map(), env }))
+          if (missing.length > 0) {
+            return yield* new InvalidRequest({
+              reason: `world ${world.name}: slice ${service.name}: ${missing.map((t) => `${t} is not set`).join(", ")}`
+            })
+          }
+        }
         const slice = describe(world, service, env)
         const failure = adapterFailure(world.name, service.name, service.adapter)
         const previous = before.get(service.name)
@@ -527,10 +549,24 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
     })
 
     /** What a crash or a vanished world left behind: see `domain/gc.ts`. */
-    const gc = Effect.fn("Slices.gc")(function* (dryRun: boolean) {
+    const gc = Effect.fn("Slices.gc")(function* (dryRun: boolean, env: Readonly<Record<string, string>> = {}) {
       const rows = yield* registry.slices()
+      const worldEnvs = new Map((yield* registry.worlds()).map((w) => [w.id, w.env ?? {}]))
       const servers = new Map<string, Slice>()
-      const sliceOfRow = (row: SliceRow) => fromRow(row, "(gc)")
+      /**
+       * A row recorded by an older berth may hold an unresolved `${env.…}` admin_url: it is resolved with its world's
+       * environment, else the caller's; one that still cannot be resolved is skipped, never guessed.
+       */
+      const sliceOfRow = (row: SliceRow) => {
+        const slice = fromRow(row, "(gc)")
+        if (slice.adminUrl === undefined || !slice.adminUrl.includes("${")) return slice
+        const own = row.worldId === null ? undefined : worldEnvs.get(row.worldId)
+        const resolved = resolveTemplate(slice.adminUrl, {
+          services: new Map(),
+          env: (name) => own?.[name] ?? env[name]
+        })
+        return { ...slice, adminUrl: resolved.value }
+      }
       for (const row of rows) servers.set(serverOf(sliceOfRow(row)), sliceOfRow(row))
       for (const s of yield* registry.sliceServers()) {
         const scope: Slice = {
@@ -551,6 +587,15 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
       for (const [server, scope] of servers) {
         const adapter = yield* implementation(scope.adapter).pipe(Effect.option)
         if (adapter._tag === "None") continue
+        if (scope.adminUrl !== undefined && scope.adminUrl.includes("${")) {
+          const missing = unresolvedIn(resolveTemplate(scope.adminUrl, { services: new Map(), env: () => undefined }))
+          unreachable.push({
+            adapter: scope.adapter,
+            where: scope.adminUrl,
+            error: `${missing.join(", ")} not set: export it and run \`berth gc\` again`
+          })
+          continue
+        }
         const listed = yield* adapter.value.list(scope).pipe(Effect.either)
         if (listed._tag === "Left") {
           unreachable.push({ adapter: scope.adapter, where: where(scope), error: listed.left.message })
@@ -575,7 +620,9 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
           usedAt: row.usedAt
         })),
         listings,
-        inFlight: new Set(inFlight.keys())
+        inFlight: new Set(inFlight.keys()),
+        // the names of every existing world's slices begin so: such a name is never taken for an orphan
+        livePrefixes: (yield* registry.worlds()).map((w) => `${sliceIdentifier([w.projectName, w.slug], NAME_LIMIT)}_`)
       })
       const entries: Array<GcEntry> = []
       for (const action of plan) {
