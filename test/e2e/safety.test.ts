@@ -3,12 +3,15 @@
  * reproduces a reported way that promise was broken.
  */
 import { execFileSync } from "node:child_process"
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs"
+import { spawn } from "node:child_process"
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "@effect/vitest"
+import { request } from "../../src/daemon/wire.js"
 import {
+  berthBin,
   eventually,
   fetchJson,
   isAlive,
@@ -63,6 +66,30 @@ const twin = (box: Sandbox, files: Readonly<Record<string, string>>) => {
       runBerth(args, dir, box.home, { ...options, env: { ...box.env, ...options?.env } })
   }
 }
+
+/** Runs another berth binary with the box's home and environment. */
+const runBerthWith = (bin: string, args: ReadonlyArray<string>, box: Sandbox) =>
+  new Promise<RunResult>((resolve, reject) => {
+    const child = spawn(bin, args, {
+      cwd: box.dir,
+      env: { ...process.env, BERTH_HOME: box.home, NO_COLOR: "1", BERTH_PROXY_PORT: "off", BERTH_HTTPS_PORT: "off", ...box.env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (d: Buffer) => {
+      stdout += d.toString()
+    })
+    child.stderr.on("data", (d: Buffer) => {
+      stderr += d.toString()
+    })
+    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000)
+    child.on("error", reject)
+    child.on("close", (code) => {
+      clearTimeout(timer)
+      resolve({ code, stdout, stderr })
+    })
+  })
 
 describe("safety", () => {
   it("keeps two repositories with the same project name apart: slices, routes and removal", async () => {
@@ -196,6 +223,43 @@ describe("safety", () => {
     // still supervised: down stops them
     expect((await box.run(["down", "w1"])).code).toBe(0)
     for (const pid of Object.values(before)) expect(isAlive(pid!)).toBe(false)
+  })
+
+  it("detaches when a CLI of another build replaces the daemon: same pids, and the very next command works", async () => {
+    const box = await boxes.project({
+      "berth.toml": `[services.api]\ncmd = "node server.mjs"\nurl = "api"\nhealth = { http = "/healthz" }\n`
+    })
+    const up = json<WorldJson>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 }))
+    const before = pidsOf(up)
+    // another build: the same program with another build id, where node_modules still resolves
+    const pong = await request(join(box.home, "daemon.sock"), "Ping", undefined, 5_000)
+    const build = (pong as { value: { build: string } }).value.build
+    const other = join(berthBin, "../../node_modules", `.berth-other-build-${process.pid}`)
+    mkdirSync(other, { recursive: true })
+    const program = readFileSync(join(berthBin, "../berth.cjs"), "utf8")
+    expect(program).toContain(JSON.stringify(build))
+    writeFileSync(join(other, "berth.cjs"), program.replaceAll(JSON.stringify(build), JSON.stringify("0therb1d")), {
+      mode: 0o755
+    })
+    copyFileSync(berthBin, join(other, "berth"))
+    chmodSync(join(other, "berth"), 0o755)
+    try {
+      const replaced = await runBerthWith(join(other, "berth"), ["status", "--json"], box)
+      expect(replaced.code, replaced.stderr).toBe(0)
+      const seen = (JSON.parse(replaced.stdout) as { worlds: Array<WorldJson> }).worlds[0]
+      expect(pidsOf(seen)).toEqual(before)
+      for (const pid of Object.values(before)) expect(isAlive(pid!)).toBe(true)
+      // and back to this build: again the very first command works, and nothing was restarted
+      const back = await box.run(["status", "--json"])
+      expect(back.code, back.stderr).toBe(0)
+      const after = await eventually(
+        () => statusOf(box),
+        (ws) => ws[0]?.services[0]?.state === "healthy"
+      )
+      expect(pidsOf(after[0])).toEqual(before)
+    } finally {
+      rmSync(other, { recursive: true, force: true })
+    }
   })
 
   it("answers a command queued behind a remove of the same world", async () => {
