@@ -13,6 +13,7 @@ import * as Schedule from "effect/Schedule"
 import { Home } from "../services/Home.js"
 import * as LogFiles from "../services/LogFiles.js"
 import { Processes } from "../services/Processes.js"
+import { monitorPressure } from "./PressureMonitor.js"
 import { Worlds } from "./Worlds.js"
 
 export const RECONCILE_EVERY = Duration.seconds(3)
@@ -58,6 +59,7 @@ export const ReconcilerLive = Layer.scopedDiscard(
       Effect.forkScoped
     )
     yield* rotateLogs.pipe(Effect.repeat(Schedule.spaced(ROTATE_EVERY)), Effect.forkScoped)
+    yield* monitorPressure
     const every = gcEvery()
     yield* worlds.gc(false).pipe(
       Effect.tap((report) =>

@@ -50,8 +50,11 @@ import { ONESHOT_VARIABLE, Processes, type ProcessHandle } from "../services/Pro
 import { Registry, type WorldRow } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
 import { type SliceInit, Slices } from "../services/slices/Slices.js"
+import { Admission } from "../services/Admission.js"
+import { describeWait } from "../domain/admission.js"
 import {
   makeRuntime,
+  ServiceFailed,
   markStopped,
   markStopping,
   runService,
@@ -76,6 +79,12 @@ export type WorldCommand =
   | { readonly _tag: "Vanished" }
   /** build the golden of one slice service again, from this world's worktree and environment */
   | { readonly _tag: "RebuildGolden"; readonly service: string; readonly env: Readonly<Record<string, string>> }
+  /** memory is short: stop the processes, keep ports, slices, files and routes, and queue to come back */
+  | { readonly _tag: "Suspend"; readonly reason: string }
+  /** a request reached a suspended world's URL: queue its resume now */
+  | { readonly _tag: "Wake" }
+  /** the `up` waiting for this world gave up (Ctrl-C): leave the line if it is still waiting there */
+  | { readonly _tag: "Withdraw" }
 
 export type WorldError =
   | WorldNotFound
@@ -102,6 +111,8 @@ interface Generation {
 export interface WorldActor {
   readonly worldId: number
   readonly send: (command: WorldCommand) => Effect.Effect<void, WorldError>
+  /** the outcome of the world's current start (queue, then ports, slices, services, ready); void when none runs */
+  readonly started: Effect.Effect<void, WorldError>
   /** the world's live service snapshots (empty when nothing runs) */
   readonly snapshots: Effect.Effect<ReadonlyMap<string, ServiceSnapshot>>
   /** completes when the actor has ended (its world was removed) */
@@ -126,6 +137,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
     const router = yield* Router
     const home = yield* Home
     const processes = yield* Processes
+    const admission = yield* Admission
     const context = yield* Effect.context<Processes | Health>()
     const mailbox = yield* Queue.unbounded<Envelope>()
     const done = yield* Deferred.make<void>()
@@ -468,8 +480,21 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         }
         if (running === undefined) yield* registry.dropServicesExcept(worldId, [...runtimes.keys(), ...kept])
         // ready when every selected service is healthy; the first failure fails the up
+        // a service fiber that ends before its service is ready (a defect, say) fails the start: nothing waits forever
         const readiness = yield* Effect.all(
-          [...runtimes.values()].map((rt) => Deferred.await(rt.ready)),
+          [...runtimes].map(([name, rt]) => {
+            const fiber = g.services.get(name)?.fiber
+            return fiber === undefined
+              ? Deferred.await(rt.ready)
+              : Effect.raceFirst(
+                  Deferred.await(rt.ready),
+                  Effect.flatMap(Fiber.await(fiber), () =>
+                    Effect.fail(
+                      new ServiceFailed({ service: name, reason: "its supervisor ended unexpectedly", logTail: [] })
+                    )
+                  )
+                )
+          }),
           { concurrency: "unbounded", discard: true }
         ).pipe(Effect.either)
         if (readiness._tag === "Left" && running !== undefined) {
@@ -524,8 +549,80 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           ? b
           : { services: [...new Set([...a.services, ...b.services])], groups: [...new Set([...a.groups, ...b.groups])] }
 
+    /** the world's current start, forked so that the mailbox stays free for a `down` while it waits or starts */
+    let launching: Fiber.RuntimeFiber<void, never> | undefined
+    let outcome: Deferred.Deferred<void, WorldError> | undefined
+
+    /** Stops the current start, wherever it is (in line for a permit, provisioning, waiting for health). */
+    const cancelLaunch = Effect.suspend(() => {
+      const f = launching
+      launching = undefined
+      return f === undefined ? Effect.void : Fiber.interrupt(f)
+    })
+
+    /**
+     * Starts the world through the gate: in line for a permit (state `queued`, or `suspended` for a world coming back),
+     * then the start itself. Runs as a child fiber that `down`, `suspend` and `remove` interrupt; its outcome is what a
+     * waiting `up` hears. A start that fails or is stopped gives its permit back.
+     */
+    const launchStart = (
+      start_: Effect.Effect<void, WorldError>,
+      options: { readonly since: number; readonly resuming: boolean }
+    ) =>
+      Effect.gen(function* () {
+        yield* cancelLaunch
+        const done = yield* Deferred.make<void, WorldError>()
+        outcome = done
+        const w = yield* row
+        const run = Effect.gen(function* () {
+          if (!admission.holds(worldId)) {
+            const granted = yield* admission.enter(worldId, options.since, w.path)
+            if (!(yield* Deferred.isDone(granted))) {
+              const wait = admission.entry(worldId)
+              const why = wait?.reason === undefined ? "a permit" : describeWait(wait.reason)
+              if (!options.resuming) yield* setObserved("queued", `waiting for ${why}`)
+              yield* registry.addEvent({
+                worldId,
+                service: null,
+                kind: "queued",
+                message: `${options.resuming ? "suspended, waiting to resume" : "queued"}: waiting for ${why}`
+              })
+              yield* Deferred.await(granted)
+              yield* registry.addEvent({
+                worldId,
+                service: null,
+                kind: options.resuming ? "resumed" : "admitted",
+                message: options.resuming ? "memory is back: resuming" : "admitted"
+              })
+              if (options.resuming) yield* admission.resumed
+            }
+          }
+          yield* start_
+        }).pipe(
+          Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : admission.release(worldId))),
+          Effect.exit,
+          Effect.flatMap((exit) =>
+            Deferred.done(
+              done,
+              Exit.isInterrupted(exit)
+                ? Exit.fail<WorldError>(new InvalidRequest({ reason: `world ${w.name} was stopped before it was ready` }))
+                : exit
+            )
+          ),
+          Effect.asVoid,
+          Effect.ensuring(
+            Effect.sync(() => {
+              if (launching !== undefined && outcome === done) launching = undefined
+            })
+          )
+        )
+        launching = yield* Effect.forkDaemon(run)
+      })
+
     const up = (sel: Selection, env: Readonly<Record<string, string>>) =>
       Effect.gen(function* () {
+        // asked again while on its way up: the same start answers
+        if (launching !== undefined && generation === undefined) return
         if (generation !== undefined) {
           // a running world: an unknown name is still an error, and a selection starts only what is missing
           const w = yield* row
@@ -545,16 +642,47 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         lastEnv = env
         yield* registry.setSelection(worldId, sel)
         yield* registry.setEnv(worldId, env)
-        yield* start(sel, env, new Map(), new Set(), ready).pipe(failedOnError)
+        yield* launchStart(start(sel, env, new Map(), new Set(), ready).pipe(failedOnError), {
+          since: Date.now(),
+          resuming: false
+        })
       })
 
     const down = Effect.gen(function* () {
       yield* registry.setDesired(worldId, "down")
       yield* setObserved("stopping")
+      yield* cancelLaunch
       yield* stopGeneration
       yield* stopOrphans
+      yield* admission.release(worldId)
       yield* setObserved("stopped")
     })
+
+    /** Memory is short: the processes stop as in `down`; ports, slices, files and routes stay; it queues to resume. */
+    const suspend = (reason: string) =>
+      Effect.gen(function* () {
+        const w = yield* row
+        if (w.desired !== "up" || (generation === undefined && launching === undefined)) return
+        yield* setObserved("suspending", reason)
+        yield* cancelLaunch
+        yield* stopGeneration
+        yield* stopOrphans
+        yield* admission.release(worldId)
+        yield* admission.suspended
+        yield* setObserved("suspended", reason)
+        yield* registry.addEvent({ worldId, service: null, kind: "suspended", message: reason })
+        yield* resume(Date.now())
+      })
+
+    /** Queues a suspended (or crash-stopped) world to come back, in the one fair line, at its suspension time. */
+    const resume = (since: number) =>
+      Effect.gen(function* () {
+        const ready = yield* prepare(selection, lastEnv)
+        yield* launchStart(start(selection, lastEnv, new Map(), new Set(), ready).pipe(failedOnError), {
+          since,
+          resuming: true
+        })
+      })
 
     /** Processes recorded for this world that no generation owns (e.g. after a failed adoption). */
     const stopOrphans = Effect.gen(function* () {
@@ -570,7 +698,9 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
       Effect.gen(function* () {
         const w = yield* row
         yield* setObserved("removing")
+        yield* cancelLaunch
         yield* stopGeneration
+        yield* admission.release(worldId)
         yield* stopOrphans
         yield* ports.release(worldId)
         // slices are dropped as the registry recorded them; one whose server is down now stays recorded for gc when the
@@ -663,7 +793,15 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
               ).pipe(Effect.ignore)
         )
       )
-      // the live ones are watched; those that died while no daemon watched are restarted by their policy
+      if (handles.size === 0) {
+        // nothing survived: it comes back through the gate like any start
+        return yield* launchStart(start(selection, lastEnv, handles, died, ready).pipe(failedOnError), {
+          since: Date.now(),
+          resuming: true
+        })
+      }
+      // it runs: it keeps its place; the live ones are watched, those that died are restarted by their policy
+      yield* admission.claim(worldId)
       yield* start(selection, lastEnv, handles, died, ready).pipe(failedOnError)
     })
 
@@ -702,8 +840,10 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           return down
         case "Reload":
           return Effect.gen(function* () {
-            // what the new start needs is checked first: a reload that cannot start leaves the world running
+            // what the new start needs is checked first: a reload that cannot start leaves the world running; it keeps
+            // its permit (the same world, started again)
             yield* prepare(selection, command.env)
+            yield* cancelLaunch
             yield* stopGeneration
             yield* up(selection, command.env)
           })
@@ -715,6 +855,21 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           return forget(false, true)
         case "RebuildGolden":
           return rebuildGolden(command.service, command.env)
+        case "Suspend":
+          return suspend(command.reason)
+        case "Wake":
+          return Effect.gen(function* () {
+            const w = yield* row
+            if (w.desired === "up" && w.observed === "suspended" && launching === undefined) yield* resume(Date.now())
+          })
+        case "Withdraw":
+          return Effect.gen(function* () {
+            // only a world still in line: one already starting keeps starting
+            if (launching === undefined || generation !== undefined || admission.holds(worldId)) return
+            const w = yield* row
+            if (w.observed !== "queued") return
+            yield* down
+          })
       }
     }
 
@@ -768,7 +923,14 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         yield* Deferred.complete(envelope.reply, exit)
       }
     }).pipe(
-      Effect.ensuring(Effect.all([stopGeneration, Effect.ignore(end), Deferred.succeed(done, undefined)])),
+      Effect.ensuring(
+        Effect.all([
+          Effect.flatMap(processes.detached, (d) => (d ? Effect.void : cancelLaunch)),
+          stopGeneration,
+          Effect.ignore(end),
+          Deferred.succeed(done, undefined)
+        ])
+      ),
       Effect.catchAllCause((cause) => Effect.logError("world actor ended", cause))
     )
 
@@ -782,6 +944,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           if (!queued) return yield* gone
           return yield* Deferred.await(reply)
         }),
+      started: Effect.suspend(() => (outcome === undefined ? Effect.void : Deferred.await(outcome))),
       snapshots: Effect.suspend(() => {
         const g = generation
         if (g === undefined) return Effect.succeed(new Map<string, ServiceSnapshot>())

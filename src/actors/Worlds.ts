@@ -7,6 +7,7 @@ import { existsSync } from "node:fs"
 import { basename, join } from "node:path"
 import * as Effect from "effect/Effect"
 import * as FiberMap from "effect/FiberMap"
+import * as Runtime from "effect/Runtime"
 import * as Stream from "effect/Stream"
 import type { ServiceStatus, WorldStatus } from "../daemon/api.js"
 import { coordinates, groupPorts, portRequests, routeUrl, worldVariables } from "../domain/coordinates.js"
@@ -25,6 +26,8 @@ import { Processes } from "../services/Processes.js"
 import { type ProjectRow, Registry, type ServiceRow, type WorldRow } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
 import { Slices } from "../services/slices/Slices.js"
+import { Admission } from "../services/Admission.js"
+import { describeWait } from "../domain/admission.js"
 import { makeWorldActor, type Selection, type WorldActor, type WorldCommand, worktreesFolder } from "./WorldActor.js"
 
 export interface WorldRef {
@@ -45,8 +48,9 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
     const slices = yield* Slices
     const router = yield* Router
     const context = yield* Effect.context<
-      Registry | ConfigFiles | Git | Ports | Home | Processes | Health | Slices | Router
+      Registry | ConfigFiles | Git | Ports | Home | Processes | Health | Slices | Router | Admission
     >()
+    const admission = yield* Admission
     const actors = new Map<number, WorldActor>()
     const loops = yield* FiberMap.make<number>()
 
@@ -215,11 +219,20 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
         return `project ${w.declaredName} is also the name of ${where}: this repository's worlds are ${w.projectName} (hosts *.${w.projectName}.localhost); set [project] name in berth.toml to choose another`
       })
 
+    /** Where a waiting world stands in line, and what it waits for. */
+    const queueOf = (worldId: number) => {
+      const e = admission.entry(worldId)
+      return e === undefined
+        ? {}
+        : { queue: { position: e.position, waitingFor: e.reason === undefined ? "a permit" : describeWait(e.reason) } }
+    }
+
     const worldStatus = (w: WorldRow) =>
       Effect.map(
         Effect.all([serviceStatus(w), registry.events(w.id, 10), projectNote(w)]),
         ([services, events, note]): WorldStatus => ({
           ...(note === undefined ? {} : { projectNote: note }),
+          ...queueOf(w.id),
           project: w.projectName,
           name: w.name,
           slug: w.slug,
@@ -239,13 +252,23 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
         w === undefined ? Effect.fail(new InternalError({ reason: `world ${worldId} vanished` })) : worldStatus(w)
       )
 
+    /**
+     * Brings a world up and, unless `wait` is false, waits until it runs (or its start fails): in line for a permit
+     * first when the machine is full. A caller that gives up while the world is still in line (Ctrl-C) takes it out.
+     */
     const up = Effect.fn("Worlds.up")(function* (
       ref: WorldRef,
       selection: Selection,
-      env: Readonly<Record<string, string>>
+      env: Readonly<Record<string, string>>,
+      wait = true
     ) {
       const w = yield* resolve(ref, true)
-      yield* send(w.id, { _tag: "Up", selection, env }).pipe(
+      const settle = (id: number) =>
+        Effect.flatMap(actorFor(id), (actor) => actor.started).pipe(
+          Effect.onInterrupt(() => send(id, { _tag: "Withdraw" }).pipe(Effect.ignore)),
+          Effect.ensuring(router.refresh.pipe(Effect.ignore))
+        )
+      yield* Effect.zipRight(send(w.id, { _tag: "Up", selection, env }), wait ? settle(w.id) : Effect.void).pipe(
         Effect.tapError(() =>
           // an up refused before its worktree ever existed (git could not make it) leaves no world behind
           Effect.gen(function* () {
@@ -404,6 +427,26 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
 
     const gc = (dryRun: boolean, env: Readonly<Record<string, string>> = {}) => slices.gc(dryRun, env)
 
-    return { up, down, reload, remove, status, env, logs, reconcile, rebuildGolden, gc } as const
+    /** Memory is short: the world's processes stop, everything else stays, and it queues to come back. */
+    const suspend = (worldId: number, reason: string) => send(worldId, { _tag: "Suspend", reason })
+
+    /** A request reached a suspended world: queue its resume now (no-op when it is not suspended). */
+    const wake = (worldId: number) => send(worldId, { _tag: "Wake" })
+
+    // a request through the proxy to a suspended world queues its resume (never more than one wake in flight)
+    const waking = new Set<number>()
+    const runtime = yield* Effect.runtime<never>()
+    yield* router.onWake((worldId) => {
+      if (waking.has(worldId)) return
+      waking.add(worldId)
+      Runtime.runFork(runtime)(
+        wake(worldId).pipe(
+          Effect.ignore,
+          Effect.ensuring(Effect.sync(() => waking.delete(worldId)))
+        )
+      )
+    })
+
+    return { up, down, reload, remove, status, env, logs, reconcile, rebuildGolden, gc, suspend, wake } as const
   })
 }) {}

@@ -58,7 +58,9 @@ export const WorldStatus = Schema.Struct({
   /** the world's latest events, newest first (a clone that fell back, a golden being built or waited for, …) */
   events: Schema.Array(WorldEvent),
   /** set when berth.toml's project name is another repository's too: what this repository's worlds are called */
-  projectNote: Schema.optional(Schema.String)
+  projectNote: Schema.optional(Schema.String),
+  /** set while the world waits in line for the gate: its place (1 is next) and what it waits for */
+  queue: Schema.optional(Schema.Struct({ position: Schema.Number, waitingFor: Schema.String }))
 })
 export type WorldStatus = typeof WorldStatus.Type
 
@@ -198,11 +200,11 @@ export class DaemonApi extends RpcGroup.make(
     success: GcReport,
     error: WorldError
   }),
-  Rpc.make("GetSettings", { success: Settings }),
+  Rpc.make("GetSettings", { success: Settings, error: InternalError }),
   Rpc.make("SetPortRange", {
     payload: { from: Schema.Number, to: Schema.Number },
     success: Settings,
-    error: InvalidRequest
+    error: Schema.Union(InvalidRequest, InternalError)
   }),
   Rpc.make("SetProxy", {
     payload: {
@@ -211,7 +213,7 @@ export class DaemonApi extends RpcGroup.make(
       httpsUrls: Schema.optional(Schema.Boolean)
     },
     success: Settings,
-    error: InvalidRequest
+    error: Schema.Union(InvalidRequest, InternalError)
   }),
   Rpc.make("Shutdown", {})
 ) {}

@@ -73,3 +73,151 @@ export const victim = (running: ReadonlyArray<RunningWorld>): string | undefined
   }
   return newest?.id
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// The gate: which waiting worlds start now, and why the others wait. One fair order for new and suspended worlds.
+
+/** The machine-global settings of the gate. */
+export interface GateSettings {
+  /** at most this many worlds run at once */
+  readonly maxParallel: number
+  /** a world starts only while available memory is above this share of the total (percent) */
+  readonly ramReservePercent: number
+  /** … and free disk on every watched filesystem is above this (bytes) */
+  readonly diskReserveBytes: number
+  /** after pressure, memory must exceed the reserve by this factor before anything starts or resumes */
+  readonly resumeFactor: number
+}
+
+export const defaultGateSettings: GateSettings = {
+  maxParallel: 20,
+  ramReservePercent: 10,
+  diskReserveBytes: 2 * 1024 ** 3,
+  resumeFactor: 1.5
+}
+
+/** What the machine reads now: memory, and the free space of each filesystem worlds live on. */
+export interface Readings {
+  readonly memTotalBytes: number
+  readonly memAvailableBytes: number
+  readonly disks: ReadonlyArray<{ readonly path: string; readonly freeBytes: number }>
+}
+
+export type WaitReason =
+  | { readonly _tag: "Slot"; readonly running: number; readonly maxParallel: number }
+  | { readonly _tag: "Ram"; readonly availablePercent: number; readonly reservePercent: number }
+  | { readonly _tag: "Disk"; readonly path: string; readonly freeBytes: number; readonly reserveBytes: number }
+
+const percentOf = (r: Readings) => (r.memTotalBytes <= 0 ? 100 : (100 * r.memAvailableBytes) / r.memTotalBytes)
+
+/** Memory (and disk) below the reserves: the pressure monitor suspends a world. */
+export const underPressure = (r: Readings, s: GateSettings): WaitReason | undefined => {
+  const available = percentOf(r)
+  if (available < s.ramReservePercent) {
+    return { _tag: "Ram", availablePercent: available, reservePercent: s.ramReservePercent }
+  }
+  return lowDisk(r, s)
+}
+
+const lowDisk = (r: Readings, s: GateSettings): WaitReason | undefined => {
+  for (const d of r.disks) {
+    if (d.freeBytes < s.diskReserveBytes) {
+      return { _tag: "Disk", path: d.path, freeBytes: d.freeBytes, reserveBytes: s.diskReserveBytes }
+    }
+  }
+  return undefined
+}
+
+/**
+ * Why one more world may not start now, or undefined when it may. Memory must be above the reserve — and, while the
+ * machine is recovering from pressure, above the reserve times the resume factor, so a world resumed is not
+ * suspended again at once.
+ */
+export const gateClosed = (
+  running: number,
+  r: Readings,
+  s: GateSettings,
+  recovering: boolean
+): WaitReason | undefined => {
+  if (running >= s.maxParallel) return { _tag: "Slot", running, maxParallel: s.maxParallel }
+  const available = percentOf(r)
+  const needed = recovering ? s.ramReservePercent * Math.max(1, s.resumeFactor) : s.ramReservePercent
+  if (available < needed) return { _tag: "Ram", availablePercent: available, reservePercent: needed }
+  return lowDisk(r, s)
+}
+
+export interface Waiting {
+  readonly id: string
+  /** when it asked (a new `up`), or when it was suspended: one order for both, so neither starves */
+  readonly since: number
+}
+
+export interface GateDecision {
+  /** start these now, in this order */
+  readonly admit: ReadonlyArray<string>
+  /** the rest, in order: position 1 is next */
+  readonly waiting: ReadonlyArray<{ readonly id: string; readonly position: number; readonly reason: WaitReason }>
+}
+
+/**
+ * Strictly first come, first served: the head of the line starts when the gate is open, and no later world overtakes
+ * it while it waits, whatever it waits for. Admitting one counts as one more running.
+ */
+export const decideGate = (
+  waiting: ReadonlyArray<Waiting>,
+  running: number,
+  r: Readings,
+  s: GateSettings,
+  recovering: boolean
+): GateDecision => {
+  const order = admissionOrder(waiting.map((w) => ({ id: w.id, queuedAt: w.since })))
+  const admit: Array<string> = []
+  let n = running
+  let i = 0
+  for (; i < order.length; i++) {
+    // memory is read once per decision: start one world at a time while memory is what holds the line
+    if (gateClosed(n, r, s, recovering) !== undefined) break
+    admit.push(order[i]!)
+    n++
+  }
+  const reason = gateClosed(n, r, s, recovering) ?? { _tag: "Slot", running: n, maxParallel: s.maxParallel }
+  return { admit, waiting: order.slice(i).map((id, k) => ({ id, position: k + 1, reason })) }
+}
+
+/** A running world as the pressure monitor sees it. */
+export interface Candidate extends RunningWorld {
+  /** when it last started or resumed: a world is not suspended again within the dwell time */
+  readonly since: number
+}
+
+/**
+ * Under pressure, the world to suspend now: the newest running one that has run at least `dwellMs`, and only when the
+ * last suspension is `settleMs` old (one at a time: each suspension's memory must show in the readings first).
+ */
+export const suspendNow = (input: {
+  readonly readings: Readings
+  readonly settings: GateSettings
+  readonly running: ReadonlyArray<Candidate>
+  readonly now: number
+  readonly lastSuspendAt: number | undefined
+  readonly settleMs: number
+  readonly dwellMs: number
+}): { readonly id: string; readonly reason: WaitReason } | undefined => {
+  const reason = underPressure(input.readings, input.settings)
+  if (reason === undefined || reason._tag !== "Ram") return undefined
+  if (input.lastSuspendAt !== undefined && input.now - input.lastSuspendAt < input.settleMs) return undefined
+  const id = victim(input.running.filter((w) => input.now - w.since >= input.dwellMs))
+  return id === undefined ? undefined : { id, reason }
+}
+
+/** How a wait reads in `status` and on `up`'s live line. */
+export const describeWait = (reason: WaitReason): string => {
+  switch (reason._tag) {
+    case "Slot":
+      return `a slot (${reason.running} of ${reason.maxParallel} worlds run)`
+    case "Ram":
+      return `memory (${reason.availablePercent.toFixed(0)}% free, needs ${reason.reservePercent.toFixed(0)}%)`
+    case "Disk":
+      return `disk space on ${reason.path} (${(reason.freeBytes / 1024 ** 3).toFixed(1)} GB free, needs ${(reason.reserveBytes / 1024 ** 3).toFixed(1)} GB)`
+  }
+}

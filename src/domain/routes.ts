@@ -26,6 +26,8 @@ export interface RouteTarget {
   readonly ready: boolean
   /** The project's own domain when it is not the table's (`[project] domain`). */
   readonly domain?: string | undefined
+  /** The world's id, so a request to a suspended world can wake it. */
+  readonly worldId?: number | undefined
 }
 
 export interface RouteTable {
@@ -35,6 +37,8 @@ export interface RouteTable {
   readonly byHost: ReadonlyMap<string, RouteTarget>
   /** project label → its targets, in the order given */
   readonly byProject: ReadonlyMap<string, ReadonlyArray<RouteTarget>>
+  /** Asks for a suspended world to be resumed (a request reached it); set by the daemon. */
+  readonly wake?: ((worldId: number) => void) | undefined
 }
 
 const normalizeDomain = (domain: string): string =>
@@ -140,7 +144,9 @@ export interface PageWorld {
 
 /** What an error page says; `pages.ts` renders it as HTML or plain text. */
 export interface PageModel {
-  readonly status: 400 | 404 | 502 | 508
+  readonly status: 400 | 404 | 502 | 503 | 508
+  /** seconds after which to try again: a `Retry-After` header, and a page that reloads itself */
+  readonly retryAfter?: number | undefined
   readonly title: string
   /** One or two sentences saying what happened. */
   readonly message: string
@@ -232,6 +238,19 @@ export const unavailablePage = (
   const who = `service ${target.service} of world ${displayWorld(target)} (project ${target.project})`
   let message: string
   let hint: string | undefined
+  if (reason === "not-ready" && (target.worldState === "suspended" || target.worldState === "queued")) {
+    // the request itself queues the world's resume (see `wakeIfSuspended`): a page that says so and comes back
+    return {
+      status: 503,
+      retryAfter: 2,
+      title: "Waking up",
+      message: `World ${displayWorld(target)} of project ${target.project} was suspended to free memory; berth is bringing it back.`,
+      hint: "This page reloads by itself.",
+      host,
+      project: target.project,
+      worlds: worldsOf(table, target.project, origin)
+    }
+  }
   if (reason === "not-ready" && worldStopped(target.worldState)) {
     message = `World ${displayWorld(target)} of project ${target.project} is ${target.worldState}.`
     hint =
@@ -260,6 +279,11 @@ export const unavailablePage = (
     project: target.project,
     worlds: worldsOf(table, target.project, origin)
   }
+}
+
+/** A request reached a suspended world: it asks for the world to come back (the gate decides when). */
+export const wakeIfSuspended = (table: RouteTable, target: RouteTarget): void => {
+  if (target.worldState === "suspended" && target.worldId !== undefined) table.wake?.(target.worldId)
 }
 
 const worldStopped = (state: WorldState): boolean => state !== "running" && state !== "starting"

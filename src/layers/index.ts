@@ -17,12 +17,16 @@ import { Processes } from "../services/Processes.js"
 import { RegistryLive } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
 import { Slices } from "../services/slices/Slices.js"
+import { Admission } from "../services/Admission.js"
+import { Machine } from "../services/Machine.js"
 
 /** The engine below the API: worlds and every service they use, without Home (so a caller picks BERTH_HOME). */
 export const WorldsLive = Worlds.Default.pipe(
-  Layer.provideMerge(Layer.mergeAll(Ports.Default, Slices.Default, Router.Default)),
+  Layer.provideMerge(Layer.mergeAll(Ports.Default, Slices.Default, Router.Default, Admission.Default)),
   Layer.provideMerge(RegistryLive),
-  Layer.provideMerge(Layer.mergeAll(ConfigFiles.Default, Git.Default, Health.Default, Processes.Default)),
+  Layer.provideMerge(
+    Layer.mergeAll(ConfigFiles.Default, Git.Default, Health.Default, Processes.Default, Machine.Default)
+  ),
   Layer.provideMerge(NodeContext.layer)
 )
 

@@ -1,10 +1,11 @@
 import { execFileSync } from "node:child_process"
-import { mkdirSync } from "node:fs"
+import { mkdirSync, readdirSync, readFileSync } from "node:fs"
 import * as http from "node:http"
 import * as net from "node:net"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { FALLBACK_HTTP_PORT } from "../../src/services/proxy/Router.js"
+import { createCaCertificate } from "../../src/services/proxy/ca.js"
+import { FALLBACK_HTTP_PORT, FALLBACK_HTTPS_PORT } from "../../src/services/proxy/Router.js"
 import { portBlock, type Sandbox, sandbox, sandboxes } from "./harness.js"
 
 const boxes = sandboxes()
@@ -86,6 +87,20 @@ const viaProxy = (port: number, host: string, path = "/", accept = "*/*") =>
     req.end()
   })
 
+/** Holds `port` on 127.0.0.1 as another program would. */
+const hold = (port: number) =>
+  new Promise<net.Server>((resolve, reject) => {
+    const server = net.createServer()
+    server.once("error", reject)
+    server.listen({ port, host: "127.0.0.1", exclusive: true }, () => resolve(server))
+  })
+
+const isFree = (port: number) =>
+  hold(port).then(
+    (server) => new Promise<boolean>((resolve) => server.close(() => resolve(true))),
+    () => false
+  )
+
 describe("berth trust", () => {
   it("plans the system store and each NSS database it finds, without running anything on --dry-run", async () => {
     const box = await boxes.project({ "berth.toml": config() })
@@ -108,6 +123,49 @@ describe("berth trust", () => {
     expect(execFileSync("certutil", ["-L", "-d", `sql:${nssdb}`], { encoding: "utf8" })).not.toMatch(/berth/)
     const text = await box.run(["trust", "--remove", "--dry-run"], { env: { HOME: home } })
     expect(text.stdout).toMatch(/certutil -D/)
+  })
+})
+
+describe("berth's CA", () => {
+  it("is made again with name constraints when the daemon starts and finds one without", async () => {
+    const box = sandbox({ "berth.toml": config() })
+    cleanups.push(box)
+    const dir = join(box.home, "ca")
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+    // a CA as berth made them before it constrained them
+    execFileSync("openssl", [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:P-256",
+      "-nodes",
+      "-keyout",
+      join(dir, "ca.key"),
+      "-out",
+      join(dir, "ca.crt"),
+      "-days",
+      "3650",
+      "-subj",
+      "/O=berth/CN=berth local CA (old)",
+      "-addext",
+      "basicConstraints=critical,CA:TRUE,pathlen:0"
+    ])
+    const old = readFileSync(join(dir, "ca.crt"), "utf8")
+    // the harness starts the daemon with HTTPS off: the old key still goes
+    const r = await box.run(["daemon", "status", "--json"])
+    expect(r.code, r.stderr).toBe(0)
+    expect((await box.run(["port"])).code).toBe(0)
+    const now = readFileSync(join(dir, "ca.crt"), "utf8")
+    expect(now).not.toBe(old)
+    const text = execFileSync("openssl", ["x509", "-text", "-noout", "-in", join(dir, "ca.crt")], { encoding: "utf8" })
+    expect(text).toMatch(/X509v3 Name Constraints: critical\s+Permitted:\s+DNS:localhost/)
+    const retired = readdirSync(dir).filter((f) => f.startsWith("retired-"))
+    expect(retired).toHaveLength(1)
+    expect(readFileSync(join(dir, retired[0]!), "utf8")).toBe(old)
+    const log = (JSON.parse(r.stdout) as { log: string }).log
+    expect(readFileSync(log, "utf8")).toMatch(/berth's CA was made again[^\n]*berth trust/)
   })
 })
 
@@ -212,6 +270,103 @@ describe("routes through the proxy", () => {
     const chained = await box.run(["curl", "secure", "web", "/via-api"])
     expect(chained.code, chained.stderr).toBe(0)
     expect(JSON.parse(chained.stdout)).toMatchObject({ api: { service: "api", world: "secure" } })
+  })
+
+  it("gives every process berth's CA when https urls are turned on machine-wide", async () => {
+    // the project itself says nothing of https: `berth port --https-urls on` makes its URLs https
+    const box = await boxes.project({ "berth.toml": config(false), "app.mjs": app }, { proxy: true })
+    const on = await box.run(["port", "--https-urls", "on"])
+    expect(on.code, on.stderr).toBe(0)
+    // the user's own extra CAs are kept: Node reads one file, so berth's CA is joined to theirs
+    const own = createCaCertificate()
+    box.write("own-ca.pem", own.certPem)
+    const r = await box.run(["up", "tls", "--json"], {
+      env: { NODE_EXTRA_CA_CERTS: join(box.dir, "own-ca.pem") },
+      timeoutMs: 60_000
+    })
+    expect(r.code, r.stderr).toBe(0)
+    const { proxy } = await settingsOf(box)
+    const env = JSON.parse((await box.run(["env", "tls", "--json"])).stdout) as Record<string, string>
+    expect(env.API_URL).toBe(`https://api.tls.shop.localhost:${proxy.https.port}`)
+    // web's server-side fetch of https://api… verifies against berth's CA
+    const chained = await box.run(["curl", "tls", "web", "/via-api"])
+    expect(chained.code, chained.stderr).toBe(0)
+    expect(JSON.parse(chained.stdout)).toMatchObject({ api: { service: "api", world: "tls" } })
+    const extraCa = (JSON.parse(chained.stdout) as { api: { extraCa: string } }).api.extraCa
+    const bundle = readFileSync(extraCa, "utf8")
+    expect(bundle).toContain(own.certPem.trim())
+    expect(bundle).toContain(readFileSync(proxy.caPath, "utf8").trim())
+  })
+
+  it("keeps HTTP serving when the HTTPS port is taken, and tells berth's own port from another program's", async () => {
+    // the daemon starts with both listeners off (the harness's default); what `berth port` sets is what it gets
+    const box = sandbox({ "berth.toml": config(), "app.mjs": app })
+    cleanups.push(box)
+    const [from, to] = portBlock().split("-").map(Number) as [number, number]
+    expect((await box.run(["port", "--range", `${from}-${to - 3}`])).code).toBe(0)
+    const httpPort = to - 1
+    const httpsPort = to
+    const spare = to - 2
+    const holder = await hold(httpsPort)
+    try {
+      const set = await box.run(["port", "--proxy", String(httpPort), "--https", String(httpsPort)])
+      expect(set.code).toBe(1)
+      expect(set.stderr).toMatch(
+        new RegExp(`port ${httpsPort} \\(127\\.0\\.0\\.1\\) for the HTTPS proxy is already in use by another program`)
+      )
+      // HTTP stands although HTTPS fell
+      const settings = await settingsOf(box)
+      expect(settings.proxy.http.port).toBe(httpPort)
+      expect(settings.proxy.https.port).toBeNull()
+      await up(box, "one")
+      const env = JSON.parse((await box.run(["env", "one", "--json"])).stdout) as Record<string, string>
+      expect(env.API_URL).toBe(`http://api.one.shop.localhost:${httpPort}`)
+      expect((await viaProxy(httpPort, "api.one.shop.localhost")).status).toBe(200)
+      // asking again for the port berth itself holds succeeds, and changes nothing
+      const again = await box.run(["port", "--proxy", String(httpPort)])
+      expect(again.code, again.stderr).toBe(0)
+      expect(again.stdout).toMatch(new RegExp(`proxy \\(http\\): ${httpPort}\n`))
+      expect((await viaProxy(httpPort, "api.one.shop.localhost")).status).toBe(200)
+      // a port another program holds: exit 1, and HTTP stays where it was
+      const other = await hold(spare)
+      try {
+        const moved = await box.run(["port", "--proxy", String(spare)])
+        expect(moved.code).toBe(1)
+        expect(moved.stderr).toMatch(/for the HTTP proxy is already in use by another program/)
+        expect((await settingsOf(box)).proxy.http.port).toBe(httpPort)
+        expect((await viaProxy(httpPort, "api.one.shop.localhost")).status).toBe(200)
+      } finally {
+        other.close()
+      }
+      // berth's own HTTP port is not a place for HTTPS, and the message says whose it is
+      const clash = await box.run(["port", "--https", String(httpPort)])
+      expect(clash.code).toBe(1)
+      expect(clash.stderr).toMatch(/berth's own HTTP proxy/)
+    } finally {
+      holder.close()
+    }
+    // once the port is free, HTTPS comes up beside HTTP
+    const https = await box.run(["port", "--https", String(httpsPort), "--json"])
+    expect(https.code, https.stderr).toBe(0)
+    expect((JSON.parse(https.stdout) as Settings).proxy.https.port).toBe(httpsPort)
+    expect((await viaProxy(httpPort, "api.one.shop.localhost")).status).toBe(200)
+    // auto: 443 where it can be bound, else the fallback 7356; HTTP is never part of that
+    const fallbackFree = await isFree(FALLBACK_HTTPS_PORT)
+    const held443 = await hold(443).catch(() => undefined)
+    try {
+      const auto = await box.run(["port", "--https", "auto", "--json"])
+      if (fallbackFree) {
+        expect(auto.code, auto.stderr).toBe(0)
+        const port = (JSON.parse(auto.stdout) as Settings).proxy.https.port
+        // with 443 held by this test (or not bindable at all), the fallback
+        expect(port).toBe(FALLBACK_HTTPS_PORT)
+      }
+      expect((await settingsOf(box)).proxy.http.port).toBe(httpPort)
+      expect((await viaProxy(httpPort, "api.one.shop.localhost")).status).toBe(200)
+    } finally {
+      held443?.close()
+      await box.run(["port", "--https", "off"])
+    }
   })
 
   it("moves the proxy when its ports are set, turns it off, and says so", async () => {

@@ -1,19 +1,22 @@
 import { afterAll, describe, expect, it } from "vitest"
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawnSync } from "node:child_process"
 import * as crypto from "node:crypto"
-import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import * as https from "node:https"
 import type * as net from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as tls from "node:tls"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import {
   CA_VALIDITY_DAYS,
   CaError,
   createCaCertificate,
+  LEAF_CACHE_LIMIT,
   LEAF_VALIDITY_DAYS,
-  loadOrCreateCa
+  loadOrCreateCa,
+  mintLeaf
 } from "../../src/services/proxy/ca.js"
 import * as der from "../../src/services/proxy/der.js"
 
@@ -143,6 +146,133 @@ describe("berth's CA", () => {
     if (Exit.isFailure(mismatch) && mismatch.cause._tag === "Fail") {
       expect(mismatch.cause.error.message).toContain("does not belong to")
     }
+  })
+})
+
+/** `openssl verify` of `leafPem` against the CA at `caPath`: its exit and what it said. */
+const opensslVerify = (caPath: string, leafPem: string) => {
+  const leafPath = join(base, `leaf-${count++}.pem`)
+  writeFileSync(leafPath, leafPem)
+  const r = spawnSync("openssl", ["verify", "-CAfile", caPath, leafPath], { encoding: "utf8" })
+  return { ok: r.status === 0, output: `${r.stdout}${r.stderr}` }
+}
+
+/** Node's own verdict on a TLS server presenting `leafPem`, checked against `caPem` for `servername`. */
+const nodeVerdict = async (leafPem: string, keyPem: string, caPem: string, servername: string) => {
+  const server = tls.createServer({ key: keyPem, cert: leafPem + caPem }, (s) => s.end())
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()))
+  try {
+    return await new Promise<string>((resolve) => {
+      const socket = tls.connect({
+        host: "127.0.0.1",
+        port: (server.address() as net.AddressInfo).port,
+        servername,
+        ca: caPem
+      })
+      socket.once("secureConnect", () => {
+        socket.destroy()
+        resolve("verified")
+      })
+      socket.once("error", (e: NodeJS.ErrnoException) => resolve(`${e.code}: ${e.message}`))
+    })
+  } finally {
+    server.close()
+  }
+}
+
+describe("the CA's name constraints", () => {
+  it("permit only the .localhost and .test trees and loopback addresses, as a critical extension", async () => {
+    const ca = await load(fresh())
+    const text = execFileSync("openssl", ["x509", "-text", "-noout", "-in", ca.certPath], { encoding: "utf8" })
+    expect(text).toMatch(
+      /X509v3 Name Constraints: critical\s+Permitted:\s+DNS:localhost\s+DNS:test\s+IP:127\.0\.0\.0\/255\.0\.0\.0\s+IP:0:0:0:0:0:0:0:1\/FFFF:FFFF:FFFF:FFFF:FFFF:FFFF:FFFF:FFFF\s/
+    )
+    expect(text).not.toContain("Excluded")
+    // and it vouches for servers only
+    expect(text).toMatch(/X509v3 Extended Key Usage:\s+TLS Web Server Authentication\n/)
+  })
+
+  it("make a leaf for any other name fail verification, even one signed with the CA's own key", async () => {
+    const ca = await load(fresh())
+    const key = crypto.createPrivateKey(readFileSync(ca.keyPath, "utf8"))
+    for (const name of ["web.w1.demo.localhost", "localhost", "api.main.shop.test"]) {
+      const leaf = mintLeaf({ cert: ca.cert, key }, name)
+      expect(opensslVerify(ca.certPath, leaf.certPem).ok, name).toBe(true)
+      expect(await nodeVerdict(leaf.certPem, leaf.keyPem, ca.certPem, name)).toBe("verified")
+    }
+    for (const name of ["example.com", "localhost.example.com", "bank.localhost.evil"]) {
+      const forged = mintLeaf({ cert: ca.cert, key }, name)
+      const verdict = opensslVerify(ca.certPath, forged.certPem)
+      expect(verdict.ok, name).toBe(false)
+      expect(verdict.output).toMatch(/permitted subtree violation/)
+      // node has no code of its own for it; OpenSSL's reason comes through in the message
+      expect(await nodeVerdict(forged.certPem, forged.keyPem, ca.certPem, name)).toBe(
+        "UNSPECIFIED: permitted subtree violation"
+      )
+    }
+    // and berth itself never mints one
+    expect(() => ca.leaf("example.com")).toThrow(/outside/)
+  })
+
+  it("are added by making the CA again when the one on disk has none; its key goes, its certificate is set aside", async () => {
+    const dir = fresh()
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+    // a CA as berth made them before: no name constraints
+    execFileSync("openssl", [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:P-256",
+      "-nodes",
+      "-keyout",
+      join(dir, "ca.key"),
+      "-out",
+      join(dir, "ca.crt"),
+      "-days",
+      "3650",
+      "-subj",
+      "/O=berth/CN=berth local CA (old)",
+      "-addext",
+      "basicConstraints=critical,CA:TRUE,pathlen:0",
+      "-addext",
+      "keyUsage=critical,digitalSignature,keyCertSign,cRLSign"
+    ])
+    const oldPem = readFileSync(join(dir, "ca.crt"), "utf8")
+    const oldKey = readFileSync(join(dir, "ca.key"), "utf8")
+    const old = new crypto.X509Certificate(oldPem)
+    const ca = await load(dir)
+    expect(ca.created).toBe(true)
+    expect(ca.replaced).toBe(
+      join(dir, `retired-${old.fingerprint256.replaceAll(":", "").toLowerCase().slice(0, 16)}.crt`)
+    )
+    expect(readFileSync(ca.replaced!, "utf8")).toBe(oldPem)
+    // the old key, which could vouch for any name, is gone
+    expect(readFileSync(join(dir, "ca.key"), "utf8")).not.toBe(oldKey)
+    expect(ca.certPem).not.toBe(oldPem)
+    expect(execFileSync("openssl", ["x509", "-text", "-noout", "-in", ca.certPath], { encoding: "utf8" })).toContain(
+      "X509v3 Name Constraints: critical"
+    )
+    expect(readdirSync(dir).sort()).toEqual(["ca.crt", "ca.key", ca.replaced!.slice(dir.length + 1)].sort())
+    // the next load keeps it
+    const again = await load(dir)
+    expect(again.created).toBe(false)
+    expect(again.fingerprint).toBe(ca.fingerprint)
+    expect(again.replaced).toBeUndefined()
+  })
+
+  it("bound the leaf cache, dropping the least recently used", async () => {
+    const ca = await load(fresh())
+    const contexts = Array.from({ length: LEAF_CACHE_LIMIT }, (_, i) => ca.leafFor(`n${i}.demo.localhost`))
+    expect(ca.cachedLeaves()).toBe(LEAF_CACHE_LIMIT)
+    // n0 is used again, so n1 is now the least recent, and the next name pushes it out
+    expect(ca.leafFor("n0.demo.localhost")).toBe(contexts[0])
+    ca.leafFor("one-more.demo.localhost")
+    expect(ca.cachedLeaves()).toBe(LEAF_CACHE_LIMIT)
+    expect(ca.leafFor("n0.demo.localhost")).toBe(contexts[0])
+    expect(ca.leafFor("n2.demo.localhost")).toBe(contexts[2])
+    expect(ca.leafFor("n1.demo.localhost")).not.toBe(contexts[1])
   })
 })
 

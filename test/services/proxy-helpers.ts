@@ -6,6 +6,7 @@ import * as crypto from "node:crypto"
 import * as http from "node:http"
 import * as net from "node:net"
 import type * as stream from "node:stream"
+import * as tls from "node:tls"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
@@ -112,7 +113,7 @@ export const startProxy = async (
   )
   return {
     handle,
-    port: handle.ports.http,
+    port: handle.ports.http!,
     httpsPort: handle.ports.https,
     setRoutes: (next) => {
       const table = makeRouteTable(next)
@@ -333,4 +334,66 @@ export const connect = (port: number, host = "127.0.0.1"): Promise<net.Socket> =
   new Promise((resolve, reject) => {
     const socket = net.connect(port, host, () => resolve(socket))
     socket.once("error", reject)
+  })
+
+export interface Dripped {
+  /** how long the proxy kept the connection, or undefined when it was still open after `giveUpMs` */
+  readonly closedAfterMs: number | undefined
+  /** what the proxy sent back */
+  readonly received: string
+}
+
+/**
+ * Sends `bytes` one byte every `everyMs` on `socket` (after `prefix` in one write), as a slow-drip client does,
+ * and reports when the proxy closes the connection.
+ */
+export const drip = (
+  socket: stream.Duplex,
+  bytes: Buffer | string,
+  options: { readonly everyMs?: number; readonly giveUpMs: number; readonly prefix?: Buffer }
+): Promise<Dripped> =>
+  new Promise((resolve) => {
+    const data = typeof bytes === "string" ? Buffer.from(bytes, "latin1") : bytes
+    const started = Date.now()
+    const chunks: Array<Buffer> = []
+    let i = 0
+    if (options.prefix !== undefined) socket.write(options.prefix)
+    const timer = setInterval(() => {
+      // the last byte is never sent: the head (or frame) stays incomplete
+      if (i < data.length - 1 && !socket.destroyed) socket.write(data.subarray(i, ++i))
+    }, options.everyMs ?? 50)
+    const finish = (closedAfterMs: number | undefined) => {
+      clearInterval(timer)
+      clearTimeout(giveUp)
+      socket.destroy()
+      resolve({ closedAfterMs, received: Buffer.concat(chunks).toString("latin1") })
+    }
+    const giveUp = setTimeout(() => finish(undefined), options.giveUpMs)
+    socket.on("data", (c: Buffer) => chunks.push(c))
+    socket.on("error", () => {})
+    socket.on("close", () => finish(Date.now() - started))
+  })
+
+/** The client preface and an empty SETTINGS frame, then the first bytes of a HEADERS frame that never completes. */
+export const h2Preface = Buffer.concat([
+  Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1"),
+  Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0])
+])
+export const h2PartialHeaders = Buffer.concat([Buffer.from([0, 0, 64, 1, 4, 0, 0, 0, 1]), Buffer.alloc(64, 0x82)])
+
+/** The first flight a TLS client sends (its ClientHello for `servername`), captured from a real handshake. */
+export const clientHello = (servername: string): Promise<Buffer> =>
+  new Promise((resolve, reject) => {
+    const server = net.createServer((socket) => {
+      socket.once("data", (c: Buffer) => {
+        socket.destroy()
+        server.close()
+        resolve(c)
+      })
+    })
+    server.listen(0, "127.0.0.1", () => {
+      const client = tls.connect({ host: "127.0.0.1", port: (server.address() as net.AddressInfo).port, servername })
+      client.on("error", () => {})
+    })
+    server.on("error", reject)
   })

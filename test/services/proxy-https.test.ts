@@ -11,11 +11,16 @@ import * as Effect from "effect/Effect"
 import { type CertificateAuthority, loadOrCreateCa } from "../../src/services/proxy/ca.js"
 import {
   acceptWebSockets,
+  clientHello,
   type Backend,
   type StartedProxy,
   startBackend,
   startProxy,
   target,
+  connect,
+  drip,
+  h2PartialHeaders,
+  h2Preface,
   wsConnect,
   wsFrame,
   wsReader
@@ -169,6 +174,36 @@ describe("the proxy over HTTPS", () => {
     expect(failure?.code).toBe("ERR_TLS_CERT_ALTNAME_INVALID")
   })
 
+  it("serves the bare proxy host with its own certificate", async () => {
+    const socket = await tlsTo("localhost", ["http/1.1"])
+    try {
+      expect(socket.getPeerCertificate().subjectaltname).toBe("DNS:localhost")
+    } finally {
+      socket.destroy()
+    }
+  })
+
+  it("mints nothing for names it does not route: 500 of them get the bare host's certificate", async () => {
+    await tlsTo(web, ["http/1.1"]).then((s) => s.destroy())
+    const before = ca.cachedLeaves()
+    const failures = new Set<string>()
+    for (let i = 0; i < 500; i += 50) {
+      const batch = Array.from({ length: 50 }, (_, k) =>
+        tlsTo(`n${i + k}.nowhere.localhost`, ["http/1.1"]).then(
+          (s) => {
+            s.destroy()
+            return "verified"
+          },
+          (e: NodeJS.ErrnoException) => e.code ?? e.message
+        )
+      )
+      for (const outcome of await Promise.all(batch)) failures.add(outcome)
+    }
+    // the client is told the name does not match: no fresh leaf, and none cached
+    expect([...failures]).toEqual(["ERR_TLS_CERT_ALTNAME_INVALID"])
+    expect(ca.cachedLeaves()).toBe(before)
+  })
+
   it("answers pages over h2 too", async () => {
     const session = await h2Session(web)
     try {
@@ -226,5 +261,71 @@ describe("the proxy over HTTPS", () => {
     } finally {
       session.close()
     }
+  })
+})
+
+describe("HTTPS timeouts", () => {
+  const timeouts = { headMs: 600, idleMs: 1_200 }
+  let timed: StartedProxy
+  let timedPort: number
+
+  beforeAll(async () => {
+    timed = await startProxy([target("demo", "w1", "web", backend.port)], { https: { port: 0, ca }, timeouts })
+    timedPort = timed.httpsPort!
+  })
+  afterAll(async () => {
+    await timed?.close()
+  })
+
+  const secure = (alpn: ReadonlyArray<string>) =>
+    new Promise<tls.TLSSocket>((resolve, reject) => {
+      const socket = tls.connect({
+        host: "127.0.0.1",
+        port: timedPort,
+        servername: web,
+        ca: ca.certPem,
+        ALPNProtocols: [...alpn]
+      })
+      socket.once("secureConnect", () => resolve(socket))
+      socket.once("error", reject)
+    })
+  const limit = timeouts.idleMs + 1_500
+
+  it("cuts a TLS handshake sent one byte at a time", async () => {
+    const hello = await clientHello(web)
+    const cut = await drip(await connect(timedPort), hello, { everyMs: 20, giveUpMs: 6_000 })
+    expect(cut.closedAfterMs).toBeDefined()
+    expect(cut.closedAfterMs!).toBeLessThan(timeouts.headMs + 1_500)
+  })
+
+  it("cuts an HTTP/1.1 request head dripped over TLS", async () => {
+    const head = `GET / HTTP/1.1\r\nHost: ${web}\r\nX-Slow: ${"a".repeat(200)}\r\n\r\n`
+    const cut = await drip(await secure(["http/1.1"]), head, { everyMs: 50, giveUpMs: 6_000 })
+    expect(cut.closedAfterMs).toBeDefined()
+    expect(cut.closedAfterMs!).toBeLessThan(timeouts.headMs + 1_500)
+  })
+
+  it("cuts an HTTP/2 HEADERS frame dripped byte by byte", async () => {
+    const socket = await secure(["h2"])
+    expect(socket.alpnProtocol).toBe("h2")
+    const cut = await drip(socket, h2PartialHeaders, { prefix: h2Preface, everyMs: 50, giveUpMs: 6_000 })
+    expect(cut.closedAfterMs).toBeDefined()
+    expect(cut.closedAfterMs!).toBeLessThan(limit)
+  })
+
+  it("closes idle connections: an HTTP/2 session with no stream, a kept-alive HTTP/1.1 one", async () => {
+    const socket = await secure(["h2"])
+    const session = http2.connect(`https://${web}:${timedPort}`, { createConnection: () => socket })
+    const t0 = Date.now()
+    const answer = await h2Get(session, { ":path": "/", ":authority": `${web}:${timedPort}` })
+    expect(answer.status).toBe(200)
+    await new Promise<void>((resolve) => session.once("close", () => resolve()))
+    expect(Date.now() - t0).toBeLessThan(limit)
+    const h1 = await secure(["http/1.1"])
+    h1.resume()
+    const closed = new Promise<number>((resolve) => h1.once("close", () => resolve(Date.now() - t1)))
+    const t1 = Date.now()
+    h1.write(`GET / HTTP/1.1\r\nHost: ${web}\r\n\r\n`)
+    expect(await closed).toBeLessThan(limit)
   })
 })

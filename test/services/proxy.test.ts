@@ -1,17 +1,22 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as crypto from "node:crypto"
-import { readFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import * as http from "node:http"
 import * as net from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { Readable } from "node:stream"
+import * as tls from "node:tls"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import { makeRouteTable, type RouteTarget } from "../../src/domain/routes.js"
+import { loadOrCreateCa } from "../../src/services/proxy/ca.js"
 import { makeProxy, ProxyError } from "../../src/services/proxy/Proxy.js"
 import {
   type Backend,
   connect,
+  drip,
   hasIpv6Loopback,
   rawExchange,
   request,
@@ -22,6 +27,9 @@ import {
   wsConnect,
   acceptWebSockets
 } from "./proxy-helpers.js"
+
+const caBase = mkdtempSync(join(tmpdir(), "berth-proxy-ca-"))
+afterAll(() => rmSync(caBase, { recursive: true, force: true }))
 
 /** A backend that says who it is and what it got: method, url, headers, and the body's length and SHA-256. */
 const echo = (who: string): http.RequestListener => {
@@ -647,7 +655,145 @@ describe("backend framing and connection edge cases (fast path)", () => {
   })
 })
 
+describe.each(modes)("timeouts ($name)", ({ fastPath }) => {
+  let backend: Backend
+  let proxy: StartedProxy
+  const web = "web.w1.demo.localhost"
+  const timeouts = { headMs: 600, idleMs: 1_200 }
+
+  beforeAll(async () => {
+    backend = await startBackend((req, res) => {
+      req.resume()
+      // /slow answers after the idle time has passed twice: a request in flight is not idleness
+      req.on("end", () => setTimeout(() => res.end("ok"), req.url === "/slow" ? 3 * timeouts.idleMs : 0))
+    })
+    proxy = await startProxy([target("demo", "w1", "web", backend.port)], { fastPath, timeouts })
+  })
+  afterAll(async () => {
+    await proxy.close()
+    await backend.close()
+  })
+
+  it("cuts a request head sent one byte at a time once the head time is up", async () => {
+    const head = `GET / HTTP/1.1\r\nHost: ${web}\r\nX-Slow: ${"a".repeat(200)}\r\n\r\n`
+    const cut = await drip(await connect(proxy.port), head, { everyMs: 50, giveUpMs: 6_000 })
+    expect(cut.closedAfterMs).toBeDefined()
+    expect(cut.closedAfterMs!).toBeGreaterThanOrEqual(timeouts.headMs - 50)
+    expect(cut.closedAfterMs!).toBeLessThan(timeouts.headMs + 1_500)
+    expect(cut.received).toMatch(/^HTTP\/1\.1 408 /)
+  })
+
+  it("cuts a second head dripped on a kept-alive connection, and empty lines dripped before one", async () => {
+    const socket = await connect(proxy.port)
+    const first = `GET / HTTP/1.1\r\nHost: ${web}\r\n\r\n`
+    const cut = await drip(socket, `GET / HTTP/1.1\r\nHost: ${web}\r\nX-Slow: ${"a".repeat(200)}\r\n\r\n`, {
+      prefix: Buffer.from(first),
+      everyMs: 50,
+      giveUpMs: 6_000
+    })
+    expect(cut.received).toMatch(/^HTTP\/1\.1 200 OK/)
+    expect(cut.closedAfterMs).toBeLessThan(timeouts.headMs + 1_500)
+    const blank = await drip(await connect(proxy.port), "\r\n".repeat(200), { everyMs: 50, giveUpMs: 6_000 })
+    expect(blank.closedAfterMs).toBeLessThan(timeouts.headMs + 1_500)
+  })
+
+  it("times every head of a connection, after one that came in pieces and one that kept it waiting", async () => {
+    const socket = await connect(proxy.port)
+    let received = ""
+    socket.on("data", (c: Buffer) => {
+      received += c.toString("latin1")
+    })
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+    // a head in two pieces, well within its time
+    socket.write(`GET / HTTP/1.1\r\nHost: ${web}\r\n`)
+    await sleep(100)
+    socket.write("\r\n")
+    // longer than the head time, with nothing pending: idleness, not a slow head
+    await sleep(timeouts.headMs + 200)
+    expect(received).toMatch(/^HTTP\/1\.1 200 OK/)
+    expect(socket.destroyed).toBe(false)
+    const cut = await drip(socket, `GET / HTTP/1.1\r\nHost: ${web}\r\nX-Slow: ${"a".repeat(200)}\r\n\r\n`, {
+      everyMs: 50,
+      giveUpMs: 6_000
+    })
+    expect(cut.closedAfterMs).toBeDefined()
+    expect(cut.closedAfterMs!).toBeLessThan(timeouts.headMs + 1_000)
+  })
+
+  it("closes a kept-alive connection left idle, but not one waiting for its response", async () => {
+    // a raw socket: node's own client would close first, going by the Keep-Alive hint
+    const idleAfter = async (path: string) => {
+      const socket = await connect(proxy.port)
+      let received = ""
+      socket.on("data", (c: Buffer) => {
+        received += c.toString("latin1")
+      })
+      const t0 = Date.now()
+      socket.write(`GET ${path} HTTP/1.1\r\nHost: ${web}\r\n\r\n`)
+      await new Promise<void>((resolve) => socket.once("close", () => resolve()))
+      return { ms: Date.now() - t0, received }
+    }
+    const idle = await idleAfter("/")
+    expect(idle.received).toMatch(/^HTTP\/1\.1 200 OK/)
+    expect(idle.ms).toBeGreaterThanOrEqual(timeouts.idleMs - 100)
+    // node:http adds a second of slack to its keep-alive time
+    expect(idle.ms).toBeLessThan(timeouts.idleMs + 1_500)
+    const slow = await idleAfter("/slow")
+    expect(slow.received).toMatch(/^HTTP\/1\.1 200 OK[\s\S]*\r\n\r\nok$/)
+    expect(slow.ms).toBeGreaterThanOrEqual(3 * timeouts.idleMs + timeouts.idleMs - 100)
+  })
+})
+
 describe("binding", () => {
+  it("keeps the HTTP listener when HTTPS cannot bind, and moves or stops either alone", async () => {
+    const ca = await Effect.runPromise(loadOrCreateCa(join(caBase, "binding")))
+    const blocker = net.createServer()
+    await new Promise<void>((r) => blocker.listen(0, "127.0.0.1", () => r()))
+    const taken = (blocker.address() as net.AddressInfo).port
+    const backend = await startBackend((_req, res) => res.end("ok"))
+    const scope = Effect.runSync(Scope.make())
+    try {
+      const handle = await Effect.runPromise(
+        makeProxy({ routes: makeRouteTable([target("demo", "w1", "web", backend.port)]) }).pipe(Scope.extend(scope))
+      )
+      expect(handle.ports).toEqual({ http: undefined, https: undefined })
+      const port = await Effect.runPromise(handle.listen({ scheme: "http", port: 0 }))
+      const failed = await Effect.runPromise(Effect.flip(handle.listen({ scheme: "https", port: taken, ca })))
+      expect(failed).toBeInstanceOf(ProxyError)
+      expect(failed.message).toContain(`port ${taken} (127.0.0.1) for the HTTPS proxy is already in use`)
+      expect(handle.ports).toEqual({ http: port, https: undefined })
+      expect((await request(port, "web.w1.demo.localhost")).body.toString()).toBe("ok")
+      // the port it holds is no conflict: nothing is rebound
+      expect(await Effect.runPromise(handle.listen({ scheme: "http", port }))).toBe(port)
+      // a move to a taken port fails and leaves the listener where it was
+      const moved = await Effect.runPromise(Effect.flip(handle.listen({ scheme: "http", port: taken })))
+      expect(moved.code).toBe("EADDRINUSE")
+      expect((await request(port, "web.w1.demo.localhost")).body.toString()).toBe("ok")
+      // berth's own other listener is named as such, not as "another program"
+      const own = await Effect.runPromise(Effect.flip(handle.listen({ scheme: "https", port, ca })))
+      expect(own.message).toContain("berth's own HTTP proxy")
+      const httpsPort = await Effect.runPromise(handle.listen({ scheme: "https", port: 0, ca }))
+      expect(handle.ports).toEqual({ http: port, https: httpsPort })
+      // stopping HTTP leaves HTTPS listening
+      await Effect.runPromise(handle.close("http"))
+      expect(handle.ports).toEqual({ http: undefined, https: httpsPort })
+      await expect(request(port, "web.w1.demo.localhost")).rejects.toThrow(/ECONNREFUSED/)
+      const tlsAnswer = await new Promise<boolean>((resolve) => {
+        const socket = tls.connect({ host: "127.0.0.1", port: httpsPort, servername: "localhost", ca: ca.certPem })
+        socket.once("secureConnect", () => {
+          socket.destroy()
+          resolve(true)
+        })
+        socket.once("error", () => resolve(false))
+      })
+      expect(tlsAnswer).toBe(true)
+    } finally {
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+      blocker.close()
+      await backend.close()
+    }
+  })
+
   it("fails with a ProxyError naming the port when it is taken", async () => {
     const blocker = net.createServer()
     await new Promise<void>((r) => blocker.listen(0, "127.0.0.1", () => r()))
@@ -672,7 +818,7 @@ describe("binding", () => {
   it("binds loopback only, on both families, and frees the port when its scope closes", async () => {
     const scope = Effect.runSync(Scope.make())
     const handle = await Effect.runPromise(makeProxy({ http: { port: 0 } }).pipe(Scope.extend(scope)))
-    const port = handle.ports.http
+    const port = handle.ports.http!
     const lines = readFileSync("/proc/net/tcp", "utf8") + readFileSync("/proc/net/tcp6", "utf8")
     const hex = port.toString(16).toUpperCase().padStart(4, "0")
     const listening = lines

@@ -7,8 +7,13 @@
  * fast path does not take, go through `node:http`/`node:http2` (`slow.ts`). Both read the route table the daemon
  * last gave `setRoutes`: one `Map` lookup per request, no disk.
  *
- * Listens on loopback only (127.0.0.1 and ::1 where the machine has IPv6); everything it opened — listeners, client
- * and backend connections, the backend pool — closes with its scope.
+ * The HTTP and the HTTPS listener stand or fall separately: each is bound, moved or closed on its own
+ * (`listen`, `close`), and a failed bind leaves whatever listened before as it was. Listens on loopback only
+ * (127.0.0.1 and ::1 where the machine has IPv6); everything it opened — listeners, client and backend connections,
+ * the backend pool — closes with its scope.
+ *
+ * Slow clients are cut everywhere: a request head must arrive whole within `headMs` (a TLS handshake too), and a
+ * connection with nothing in flight is closed after `idleMs`.
  */
 import * as http from "node:http"
 import * as http2 from "node:http2"
@@ -17,9 +22,9 @@ import type * as stream from "node:stream"
 import type * as tls from "node:tls"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
-import { defaultDomain, emptyRouteTable, isUnderDomain, type RouteTable } from "../../domain/routes.js"
+import { defaultDomain, emptyRouteTable, type RouteTable } from "../../domain/routes.js"
 import { Backends } from "./backends.js"
-import type { CertificateAuthority } from "./ca.js"
+import { type CertificateAuthority, isPermittedName } from "./ca.js"
 import { FastConnection } from "./fast.js"
 import { type Engine, handleExtendedConnect, handleRequest, handleUpgrade, refuseConnect } from "./slow.js"
 
@@ -27,22 +32,35 @@ export const LOOPBACK_HOSTS: ReadonlyArray<string> = ["127.0.0.1", "::1"]
 /** More hops than this through berth's proxy is a loop: 508. */
 export const DEFAULT_HOP_LIMIT = 10
 
+export type Scheme = "http" | "https"
+
 export class ProxyError extends Data.TaggedError("ProxyError")<{
-  readonly scheme: "http" | "https"
+  readonly scheme: Scheme
   readonly host: string
   readonly port: number
   /** the system's error code, e.g. EADDRINUSE */
   readonly code: string
+  /** berth's own listener of this scheme holds the port */
+  readonly heldBy?: Scheme | undefined
 }> {
   override get message(): string {
-    return bindFailureMessage(this.scheme, this.host, this.port, this.code)
+    return bindFailureMessage(this.scheme, this.host, this.port, this.code, this.heldBy)
   }
 }
 
 /** What a failed bind means for a person, naming the port and the setting that moves it. */
-export const bindFailureMessage = (scheme: "http" | "https", host: string, port: number, code: string): string => {
+export const bindFailureMessage = (
+  scheme: Scheme,
+  host: string,
+  port: number,
+  code: string,
+  heldBy?: Scheme
+): string => {
   const option = scheme === "http" ? "--proxy" : "--https"
   const where = `port ${port} (${host}) for the ${scheme.toUpperCase()} proxy`
+  if (heldBy !== undefined) {
+    return `port ${port} is berth's own ${heldBy.toUpperCase()} proxy port\n  hint: choose another port for the ${scheme.toUpperCase()} proxy with \`berth port ${option} P\``
+  }
   if (code === "EADDRINUSE") {
     return `${where} is already in use by another program\n  hint: stop it, or choose another port with \`berth port ${option} P\``
   }
@@ -52,28 +70,54 @@ export const bindFailureMessage = (scheme: "http" | "https", host: string, port:
   return `cannot listen on ${where}: ${code}`
 }
 
+/** The whole request head (and a TLS handshake) must arrive within this; a slow drip is cut. */
+export const HEAD_TIMEOUT_MS = 20_000
+/** A connection with nothing in flight is closed after this long. */
+export const IDLE_TIMEOUT_MS = 30_000
+
+export type ListenerSpec =
+  | { readonly scheme: "http"; readonly port: number; readonly hosts?: ReadonlyArray<string> }
+  | {
+      readonly scheme: "https"
+      readonly port: number
+      readonly hosts?: ReadonlyArray<string>
+      readonly ca: CertificateAuthority
+    }
+
 export interface ProxyOptions {
-  readonly http: { readonly port: number; readonly hosts?: ReadonlyArray<string> }
+  /** Listens for plain HTTP at once (or later through `listen`). */
+  readonly http?: { readonly port: number; readonly hosts?: ReadonlyArray<string> }
+  /** Listens for HTTPS at once (or later through `listen`). */
   readonly https?: {
     readonly port: number
     readonly hosts?: ReadonlyArray<string>
     readonly ca: CertificateAuthority
   }
-  /** Host names end in `.<domain>`; certificates are minted only under it. Default `localhost`. */
+  /** Host names end in `.<domain>`; the bare domain's certificate is the one for names berth does not route. */
   readonly domain?: string
   /** The first route table (default: empty). */
   readonly routes?: RouteTable
   readonly hopLimit?: number
   /** false: plain HTTP goes through node:http as well (for comparisons). Default true. */
   readonly fastPath?: boolean
+  /** Default `HEAD_TIMEOUT_MS` and `IDLE_TIMEOUT_MS`; tests shorten them. */
+  readonly timeouts?: { readonly headMs?: number; readonly idleMs?: number }
 }
 
 export interface ProxyHandle {
-  /** The bound ports (the real ones when 0 was asked for). */
-  readonly ports: { readonly http: number; readonly https: number | undefined }
+  /** The bound ports (the real ones when 0 was asked for); undefined where nothing listens. */
+  readonly ports: { readonly http: number | undefined; readonly https: number | undefined }
   /** Swaps the route table at once: requests in flight keep the backend they have; the next ones see the new table. */
   readonly setRoutes: (table: RouteTable) => void
   readonly routes: () => RouteTable
+  /**
+   * Listens for `spec.scheme` on `spec.port`, never touching the other scheme's listener. Where it already listens
+   * on that port (or any port, for 0), nothing changes. Otherwise the new port is bound first and the old listener
+   * closed after, so a failure leaves the old one serving. Connections already open finish on their own.
+   */
+  readonly listen: (spec: ListenerSpec) => Effect.Effect<number, ProxyError>
+  /** Stops listening for `scheme`; its open connections finish (or idle out). */
+  readonly close: (scheme: Scheme) => Effect.Effect<void>
 }
 
 type Listener = net.Server | http2.Http2SecureServer
@@ -98,15 +142,10 @@ const listenOn = (server: Listener, host: string, port: number) =>
 
 /**
  * Binds one server per host on one port. With port 0 the first host picks the port and the others follow it
- * (retrying when the other family has it taken). A host of a family the machine lacks is skipped.
+ * (retrying when the other family has it taken). A host of a family the machine lacks is skipped. On failure
+ * every server it bound is closed again.
  */
-const listenAll = (
-  scheme: "http" | "https",
-  make: () => Listener,
-  hosts: ReadonlyArray<string>,
-  port: number,
-  opened: Array<Listener>
-) =>
+const listenAll = (scheme: Scheme, make: () => Listener, hosts: ReadonlyArray<string>, port: number) =>
   Effect.gen(function* () {
     for (let attempt = 0; ; attempt++) {
       const mine: Array<Listener> = []
@@ -118,7 +157,6 @@ const listenAll = (
         if (result._tag === "Right") {
           server.on("error", () => {})
           mine.push(server)
-          opened.push(server)
           bound = result.right
           continue
         }
@@ -127,7 +165,7 @@ const listenAll = (
         failure = new ProxyError({ scheme, host, port: bound, code })
         break
       }
-      if (failure === undefined && mine.length > 0) return bound
+      if (failure === undefined && mine.length > 0) return { port: bound, servers: mine }
       for (const server of mine) server.close()
       if (failure === undefined) {
         return yield* new ProxyError({ scheme, host: hosts.join(", "), port, code: "EADDRNOTAVAIL" })
@@ -144,11 +182,32 @@ const closeServer = (server: Listener) =>
     server.close(() => resume(Effect.void))
   })
 
+/** Closes idle HTTP/2 sessions: no stream open and no frame for `idleMs` (a HEADERS frame dripped never completes). */
+const watchSession = (idleMs: number) => (session: http2.ServerHttp2Session) => {
+  let open = 0
+  const closed = () => {
+    open--
+  }
+  session.on("stream", (stream: http2.ServerHttp2Stream) => {
+    open++
+    stream.once("close", closed)
+  })
+  session.setTimeout(idleMs)
+  // a stream waiting for its backend is not idleness; the timer fires again after the next frame
+  session.on("timeout", () => {
+    if (open === 0) session.destroy()
+  })
+}
+
 /** Starts the proxy in the current scope. */
 export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOptions) {
   const domain = (options.domain ?? defaultDomain).toLowerCase()
   let table = options.routes ?? emptyRouteTable(domain)
   const hopLimit = options.hopLimit ?? DEFAULT_HOP_LIMIT
+  const headMs = options.timeouts?.headMs ?? HEAD_TIMEOUT_MS
+  const idleMs = options.timeouts?.idleMs ?? IDLE_TIMEOUT_MS
+  // how often node looks for heads past their time
+  const checkEveryMs = Math.max(100, Math.min(5_000, Math.floor(headMs / 4)))
   const backends = new Backends()
   const engine: Engine = { routes: () => table, hopLimit, backends }
   const clients = new Set<stream.Duplex>()
@@ -156,11 +215,28 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
     clients.add(socket)
     socket.once("close", () => clients.delete(socket))
   }
-  const opened: Array<Listener> = []
+  const listeners: Record<Scheme, { port: number; servers: ReadonlyArray<Listener> } | undefined> = {
+    http: undefined,
+    https: undefined
+  }
+
+  // plain HTTP: the fast path, with node:http behind it for what it hands over
+  const slowHttp = http.createServer({
+    keepAliveTimeout: idleMs,
+    headersTimeout: headMs,
+    // a big upload may take its time; only the head is timed
+    requestTimeout: 0,
+    connectionsCheckingInterval: checkEveryMs
+  })
+  // node starts timing heads when a server starts listening; this one never does (it is handed connections)
+  slowHttp.emit("listening")
 
   yield* Effect.addFinalizer(() =>
     Effect.gen(function* () {
-      const closing = opened.map(closeServer)
+      const closing = [listeners.http, listeners.https].flatMap((l) => l?.servers ?? []).map(closeServer)
+      listeners.http = undefined
+      listeners.https = undefined
+      slowHttp.close()
       for (const socket of clients) socket.destroy()
       clients.clear()
       backends.destroy()
@@ -173,8 +249,6 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
     )
   )
 
-  // plain HTTP: the fast path, with node:http behind it for what it hands over
-  const slowHttp = http.createServer({ keepAliveTimeout: 5_000 })
   slowHttp.on("request", handleRequest(engine, "http"))
   slowHttp.on("upgrade", handleUpgrade(engine, "http"))
   slowHttp.on("connect", (_req: http.IncomingMessage, socket: stream.Duplex) => refuseConnect(socket))
@@ -183,6 +257,8 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
     routes: () => table,
     hopLimit,
     backends,
+    headMs,
+    idleMs,
     handOff: (socket: net.Socket) => {
       slowHttp.emit("connection", socket)
       socket.resume()
@@ -193,65 +269,106 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
     if (fast) new FastConnection(socket, fastContext)
     else slowHttp.emit("connection", socket)
   }
-  const httpPort = yield* listenAll(
-    "http",
-    () => net.createServer({ allowHalfOpen: true, noDelay: true }, onHttpConnection),
-    options.http.hosts ?? LOOPBACK_HOSTS,
-    options.http.port,
-    opened
-  )
+  const makeHttp = () => net.createServer({ allowHalfOpen: true, noDelay: true }, onHttpConnection)
 
-  let httpsPort: number | undefined
-  const https = options.https
-  if (https !== undefined) {
-    const ca = https.ca
+  const onRequest = handleRequest(engine, "https")
+  const onUpgrade = handleUpgrade(engine, "https")
+  const onExtendedConnect = handleExtendedConnect(engine)
+  const onSession = watchSession(idleMs)
+  const makeHttps = (ca: CertificateAuthority) => {
+    // clients that send no SNI (an IP address), and names berth does not route, get the domain's own certificate
     const fallback = ca.leaf(domain)
-    const onRequest = handleRequest(engine, "https")
-    const onUpgrade = handleUpgrade(engine, "https")
-    const onExtendedConnect = handleExtendedConnect(engine)
-    const make = () => {
-      const server = http2.createSecureServer({
-        allowHTTP1: true,
-        // clients that send no SNI (an IP address) get the domain's own certificate
-        key: fallback.keyPem,
-        cert: fallback.certPem + ca.certPem,
-        settings: { enableConnectProtocol: true },
-        SNICallback: (servername: string, callback: (error: Error | null, context?: tls.SecureContext) => void) => {
-          const name = servername.toLowerCase()
-          // the domain's names, and the hosts of projects routed under a domain of their own
-          if (!isUnderDomain(name, domain) && !table.byHost.has(name)) return callback(null, undefined)
-          try {
-            callback(null, ca.leafFor(name))
-          } catch (error) {
-            callback(error instanceof Error ? error : new Error(String(error)))
-          }
+    const server = http2.createSecureServer({
+      allowHTTP1: true,
+      key: fallback.keyPem,
+      cert: fallback.certPem + ca.certPem,
+      settings: { enableConnectProtocol: true },
+      handshakeTimeout: headMs,
+      SNICallback: (servername: string, callback: (error: Error | null, context?: tls.SecureContext) => void) => {
+        const name = servername.toLowerCase()
+        // A leaf only for a name the table routes, so asking for many names mints (and caches) nothing: any other
+        // name shares the fallback, and the client says the name does not match — clearer than a failed handshake,
+        // and a person may still go on to the 404 page, which lists the project's worlds.
+        if (!table.byHost.has(name) || !isPermittedName(name)) return callback(null, undefined)
+        try {
+          callback(null, ca.leafFor(name))
+        } catch (error) {
+          callback(error instanceof Error ? error : new Error(String(error)))
         }
-      })
-      // HTTP/1.1 over TLS would cut a request body still arriving after 5 minutes (a big, slow upload)
-      Object.assign(server, { requestTimeout: 0 })
-      server.on("request", onRequest)
-      server.on("upgrade", onUpgrade)
-      server.on("connect", (req: http2.Http2ServerRequest | http.IncomingMessage, second: unknown) => {
-        if (req.httpVersionMajor === 2) {
-          onExtendedConnect(req as http2.Http2ServerRequest, second as http2.Http2ServerResponse)
-        } else {
-          refuseConnect(second as stream.Duplex)
-        }
-      })
-      server.on("connection", track)
-      server.on("sessionError", () => {})
-      server.on("tlsClientError", () => {})
-      return server
-    }
-    httpsPort = yield* listenAll("https", make, https.hosts ?? LOOPBACK_HOSTS, https.port, opened)
+      }
+    })
+    Object.assign(server, {
+      // HTTP/1.1 over TLS: a request body still arriving after 5 minutes (a big, slow upload) is not cut; the head is
+      // timed, and an idle kept-alive connection closed (node sets no keep-alive time on this server)
+      requestTimeout: 0,
+      headersTimeout: headMs,
+      keepAliveTimeout: idleMs,
+      connectionsCheckingInterval: checkEveryMs
+    })
+    server.on("request", onRequest)
+    server.on("upgrade", onUpgrade)
+    server.on("connect", (req: http2.Http2ServerRequest | http.IncomingMessage, second: unknown) => {
+      if (req.httpVersionMajor === 2) {
+        onExtendedConnect(req as http2.Http2ServerRequest, second as http2.Http2ServerResponse)
+      } else {
+        refuseConnect(second as stream.Duplex)
+      }
+    })
+    server.on("connection", track)
+    server.on("session", onSession)
+    server.on("sessionError", () => {})
+    server.on("tlsClientError", () => {})
+    return server
   }
 
+  const other = (scheme: Scheme): Scheme => (scheme === "http" ? "https" : "http")
+
+  const listen = (spec: ListenerSpec): Effect.Effect<number, ProxyError> =>
+    Effect.gen(function* () {
+      const hosts = spec.hosts ?? LOOPBACK_HOSTS
+      const current = listeners[spec.scheme]
+      if (current !== undefined && (current.port === spec.port || spec.port === 0)) return current.port
+      if (spec.port !== 0 && listeners[other(spec.scheme)]?.port === spec.port) {
+        return yield* new ProxyError({
+          scheme: spec.scheme,
+          host: hosts.join(", "),
+          port: spec.port,
+          code: "EADDRINUSE",
+          heldBy: other(spec.scheme)
+        })
+      }
+      const make = spec.scheme === "https" ? () => makeHttps(spec.ca) : makeHttp
+      const bound = yield* listenAll(spec.scheme, make, hosts, spec.port)
+      listeners[spec.scheme] = bound
+      // the old port stops accepting; what it accepted finishes there
+      for (const server of current?.servers ?? []) server.close()
+      return bound.port
+    })
+
+  const close = (scheme: Scheme) =>
+    Effect.sync(() => {
+      for (const server of listeners[scheme]?.servers ?? []) server.close()
+      listeners[scheme] = undefined
+    })
+
+  if (options.http !== undefined) yield* listen({ scheme: "http", ...options.http })
+  if (options.https !== undefined) yield* listen({ scheme: "https", ...options.https })
+
   const handle: ProxyHandle = {
-    ports: { http: httpPort, https: httpsPort },
+    ports: {
+      get http() {
+        return listeners.http?.port
+      },
+      get https() {
+        return listeners.https?.port
+      }
+    },
     setRoutes: (next) => {
       table = next
     },
-    routes: () => table
+    routes: () => table,
+    listen,
+    close
   }
   return handle
 })

@@ -2,12 +2,13 @@
  * The machine-wide proxy as the daemon runs it: which ports it listens on (persisted settings, then the defaults —
  * 80 and 443 where the daemon may bind them, else 7355 and 7356), berth's CA for HTTPS, and the route table, rebuilt
  * from the registry whenever a world or service changes (never per request). Also what `${svc.url}` is for a world.
+ *
+ * The HTTP and HTTPS listeners are placed one at a time: one that cannot bind never costs the other, and asking for
+ * the port a listener already holds changes nothing.
  */
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
-import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Model from "../../domain/config/model.js"
 import { shortHash } from "../../domain/hash.js"
@@ -18,13 +19,15 @@ import type { WorldState } from "../../domain/world-state.js"
 import { ConfigFiles } from "../ConfigFiles.js"
 import { Home } from "../Home.js"
 import { Registry } from "../Registry.js"
-import { type CertificateAuthority, loadOrCreateCa } from "./ca.js"
-import { makeProxy, type ProxyHandle } from "./Proxy.js"
+import { type CaError, type CertificateAuthority, loadOrCreateCa } from "./ca.js"
+import { makeProxy, type ProxyError, type Scheme } from "./Proxy.js"
 
 /** Where the proxy listens when port 80 (443) is not available: fixed, so URLs stay the same across restarts. */
 export const FALLBACK_HTTP_PORT = 7355
 export const FALLBACK_HTTPS_PORT = 7356
 export const PROXY_DOMAIN = "localhost"
+const PRIVILEGED: Record<Scheme, number> = { http: 80, https: 443 }
+const FALLBACK: Record<Scheme, number> = { http: FALLBACK_HTTP_PORT, https: FALLBACK_HTTPS_PORT }
 
 /** A CommonJS hook for `node --require`: `*.localhost` resolves to loopback, as in browsers (RFC 6761). */
 const LOCALHOST_RESOLVER = `"use strict"
@@ -82,7 +85,7 @@ export interface Routing {
   readonly domain: string
   readonly project: string
   readonly world: string
-  /** the CA a process of an HTTPS project should trust (NODE_EXTRA_CA_CERTS) */
+  /** the CA a process should trust (NODE_EXTRA_CA_CERTS) when its world's URLs are https */
   readonly caPath: string | undefined
 }
 
@@ -93,8 +96,11 @@ const parseChoice = (value: unknown): PortChoice | undefined => {
   return typeof n === "number" && Number.isInteger(n) && n >= 0 && n <= 65_535 ? n : undefined
 }
 
-/** A service counts as reachable once it runs (or passed its health check). */
-const READY: ReadonlySet<string> = new Set(["running", "healthy"])
+/**
+ * A service counts as reachable once it runs (or passed its health check) — and while it is merely `unhealthy`: its
+ * process lives, and a slow answer from it beats a 502 from berth.
+ */
+const READY: ReadonlySet<string> = new Set(["running", "healthy", "unhealthy"])
 
 export class Router extends Effect.Service<Router>()("berth/Router", {
   scoped: Effect.gen(function* () {
@@ -104,14 +110,14 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
     const caDir = join(home.root, "ca")
     const caPath = join(caDir, "ca.crt")
     let ca: CertificateAuthority | undefined
-    let proxy: ProxyHandle | undefined
-    let scope: Scope.CloseableScope | undefined
     let info: ProxyInfo = {
       http: { wanted: "auto", port: undefined, error: "not started" },
       https: { wanted: "auto", port: undefined, error: "not started" },
       httpsUrls: false,
       caPath
     }
+    // the engine lives as long as the daemon; its listeners come and go
+    const proxy = yield* makeProxy({ domain: PROXY_DOMAIN })
 
     // environment first (tests and CI give every BERTH_HOME its own ports), then the persisted settings
     const choice = (variable: string, setting: string) =>
@@ -141,6 +147,7 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
             worldName: w.name,
             service: s.url,
             worldState: w.observed as WorldState,
+            worldId: w.id,
             serviceState: state,
             port: leases.find((l) => l.service === s.name && l.name === "")?.port,
             ready: READY.has(state),
@@ -174,80 +181,68 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
       return entry
     }
 
+    /** what a request to a suspended world calls: set by the engine above (the router cannot know worlds) */
+    let waker: (worldId: number) => void = () => {}
+
     const refresh = Effect.gen(function* () {
-      if (proxy === undefined) return
-      proxy.setRoutes(makeRouteTable(yield* targets, PROXY_DOMAIN))
+      proxy.setRoutes({ ...makeRouteTable(yield* targets, PROXY_DOMAIN), wake: (id) => waker(id) })
     })
 
-    /** Binds `wanted`, or for "auto" the privileged port and then the fallback. */
-    const candidates = (wanted: PortChoice, privileged: number, fallback: number): ReadonlyArray<number> =>
-      wanted === "off" ? [] : wanted === "auto" ? [privileged, fallback] : [wanted]
-
-    const start = Effect.gen(function* () {
-      if (scope !== undefined) yield* Scope.close(scope, Exit.void)
-      proxy = undefined
-      scope = yield* Scope.make()
-      const httpWanted = yield* choice("BERTH_PROXY_PORT", HTTP_SETTING)
-      const httpsWanted = yield* choice("BERTH_HTTPS_PORT", HTTPS_SETTING)
-      const httpsUrls = (yield* registry.getSetting(HTTPS_URLS_SETTING)) === true
-      if (httpsWanted !== "off" && ca === undefined) {
-        ca = yield* loadOrCreateCa(caDir).pipe(
-          Effect.tapError((e) => Effect.logWarning(`berth's CA: ${e.message}`)),
-          Effect.orElseSucceed(() => undefined)
+    const loadCa = Effect.gen(function* () {
+      if (ca !== undefined) return ca
+      const loaded = yield* loadOrCreateCa(caDir)
+      if (loaded.replaced !== undefined) {
+        yield* Effect.logWarning(
+          `berth's CA was made again, now limited to *.localhost and *.test names: run \`berth trust\` to trust it. ` +
+            `The old one (${loaded.replaced}) can sign nothing more: its key is deleted.`
         )
       }
-      const errors: Array<string> = []
-      // the engine always has an HTTP listener: with HTTP off but HTTPS on, it gets an unadvertised ephemeral one
-      const httpOff = httpWanted === "off"
-      const httpPorts = httpOff ? (httpsWanted === "off" ? [] : [0]) : candidates(httpWanted, 80, FALLBACK_HTTP_PORT)
-      const httpsPorts = ca === undefined ? [] : candidates(httpsWanted, 443, FALLBACK_HTTPS_PORT)
-      let httpError: string | undefined = httpWanted === "off" ? "turned off" : undefined
-      let httpsError: string | undefined =
-        httpsWanted === "off" ? "turned off" : ca === undefined ? "berth's CA could not be made" : undefined
-      // each listener walks its own candidates: a taken 443 must not cost the HTTP routes, nor the reverse
-      let h = 0
-      let t = 0
-      while (h < httpPorts.length) {
-        const tls = ca !== undefined && t < httpsPorts.length ? { port: httpsPorts[t]!, ca } : undefined
-        const attempt = yield* Scope.extend(
-          makeProxy({
-            http: { port: httpPorts[h]! },
-            ...(tls === undefined ? {} : { https: tls }),
-            domain: PROXY_DOMAIN
-          }),
-          scope
-        ).pipe(Effect.either)
-        if (attempt._tag === "Right") {
-          proxy = attempt.right
-          if (!httpOff) httpError = undefined
-          if (tls !== undefined) httpsError = undefined
-          break
+      ca = loaded
+      return loaded
+    })
+
+    /**
+     * Puts one listener where `wanted` says: a port, or for "auto" the privileged port and then the fallback.
+     * Fails when it cannot listen there, and the listener stays as it was.
+     */
+    const place = (scheme: Scheme, wanted: PortChoice): Effect.Effect<ListenerInfo, ProxyError | CaError> =>
+      Effect.gen(function* () {
+        if (wanted === "off") {
+          yield* proxy.close(scheme)
+          return { wanted, port: undefined, error: "turned off" }
         }
-        errors.push(attempt.left.message)
-        if (attempt.left.scheme === "https") {
-          httpsError = attempt.left.message
-          t++
-        } else {
-          httpError = attempt.left.message
-          h++
+        const authority = scheme === "https" ? yield* loadCa : undefined
+        const ports = wanted === "auto" ? [PRIVILEGED[scheme], FALLBACK[scheme]] : [wanted]
+        let failure: ProxyError | undefined
+        for (const port of ports) {
+          const bound = yield* Effect.either(
+            authority === undefined
+              ? proxy.listen({ scheme: "http", port })
+              : proxy.listen({ scheme, port, ca: authority })
+          )
+          if (bound._tag === "Right") return { wanted, port: bound.right, error: undefined }
+          // for "auto", the fallback's failure is the one to tell: the privileged port is often simply not allowed
+          failure = bound.left
         }
-      }
-      info = {
-        http: { wanted: httpWanted, port: httpOff ? undefined : proxy?.ports.http, error: httpError },
-        https: {
-          wanted: httpsWanted,
-          port: proxy?.ports.https,
-          error: proxy?.ports.https === undefined ? httpsError : undefined
-        },
-        httpsUrls,
-        caPath
-      }
-      for (const e of errors) yield* Effect.logWarning(`proxy: ${e}`)
+        return yield* failure!
+      })
+
+    // at start, each listener on its own: a failure is reported in `berth port` and the daemon log
+    const start = Effect.gen(function* () {
+      // a CA made before name constraints is replaced now, even with HTTPS off: its key should not wait on disk
+      if (existsSync(caPath)) yield* Effect.ignore(Effect.tapError(loadCa, (e) => Effect.logWarning(e.message)))
+      const listener = (scheme: Scheme, wanted: PortChoice) =>
+        place(scheme, wanted).pipe(
+          Effect.tapError((e) => Effect.logWarning(`proxy: ${e.message}`)),
+          Effect.catchAll((e) => Effect.succeed<ListenerInfo>({ wanted, port: undefined, error: e.message }))
+        )
+      const http = yield* listener("http", yield* choice("BERTH_PROXY_PORT", HTTP_SETTING))
+      const https = yield* listener("https", yield* choice("BERTH_HTTPS_PORT", HTTPS_SETTING))
+      info = { http, https, httpsUrls: (yield* registry.getSetting(HTTPS_URLS_SETTING)) === true, caPath }
       yield* refresh
     })
 
     yield* start
-    yield* Effect.addFinalizer(() => (scope === undefined ? Effect.void : Scope.close(scope, Exit.void)))
     // every change of a world's or a service's state reaches the table within one pass
     // a burst of changes (an `up` writes many) costs one rebuild after the one running: only the latest waits
     yield* registry.changes.changes.pipe(
@@ -265,7 +260,8 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
 
     /** `${svc.url}` of a world of `config`: undefined when the proxy does not listen (URLs stay direct). */
     const routing = (config: Model.Config, project: string, world: string): Routing | undefined => {
-      const https = (config.project.https || info.httpsUrls) && info.https.port !== undefined
+      const wantsHttps = config.project.https || info.httpsUrls
+      const https = wantsHttps && info.https.port !== undefined
       const port = https ? info.https.port : info.http.port
       if (port === undefined) return undefined
       return {
@@ -274,19 +270,34 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
         domain: config.project.domain,
         project: projectLabel(project),
         world,
-        caPath: config.project.https && ca !== undefined ? caPath : undefined
+        // whichever way the URLs became https (the project, or `berth port --https-urls on`), its processes call
+        // them, so they trust the CA
+        caPath: wantsHttps && ca !== undefined ? caPath : undefined
       }
     }
 
+    /**
+     * Moves the listeners asked about (only those), then saves the choice. A port that cannot be had fails the call
+     * with the reason, and that listener — and its setting — stay as they were.
+     */
     const setPorts = Effect.fn("Router.setPorts")(function* (p: {
       readonly http?: PortChoice | undefined
       readonly https?: PortChoice | undefined
       readonly httpsUrls?: boolean | undefined
     }) {
-      if (p.http !== undefined) yield* registry.setSetting(HTTP_SETTING, p.http)
-      if (p.https !== undefined) yield* registry.setSetting(HTTPS_SETTING, p.https)
-      if (p.httpsUrls !== undefined) yield* registry.setSetting(HTTPS_URLS_SETTING, p.httpsUrls)
-      yield* start
+      for (const [scheme, wanted, setting] of [
+        ["http", p.http, HTTP_SETTING],
+        ["https", p.https, HTTPS_SETTING]
+      ] as const) {
+        if (wanted === undefined) continue
+        const placed = yield* place(scheme, wanted)
+        yield* registry.setSetting(setting, wanted)
+        info = { ...info, [scheme]: placed }
+      }
+      if (p.httpsUrls !== undefined) {
+        yield* registry.setSetting(HTTPS_URLS_SETTING, p.httpsUrls)
+        info = { ...info, httpsUrls: p.httpsUrls }
+      }
       return info
     })
 
@@ -339,7 +350,12 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
       info: Effect.sync(() => info),
       setPorts,
       /** rebuilds the route table now */
-      refresh
+      refresh,
+      /** who resumes a suspended world that a request reached */
+      onWake: (wake: (worldId: number) => void) =>
+        Effect.sync(() => {
+          waker = wake
+        })
     } as const
   }),
   dependencies: []

@@ -1,7 +1,12 @@
 /**
  * berth's local certificate authority: made once in a folder (ECDSA P-256, the key 0600), then used to mint one leaf
  * certificate per host name on demand (browsers refuse a `*.localhost` wildcard, so there is no wildcard). Leaves
- * are cached in memory and carry the CA in their chain, so a client that trusts the CA trusts every route.
+ * are cached in memory (the least recently used beyond a bound are dropped) and carry the CA in their chain, so a
+ * client that trusts the CA trusts every route.
+ *
+ * The CA is name-constrained (RFC 5280 4.2.1.10, critical): it may vouch only for names under `.localhost` and
+ * `.test` and for loopback addresses, and only for TLS servers. Its key sits in a file of the user's home; should it
+ * leak, it still cannot vouch for a real site. A CA made before berth added the constraints is made again.
  *
  * Certificates are built with the DER encoder in `der.ts` and signed with `crypto.sign`: Node parses X.509 but
  * cannot write it.
@@ -34,6 +39,7 @@ const OID = {
   basicConstraints: "2.5.29.19",
   authorityKeyIdentifier: "2.5.29.35",
   extKeyUsage: "2.5.29.37",
+  nameConstraints: "2.5.29.30",
   serverAuth: "1.3.6.1.5.5.7.3.1"
 } as const
 
@@ -43,7 +49,45 @@ export const CA_VALIDITY_DAYS = 3650
 export const LEAF_VALIDITY_DAYS = 397
 /** Clocks drift; certificates start a little in the past. */
 const BACKDATE_MS = 3_600_000
-const LEAF_CACHE_LIMIT = 1000
+/**
+ * Leaves kept at once (each costs about 13 KiB with its TLS context): far more than the routes of a busy machine,
+ * and a bound however many names clients ask for. Past it a leaf is minted again, about a millisecond.
+ */
+export const LEAF_CACHE_LIMIT = 256
+
+/**
+ * The DNS trees berth's CA may vouch for: `localhost` (RFC 6761, where routes live) and `test` (RFC 6761, reserved
+ * for testing; a `[project] domain` under it works over HTTPS). No public DNS serves either, so no real site is
+ * under them. A project domain outside them is routed over plain HTTP, but gets no certificate.
+ */
+export const PERMITTED_DNS: ReadonlyArray<string> = ["localhost", "test"]
+
+/** Whether berth's CA may vouch for `host` (lower case): a plain DNS name under one of the permitted trees. */
+export const isPermittedName = (host: string): boolean =>
+  /^[a-z0-9.-]+$/.test(host) &&
+  !host.includes("..") &&
+  PERMITTED_DNS.some((tree) => host === tree || host.endsWith(`.${tree}`))
+
+/** Loopback only, in case a leaf ever carries an address: 127.0.0.0/8 and ::1/128 (address, then mask). */
+const PERMITTED_IPS: ReadonlyArray<Buffer> = [
+  Buffer.from([127, 0, 0, 0, 255, 0, 0, 0]),
+  Buffer.concat([Buffer.alloc(15), Buffer.from([1]), Buffer.alloc(16, 0xff)])
+]
+
+/**
+ * NameConstraints with permitted subtrees only: dNSName [2] and iPAddress [7]. Every name type listed is confined;
+ * the addresses are listed so that a leaf naming a public address fails as well.
+ */
+const nameConstraints = (): Buffer =>
+  der.sequence(
+    der.tlv(
+      0xa0,
+      Buffer.concat([
+        ...PERMITTED_DNS.map((tree) => der.sequence(der.implicitPrimitive(2, Buffer.from(tree, "ascii")))),
+        ...PERMITTED_IPS.map((range) => der.sequence(der.implicitPrimitive(7, range)))
+      ])
+    )
+  )
 
 type Name = ReadonlyArray<readonly [string, string]>
 
@@ -137,23 +181,42 @@ export const createCaCertificate = (now: Date = new Date(), hostname: string = o
       extension(OID.basicConstraints, true, der.sequence(der.boolean(true), der.integer(0))),
       // digitalSignature, keyCertSign, cRLSign
       extension(OID.keyUsage, true, der.namedBits([0, 5, 6])),
-      extension(OID.subjectKeyIdentifier, false, der.octetString(ski))
+      extension(OID.subjectKeyIdentifier, false, der.octetString(ski)),
+      extension(OID.nameConstraints, true, nameConstraints()),
+      // TLS servers only: name constraints say nothing of e-mail or code signing
+      extension(OID.extKeyUsage, false, der.sequence(der.oid(OID.serverAuth)))
     ],
     signingKey: privateKey
   })
   return { certPem: cert.pem, keyPem: privateKey.export({ type: "pkcs8", format: "pem" }).toString() }
 }
 
-/** The subject Name of a certificate, exactly as encoded (a leaf's issuer must match it byte for byte). */
-const subjectOf = (certDer: Buffer): Buffer => {
+const tbsFields = (certDer: Buffer): ReadonlyArray<der.Element> => {
   const [tbs] = der.readChildren(der.readElement(certDer).content)
   if (tbs === undefined) throw new Error("not a certificate")
-  const fields = der.readChildren(tbs.content)
+  return der.readChildren(tbs.content)
+}
+
+/** The subject Name of a certificate, exactly as encoded (a leaf's issuer must match it byte for byte). */
+const subjectOf = (certDer: Buffer): Buffer => {
+  const fields = tbsFields(certDer)
   // version [0] is present in v3 certificates, shifting every field by one
   const offset = fields[0]?.tag === 0xa0 ? 1 : 0
   const subject = fields[offset + 4]
   if (subject === undefined || subject.tag !== 0x30) throw new Error("certificate has no subject")
   return subject.encoded
+}
+
+/** Whether a certificate carries a critical nameConstraints extension. */
+export const hasNameConstraints = (certDer: Buffer): boolean => {
+  const wanted = der.oid(OID.nameConstraints)
+  const extensions = tbsFields(certDer).find((f) => f.tag === 0xa3)
+  if (extensions === undefined) return false
+  const [list] = der.readChildren(extensions.content)
+  return der.readChildren(list?.content ?? Buffer.alloc(0)).some((ext) => {
+    const [id, critical] = der.readChildren(ext.content)
+    return id?.encoded.equals(wanted) === true && critical?.tag === 0x01 && critical.content[0] !== 0
+  })
 }
 
 export interface Leaf {
@@ -211,10 +274,14 @@ export interface CertificateAuthority {
   readonly fingerprint: string
   /** Whether this load made the CA (false: it was already there). */
   readonly created: boolean
-  /** The leaf for `hostname` (lower case), minted on first use and cached. */
+  /** Where the CA this load replaced (one without name constraints) was set aside; its key is deleted. */
+  readonly replaced: string | undefined
+  /** The leaf for `hostname` (lower case), minted on first use and cached; throws outside `isPermittedName`. */
   readonly leaf: (hostname: string) => Leaf
   /** A TLS context serving the leaf for `hostname` with the CA in its chain; cached per host name. */
   readonly leafFor: (hostname: string) => tls.SecureContext
+  /** How many leaves the cache holds now. */
+  readonly cachedLeaves: () => number
 }
 
 const fromParts = (
@@ -222,7 +289,8 @@ const fromParts = (
   keyPath: string,
   certPem: string,
   keyPem: string,
-  created: boolean
+  created: boolean,
+  replaced?: string
 ): CertificateAuthority => {
   const cert = new crypto.X509Certificate(certPem)
   const key = crypto.createPrivateKey(keyPem)
@@ -234,7 +302,14 @@ const fromParts = (
     const name = hostname.toLowerCase()
     const cached = leaves.get(name)
     // renew a month before the end, for a daemon that runs for a very long time
-    if (cached !== undefined && cached.leaf.notAfter.getTime() - Date.now() > 30 * DAY_MS) return cached
+    if (cached !== undefined && cached.leaf.notAfter.getTime() - Date.now() > 30 * DAY_MS) {
+      // most recently used last: the first key is the one to drop
+      leaves.delete(name)
+      leaves.set(name, cached)
+      return cached
+    }
+    // the CA's constraints would make such a leaf fail anyway; never mint one
+    if (!isPermittedName(name)) throw new Error(`${hostname} is outside the names berth's CA may vouch for`)
     const fresh = { leaf: mintLeaf({ cert, key }, name), context: undefined as tls.SecureContext | undefined }
     leaves.delete(name)
     leaves.set(name, fresh)
@@ -249,12 +324,14 @@ const fromParts = (
     commonName,
     fingerprint: cert.fingerprint256.replaceAll(":", "").toLowerCase(),
     created,
+    replaced,
     leaf: (hostname) => entry(hostname).leaf,
     leafFor: (hostname) => {
       const e = entry(hostname)
       e.context ??= tls.createSecureContext({ key: e.leaf.keyPem, cert: e.leaf.certPem + certPem })
       return e.context
-    }
+    },
+    cachedLeaves: () => leaves.size
   }
 }
 
@@ -276,7 +353,7 @@ type Attempt =
 
 /**
  * One try: load what is there, or create. Creation claims the key file with an exclusive link, so two processes
- * starting at once agree on one CA; an expired CA is replaced.
+ * starting at once agree on one CA; an expired CA is replaced, and so is one without name constraints.
  */
 const attempt = (dir: string, orphanKey: boolean): Attempt => {
   const certPath = join(dir, "ca.crt")
@@ -284,11 +361,27 @@ const attempt = (dir: string, orphanKey: boolean): Attempt => {
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
   const keyPem = readIfThere(keyPath)
   const certPem = readIfThere(certPath)
+  let replaced: string | undefined
   if (keyPem !== undefined && certPem !== undefined) {
     const ca = fromParts(certPath, keyPath, certPem, keyPem, false)
-    if (new Date(ca.cert.validTo).getTime() - Date.now() > DAY_MS) {
+    const constrained = hasNameConstraints(ca.cert.raw)
+    if (constrained && new Date(ca.cert.validTo).getTime() - Date.now() > DAY_MS) {
       if ((fs.statSync(keyPath).mode & 0o077) !== 0) fs.chmodSync(keyPath, 0o600)
       return { _tag: "Loaded", ca }
+    }
+    if (!constrained) {
+      // Made before the constraints: trust stores hold it, and its key could vouch for any site as long as it
+      // exists. The key goes and a constrained CA takes its place (trust must be given again); the certificate is
+      // set aside so it can still be found and taken out of the stores. The exclusive link is the claim: a second
+      // process replacing the same CA waits for the first.
+      replaced = join(dir, `retired-${ca.fingerprint.slice(0, 16)}.crt`)
+      try {
+        fs.linkSync(certPath, replaced)
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
+        // a replacer that died half-way left the claim behind
+        if (!orphanKey) return { _tag: "Wait" }
+      }
     }
     // expired (or about to): a fresh one replaces it; trust must be given again
     fs.rmSync(certPath, { force: true })
@@ -318,7 +411,7 @@ const attempt = (dir: string, orphanKey: boolean): Attempt => {
     fs.rmSync(keyTmp, { force: true })
     fs.rmSync(certTmp, { force: true })
   }
-  return { _tag: "Loaded", ca: fromParts(certPath, keyPath, made.certPem, made.keyPem, true) }
+  return { _tag: "Loaded", ca: fromParts(certPath, keyPath, made.certPem, made.keyPem, true, replaced) }
 }
 
 /** berth's CA in `dir` (`ca.crt`, `ca.key`), made there on first use. */

@@ -8,9 +8,9 @@
  * to another backend (the next request names another host, or the route changed) at a response boundary. An
  * upgrade (WebSocket) that the backend accepts turns the pair into a raw pipe.
  *
- * What is answered here: malformed heads (400), heads over the limit (431), loops (508), unknown hosts (404) and
- * unavailable services (502), as pages. What is not usual (CONNECT, absolute-form targets) is handed to the
- * node:http server of the slow path with the bytes read so far.
+ * What is answered here: malformed heads (400), heads over the limit (431), heads too slow to arrive (408), loops
+ * (508), unknown hosts (404) and unavailable services (502), as pages. What is not usual (CONNECT, absolute-form
+ * targets) is handed to the node:http server of the slow path with the bytes read so far.
  */
 import type * as net from "node:net"
 import {
@@ -22,7 +22,8 @@ import {
   type RouteTable,
   type RouteTarget,
   type Unavailable,
-  unavailablePage
+  unavailablePage,
+  wakeIfSuspended
 } from "../../domain/routes.js"
 import type { Backends } from "./backends.js"
 import {
@@ -44,10 +45,11 @@ export interface FastContext {
   readonly backends: Backends
   /** Gives the connection to the node:http server; the unread bytes were put back on the socket. */
   readonly handOff: (socket: net.Socket) => void
+  /** A request head must arrive whole within this. */
+  readonly headMs: number
+  /** A connection with nothing in flight is closed after this long. */
+  readonly idleMs: number
 }
-
-/** A connection with nothing in flight is closed after this long. */
-const IDLE_MS = 5 * 60_000
 
 /** Requests that may be sent again when a reused backend connection closes before answering. */
 const REPLAYABLE = new Set(["GET", "HEAD", "OPTIONS"])
@@ -119,6 +121,9 @@ export class FastConnection {
   private cacheTable: RouteTable | undefined = undefined
   private cacheHost: string | undefined = undefined
   private cacheLookup: Lookup | undefined = undefined
+  /** part of a request head has come and the rest has not: the head timer runs */
+  private headPending = false
+  private headTimer: NodeJS.Timeout | undefined = undefined
 
   constructor(
     private readonly client: net.Socket,
@@ -132,7 +137,9 @@ export class FastConnection {
     client.on("error", this.onClientError)
     client.on("close", this.onClientClose)
     client.on("drain", this.onClientDrain)
-    client.setTimeout(IDLE_MS, this.onClientTimeout)
+    // not setTimeout's callback, which node calls only once: a connection busy at the first timeout idles later
+    client.on("timeout", this.onClientTimeout)
+    client.setTimeout(ctx.idleMs)
   }
 
   // -- client side ------------------------------------------------------------------------------------------
@@ -176,6 +183,7 @@ export class FastConnection {
     this.closed = true
     this.backend?.destroy()
     this.backend = undefined
+    clearTimeout(this.headTimer)
   }
 
   private readonly onClientDrain = (): void => {
@@ -187,6 +195,23 @@ export class FastConnection {
 
   private readonly onClientTimeout = (): void => {
     if (this.pending.length === 0 && !this.blocked && this.req !== Req.Raw) this.destroy()
+  }
+
+  /**
+   * A head began and is not whole yet: its time starts now. A head that comes in one read never gets here, so the
+   * hot path pays nothing; one dripped a byte at a time costs a timer reset once. The idle timeout cannot catch a
+   * drip, since every byte counts as activity.
+   */
+  private headStarted(): void {
+    if (this.headPending) return
+    this.headPending = true
+    if (this.headTimer === undefined) this.headTimer = setTimeout(this.onHeadTimeout, this.ctx.headMs)
+    else this.headTimer.refresh()
+  }
+
+  private readonly onHeadTimeout = (): void => {
+    if (!this.headPending || this.closed || this.req !== Req.Head) return
+    this.guarded(() => this.refuse(408, "the request head took too long"))
   }
 
   private pump(): void {
@@ -252,7 +277,11 @@ export class FastConnection {
       while (buf[skip] === 13 && buf[skip + 1] === 10) skip += 2
       if (skip > 0) {
         this.consume(skip)
-        if (this.buf === undefined) return false
+        if (this.buf === undefined) {
+          // empty lines dripped one after another are a head that never comes
+          this.headStarted()
+          return false
+        }
         buf = this.buf
       }
     }
@@ -260,9 +289,11 @@ export class FastConnection {
     if (end === -1) {
       if (buf.length > MAX_HEAD_BYTES) return this.refuse(431, "the request head is too large")
       this.scanFrom = Math.max(0, buf.length - 3)
+      this.headStarted()
       return false
     }
     this.scanFrom = 0
+    this.headPending = false
     if (end + 4 > MAX_HEAD_BYTES) return this.refuse(431, "the request head is too large")
     const parsed = parseRequestHead(buf.toString("latin1", 0, end))
     if (!parsed.ok) return this.refuse(parsed.status, parsed.reason)
@@ -275,6 +306,7 @@ export class FastConnection {
     if (found._tag === "UnknownHost") return this.answerPage(head, end + 4, notFoundPage(table, found, origin))
     const target = found.target
     if (!target.ready || target.port === undefined) {
+      wakeIfSuspended(table, target)
       return this.answerPage(head, end + 4, unavailablePage(table, found.host, target, "not-ready", origin))
     }
     if (this.backend === undefined || this.port !== target.port || this.doomed) {
@@ -346,8 +378,8 @@ export class FastConnection {
     return false
   }
 
-  /** 400/431: answered once earlier responses are out, then the connection closes. */
-  private refuse(status: 400 | 431, reason: string): boolean {
+  /** 400/408/431: answered once earlier responses are out, then the connection closes. */
+  private refuse(status: 400 | 408 | 431, reason: string): boolean {
     this.refusal = rawError(status, reason)
     this.req = Req.Done
     this.buf = undefined
@@ -379,6 +411,7 @@ export class FastConnection {
     client.removeListener("drain", this.onClientDrain)
     client.removeListener("timeout", this.onClientTimeout)
     client.setTimeout(0)
+    clearTimeout(this.headTimer)
     if (this.buf !== undefined) client.unshift(this.buf)
     this.buf = undefined
     this.ctx.handOff(client)

@@ -8,6 +8,7 @@ const reasons: Record<number, string> = {
   400: "Bad Request",
   404: "Not Found",
   405: "Method Not Allowed",
+  408: "Request Timeout",
   431: "Request Header Fields Too Large",
   502: "Bad Gateway",
   508: "Loop Detected"
@@ -56,6 +57,7 @@ export const renderHtml = (page: PageModel): string => {
   return [
     "<!doctype html>",
     '<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">',
+    page.retryAfter === undefined ? "" : `<meta http-equiv="refresh" content="${page.retryAfter}">`,
     `<title>${page.status} ${escapeHtml(page.title)} · berth</title>`,
     "<style>body{font:15px/1.5 system-ui,sans-serif;max-width:46rem;margin:3rem auto;padding:0 1rem;color:#222}",
     "h1{font-size:1.4rem}code{background:#f3f3f3;padding:0 .2em}.state{color:#666;font-size:.9em}",
@@ -71,14 +73,25 @@ export const renderHtml = (page: PageModel): string => {
 
 export interface RenderedPage {
   readonly status: number
+  readonly retryAfter?: number | undefined
   readonly contentType: string
   readonly body: Buffer
 }
 
 export const renderPage = (page: PageModel, accept: string | undefined): RenderedPage =>
   wantsHtml(accept)
-    ? { status: page.status, contentType: "text/html; charset=utf-8", body: Buffer.from(renderHtml(page)) }
-    : { status: page.status, contentType: "text/plain; charset=utf-8", body: Buffer.from(renderText(page)) }
+    ? {
+        status: page.status,
+        retryAfter: page.retryAfter,
+        contentType: "text/html; charset=utf-8",
+        body: Buffer.from(renderHtml(page))
+      }
+    : {
+        status: page.status,
+        retryAfter: page.retryAfter,
+        contentType: "text/plain; charset=utf-8",
+        body: Buffer.from(renderText(page))
+      }
 
 /** A whole HTTP/1.1 response; `close` adds `Connection: close` (the proxy then ends the connection). */
 export const rawResponse = (
@@ -90,12 +103,13 @@ export const rawResponse = (
     `Content-Type: ${page.contentType}\r\n` +
     `Content-Length: ${page.body.length}\r\n` +
     "Cache-Control: no-store\r\n" +
+    (page.retryAfter === undefined ? "" : `Retry-After: ${page.retryAfter}\r\n`) +
     `Connection: ${options.close ? "close" : "keep-alive"}\r\n\r\n`
   return options.head ? Buffer.from(head, "latin1") : Buffer.concat([Buffer.from(head, "latin1"), page.body])
 }
 
 /** A bare error answer with no page model (malformed requests). */
-export const rawError = (status: 400 | 431 | 502, message: string): Buffer =>
+export const rawError = (status: 400 | 408 | 431 | 502, message: string): Buffer =>
   rawResponse(
     {
       status,

@@ -16,7 +16,8 @@ import {
   type PageModel,
   type RouteTable,
   type Unavailable,
-  unavailablePage
+  unavailablePage,
+  wakeIfSuspended
 } from "../../domain/routes.js"
 import type { Backends } from "./backends.js"
 import { HOP_HEADER } from "./http1.js"
@@ -117,7 +118,8 @@ export const sendPage = (req: Request, res: Response, page: PageModel): void => 
   const headers = {
     "content-type": rendered.contentType,
     "content-length": String(rendered.body.length),
-    "cache-control": "no-store"
+    "cache-control": "no-store",
+    ...(rendered.retryAfter === undefined ? {} : { "retry-after": String(rendered.retryAfter) })
   }
   ;(res as http.ServerResponse).writeHead(rendered.status, headers)
   if (req.method === "HEAD") res.end()
@@ -144,7 +146,10 @@ const route = (engine: Engine, req: Request, proto: Proto): Routed => {
   if (found._tag === "UnknownHost") return { _tag: "Page", page: notFoundPage(table, found, origin) }
   const target = found.target
   const unavailable = (reason: Unavailable) => unavailablePage(table, found.host, target, reason, origin)
-  if (!target.ready || target.port === undefined) return { _tag: "Page", page: unavailable("not-ready") }
+  if (!target.ready || target.port === undefined) {
+    wakeIfSuspended(table, target)
+    return { _tag: "Page", page: unavailable("not-ready") }
+  }
   return { _tag: "Go", port: target.port, hops, unavailable }
 }
 
