@@ -7,8 +7,10 @@
  */
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
-import { describeWait, suspendNow } from "../domain/admission.js"
+import { describeWait, shouldIdle, suspendNow } from "../domain/admission.js"
 import { Admission, SAMPLE_EVERY_MS } from "../services/Admission.js"
+import { ConfigFiles } from "../services/ConfigFiles.js"
+import { Router } from "../services/proxy/Router.js"
 import { Registry } from "../services/Registry.js"
 import { Worlds } from "./Worlds.js"
 
@@ -26,6 +28,13 @@ export const monitorPressure = Effect.gen(function* () {
   const admission = yield* Admission
   const registry = yield* Registry
   const worlds = yield* Worlds
+  const router = yield* Router
+  const configs = yield* ConfigFiles
+  const idleSuspendOf = (path: string) =>
+    configs.load(path).pipe(
+      Effect.map((l) => l.parsed.config.project.idleSuspendMs),
+      Effect.orElseSucceed(() => undefined)
+    )
   let lastSuspendAt: number | undefined
   const settle = settleMs()
   const dwell = dwellMs()
@@ -35,6 +44,19 @@ export const monitorPressure = Effect.gen(function* () {
       (w) => w.observed === "running" && w.desired === "up" && admission.holds(w.id)
     )
     const now = Date.now()
+    // `[project] idle_suspend`: a world whose routes saw no request for that long sleeps until its next one
+    for (const w of running) {
+      const idleMs = yield* idleSuspendOf(w.path !== "" ? w.path : w.mainRoot)
+      if (idleMs === undefined) continue
+      const last = Math.max((yield* router.lastRequest(w.id)) ?? 0, w.startedAt ?? w.createdAt)
+      if (!shouldIdle(now, last, idleMs)) continue
+      yield* Effect.logInfo(`world ${w.name} suspended: no request for ${Math.round(idleMs / 1000)} s`)
+      yield* Effect.forkDaemon(
+        worlds
+          .suspend(w.id, `suspended: no request for ${Math.round(idleMs / 1000)} s; its next request wakes it`, false)
+          .pipe(Effect.catchAll((e) => Effect.logWarning(`idle suspend: ${e.message}`)))
+      )
+    }
     const pick = suspendNow({
       readings: yield* admission.readings,
       settings: yield* admission.settings,

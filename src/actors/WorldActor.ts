@@ -80,7 +80,7 @@ export type WorldCommand =
   /** build the golden of one slice service again, from this world's worktree and environment */
   | { readonly _tag: "RebuildGolden"; readonly service: string; readonly env: Readonly<Record<string, string>> }
   /** memory is short: stop the processes, keep ports, slices, files and routes, and queue to come back */
-  | { readonly _tag: "Suspend"; readonly reason: string }
+  | { readonly _tag: "Suspend"; readonly reason: string; readonly requeue: boolean }
   /** a request reached a suspended world's URL: queue its resume now */
   | { readonly _tag: "Wake" }
   /** the `up` waiting for this world gave up (Ctrl-C): leave the line if it is still waiting there */
@@ -659,7 +659,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
     })
 
     /** Memory is short: the processes stop as in `down`; ports, slices, files and routes stay; it queues to resume. */
-    const suspend = (reason: string) =>
+    const suspend = (reason: string, requeue: boolean) =>
       Effect.gen(function* () {
         const w = yield* row
         if (w.desired !== "up" || (generation === undefined && launching === undefined)) return
@@ -668,10 +668,11 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         yield* stopGeneration
         yield* stopOrphans
         yield* admission.release(worldId)
-        yield* admission.suspended
+        if (requeue) yield* admission.suspended
         yield* setObserved("suspended", reason)
         yield* registry.addEvent({ worldId, service: null, kind: "suspended", message: reason })
-        yield* resume(Date.now())
+        // suspended for memory: back in line at once; suspended for idleness: back on its next request
+        if (requeue) yield* resume(Date.now())
       })
 
     /** Queues a suspended (or crash-stopped) world to come back, in the one fair line, at its suspension time. */
@@ -856,7 +857,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         case "RebuildGolden":
           return rebuildGolden(command.service, command.env)
         case "Suspend":
-          return suspend(command.reason)
+          return suspend(command.reason, command.requeue)
         case "Wake":
           return Effect.gen(function* () {
             const w = yield* row

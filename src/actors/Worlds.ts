@@ -428,7 +428,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
     const gc = (dryRun: boolean, env: Readonly<Record<string, string>> = {}) => slices.gc(dryRun, env)
 
     /** Memory is short: the world's processes stop, everything else stays, and it queues to come back. */
-    const suspend = (worldId: number, reason: string) => send(worldId, { _tag: "Suspend", reason })
+    const suspend = (worldId: number, reason: string, requeue = true) =>
+      send(worldId, { _tag: "Suspend", reason, requeue })
 
     /** A request reached a suspended world: queue its resume now (no-op when it is not suspended). */
     const wake = (worldId: number) => send(worldId, { _tag: "Wake" })

@@ -221,3 +221,7 @@ export const describeWait = (reason: WaitReason): string => {
       return `disk space on ${reason.path} (${(reason.freeBytes / 1024 ** 3).toFixed(1)} GB free, needs ${(reason.reserveBytes / 1024 ** 3).toFixed(1)} GB)`
   }
 }
+
+/** `[project] idle_suspend`: a world whose routes last saw a request (or which started) `idleMs` ago sleeps. */
+export const shouldIdle = (now: number, lastActive: number, idleMs: number): boolean =>
+  idleMs > 0 && now - lastActive >= idleMs

@@ -39,6 +39,8 @@ export interface RouteTable {
   readonly byProject: ReadonlyMap<string, ReadonlyArray<RouteTarget>>
   /** Asks for a suspended world to be resumed (a request reached it); set by the daemon. */
   readonly wake?: ((worldId: number) => void) | undefined
+  /** Counts a request routed to `target` (metrics, and `idle_suspend`'s clock); set by the daemon. */
+  readonly seen?: ((target: RouteTarget) => void) | undefined
 }
 
 const normalizeDomain = (domain: string): string =>
@@ -283,6 +285,7 @@ export const unavailablePage = (
 
 /** A request reached a suspended world: it asks for the world to come back (the gate decides when). */
 export const wakeIfSuspended = (table: RouteTable, target: RouteTarget): void => {
+  table.seen?.(target)
   if (target.worldState === "suspended" && target.worldId !== undefined) table.wake?.(target.worldId)
 }
 

@@ -71,6 +71,8 @@ export interface ProjectConfig {
   readonly worktrees: string | undefined
   readonly setup: string | undefined
   readonly https: boolean
+  /** suspend a world whose routes saw no request for this long (ms); undefined: never */
+  readonly idleSuspendMs: number | undefined
 }
 
 export interface Config {

@@ -295,7 +295,8 @@ export const parseConfig = (text: string, file: string): Either.Either<ParsedCon
       domain: project.domain ?? Model.defaults.domain,
       worktrees: project.worktrees,
       setup: project.setup,
-      https: project.https ?? false
+      https: project.https ?? false,
+      idleSuspendMs: project.idle_suspend
     },
     services: names.map((n) => services.get(n)!),
     agents: { verify: agents.verify ?? [] },

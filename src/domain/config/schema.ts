@@ -167,7 +167,9 @@ export const Project = describe(
     ),
     worktrees: Schema.optional(Text),
     setup: Schema.optional(Command),
-    https: Schema.optional(describe(Schema.Boolean, "true or false"))
+    https: Schema.optional(describe(Schema.Boolean, "true or false")),
+    /** a world whose routes saw no request for this long is suspended, and woken by its next request */
+    idle_suspend: Schema.optional(Duration)
   }),
   "the [project] table"
 )

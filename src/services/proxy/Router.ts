@@ -183,9 +183,17 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
 
     /** what a request to a suspended world calls: set by the engine above (the router cannot know worlds) */
     let waker: (worldId: number) => void = () => {}
+    /** requests per route (host) since the daemon started, and when each world last saw one */
+    const requests = new Map<string, number>()
+    const lastRequest = new Map<number, number>()
+    const seen = (target: RouteTarget) => {
+      const key = `${target.service}.${target.world}.${target.project}`
+      requests.set(key, (requests.get(key) ?? 0) + 1)
+      if (target.worldId !== undefined) lastRequest.set(target.worldId, Date.now())
+    }
 
     const refresh = Effect.gen(function* () {
-      proxy.setRoutes({ ...makeRouteTable(yield* targets, PROXY_DOMAIN), wake: (id) => waker(id) })
+      proxy.setRoutes({ ...makeRouteTable(yield* targets, PROXY_DOMAIN), wake: (id) => waker(id), seen })
     })
 
     const loadCa = Effect.gen(function* () {
@@ -351,6 +359,10 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
       setPorts,
       /** rebuilds the route table now */
       refresh,
+      /** requests per route since the daemon started */
+      requests: Effect.sync(() => new Map(requests)),
+      /** when a world's routes last saw a request (undefined: none since the daemon started) */
+      lastRequest: (worldId: number) => Effect.sync(() => lastRequest.get(worldId)),
       /** who resumes a suspended world that a request reached */
       onWake: (wake: (worldId: number) => void) =>
         Effect.sync(() => {

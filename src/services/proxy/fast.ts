@@ -309,6 +309,7 @@ export class FastConnection {
       wakeIfSuspended(table, target)
       return this.answerPage(head, end + 4, unavailablePage(table, found.host, target, "not-ready", origin))
     }
+    table.seen?.(target)
     if (this.backend === undefined || this.port !== target.port || this.doomed) {
       if (this.pending.length > 0) return this.waitForResponses()
       this.connect(target.port, head, found.host, target)

@@ -150,6 +150,7 @@ const route = (engine: Engine, req: Request, proto: Proto): Routed => {
     wakeIfSuspended(table, target)
     return { _tag: "Page", page: unavailable("not-ready") }
   }
+  table.seen?.(target)
   return { _tag: "Go", port: target.port, hops, unavailable }
 }
 

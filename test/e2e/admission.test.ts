@@ -1,0 +1,182 @@
+/**
+ * The gate and the pressure monitor through the real daemon, with the machine's readings staged in a file
+ * (BERTH_READINGS_FILE) so that pressure can rise and fall on cue.
+ */
+import { writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { eventually, isAlive, type RunResult, type Sandbox, sandboxes, type WorldJson } from "./harness.js"
+
+const boxes = sandboxes()
+afterAll(() => boxes.cleanup())
+
+type World = WorldJson & { queue?: { position: number; waitingFor: string } }
+
+const json = <A>(r: RunResult): A => {
+  if (r.code !== 0) throw new Error(`berth failed (${r.code}): ${r.stderr}`)
+  return JSON.parse(r.stdout) as A
+}
+
+const statusOf = async (box: Sandbox) => json<{ worlds: Array<World> }>(await box.run(["status", "--json"])).worlds
+
+const byName = (worlds: ReadonlyArray<World>, name: string) => worlds.find((w) => w.name === name)
+
+const toml = `[services.api]
+cmd = "node server.mjs"
+url = "api"
+health = { http = "/healthz" }
+
+[services.files]
+adapter = "dir"
+`
+
+/** A project whose daemon reads the machine from a file the test writes. */
+const staged = async (freePercent: number) => {
+  const box = await boxes.project({ "berth.toml": toml })
+  const readings = join(box.home, "..", "readings.json")
+  const set = (percent: number) => writeFileSync(readings, JSON.stringify({ memAvailablePercent: percent }))
+  set(freePercent)
+  const env = { BERTH_READINGS_FILE: readings, BERTH_PRESSURE_SETTLE_MS: "500", BERTH_PRESSURE_DWELL_MS: "0" }
+  // the daemon reads the file: start it with that environment
+  await box.run(["daemon", "stop"])
+  const run = (args: ReadonlyArray<string>, timeoutMs = 60_000) => box.run(args, { env, timeoutMs })
+  expect((await run(["daemon", "start"])).code).toBe(0)
+  return { box, set, run }
+}
+
+describe("admission", () => {
+  it("runs max_parallel worlds and queues the rest in arrival order; each starts as one stops", async () => {
+    const { box, run } = await staged(60)
+    expect((await run(["reserve", "--max-parallel", "2"])).code).toBe(0)
+    const names = ["q1", "q2", "q3", "q4", "q5"]
+    const ups: Array<Promise<RunResult>> = []
+    for (const name of names) {
+      ups.push(run(["up", name, "--json"], 120_000))
+      // arrival order is the order the daemon hears them in
+      await eventually(
+        () => statusOf(box),
+        (ws) => byName(ws, name) !== undefined
+      )
+    }
+    const queued = await eventually(
+      () => statusOf(box),
+      (ws) => ws.filter((w) => w.state === "running").length === 2 && ws.filter((w) => w.state === "queued").length === 3
+    )
+    expect(queued.filter((w) => w.state === "running").map((w) => w.name)).toEqual(["q1", "q2"])
+    expect(names.slice(2).map((n) => byName(queued, n)?.queue?.position)).toEqual([1, 2, 3])
+    expect(byName(queued, "q3")?.queue?.waitingFor).toMatch(/slot/)
+    // a down of a queued world takes it out of the line
+    expect((await run(["down", "q4"])).code).toBe(0)
+    const afterDown = await statusOf(box)
+    expect(byName(afterDown, "q4")?.state).toBe("stopped")
+    expect(byName(afterDown, "q5")?.queue?.position).toBe(2)
+    // each starts as one stops, in order
+    expect((await run(["down", "q1"])).code).toBe(0)
+    await eventually(
+      () => statusOf(box),
+      (ws) => byName(ws, "q3")?.state === "running"
+    )
+    expect(byName(await statusOf(box), "q5")?.state).toBe("queued")
+    expect((await run(["down", "q2"])).code).toBe(0)
+    await eventually(
+      () => statusOf(box),
+      (ws) => byName(ws, "q5")?.state === "running"
+    )
+    const results = await Promise.all(ups)
+    for (const [i, r] of results.entries()) {
+      if (names[i] === "q4") {
+        expect(r.code).toBe(1)
+        expect(r.stderr).toMatch(/stopped before it was ready/)
+      } else expect(r.code, `${names[i]}: ${r.stderr}`).toBe(0)
+    }
+  })
+
+  it("returns at once with --no-wait, saying the world is queued", async () => {
+    const { run } = await staged(5)
+    const r = await run(["up", "nw", "--no-wait", "--json"])
+    expect(r.code, r.stderr).toBe(0)
+    const w = JSON.parse(r.stdout) as World
+    expect(w.state).toBe("queued")
+    expect(w.queue?.waitingFor).toMatch(/memory/)
+    expect((await run(["down", "nw"])).code).toBe(0)
+  })
+
+  it("suspends the newest world under pressure and resumes it on the same ports with its data", async () => {
+    const { box, set, run } = await staged(60)
+    for (const name of ["p1", "p2", "p3"]) expect((await run(["up", name])).code).toBe(0)
+    const before = await statusOf(box)
+    const newest = byName(before, "p3")!
+    const api = newest.services.find((s) => s.name === "api")!
+    const files = newest.services.find((s) => s.name === "files")!
+    writeFileSync(join(files.url!.replace(/^file:\/\//, ""), "kept.txt"), "data")
+    set(5)
+    const suspended = await eventually(
+      () => statusOf(box),
+      (ws) => byName(ws, "p3")?.state === "suspended"
+    )
+    // only the newest; its processes are gone, its ports and slices kept
+    expect(byName(suspended, "p1")?.state).toBe("running")
+    expect(byName(suspended, "p2")?.state).toBe("running")
+    expect(isAlive(api.pid!)).toBe(false)
+    const env = json<Record<string, string>>(await run(["env", "p3", "--json"]))
+    expect(env.API_PORT).toBe(String(api.port))
+    // a request to it is answered by a page saying it is waking up
+    set(60)
+    const resumed = await eventually(
+      () => statusOf(box),
+      (ws) => byName(ws, "p3")?.state === "running",
+      30_000
+    )
+    const again = byName(resumed, "p3")!.services.find((s) => s.name === "api")!
+    expect(again.port).toBe(api.port)
+    expect(again.pid).not.toBe(api.pid)
+    const events = (byName(resumed, "p3") as unknown as { events: Array<{ kind: string }> }).events.map((e) => e.kind)
+    expect(events).toContain("suspended")
+    expect(events).toContain("resumed")
+    const { readFileSync } = await import("node:fs")
+    expect(readFileSync(join(files.url!.replace(/^file:\/\//, ""), "kept.txt"), "utf8")).toBe("data")
+  })
+
+  it("answers a request to a suspended world with a page that wakes it", async () => {
+    const block = await boxes.project({ "berth.toml": toml }, { proxy: true })
+    const readings = join(block.home, "..", "readings.json")
+    writeFileSync(readings, JSON.stringify({ memAvailablePercent: 60 }))
+    const env = { BERTH_READINGS_FILE: readings, BERTH_PRESSURE_SETTLE_MS: "500", BERTH_PRESSURE_DWELL_MS: "0" }
+    await block.run(["daemon", "stop"])
+    const run = (args: ReadonlyArray<string>) => block.run(args, { env, timeoutMs: 60_000 })
+    expect((await run(["up", "sleepy"])).code).toBe(0)
+    writeFileSync(readings, JSON.stringify({ memAvailablePercent: 5 }))
+    await eventually(
+      () => statusOf(block),
+      (ws) => byName(ws, "sleepy")?.state === "suspended"
+    )
+    const page = await run(["curl", "sleepy", "api", "-i"])
+    expect(page.stdout).toMatch(/^HTTP\/1\.1 503/)
+    expect(page.stdout).toMatch(/retry-after: 2/i)
+    expect(page.stdout).toMatch(/waking up/i)
+    writeFileSync(readings, JSON.stringify({ memAvailablePercent: 60 }))
+    await eventually(
+      () => run(["curl", "sleepy", "api", "/healthz"]),
+      (r) => r.stdout === "ok",
+      30_000
+    )
+  })
+
+  it("suspends a world idle for [project] idle_suspend, and its next request wakes it", async () => {
+    const box = await boxes.project({ "berth.toml": `[project]\nidle_suspend = "3s"\n\n${toml}` }, { proxy: true })
+    expect((await box.run(["up", "idle", "--json"], { timeoutMs: 60_000 })).code).toBe(0)
+    const slept = await eventually(
+      () => statusOf(box),
+      (ws) => byName(ws, "idle")?.state === "suspended",
+      30_000
+    )
+    expect(byName(slept, "idle")?.services.find((s) => s.name === "api")?.state).not.toBe("healthy")
+    const page = await box.run(["curl", "idle", "api", "-i"])
+    expect(page.stdout).toMatch(/^HTTP\/1\.1 503/)
+    await eventually(
+      () => box.run(["curl", "idle", "api", "/healthz"]),
+      (r) => r.stdout === "ok",
+      30_000
+    )
+  })
+})
