@@ -599,17 +599,21 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           }
           yield* start_
         }).pipe(
-          Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : admission.release(worldId))),
-          Effect.exit,
-          Effect.flatMap((exit) =>
-            Deferred.done(
-              done,
-              Exit.isInterrupted(exit)
-                ? Exit.fail<WorldError>(new InvalidRequest({ reason: `world ${w.name} was stopped before it was ready` }))
-                : exit
+          // in a finalizer: an interrupted fiber runs no further steps, but its waiting `up` must still hear of it
+          Effect.onExit((exit) =>
+            Effect.zipRight(
+              Exit.isSuccess(exit) ? Effect.void : admission.release(worldId),
+              Deferred.done(
+                done,
+                Exit.isInterrupted(exit)
+                  ? Exit.fail<WorldError>(
+                      new InvalidRequest({ reason: `world ${w.name} was stopped before it was ready` })
+                    )
+                  : exit
+              )
             )
           ),
-          Effect.asVoid,
+          Effect.ignore,
           Effect.ensuring(
             Effect.sync(() => {
               if (launching !== undefined && outcome === done) launching = undefined

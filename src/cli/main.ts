@@ -13,6 +13,7 @@ import { version } from "../version.js"
 import { check } from "./commands/check.js"
 import { daemon, port } from "./commands/daemon.js"
 import { init } from "./commands/init.js"
+import { config, metrics, reserve } from "./commands/machine.js"
 import { curl } from "./commands/curl.js"
 import { gc, golden } from "./commands/slices.js"
 import { trust } from "./commands/trust.js"
@@ -37,7 +38,10 @@ const berth = Command.make("berth").pipe(
     init,
     trust,
     daemon,
-    port
+    port,
+    reserve,
+    config,
+    metrics
   ])
 )
 

@@ -146,8 +146,51 @@ const upPayload = {
   ...worldRef,
   env: clientEnv,
   services: Schema.Array(Schema.String),
-  groups: Schema.Array(Schema.String)
+  groups: Schema.Array(Schema.String),
+  /** false: answer at once (the world may still be in line or starting) */
+  wait: Schema.optional(Schema.Boolean)
 }
+
+/** One machine-global setting, where its value comes from. */
+export const ConfigEntry = Schema.Struct({
+  key: Schema.String,
+  value: Schema.String,
+  source: Schema.Literal("default", "set", "environment")
+})
+
+export const ConfigReport = Schema.Struct({ settings: Schema.Array(ConfigEntry) })
+export type ConfigReport = typeof ConfigReport.Type
+
+export const Metrics = Schema.Struct({
+  worlds: Schema.Record({ key: Schema.String, value: Schema.Number }),
+  running: Schema.Number,
+  queue: Schema.Array(
+    Schema.Struct({ project: Schema.String, world: Schema.String, position: Schema.Number, waitingFor: Schema.String })
+  ),
+  admission: Schema.Struct({
+    admitted: Schema.Number,
+    queued: Schema.Number,
+    suspended: Schema.Number,
+    resumed: Schema.Number,
+    maxWaitMs: Schema.Number,
+    meanWaitMs: Schema.Number
+  }),
+  readings: Schema.Struct({
+    memTotalBytes: Schema.Number,
+    memAvailableBytes: Schema.Number,
+    memAvailablePercent: Schema.Number,
+    disks: Schema.Array(Schema.Struct({ path: Schema.String, freeBytes: Schema.Number }))
+  }),
+  reserves: Schema.Struct({
+    maxParallel: Schema.Number,
+    ramPercent: Schema.Number,
+    diskBytes: Schema.Number,
+    resumeFactor: Schema.Number,
+    recovering: Schema.Boolean
+  }),
+  proxy: Schema.Struct({ requests: Schema.Array(Schema.Struct({ route: Schema.String, count: Schema.Number })) })
+})
+export type Metrics = typeof Metrics.Type
 const downPayload = { ...worldRef, all: Schema.Boolean }
 
 export class DaemonApi extends RpcGroup.make(
@@ -215,5 +258,16 @@ export class DaemonApi extends RpcGroup.make(
     success: Settings,
     error: Schema.Union(InvalidRequest, InternalError)
   }),
+  Rpc.make("Config", { success: ConfigReport, error: InternalError }),
+  Rpc.make("Reserve", {
+    payload: {
+      ramPercent: Schema.optional(Schema.Number),
+      diskGb: Schema.optional(Schema.Number),
+      maxParallel: Schema.optional(Schema.Number)
+    },
+    success: ConfigReport,
+    error: Schema.Union(InvalidRequest, InternalError)
+  }),
+  Rpc.make("Metrics", { success: Metrics, error: InternalError }),
   Rpc.make("Shutdown", {})
 ) {}

@@ -3,19 +3,22 @@
  * and running the reconciler. It holds no process handles that matter to its children: services write their logs
  * straight to files and outlive it, and the next daemon adopts them.
  */
-import { chmodSync, existsSync, unlinkSync } from "node:fs"
+import { chmodSync, existsSync, statSync, unlinkSync } from "node:fs"
+import { isAbsolute } from "node:path"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
+import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
 import { ReconcilerLive } from "../actors/Reconciler.js"
 import { WorldsLive } from "../layers/index.js"
 import { Worlds } from "../actors/Worlds.js"
-import { InvalidRequest } from "../domain/errors.js"
+import { InternalError, InvalidRequest, InvalidWorldName, NotARepository } from "../domain/errors.js"
 import { parsePortRange } from "../domain/ports.js"
 import { Home } from "../services/Home.js"
 import { Ports } from "../services/Ports.js"
@@ -24,6 +27,125 @@ import { Router } from "../services/proxy/Router.js"
 import { build, version } from "../version.js"
 import { DaemonApi } from "./api.js"
 import { acquireLock, releaseLock, socketAnswers } from "./lock.js"
+import * as machine from "./machine.js"
+import { Admission } from "../services/Admission.js"
+import { Registry } from "../services/Registry.js"
+
+/** The longest path the kernel takes (PATH_MAX); a world name is a branch, a path under `.git/refs`. */
+const PATH_MAX = 4096
+/** The longest string the kernel passes to a new process (MAX_ARG_STRLEN), and all of them together (ARG_MAX). */
+const MAX_ARG_STRLEN = 128 * 1024
+const MAX_ENV = 2 * 1024 * 1024
+
+/** A request's text, short enough to quote back. */
+const quoted = (text: string) => JSON.stringify(text.length > 200 ? `${text.slice(0, 200)}…` : text)
+
+const isDirectory = (path: string): boolean => {
+  try {
+    return statSync(path).isDirectory()
+  } catch {
+    return false
+  }
+}
+
+/**
+ * What a request names is checked here, before any handler uses it: `cwd` is an absolute path to an existing folder,
+ * and a world name or the environment hold no NUL (no file name, argument or variable can) and fit what the kernel
+ * passes to a process. Anything else reaches the caller as a typed failure, never as the error a system call throws.
+ */
+const checkCwd = (cwd: string): Effect.Effect<void, InvalidRequest | NotARepository> =>
+  Effect.suspend((): Effect.Effect<void, InvalidRequest | NotARepository> => {
+    if (cwd.includes("\u0000") || cwd.length > PATH_MAX || !isAbsolute(cwd)) {
+      return Effect.fail(
+        new InvalidRequest({ reason: `cwd must be the absolute path of a folder, not ${quoted(cwd)}` })
+      )
+    }
+    return isDirectory(cwd) ? Effect.void : Effect.fail(new NotARepository({ path: cwd }))
+  })
+
+const checkRef = (ref: {
+  readonly cwd: string
+  readonly world?: string | undefined
+}): Effect.Effect<void, InvalidRequest | NotARepository | InvalidWorldName> =>
+  Effect.zipRight(
+    checkCwd(ref.cwd),
+    ref.world === undefined
+      ? Effect.void
+      : ref.world.includes("\u0000")
+        ? Effect.fail(new InvalidWorldName({ name: ref.world, reason: "it contains a NUL character" }))
+        : ref.world.length > PATH_MAX
+          ? Effect.fail(
+              new InvalidWorldName({
+                name: `${ref.world.slice(0, 40)}…`,
+                reason: `it is longer than ${PATH_MAX} characters`
+              })
+            )
+          : Effect.void
+  )
+
+const checkEnv = (env: Readonly<Record<string, string>>): Effect.Effect<void, InvalidRequest> =>
+  Effect.suspend(() => {
+    let size = 0
+    for (const [name, value] of Object.entries(env)) {
+      const length = Buffer.byteLength(name) + Buffer.byteLength(value) + 2
+      size += length
+      if (name === "" || name.includes("=") || name.includes("\u0000") || value.includes("\u0000")) {
+        return Effect.fail(
+          new InvalidRequest({
+            reason: `the environment variable ${quoted(name)} cannot be passed on: a name is not empty and holds no "=" or NUL, a value holds no NUL`
+          })
+        )
+      }
+      if (length > MAX_ARG_STRLEN) {
+        return Effect.fail(
+          new InvalidRequest({
+            reason: `the environment variable ${quoted(name)} is ${length} bytes; a process can be given at most ${MAX_ARG_STRLEN}`
+          })
+        )
+      }
+    }
+    return size > MAX_ENV
+      ? Effect.fail(
+          new InvalidRequest({ reason: `the environment is ${size} bytes; a process can be given at most ${MAX_ENV}` })
+        )
+      : Effect.void
+  })
+
+/** A defect (a bug, or a system call that threw) is logged in full and answered as an InternalError, never raw. */
+const internal = (tag: string, cause: Cause.Cause<unknown>) =>
+  Effect.zipRight(
+    Effect.logError(`${tag}: unexpected failure`, cause),
+    Effect.fail(new InternalError({ reason: `${tag} failed unexpectedly` }))
+  )
+
+const guarded =
+  (tag: string) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | InternalError, R> =>
+    Effect.catchAllDefect(effect, (defect) => internal(tag, Cause.die(defect)))
+
+const guardedStream =
+  (tag: string) =>
+  <A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E | InternalError, R> =>
+    Stream.catchAllCause(
+      stream,
+      (cause): Stream.Stream<never, E | InternalError> =>
+        Cause.isDie(cause) ? Stream.fromEffect(internal(tag, cause)) : Stream.failCause(cause)
+    )
+
+interface UpPayload {
+  readonly cwd: string
+  readonly world?: string | undefined
+  readonly env: Readonly<Record<string, string>>
+  readonly services: ReadonlyArray<string>
+  readonly groups: ReadonlyArray<string>
+  readonly wait?: boolean | undefined
+}
+
+interface DownPayload {
+  readonly cwd: string
+  readonly world?: string | undefined
+  readonly all: boolean
+}
 
 /** A request's outcome as data, its failure rendered (see `PlainFailure`). */
 const plain = <A, E extends { readonly _tag: string; readonly message: string }>(effect: Effect.Effect<A, E>) =>
@@ -39,6 +161,7 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
       const ports = yield* Ports
       const home = yield* Home
       const router = yield* Router
+      const context = yield* Effect.context<Admission | Router | Ports | Registry>()
       const proxyInfo = Effect.map(router.info, (i) => ({
         http: { wanted: i.http.wanted, port: i.http.port ?? null, error: i.http.error ?? null },
         https: { wanted: i.https.wanted, port: i.https.port ?? null, error: i.https.error ?? null },
@@ -49,33 +172,63 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
         portRange,
         proxy
       }))
+      const up = (p: UpPayload) =>
+        Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
+          Effect.zipRight(
+            worlds.up({ cwd: p.cwd, world: p.world }, { services: p.services, groups: p.groups }, p.env, p.wait ?? true)
+          )
+        )
+      const down = (p: DownPayload) => Effect.zipRight(checkRef(p), worlds.down({ cwd: p.cwd, world: p.world }, p.all))
       return {
         Ping: () => Effect.succeed({ version, build, pid: process.pid, home: home.root }),
-        Up: (p) => worlds.up({ cwd: p.cwd, world: p.world }, { services: p.services, groups: p.groups }, p.env),
-        UpPlain: (p) =>
-          plain(worlds.up({ cwd: p.cwd, world: p.world }, { services: p.services, groups: p.groups }, p.env)),
-        Down: (p) => worlds.down({ cwd: p.cwd, world: p.world }, p.all),
-        DownPlain: (p) => plain(worlds.down({ cwd: p.cwd, world: p.world }, p.all)),
-        Reload: (p) => worlds.reload({ cwd: p.cwd, world: p.world }, p.env),
-        Remove: (p) => worlds.remove({ cwd: p.cwd, world: p.world }, p.force),
-        Status: (p) => worlds.status(p.cwd),
-        Env: (p) => worlds.env({ cwd: p.cwd, world: p.world }),
+        Up: (p) => up(p).pipe(guarded("Up")),
+        UpPlain: (p) => plain(up(p).pipe(guarded("UpPlain"))),
+        Down: (p) => down(p).pipe(guarded("Down")),
+        DownPlain: (p) => plain(down(p).pipe(guarded("DownPlain"))),
+        Reload: (p) =>
+          Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
+            Effect.zipRight(worlds.reload({ cwd: p.cwd, world: p.world }, p.env)),
+            guarded("Reload")
+          ),
+        Remove: (p) =>
+          Effect.zipRight(checkRef(p), worlds.remove({ cwd: p.cwd, world: p.world }, p.force)).pipe(guarded("Remove")),
+        Status: (p) =>
+          Effect.zipRight(p.cwd === undefined ? Effect.void : checkCwd(p.cwd), worlds.status(p.cwd)).pipe(
+            guarded("Status")
+          ),
+        Env: (p) => Effect.zipRight(checkRef(p), worlds.env({ cwd: p.cwd, world: p.world })).pipe(guarded("Env")),
         Logs: (p) =>
-          worlds.logs({ cwd: p.cwd, world: p.world }, { service: p.service, follow: p.follow, lines: p.lines }),
-        GoldenRebuild: (p) => worlds.rebuildGolden({ cwd: p.cwd, world: p.world }, p.service, p.env),
+          Stream.unwrap(
+            Effect.as(
+              checkRef(p),
+              worlds.logs({ cwd: p.cwd, world: p.world }, { service: p.service, follow: p.follow, lines: p.lines })
+            )
+          ).pipe(guardedStream("Logs")),
+        GoldenRebuild: (p) =>
+          Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
+            Effect.zipRight(worlds.rebuildGolden({ cwd: p.cwd, world: p.world }, p.service, p.env)),
+            guarded("GoldenRebuild")
+          ),
         Gc: (p) =>
-          Effect.map(worlds.gc(p.dryRun, p.env ?? {}), (report) => ({
-            unreachable: report.unreachable,
-            entries: report.entries.map(({ error, ...entry }) => (error === undefined ? entry : { ...entry, error }))
-          })),
-        GetSettings: () => settings.pipe(Effect.orDie),
+          Effect.zipRight(
+            checkEnv(p.env ?? {}),
+            Effect.map(worlds.gc(p.dryRun, p.env ?? {}), (report) => ({
+              unreachable: report.unreachable,
+              entries: report.entries.map(({ error, ...entry }) => (error === undefined ? entry : { ...entry, error }))
+            }))
+          ).pipe(guarded("Gc")),
+        GetSettings: () =>
+          settings.pipe(
+            Effect.mapError((e) => new InternalError({ reason: e.message })),
+            guarded("GetSettings")
+          ),
         SetPortRange: (p) =>
           Effect.gen(function* () {
             const parsed = parsePortRange(`${p.from}-${p.to}`)
             if (Either.isLeft(parsed)) return yield* new InvalidRequest({ reason: parsed.left })
             yield* ports.setRange(parsed.right).pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
             return yield* settings.pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
-          }),
+          }).pipe(guarded("SetPortRange")),
         SetProxy: (p) =>
           Effect.gen(function* () {
             for (const choice of [p.http, p.https]) {
@@ -87,7 +240,10 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
               .setPorts({ http: p.http, https: p.https, httpsUrls: p.httpsUrls })
               .pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
             return yield* settings.pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
-          }),
+          }).pipe(guarded("SetProxy")),
+        Config: () => machine.config.pipe(Effect.provide(context), guarded("Config")),
+        Reserve: (p) => machine.reserve(p).pipe(Effect.provide(context), guarded("Reserve")),
+        Metrics: () => machine.metrics.pipe(Effect.provide(context), guarded("Metrics")),
         Shutdown: () => Deferred.succeed(shutdown, undefined).pipe(Effect.asVoid)
       }
     })
@@ -128,6 +284,8 @@ export const runDaemon = Effect.gen(function* () {
   chmodSync(home.socket, 0o600)
   yield* Effect.logInfo(`berth ${version} daemon (pid ${process.pid}) serving ${home.root}`)
   yield* Layer.launch(ReconcilerLive).pipe(Effect.provide(worlds), Effect.forkScoped)
+  // the Prometheus endpoint, when the user asked for one
+  yield* machine.serveMetrics.pipe(Effect.provide(worlds))
   yield* Deferred.await(shutdown)
   return true
 })

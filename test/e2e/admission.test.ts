@@ -89,7 +89,7 @@ describe("admission", () => {
         expect(r.stderr).toMatch(/stopped before it was ready/)
       } else expect(r.code, `${names[i]}: ${r.stderr}`).toBe(0)
     }
-  })
+  }, 180_000)
 
   it("returns at once with --no-wait, saying the world is queued", async () => {
     const { run } = await staged(5)

@@ -2,11 +2,13 @@
  * The world commands: thin clients of the daemon. Each sends one request and prints the answer, for people or
  * (with --json) for programs.
  */
+import { resolve } from "node:path"
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import { DaemonClient } from "../../daemon/client.js"
@@ -56,13 +58,43 @@ const groups = Options.text("group").pipe(
   Options.repeated
 )
 
-export const up = Command.make("up", { name: worldName, services, groups, json }, ({ groups, json, name, services }) =>
-  viaDaemon(
-    Effect.gen(function* () {
-      const client = yield* DaemonClient
-      yield* printWorld(json)(yield* client.Up({ ...ref(name), env: clientEnv(), services, groups }))
-    })
-  )
+const noWait = Options.boolean("no-wait").pipe(
+  Options.withDescription("answer at once, even while the world waits in line for room or is still starting")
+)
+
+/** What a waiting `up` says about its world's place in line, or undefined once it is not in line. */
+const queueLine = (w: WorldStatus | undefined) =>
+  w?.queue === undefined ? undefined : `${w.name}: ${w.state}, #${w.queue.position} in line, waiting for ${w.queue.waitingFor}`
+
+export const up = Command.make(
+  "up",
+  { name: worldName, services, groups, noWait, json },
+  ({ groups, json, name, noWait, services }) =>
+    viaDaemon(
+      Effect.gen(function* () {
+        const client = yield* DaemonClient
+        const request = { ...ref(name), env: clientEnv(), services, groups }
+        if (noWait) return yield* printWorld(json)(yield* client.Up({ ...request, wait: false }))
+        // the up that waits stays in flight (Ctrl-C ends it, and that takes the world out of the line) while the
+        // world's place in line is shown: one live line on a terminal, a line per change when piped
+        const waiting = yield* Effect.fork(client.Up(request))
+        const tty = process.stderr.isTTY === true
+        let said: string | undefined
+        const show = Effect.gen(function* () {
+          const { worlds } = yield* client.Status({ cwd: request.cwd })
+          const line = queueLine(worlds.find((w) => w.name === (name._tag === "Some" ? name.value : w.name)))
+          if (line === undefined || line === said || json) return
+          said = line
+          yield* Effect.sync(() => process.stderr.write(tty ? `\r\u001b[2K${line}` : `${line}\n`))
+        }).pipe(Effect.ignore)
+        const progress = yield* Effect.fork(
+          Effect.zipRight(Effect.sleep("300 millis"), Effect.forever(Effect.zipRight(show, Effect.sleep("1 second"))))
+        )
+        const world = yield* Fiber.join(waiting).pipe(Effect.ensuring(Fiber.interrupt(progress)))
+        if (tty && said !== undefined) process.stderr.write("\r\u001b[2K")
+        yield* printWorld(json)(world)
+      })
+    )
 ).pipe(Command.withDescription("Start a world: its worktree, ports, services and routes"), withDaemon)
 
 export const down = Command.make(
@@ -123,7 +155,8 @@ export const status = Command.make(
     viaDaemon(
       Effect.gen(function* () {
         const client = yield* DaemonClient
-        const { worlds } = yield* client.Status({ cwd: Option.getOrUndefined(path) })
+        // the daemon runs in another folder: a relative path means one under the CLI's
+        const { worlds } = yield* client.Status({ cwd: Option.getOrUndefined(Option.map(path, (p) => resolve(p))) })
         if (json) return yield* printJson({ worlds })
         yield* Console.log(renderStatus(worlds))
       })
