@@ -245,8 +245,11 @@ export const unavailablePage = (
     return {
       status: 503,
       retryAfter: 2,
-      title: "Waking up",
-      message: `World ${displayWorld(target)} of project ${target.project} was suspended to free memory; berth is bringing it back.`,
+      title: target.worldState === "queued" ? "Waiting for room" : "Waking up",
+      message:
+        target.worldState === "queued"
+          ? `World ${displayWorld(target)} of project ${target.project} is waiting for room on this machine.`
+          : `World ${displayWorld(target)} of project ${target.project} was suspended to free memory or while idle; berth is bringing it back.`,
       hint: "This page reloads by itself.",
       host,
       project: target.project,
@@ -255,10 +258,7 @@ export const unavailablePage = (
   }
   if (reason === "not-ready" && worldStopped(target.worldState)) {
     message = `World ${displayWorld(target)} of project ${target.project} is ${target.worldState}.`
-    hint =
-      target.worldState === "suspended"
-        ? "berth suspended it to free memory; it resumes when there is room again."
-        : `Run \`berth up ${target.worldName ?? target.world}\` in the project to start it.`
+    hint = `Run \`berth up ${target.worldName ?? target.world}\` in the project to start it.`
   } else if (reason === "not-ready") {
     message = `The ${who} is not ready: it is ${target.serviceState}.`
     hint =

@@ -139,7 +139,10 @@ describe("pages", () => {
     expect(page.message).toBe("World w3 of project demo is stopped.")
     expect(page.hint).toBe("Run `berth up w3` in the project to start it.")
     const suspended = t("w3", "web", 4004, { worldState: "suspended", ready: false })
-    expect(unavailablePage(table, "h", suspended, "not-ready", origin).hint).toContain("suspended it to free memory")
+    // a suspended world is being woken by the request: 503, retry soon, a page that reloads itself
+    const waking = unavailablePage(table, "h", suspended, "not-ready", origin)
+    expect(waking).toMatchObject({ status: 503, retryAfter: 2, title: "Waking up" })
+    expect(waking.message).toContain("suspended to free memory")
     expect(unavailablePage(table, "h", t("w1", "web", 4001), "refused", origin).message).toContain(
       "nothing accepts connections on port 4001"
     )
