@@ -427,6 +427,13 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
 
     const gc = (dryRun: boolean, env: Readonly<Record<string, string>> = {}) => slices.gc(dryRun, env)
 
+    /** What berth calls the project `cwd` is in (registering it), and the other repositories of the same name. */
+    const projectInfo = Effect.fn("Worlds.projectInfo")(function* (cwd: string) {
+      const { row } = yield* project(cwd)
+      const others = (yield* registry.projectsNamed(row.name)).filter((p) => p.id !== row.id).map((p) => p.mainRoot)
+      return { name: row.name, label: row.label, others }
+    })
+
     /** Memory is short: the world's processes stop, everything else stays, and it queues to come back. */
     const suspend = (worldId: number, reason: string, requeue = true) =>
       send(worldId, { _tag: "Suspend", reason, requeue })
@@ -448,6 +455,20 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       )
     })
 
-    return { up, down, reload, remove, status, env, logs, reconcile, rebuildGolden, gc, suspend, wake } as const
+    return {
+      up,
+      down,
+      reload,
+      remove,
+      status,
+      env,
+      logs,
+      reconcile,
+      rebuildGolden,
+      gc,
+      suspend,
+      wake,
+      projectInfo
+    } as const
   })
 }) {}

@@ -259,6 +259,12 @@ export class DaemonApi extends RpcGroup.make(
     error: Schema.Union(InvalidRequest, InternalError)
   }),
   Rpc.make("Config", { success: ConfigReport, error: InternalError }),
+  /** what berth calls the project `cwd` is in, and which other repositories declare the same name */
+  Rpc.make("Project", {
+    payload: { cwd: Schema.String },
+    success: Schema.Struct({ name: Schema.String, label: Schema.String, others: Schema.Array(Schema.String) }),
+    error: WorldError
+  }),
   Rpc.make("Reserve", {
     payload: {
       ramPercent: Schema.optional(Schema.Number),

@@ -242,6 +242,7 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
             return yield* settings.pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
           }).pipe(guarded("SetProxy")),
         Config: () => machine.config.pipe(Effect.provide(context), guarded("Config")),
+        Project: (p) => Effect.zipRight(checkCwd(p.cwd), worlds.projectInfo(p.cwd)).pipe(guarded("Project")),
         Reserve: (p) => machine.reserve(p).pipe(Effect.provide(context), guarded("Reserve")),
         Metrics: () => machine.metrics.pipe(Effect.provide(context), guarded("Metrics")),
         Shutdown: () => Deferred.succeed(shutdown, undefined).pipe(Effect.asVoid)

@@ -115,9 +115,13 @@ describe("safety", () => {
     const seenB = JSON.parse((await b.run(["curl", "w1", "api"])).stdout) as { env: Record<string, string> }
     expect(seenA.env.DATABASE_URL).toBe(envA.DB_URL)
     expect(seenB.env.DATABASE_URL).toBe(envB.DB_URL)
-    // status says so in text too
+    // status and check say so in text too
     const text = await b.run(["status"])
     expect(text.stdout).toContain("also the name of")
+    const check = await b.run(["check"])
+    expect(check.code).toBe(0)
+    expect(check.stderr).toContain(`also the name of ${a.dir}`)
+    expect(check.stderr).toContain(worldB.project)
     // removing the twin's world leaves the first one's data and processes alone
     expect((await b.run(["remove", "w1", "--force"])).code).toBe(0)
     expect(existsSync(fileURLToPath(envA.DB_URL!))).toBe(true)

@@ -7,13 +7,30 @@ import * as Command from "@effect/cli/Command"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { formatDiagnostic } from "../../domain/config/diagnostic.js"
+import { request } from "../../daemon/wire.js"
+import { projectLabel } from "../../domain/names.js"
 import { ConfigFiles } from "../../services/ConfigFiles.js"
+import { homePaths, resolveHome } from "../../services/homePaths.js"
 import { json, printError, printJson } from "../output.js"
 
 const path = Args.path({ name: "path" }).pipe(
   Args.withDescription("berth.toml, or a folder at or below the one holding it (default: the current folder)"),
   Args.withDefault(".")
 )
+
+/**
+ * When a daemon runs, asks it what it calls this repository's project: another repository may hold the name (two
+ * clones, say), and then this one's hosts and slices carry a suffix. No daemon is started for this.
+ */
+const sharedName = (root: string) =>
+  Effect.promise(() => request(homePaths(resolveHome()).socket, "Project", { cwd: root }, 2_000)).pipe(
+    Effect.map((reply) => {
+      if (reply._tag !== "Success") return undefined
+      const p = reply.value as { readonly name: string; readonly label: string; readonly others: ReadonlyArray<string> }
+      return p.others.length > 0 && p.label !== projectLabel(p.name) ? p : undefined
+    }),
+    Effect.orElseSucceed(() => undefined)
+  )
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`
 
@@ -32,8 +49,14 @@ export const check = Command.make("check", { path, json }, ({ json, path }) =>
     )
     if (loaded === undefined) return
     const warnings = yield* files.lint(loaded)
-    if (json) return yield* printJson({ errors: [], warnings })
+    const project = yield* sharedName(loaded.root)
+    if (json) return yield* printJson({ errors: [], warnings, ...(project === undefined ? {} : { project }) })
     for (const warning of warnings) yield* printError(formatDiagnostic(warning))
+    if (project !== undefined) {
+      yield* printError(
+        `note: project ${project.name} is also the name of ${project.others.join(", ")}: this repository's worlds are ${project.label} (hosts *.${project.label}.localhost); set [project] name in berth.toml to choose another`
+      )
+    }
     const { config } = loaded.parsed
     const name = files.display(loaded.file)
     const summary = `${plural(config.services.length, "service")}${warnings.length > 0 ? `, ${plural(warnings.length, "warning")}` : ""}`
