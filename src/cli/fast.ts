@@ -55,8 +55,30 @@ const parse = (argv: ReadonlyArray<string>, flags: ReadonlyArray<string>, valued
 
 const pretty = (value: unknown) => JSON.stringify(value, null, 2)
 
+/** The working directory, or undefined when it cannot be read (deleted under the shell): the full CLI says so. */
+const workingDirectory = (): string | undefined => {
+  try {
+    return process.cwd()
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * `path` made absolute against `cwd`, `.` and `..` folded: the daemon runs in another folder, so a relative path must
+ * never reach it. Plain string work, since this path loads no module it can do without.
+ */
+export const absolutePath = (path: string, cwd: string): string => {
+  const parts: Array<string> = []
+  for (const part of `${path.startsWith("/") ? "" : cwd}/${path}`.split("/")) {
+    if (part === "" || part === ".") continue
+    if (part === "..") parts.pop()
+    else parts.push(part)
+  }
+  return `/${parts.join("/")}`
+}
+
 const match = (argv: ReadonlyArray<string>): Lean | undefined => {
-  const cwd = process.cwd()
   const p = parse(argv, ["--json", "--all"], {
     "--service": "service",
     "-s": "service",
@@ -66,9 +88,10 @@ const match = (argv: ReadonlyArray<string>): Lean | undefined => {
   if (p === undefined || p.positional.length > 1) return undefined
   const world = p.positional[0] === undefined ? {} : { world: p.positional[0] }
   const json = p.flags.has("--json")
+  const cwd = workingDirectory()
   switch (p.command) {
     case "up": {
-      if (p.flags.has("--all")) return undefined
+      if (p.flags.has("--all") || cwd === undefined) return undefined
       const env = definedEnv(process.env)
       return {
         tag: "UpPlain",
@@ -78,7 +101,7 @@ const match = (argv: ReadonlyArray<string>): Lean | undefined => {
       }
     }
     case "down":
-      if (p.values.size > 0) return undefined
+      if (p.values.size > 0 || cwd === undefined) return undefined
       return {
         tag: "DownPlain",
         payload: { cwd, ...world, all: p.flags.has("--all") },
@@ -86,16 +109,20 @@ const match = (argv: ReadonlyArray<string>): Lean | undefined => {
         plain: true
       }
     case "env":
-      if (!json || p.values.size > 0 || p.flags.has("--all")) return undefined
+      if (!json || p.values.size > 0 || p.flags.has("--all") || cwd === undefined) return undefined
       return {
         tag: "Env",
         payload: { cwd, ...world },
         print: (v) => pretty((v as { vars: unknown }).vars),
         plain: false
       }
-    case "status":
-      if (!json || p.values.size > 0 || p.flags.has("--all") || p.positional.length > 0) return undefined
-      return { tag: "Status", payload: {}, print: pretty, plain: false }
+    case "status": {
+      if (!json || p.values.size > 0 || p.flags.has("--all")) return undefined
+      const path = p.positional[0]
+      if (path === undefined) return { tag: "Status", payload: {}, print: pretty, plain: false }
+      if (!path.startsWith("/") && cwd === undefined) return undefined
+      return { tag: "Status", payload: { cwd: absolutePath(path, cwd ?? "/") }, print: pretty, plain: false }
+    }
     default:
       return undefined
   }

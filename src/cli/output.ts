@@ -60,8 +60,24 @@ export interface Failure {
 const hasTagAndMessage = (e: unknown): e is { readonly _tag: string; readonly message: string } =>
   typeof e === "object" && e !== null && typeof (e as { _tag?: unknown })._tag === "string" && "message" in e
 
+/**
+ * Node's `process.cwd()` throws when the shell's folder was deleted under it (by `berth remove`, say); whichever
+ * command needed the folder then fails with this, never with Node's stack.
+ */
+const lostWorkingDirectory = (error: unknown): Failure | undefined => {
+  if (!(error instanceof Error) || (error as NodeJS.ErrnoException).syscall !== "uv_cwd") return undefined
+  const code = (error as NodeJS.ErrnoException).code
+  const message =
+    code === "ENOENT"
+      ? "the current folder no longer exists (was it removed?): cd to a folder that exists and run berth again"
+      : `cannot read the current folder (${code ?? error.message}): cd to a folder you can read and run berth again`
+  return { tag: "WorkingDirectoryGone", message, exitCode: 1 }
+}
+
 /** Any failure → what to tell the user. Unknown defects are reported without their stack. */
 export const describeFailure = (error: unknown): Failure => {
+  const lost = lostWorkingDirectory(error)
+  if (lost !== undefined) return lost
   if (ValidationError.isValidationError(error)) {
     return { tag: error._tag, message: usageMessage(error), exitCode: 2 }
   }

@@ -71,6 +71,29 @@ describe("berth check", () => {
     ])
   })
 
+  it("warns that env_file and [agents] verify have no effect yet, and says when there are no services", async () => {
+    const b = box({
+      "berth.toml": `[services.api]\ncmd = "node api.js"\nenv_file = ".env.api"\n\n[agents]\nverify = ["npm test"]\n`
+    })
+    const r = await b.run(["check"])
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stdout).toBe("berth.toml: valid (1 service, 2 warnings)\n")
+    expect(r.stderr).toContain(
+      `berth.toml:3:1: warning: env_file has no effect yet: berth does not read ".env.api" into "api"'s environment (services.api.env_file)\n  hint: `
+    )
+    expect(r.stderr).toContain(
+      "berth.toml:6:1: warning: [agents] verify has no effect yet: berth runs none of these commands (agents.verify)\n  hint: "
+    )
+
+    b.write("berth.toml", `[project]\nname = "nothing"\n`)
+    const empty = await b.run(["check"])
+    expect(empty.code, empty.stderr).toBe(0)
+    expect(empty.stdout).toBe("berth.toml: valid (0 services, 1 warning)\n")
+    expect(empty.stderr).toMatch(
+      /^berth\.toml:1:1: warning: this file defines no services: berth up would start nothing\n {2}hint: /
+    )
+  })
+
   it("explains a TOML syntax error at its position", async () => {
     const b = box({ "berth.toml": `[services.api]\ncmd = "unterminated\n` })
     const r = await b.run(["check"])

@@ -1,5 +1,9 @@
+import { spawn } from "node:child_process"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { sandbox } from "./harness.js"
+import { berthBin, type RunResult, sandbox } from "./harness.js"
 
 const box = sandbox()
 afterAll(() => box.cleanup())
@@ -61,6 +65,57 @@ describe("berth (the binary)", () => {
       expect(r.code).not.toBe(0)
       expect(r.stderr).not.toMatch(/\n\s+at /)
     }
+  })
+
+  describe("run from a folder that was deleted under the shell", () => {
+    const gone =
+      "error: the current folder no longer exists (was it removed?): cd to a folder that exists and run berth again"
+    /** A shell cds into a fresh folder, deletes it, then runs berth there: as after `berth remove` of its worktree. */
+    const fromDeleted = (args: ReadonlyArray<string>) =>
+      new Promise<RunResult>((resolve, reject) => {
+        const folder = mkdtempSync(join(tmpdir(), "berth-gone-"))
+        const child = spawn("/bin/sh", ["-c", 'cd "$0" && rmdir "$0" && exec "$BERTH" "$@"', folder, ...args], {
+          env: { ...process.env, BERTH: berthBin, BERTH_HOME: box.home, NO_COLOR: "1", BERTH_PROXY_PORT: "off" },
+          stdio: ["ignore", "pipe", "pipe"]
+        })
+        let stdout = ""
+        let stderr = ""
+        child.stdout.on("data", (d: Buffer) => {
+          stdout += d.toString()
+        })
+        child.stderr.on("data", (d: Buffer) => {
+          stderr += d.toString()
+        })
+        child.on("error", reject)
+        child.on("close", (code) => {
+          rmSync(folder, { recursive: true, force: true })
+          // the launcher is a /bin/sh script, and some shells (dash) say so themselves before berth runs
+          resolve({ code, stdout, stderr: stderr.replace(/^.*getcwd\(\) failed.*\n/m, "") })
+        })
+      })
+
+    const commands = [["up"], ["up", "x"], ["down"], ["env", "--json"], ["logs"], ["status", "."], ["check"], ["init"]]
+    it.each(commands.map((args) => [args.join(" "), args] as const))(
+      "berth %s fails with one line and exit 1",
+      async (_, args) => {
+        const r = await fromDeleted(args)
+        expect(r.stdout).toBe("")
+        if (args.includes("--json")) {
+          expect(r.code).toBe(1)
+          expect(JSON.parse(r.stderr)).toEqual({ error: { tag: "WorkingDirectoryGone", message: gone.slice(7) } })
+        } else expect(r).toMatchObject({ code: 1, stderr: `${gone}\n` })
+      }
+    )
+
+    it("still answers what needs no folder: --version, status", async () => {
+      const { version } = (await import("../../package.json", { with: { type: "json" } })).default
+      expect(await fromDeleted(["--version"])).toMatchObject({ code: 0, stdout: `${version}\n`, stderr: "" })
+      for (const args of [["status"], ["status", "--json"]]) {
+        const r = await fromDeleted(args)
+        expect(r.code, r.stderr).toBe(0)
+        expect(r.stderr).toBe("")
+      }
+    })
   })
 
   it.each(["bash", "zsh", "fish"])("prints %s completions", async (shell) => {

@@ -35,11 +35,21 @@ export interface RunOptions {
   readonly cwd?: string
   readonly env?: Readonly<Record<string, string | undefined>>
   readonly timeoutMs?: number
+  /** the umask the CLI (and so a daemon it starts) runs with, e.g. 0o022; the test process's own when unset */
+  readonly umask?: number
 }
 
 export const runBerth = (args: ReadonlyArray<string>, cwd: string, home: string, options?: RunOptions) =>
   new Promise<RunResult>((resolvePromise, reject) => {
-    const child = spawn(berthBin, args, {
+    // a umask is set by a shell that then becomes berth, so that nothing else of the test process changes
+    const [command, argv] =
+      options?.umask === undefined
+        ? [berthBin, args]
+        : [
+            "/bin/sh",
+            ["-c", `umask ${options.umask.toString(8).padStart(3, "0")} && exec "$0" "$@"`, berthBin, ...args]
+          ]
+    const child = spawn(command, argv, {
       cwd: options?.cwd ?? cwd,
       // the proxy is off unless a test gives the sandbox ports of its own: every daemon would want port 80 otherwise
       env: {
@@ -236,14 +246,20 @@ export const sandboxes = () => {
       boxes.push(box)
       return box
     },
-    project: async (files: Readonly<Record<string, string>>, options: { readonly proxy?: boolean } = {}) => {
+    project: async (
+      files: Readonly<Record<string, string>>,
+      options: { readonly proxy?: boolean; readonly umask?: number } = {}
+    ) => {
       const block = portBlock()
       const [from, to] = block.split("-").map(Number) as [number, number]
       // with a proxy, the block's last two ports are its HTTP and HTTPS ports
       const env = options.proxy === true ? { BERTH_PROXY_PORT: String(to - 1), BERTH_HTTPS_PORT: String(to) } : {}
       const box = sandbox({ "server.mjs": serverScript, ...files }, "app", env)
       boxes.push(box)
-      const range = await box.run(["port", "--range", options.proxy === true ? `${from}-${to - 2}` : block])
+      // this first command starts the sandbox's daemon, which keeps the umask it is given
+      const range = await box.run(["port", "--range", options.proxy === true ? `${from}-${to - 2}` : block], {
+        ...(options.umask === undefined ? {} : { umask: options.umask })
+      })
       if (range.code !== 0) throw new Error(`berth port --range failed: ${range.stderr}`)
       return box
     },
@@ -261,4 +277,10 @@ export const eventually = async <A>(probe: () => Promise<A>, ok: (a: A) => boole
     if (ok(value) || Date.now() > until) return value
     await new Promise((r) => setTimeout(r, 100))
   }
+}
+
+/** Waits for `pid` to end, up to `timeoutMs`: true once it has. */
+export const ended = async (pid: number, timeoutMs = 20_000): Promise<boolean> => {
+  const gone = (alive: boolean) => !alive
+  return gone(await eventually(async () => isAlive(pid), gone, timeoutMs))
 }

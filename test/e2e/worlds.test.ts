@@ -1,9 +1,18 @@
-import { existsSync, readFileSync } from "node:fs"
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as net from "node:net"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { berthBin, fetchJson, isAlive, type Sandbox, type ServiceJson, sandboxes, type WorldJson } from "./harness.js"
+import {
+  berthBin,
+  eventually,
+  fetchJson,
+  isAlive,
+  type Sandbox,
+  type ServiceJson,
+  sandboxes,
+  type WorldJson
+} from "./harness.js"
 
 const twoServices = `
 [project]
@@ -245,6 +254,38 @@ env = { NAME = "\${world.name}" }
     }
   })
 
+  it("takes a relative path to status, meaning one under the folder the CLI runs in", async () => {
+    const box = await project()
+    await up(box, "here")
+    // a second project in the same BERTH_HOME, so that a path that names a project shows only its worlds
+    const other = join(dirname(box.dir), "other")
+    mkdirSync(other)
+    writeFileSync(join(other, "berth.toml"), `[project]\nname = "other"\n\n[services.idle]\ncmd = "sleep 1000"\n`)
+    box.git("-C", other, "init", "-q", "-b", "main")
+    box.git("-C", other, "add", "-A")
+    box.git("-C", other, "commit", "-qm", "other")
+    const there = await box.run(["up", "--json"], { cwd: other, timeoutMs: 60_000 })
+    expect(there.code, there.stderr).toBe(0)
+
+    const projectsOf = (r: { readonly code: number | null; readonly stdout: string; readonly stderr: string }) => {
+      expect(r.code, r.stderr).toBe(0)
+      return (JSON.parse(r.stdout) as { worlds: Array<WorldJson> }).worlds.map((w) => w.project).sort()
+    }
+    expect(projectsOf(await box.run(["status", "--json"]))).toEqual(["other", "shop"])
+    // the lean path (--json) and the full CLI both resolve it before it goes to the daemon
+    expect(projectsOf(await box.run(["status", ".", "--json"]))).toEqual(["shop"])
+    expect(projectsOf(await box.run(["status", "--json", "other"], { cwd: dirname(box.dir) }))).toEqual(["other"])
+    expect(projectsOf(await box.run(["status", "../app/.", "--json"], { cwd: other }))).toEqual(["shop"])
+    const plain = await box.run(["status", "."])
+    expect(plain.code, plain.stderr).toBe(0)
+    expect(plain.stdout).toContain("here")
+    expect(plain.stdout).not.toContain("other")
+    // an error names the folder as the CLI resolved it
+    const outside = await box.run(["status", ".."])
+    expect(outside.code).toBe(1)
+    expect(outside.stderr).toContain(`${dirname(box.dir)} is not inside a git repository`)
+  })
+
   it("shows each service's log, runs a service's own setup first, and follows new lines", async () => {
     const box = await project(`
 [services.api]
@@ -275,11 +316,16 @@ cmd = "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.1; done"
     follow.stdout.on("data", (d: Buffer) => {
       seen += d.toString()
     })
-    await new Promise((r) => setTimeout(r, 1500))
-    follow.kill()
-    expect(seen).toMatch(/tick \d+\n.*tick \d+/s)
+    // two lines that came after it started (-n 0), however long the CLI and the daemon take under load
+    const twoTicks = /tick \d+\n.*tick \d+/s
+    const hasTwo = (text: string) => twoTicks.test(text)
+    try {
+      expect(await eventually(async () => seen, hasTwo, 45_000)).toMatch(twoTicks)
+    } finally {
+      follow.kill()
+    }
     const unknown = await box.run(["logs", "chatty", "-s", "nope"])
     expect(unknown.code).toBe(1)
     expect(unknown.stderr).toMatch(/no service "nope"/)
-  })
+  }, 120_000)
 })
