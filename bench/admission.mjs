@@ -109,8 +109,12 @@ try {
   else {
     console.log(`${worldCount} worlds at once, max_parallel ${parallel}; Node ${process.version}`)
     console.log(`  all have run after      ${(allRanMs / 1000).toFixed(1)} s`)
-    console.log(`  wait mean / max         ${(mean / 1000).toFixed(2)} s / ${(max / 1000).toFixed(2)} s (max/mean ${result.fairness})`)
-    console.log(`  daemon CPU, idle, ${worldCount} worlds up: ${result.idleCpuPercentOfOneCore}% of one core over ${idleSeconds} s`)
+    console.log(
+      `  wait mean / max         ${(mean / 1000).toFixed(2)} s / ${(max / 1000).toFixed(2)} s (max/mean ${result.fairness})`
+    )
+    console.log(
+      `  daemon CPU, idle, ${worldCount} worlds up: ${result.idleCpuPercentOfOneCore}% of one core over ${idleSeconds} s`
+    )
   }
 } finally {
   spawnSync(cli, ["down", "--all"], { cwd: repo, env })

@@ -320,7 +320,11 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           for (const command of [s.migrate, s.seed]) {
             if (command === undefined) continue
             const resolved = resolveTemplate(command, ctx, { shell: true })
-            yield* runOnce(w, s.name, resolved.value, env, [...resolved.secrets, ...secretsOf(env), ...urlSecrets(urls)])
+            yield* runOnce(w, s.name, resolved.value, env, [
+              ...resolved.secrets,
+              ...secretsOf(env),
+              ...urlSecrets(urls)
+            ])
           }
         })
 
@@ -634,7 +638,11 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           const names = yield* selected(config, sel)
           yield* registry.setDesired(worldId, "up")
           const g = generation
-          if (g === undefined || names.every((n) => g.services.has(n) || !Model.processes(config).some((s) => s.name === n))) return
+          if (
+            g === undefined ||
+            names.every((n) => g.services.has(n) || !Model.processes(config).some((s) => s.name === n))
+          )
+            return
           selection = widen(selection, sel)
           yield* registry.setSelection(worldId, selection)
           return yield* start(sel, lastEnv, new Map())
@@ -884,9 +892,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
     let closed = false
     const gone = Effect.suspend(() =>
       Effect.flatMap(registry.world(worldId), (w) =>
-        Effect.fail(
-          new WorldNotFound({ project: w?.projectName ?? "", name: w?.name ?? `#${worldId}`, known: [] })
-        )
+        Effect.fail(new WorldNotFound({ project: w?.projectName ?? "", name: w?.name ?? `#${worldId}`, known: [] }))
       )
     )
     const end = Effect.gen(function* () {

@@ -273,7 +273,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
           // an up refused before its worktree ever existed (git could not make it) leaves no world behind
           Effect.gen(function* () {
             const now = yield* registry.world(w.id)
-            if (now === undefined || now.worktreeReady || now.isMain || (now.path !== "" && existsSync(now.path))) return
+            if (now === undefined || now.worktreeReady || now.isMain || (now.path !== "" && existsSync(now.path)))
+              return
             yield* send(w.id, { _tag: "Vanished" })
           }).pipe(Effect.ignore)
         )
@@ -448,10 +449,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       if (waking.has(worldId)) return
       waking.add(worldId)
       Runtime.runFork(runtime)(
-        wake(worldId).pipe(
-          Effect.ignore,
-          Effect.ensuring(Effect.sync(() => waking.delete(worldId)))
-        )
+        wake(worldId).pipe(Effect.ignore, Effect.ensuring(Effect.sync(() => waking.delete(worldId))))
       )
     })
 

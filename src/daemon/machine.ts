@@ -54,7 +54,8 @@ export const config = Effect.gen(function* () {
       key: "metrics_port",
       value: process.env.BERTH_METRICS_PORT ?? String((yield* registry.getSetting(METRICS_SETTING)) ?? "off"),
       source:
-        envSource("BERTH_METRICS_PORT") ?? ((yield* registry.getSetting(METRICS_SETTING)) === undefined ? "default" : "set")
+        envSource("BERTH_METRICS_PORT") ??
+        ((yield* registry.getSetting(METRICS_SETTING)) === undefined ? "default" : "set")
     }
   ]
   return { settings } satisfies ConfigReport
@@ -75,7 +76,9 @@ export const reserve = (p: {
       return yield* new InvalidRequest({ reason: `--disk ${p.diskGb}: expected gigabytes, 0 or more` })
     }
     if (p.maxParallel !== undefined && !(Number.isInteger(p.maxParallel) && p.maxParallel >= 1)) {
-      return yield* new InvalidRequest({ reason: `--max-parallel ${p.maxParallel}: expected a whole number, 1 or more` })
+      return yield* new InvalidRequest({
+        reason: `--max-parallel ${p.maxParallel}: expected a whole number, 1 or more`
+      })
     }
     yield* admission.setSettings({
       ...(p.ramPercent === undefined ? {} : { ramReservePercent: p.ramPercent }),
@@ -121,7 +124,9 @@ export const metrics = Effect.gen(function* () {
       memTotalBytes: readings.memTotalBytes,
       memAvailableBytes: readings.memAvailableBytes,
       memAvailablePercent:
-        readings.memTotalBytes === 0 ? 100 : Math.round((1000 * readings.memAvailableBytes) / readings.memTotalBytes) / 10,
+        readings.memTotalBytes === 0
+          ? 100
+          : Math.round((1000 * readings.memAvailableBytes) / readings.memTotalBytes) / 10,
       disks: [...readings.disks]
     },
     reserves: {

@@ -28,8 +28,8 @@ import { build, version } from "../version.js"
 import { DaemonApi } from "./api.js"
 import { acquireLock, releaseLock, socketAnswers } from "./lock.js"
 import * as machine from "./machine.js"
-import { Admission } from "../services/Admission.js"
-import { Registry } from "../services/Registry.js"
+import type { Admission } from "../services/Admission.js"
+import type { Registry } from "../services/Registry.js"
 
 /** The longest path the kernel takes (PATH_MAX); a world name is a branch, a path under `.git/refs`. */
 const PATH_MAX = 4096

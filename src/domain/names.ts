@@ -68,7 +68,11 @@ export const assignProjectLabel = (name: string, repository: string, taken: Read
   const base = projectLabel(name)
   if (!taken.has(base)) return base
   for (let attempt = 0; ; attempt++) {
-    const candidate = withSuffix(base, shortHash(attempt === 0 ? repository : `${repository}#${attempt}`, 4), MAX_DNS_LABEL)
+    const candidate = withSuffix(
+      base,
+      shortHash(attempt === 0 ? repository : `${repository}#${attempt}`, 4),
+      MAX_DNS_LABEL
+    )
     if (!taken.has(candidate)) return candidate
   }
 }

@@ -87,7 +87,10 @@ export class Admission extends Effect.Service<Admission>()("berth/Admission", {
     const watched = new Set<string>([home.root])
 
     const evaluate = Effect.gen(function* () {
-      if (recovering && gateClosed(0, readings, { ...settings, maxParallel: Number.MAX_SAFE_INTEGER }, true) === undefined) {
+      if (
+        recovering &&
+        gateClosed(0, readings, { ...settings, maxParallel: Number.MAX_SAFE_INTEGER }, true) === undefined
+      ) {
         recovering = false
       }
       decision = decideGate(
@@ -203,10 +206,12 @@ export class Admission extends Effect.Service<Admission>()("berth/Admission", {
       changes,
       /** the line, first to last */
       queue: Effect.sync(() =>
-        [...waiting.keys()].flatMap((id) => {
-          const e = entry(id)
-          return e === undefined ? [] : [e]
-        }).sort((a, b) => a.position - b.position)
+        [...waiting.keys()]
+          .flatMap((id) => {
+            const e = entry(id)
+            return e === undefined ? [] : [e]
+          })
+          .sort((a, b) => a.position - b.position)
       ),
       running: Effect.sync(() => holding.size),
       readings: Effect.sync(() => readings),

@@ -58,7 +58,8 @@ export class Machine extends Effect.Service<Machine>()("berth/Machine", {
             const r = JSON.parse(readFileSync(staged, "utf8")) as StagedReadings
             const total = r.memTotalBytes ?? 16 * 1024 ** 3
             const available =
-              r.memAvailableBytes ?? (r.memAvailablePercent === undefined ? total : (total * r.memAvailablePercent) / 100)
+              r.memAvailableBytes ??
+              (r.memAvailablePercent === undefined ? total : (total * r.memAvailablePercent) / 100)
             const disk = r.diskFreeBytes
             return {
               memTotalBytes: total,

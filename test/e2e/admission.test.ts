@@ -60,7 +60,8 @@ describe("admission", () => {
     }
     const queued = await eventually(
       () => statusOf(box),
-      (ws) => ws.filter((w) => w.state === "running").length === 2 && ws.filter((w) => w.state === "queued").length === 3
+      (ws) =>
+        ws.filter((w) => w.state === "running").length === 2 && ws.filter((w) => w.state === "queued").length === 3
     )
     expect(queued.filter((w) => w.state === "running").map((w) => w.name)).toEqual(["q1", "q2"])
     expect(names.slice(2).map((n) => byName(queued, n)?.queue?.position)).toEqual([1, 2, 3])

@@ -4,7 +4,16 @@
  */
 import { execFileSync } from "node:child_process"
 import { spawn } from "node:child_process"
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync
+} from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -35,9 +44,11 @@ const json = <A>(r: RunResult): A => {
 }
 
 const statusOf = async (box: Sandbox, options?: Parameters<Sandbox["run"]>[1]) =>
-  json<{ worlds: Array<WorldJson & { projectNote?: string; services: Array<WorldJson["services"][number] & { kind: string }> }> }>(
-    await box.run(["status", "--json"], options)
-  ).worlds
+  json<{
+    worlds: Array<
+      WorldJson & { projectNote?: string; services: Array<WorldJson["services"][number] & { kind: string }> }
+    >
+  }>(await box.run(["status", "--json"], options)).worlds
 
 const daemonPid = async (box: Sandbox): Promise<number | undefined> =>
   (JSON.parse((await box.run(["daemon", "status", "--json"])).stdout) as { pid?: number } | null)?.pid
@@ -49,14 +60,21 @@ const gitIn = (dir: string, ...args: ReadonlyArray<string>) =>
   execFileSync("git", args, {
     cwd: dir,
     encoding: "utf8",
-    env: { ...process.env, GIT_AUTHOR_NAME: "b", GIT_AUTHOR_EMAIL: "b@l", GIT_COMMITTER_NAME: "b", GIT_COMMITTER_EMAIL: "b@l" }
+    env: {
+      ...process.env,
+      GIT_AUTHOR_NAME: "b",
+      GIT_AUTHOR_EMAIL: "b@l",
+      GIT_COMMITTER_NAME: "b",
+      GIT_COMMITTER_EMAIL: "b@l"
+    }
   })
 
 /** Another repository with the same files and the same folder name ("app"), driven with the box's home. */
 const twin = (box: Sandbox, files: Readonly<Record<string, string>>) => {
   const dir = join(mkdtempSync(join(tmpdir(), "berth-twin-")), "app")
   mkdirSync(dir)
-  for (const [file, text] of Object.entries({ "server.mjs": serverScript, ...files })) writeFileSync(join(dir, file), text)
+  for (const [file, text] of Object.entries({ "server.mjs": serverScript, ...files }))
+    writeFileSync(join(dir, file), text)
   gitIn(dir, "init", "-q", "-b", "main")
   gitIn(dir, "add", "-A")
   gitIn(dir, "commit", "-q", "-m", "initial")
@@ -72,7 +90,14 @@ const runBerthWith = (bin: string, args: ReadonlyArray<string>, box: Sandbox) =>
   new Promise<RunResult>((resolve, reject) => {
     const child = spawn(bin, args, {
       cwd: box.dir,
-      env: { ...process.env, BERTH_HOME: box.home, NO_COLOR: "1", BERTH_PROXY_PORT: "off", BERTH_HTTPS_PORT: "off", ...box.env },
+      env: {
+        ...process.env,
+        BERTH_HOME: box.home,
+        NO_COLOR: "1",
+        BERTH_PROXY_PORT: "off",
+        BERTH_HTTPS_PORT: "off",
+        ...box.env
+      },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let stdout = ""
@@ -195,7 +220,9 @@ describe("safety", () => {
   })
 
   it("says what became of a slice whose service left berth.toml, and lists it no more", async () => {
-    const box = await boxes.project({ "berth.toml": `[services.db]\nadapter = "sqlite"\n\n[services.files]\nadapter = "dir"\n` })
+    const box = await boxes.project({
+      "berth.toml": `[services.db]\nadapter = "sqlite"\n\n[services.files]\nadapter = "dir"\n`
+    })
     const up = json<WorldJson>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 }))
     writeFileSync(join(up.path, "berth.toml"), `[services.files]\nadapter = "dir"\n`)
     const reload = await box.run(["reload", "w1"], { timeoutMs: 60_000 })

@@ -17,9 +17,7 @@ const GiB = 1024 ** 3
 const renderConfig = (report: ConfigReport): string => {
   const width = Math.max(...report.settings.map((s) => s.key.length))
   const valueWidth = Math.max(...report.settings.map((s) => s.value.length))
-  return report.settings
-    .map((s) => `${s.key.padEnd(width)}  ${s.value.padEnd(valueWidth)}  (${s.source})`)
-    .join("\n")
+  return report.settings.map((s) => `${s.key.padEnd(width)}  ${s.value.padEnd(valueWidth)}  (${s.source})`).join("\n")
 }
 
 export const reserve = Command.make(
@@ -82,7 +80,8 @@ const renderMetrics = (m: Metrics): string => {
     `running: ${m.running} of at most ${m.reserves.maxParallel}`,
     `memory: ${m.readings.memAvailablePercent}% free of ${(m.readings.memTotalBytes / GiB).toFixed(1)} GB (reserve ${m.reserves.ramPercent}%${m.reserves.recovering ? `, recovering: needs ${m.reserves.ramPercent * m.reserves.resumeFactor}%` : ""})`,
     ...m.readings.disks.map(
-      (d) => `disk: ${(d.freeBytes / GiB).toFixed(1)} GB free on ${d.path} (reserve ${(m.reserves.diskBytes / GiB).toFixed(1)} GB)`
+      (d) =>
+        `disk: ${(d.freeBytes / GiB).toFixed(1)} GB free on ${d.path} (reserve ${(m.reserves.diskBytes / GiB).toFixed(1)} GB)`
     ),
     `queue: ${m.queue.length === 0 ? "empty" : m.queue.map((q) => `${q.position}. ${q.project}/${q.world} (${q.waitingFor})`).join("; ")}`,
     `admitted ${m.admission.admitted}, suspended ${m.admission.suspended}, resumed ${m.admission.resumed}; wait mean ${(m.admission.meanWaitMs / 1000).toFixed(1)} s, max ${(m.admission.maxWaitMs / 1000).toFixed(1)} s`

@@ -64,7 +64,9 @@ const noWait = Options.boolean("no-wait").pipe(
 
 /** What a waiting `up` says about its world's place in line, or undefined once it is not in line. */
 const queueLine = (w: WorldStatus | undefined) =>
-  w?.queue === undefined ? undefined : `${w.name}: ${w.state}, #${w.queue.position} in line, waiting for ${w.queue.waitingFor}`
+  w?.queue === undefined
+    ? undefined
+    : `${w.name}: ${w.state}, #${w.queue.position} in line, waiting for ${w.queue.waitingFor}`
 
 export const up = Command.make(
   "up",

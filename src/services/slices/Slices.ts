@@ -587,7 +587,7 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
       for (const [server, scope] of servers) {
         const adapter = yield* implementation(scope.adapter).pipe(Effect.option)
         if (adapter._tag === "None") continue
-        if (scope.adminUrl !== undefined && scope.adminUrl.includes("${")) {
+        if (scope.adminUrl?.includes("${")) {
           const missing = unresolvedIn(resolveTemplate(scope.adminUrl, { services: new Map(), env: () => undefined }))
           unreachable.push({
             adapter: scope.adapter,
