@@ -37,6 +37,8 @@ export interface RunOptions {
   readonly timeoutMs?: number
   /** the umask the CLI (and so a daemon it starts) runs with, e.g. 0o022; the test process's own when unset */
   readonly umask?: number
+  /** another berth binary to run (another build, say); dist/berth when unset */
+  readonly bin?: string
 }
 
 export const runBerth = (args: ReadonlyArray<string>, cwd: string, home: string, options?: RunOptions) =>
@@ -44,10 +46,15 @@ export const runBerth = (args: ReadonlyArray<string>, cwd: string, home: string,
     // a umask is set by a shell that then becomes berth, so that nothing else of the test process changes
     const [command, argv] =
       options?.umask === undefined
-        ? [berthBin, args]
+        ? [options?.bin ?? berthBin, args]
         : [
             "/bin/sh",
-            ["-c", `umask ${options.umask.toString(8).padStart(3, "0")} && exec "$0" "$@"`, berthBin, ...args]
+            [
+              "-c",
+              `umask ${options.umask.toString(8).padStart(3, "0")} && exec "$0" "$@"`,
+              options.bin ?? berthBin,
+              ...args
+            ]
           ]
     const child = spawn(command, argv, {
       cwd: options?.cwd ?? cwd,

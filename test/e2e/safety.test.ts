@@ -3,7 +3,6 @@
  * reproduces a reported way that promise was broken.
  */
 import { execFileSync } from "node:child_process"
-import { spawn } from "node:child_process"
 import {
   chmodSync,
   copyFileSync,
@@ -84,37 +83,6 @@ const twin = (box: Sandbox, files: Readonly<Record<string, string>>) => {
       runBerth(args, dir, box.home, { ...options, env: { ...box.env, ...options?.env } })
   }
 }
-
-/** Runs another berth binary with the box's home and environment. */
-const runBerthWith = (bin: string, args: ReadonlyArray<string>, box: Sandbox) =>
-  new Promise<RunResult>((resolve, reject) => {
-    const child = spawn(bin, args, {
-      cwd: box.dir,
-      env: {
-        ...process.env,
-        BERTH_HOME: box.home,
-        NO_COLOR: "1",
-        BERTH_PROXY_PORT: "off",
-        BERTH_HTTPS_PORT: "off",
-        ...box.env
-      },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.on("data", (d: Buffer) => {
-      stdout += d.toString()
-    })
-    child.stderr.on("data", (d: Buffer) => {
-      stderr += d.toString()
-    })
-    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000)
-    child.on("error", reject)
-    child.on("close", (code) => {
-      clearTimeout(timer)
-      resolve({ code, stdout, stderr })
-    })
-  })
 
 describe("safety", () => {
   it("keeps two repositories with the same project name apart: slices, routes and removal", async () => {
@@ -275,7 +243,7 @@ describe("safety", () => {
     copyFileSync(berthBin, join(other, "berth"))
     chmodSync(join(other, "berth"), 0o755)
     try {
-      const replaced = await runBerthWith(join(other, "berth"), ["status", "--json"], box)
+      const replaced = await box.run(["status", "--json"], { bin: join(other, "berth") })
       expect(replaced.code, replaced.stderr).toBe(0)
       const seen = (JSON.parse(replaced.stdout) as { worlds: Array<WorldJson> }).worlds[0]
       expect(pidsOf(seen)).toEqual(before)
