@@ -61,15 +61,20 @@ export const ReconcilerLive = Layer.scopedDiscard(
     yield* rotateLogs.pipe(Effect.repeat(Schedule.spaced(ROTATE_EVERY)), Effect.forkScoped)
     yield* monitorPressure
     const every = gcEvery()
-    yield* worlds.gc(false).pipe(
+    const sweep = worlds.gc(false).pipe(
       Effect.tap((report) =>
         Effect.forEach(report.entries, (e) => Effect.logInfo(`gc: ${e.outcome} ${e.adapter} ${e.name} (${e.reason})`), {
           discard: true
         })
       ),
-      Effect.catchAllCause((cause) => Effect.logError("slice sweep failed", cause)),
-      Effect.delay(every),
-      Effect.forever,
+      Effect.catchAllCause((cause) => Effect.logError("slice sweep failed", cause))
+    )
+    // once soon after start — what a crash left half-made (a copy cut off mid-way) goes then, not ten minutes later;
+    // the first reconcile pass has started every world's adoption by then, and what it provisions is marked busy —
+    // then every `every`
+    yield* sweep.pipe(
+      Effect.delay(Duration.min(Duration.seconds(2), every)),
+      Effect.zipRight(sweep.pipe(Effect.delay(every), Effect.forever)),
       Effect.forkScoped
     )
   })

@@ -30,7 +30,7 @@ import { redact } from "../domain/coordinates.js"
 import { secretsOf, urlSecrets } from "../domain/redact.js"
 import {
   type ConfigError,
-  type InternalError,
+  InternalError,
   InvalidRequest,
   type MainCheckout,
   type PortRangeExhausted,
@@ -120,6 +120,9 @@ export interface WorldActor {
 }
 
 const SETUP = "setup"
+
+/** service states berth passes through on its own way somewhere: after a crash, a row in one of these is unfinished */
+const IN_FLIGHT: ReadonlySet<string> = new Set(["starting", "stopping", "restarting", "pending"])
 
 const daemonEnv = () => definedEnv(process.env)
 
@@ -700,9 +703,11 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
     /** Processes recorded for this world that no generation owns (e.g. after a failed adoption). */
     const stopOrphans = Effect.gen(function* () {
       for (const s of yield* registry.services(worldId)) {
-        if (s.pid === null || s.pgid === null || s.startTime === null) continue
-        const handle = { pid: s.pid, pgid: s.pgid, startTime: s.startTime }
-        if (yield* processes.isRunning(handle)) yield* processes.stop(handle, 10_000)
+        if (s.pid !== null && s.pgid !== null && s.startTime !== null) {
+          const handle = { pid: s.pid, pgid: s.pgid, startTime: s.startTime }
+          if (yield* processes.isRunning(handle)) yield* processes.stop(handle, 10_000)
+        } else if (!IN_FLIGHT.has(s.observed)) continue
+        // a row a crash left mid-way (`stopping`, `starting`, …) settles too: nothing of it runs now
         yield* registry.saveService({ ...s, observed: "stopped", pid: null, pgid: null, startTime: null })
       }
     })
@@ -785,7 +790,9 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         if (s.pid === null || s.pgid === null || s.startTime === null) continue
         const handle = { pid: s.pid, pgid: s.pgid, startTime: s.startTime }
         if (yield* processes.isRunning(handle)) handles.set(s.name, handle)
-        else died.add(s.name)
+        // only a service that was up and ended unwatched "died" (its restart policy decides); one berth itself was
+        // stopping or starting when the daemon went (a reload, say) is simply started again
+        else if (!IN_FLIGHT.has(s.observed)) died.add(s.name)
       }
       return { handles, died }
     })
@@ -839,8 +846,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         yield* adopt
         return false
       }
-      const { handles } = yield* recorded
-      if (handles.size > 0) yield* stopOrphans
+      yield* stopOrphans
       if (w.observed !== "stopped" && w.observed !== "failed") yield* setObserved("stopped")
       return false
     })
@@ -919,7 +925,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           handle(envelope.command).pipe(
             Effect.catchAllDefect((d) =>
               Effect.fail(
-                new InvalidRequest({ reason: `internal error: ${d instanceof Error ? d.message : String(d)}` })
+                new InternalError({ reason: `world ${worldId}: ${d instanceof Error ? d.message : String(d)}` })
               )
             )
           )

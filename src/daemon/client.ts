@@ -61,13 +61,14 @@ const startDaemon = async (home: HomePaths): Promise<void> => {
     cwd: home.root
   })
   closeSync(log)
-  let exited = false
-  child.once("exit", () => {
-    exited = true
+  // a daemon that exits 0 found another one holding the lock (concurrent CLIs after a crash race to start one): the
+  // winner is on its way, so keep waiting for it; any other exit is a failed start, told at once
+  let failed = false
+  child.once("exit", (code) => {
+    failed = code !== 0
   })
   child.unref()
-  const up = await waitFor(async () => exited || (await socketAnswers(home.socket)), START_TIMEOUT_MS)
-  // another daemon may have won the race for the lock: that is fine as long as someone answers
+  const up = await waitFor(async () => failed || (await socketAnswers(home.socket)), START_TIMEOUT_MS)
   if (up && (await socketAnswers(home.socket))) return
   const said = readFileSync(home.daemonLog, "utf8").slice(logStart).trim()
   throw new Error(said === "" ? "it did not start" : `it stopped at once:\n${said.split("\n").slice(-5).join("\n")}`)
