@@ -2,10 +2,11 @@
  * The gate and the pressure monitor through the real daemon, with the machine's readings staged in a file
  * (BERTH_READINGS_FILE) so that pressure can rise and fall on cue.
  */
+import { spawn } from "node:child_process"
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { eventually, isAlive, type RunResult, type Sandbox, sandboxes, type WorldJson } from "./harness.js"
+import { berthBin, eventually, isAlive, type RunResult, type Sandbox, sandboxes, type WorldJson } from "./harness.js"
 
 const boxes = sandboxes()
 afterAll(() => boxes.cleanup())
@@ -179,5 +180,37 @@ describe("admission", () => {
       (r) => r.stdout === "ok",
       30_000
     )
+  })
+
+  it("takes a world out of the line when its waiting up is interrupted (Ctrl-C)", async () => {
+    const { box, run } = await staged(60)
+    expect((await run(["reserve", "--max-parallel", "1"])).code).toBe(0)
+    expect((await run(["up", "first"])).code).toBe(0)
+    const child = spawn(berthBin, ["up", "second"], {
+      cwd: box.dir,
+      env: {
+        ...process.env,
+        ...box.env,
+        BERTH_HOME: box.home,
+        NO_COLOR: "1",
+        BERTH_PROXY_PORT: "off",
+        BERTH_HTTPS_PORT: "off"
+      },
+      stdio: "ignore"
+    })
+    await eventually(
+      () => statusOf(box),
+      (ws) => byName(ws, "second")?.state === "queued"
+    )
+    child.kill("SIGINT")
+    const after = await eventually(
+      () => statusOf(box),
+      (ws) => byName(ws, "second")?.state === "stopped"
+    )
+    expect(byName(after, "second")?.queue).toBeUndefined()
+    // the line is empty: the first world's down lets nobody in
+    expect((await run(["down", "first"])).code).toBe(0)
+    await new Promise((r) => setTimeout(r, 2_500))
+    expect(byName(await statusOf(box), "second")?.state).toBe("stopped")
   })
 })
