@@ -17,6 +17,7 @@ import { socketAnswers } from "./lock.js"
 import { request } from "./wire.js"
 
 const START_TIMEOUT_MS = 15_000
+const PING_TIMEOUT_MS = 15_000
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -62,16 +63,32 @@ const startDaemon = async (home: HomePaths): Promise<void> => {
   })
   closeSync(log)
   // a daemon that exits 0 found another one holding the lock (concurrent CLIs after a crash race to start one): the
-  // winner is on its way, so keep waiting for it; any other exit is a failed start, told at once
-  let failed = false
+  // winner is on its way, so keep waiting for it while it lives; any other exit is a failed start, told at once
+  let exitCode: number | null | undefined
   child.once("exit", (code) => {
-    failed = code !== 0
+    exitCode = code
   })
   child.unref()
-  const up = await waitFor(async () => failed || (await socketAnswers(home.socket)), START_TIMEOUT_MS)
-  if (up && (await socketAnswers(home.socket))) return
+  await waitFor(async () => {
+    if (await socketAnswers(home.socket)) return true
+    if (exitCode === undefined) return false
+    return exitCode !== 0 || !lockHolderAlive(home.pidFile)
+  }, START_TIMEOUT_MS)
+  if (await socketAnswers(home.socket)) return
+  // the winner is gone too: the caller tries again
+  if (exitCode === 0) return
   const said = readFileSync(home.daemonLog, "utf8").slice(logStart).trim()
   throw new Error(said === "" ? "it did not start" : `it stopped at once:\n${said.split("\n").slice(-5).join("\n")}`)
+}
+
+/** Whether the process named by the daemon's pid file (a daemon starting or serving) is alive. */
+const lockHolderAlive = (pidFile: string): boolean => {
+  try {
+    const pid = Number(readFileSync(pidFile, "utf8").trim().split(" ")[0])
+    return Number.isInteger(pid) && pid > 0 && alive(pid)
+  } catch {
+    return false
+  }
 }
 
 const alive = (pid: number): boolean => {
@@ -103,8 +120,11 @@ export const shutdownDaemon = async (home: HomePaths, timeoutMs = 20_000): Promi
 export const ensureDaemon = (home: HomePaths) =>
   Effect.tryPromise({
     try: async () => {
+      // a busy daemon (adopting many worlds on a loaded machine) may take seconds to answer: a socket nobody listens
+      // on fails at once, so the wait costs nothing when there is no daemon
+      const ping = () => request(home.socket, "Ping", undefined, PING_TIMEOUT_MS)
       for (let attempt = 0; attempt < 3; attempt++) {
-        const pong = await request(home.socket, "Ping", undefined, 5_000)
+        const pong = await ping()
         if (pong._tag === "Success") {
           if (isThisBuild(pong.value)) return
           // another build answers: ask it to go, wait until it has let go of the socket and the lock, start ours
@@ -112,6 +132,8 @@ export const ensureDaemon = (home: HomePaths) =>
         }
         await startDaemon(home)
       }
+      const last = await ping()
+      if (last._tag === "Success" && isThisBuild(last.value)) return
       throw new Error(`it did not start\n${logTail(home.daemonLog)}`)
     },
     catch: (e) => new DaemonUnavailable({ reason: e instanceof Error ? e.message : String(e), log: home.daemonLog })
