@@ -61,7 +61,7 @@ export const ReconcilerLive = Layer.scopedDiscard(
     yield* rotateLogs.pipe(Effect.repeat(Schedule.spaced(ROTATE_EVERY)), Effect.forkScoped)
     yield* monitorPressure
     const every = gcEvery()
-    const sweep = worlds.gc(false).pipe(
+    const sweep = worlds.gc(false, {}, true).pipe(
       Effect.tap((report) =>
         Effect.forEach(report.entries, (e) => Effect.logInfo(`gc: ${e.outcome} ${e.adapter} ${e.name} (${e.reason})`), {
           discard: true

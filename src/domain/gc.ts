@@ -16,6 +16,8 @@ export interface GcRow {
   readonly golden: boolean
   /** a copy of a golden made ahead for the next new world */
   readonly spare: boolean
+  /** its service left berth.toml: only an explicit `berth gc` drops it, never the daemon's own sweep */
+  readonly detached?: boolean
   /** the golden's key (goldens and spares) */
   readonly key: string | null
   readonly state: "provisioning" | "ready"
@@ -35,7 +37,13 @@ export interface GcListing {
   readonly names: ReadonlyArray<string>
 }
 
-export type GcReason = "world gone" | "half-provisioned" | "superseded golden" | "orphan spare" | "unrecorded"
+export type GcReason =
+  | "world gone"
+  | "half-provisioned"
+  | "superseded golden"
+  | "orphan spare"
+  | "unrecorded"
+  | "no longer in berth.toml"
 
 export interface GcAction {
   readonly reason: GcReason
@@ -68,7 +76,8 @@ export const gcPlan = (input: {
     actions.push({ reason, server: row.server, name: row.name, rowId: row.id })
   }
   for (const row of input.rows) {
-    if (!row.golden && !row.spare && row.worldId === null) drop("world gone", row)
+    if (row.detached === true) drop("no longer in berth.toml", row)
+    else if (!row.golden && !row.spare && row.worldId === null) drop("world gone", row)
     else if (row.state === "provisioning") drop("half-provisioned", row)
   }
   const goldens = new Map<string, Array<GcRow>>()

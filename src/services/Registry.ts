@@ -232,7 +232,7 @@ export interface SliceRow {
   /** `ready` once migrate and seed (or the clone) finished */
   readonly state: "provisioning" | "ready"
   /** a world's slice, a golden template, or a spare copy of a golden waiting for the next new world */
-  readonly role: "world" | "golden" | "spare"
+  readonly role: "world" | "golden" | "spare" | "detached"
   readonly createdAt: number
   readonly usedAt: number
 }
@@ -277,7 +277,7 @@ const toSlice = (r: SliceRecord): SliceRow => ({
   options: JSON.parse(r.options) as Record<string, unknown>,
   goldenKey: r.golden_key,
   state: r.state === "ready" ? "ready" : "provisioning",
-  role: r.role === "golden" || r.role === "spare" ? r.role : "world",
+  role: r.role === "golden" || r.role === "spare" || r.role === "detached" ? r.role : "world",
   createdAt: r.created_at,
   usedAt: r.used_at
 })
@@ -572,7 +572,8 @@ const makeRegistry = Effect.gen(function* () {
   const touchSlice = (id: number) => sql`UPDATE slices SET used_at = ${Date.now()} WHERE id = ${id}`.pipe(Effect.asVoid)
 
   /** A slice no longer any world's: kept on its server, left for gc. */
-  const detachSlice = (id: number) => sql`UPDATE slices SET world_id = NULL WHERE id = ${id}`.pipe(Effect.asVoid)
+  const detachSlice = (id: number) =>
+    sql`UPDATE slices SET world_id = NULL, role = 'detached' WHERE id = ${id}`.pipe(Effect.asVoid)
 
   const forgetSlice = (id: number) => sql`DELETE FROM slices WHERE id = ${id}`.pipe(Effect.asVoid)
 

@@ -54,6 +54,15 @@ describe("gcPlan", () => {
     expect(plan.map((a) => [a.server, a.name, a.reason])).toEqual([["pg", "c", "unrecorded"]])
   })
 
+  it("names a slice whose service left berth.toml for what it is", () => {
+    const plan = gcPlan({
+      rows: [row({ id: 4, name: "old_db", worldId: null, detached: true })],
+      listings: [{ server: "pg", names: ["old_db"] }],
+      inFlight: new Set()
+    })
+    expect(plan.map((a) => [a.name, a.reason])).toEqual([["old_db", "no longer in berth.toml"]])
+  })
+
   it("never drops a slice of a world that still exists, recorded or not", () => {
     const plan = gcPlan({
       rows: [],

@@ -430,7 +430,7 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
           world,
           row.service,
           "slice_detached",
-          `slice ${row.service} (${row.adapter} ${row.name}) is no longer in berth.toml: kept for now; \`berth gc\` drops it`
+          `slice ${row.service} (${row.adapter} ${row.name}) is no longer in berth.toml: kept on its server; only an explicit \`berth gc\` drops it`
         )
       }
       for (const service of services) {
@@ -549,7 +549,12 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
     })
 
     /** What a crash or a vanished world left behind: see `domain/gc.ts`. */
-    const gc = Effect.fn("Slices.gc")(function* (dryRun: boolean, env: Readonly<Record<string, string>> = {}) {
+    const gc = Effect.fn("Slices.gc")(function* (
+      dryRun: boolean,
+      env: Readonly<Record<string, string>> = {},
+      /** the daemon's own sweep: a slice whose service left berth.toml waits for the user's explicit `berth gc` */
+      automatic = false
+    ) {
       const rows = yield* registry.slices()
       const worldEnvs = new Map((yield* registry.worlds()).map((w) => [w.id, w.env ?? {}]))
       const servers = new Map<string, Slice>()
@@ -615,6 +620,7 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
           server: serverOf(sliceOfRow(row)),
           golden: row.role === "golden",
           spare: row.role === "spare",
+          detached: row.role === "detached",
           key: row.goldenKey,
           state: row.state,
           usedAt: row.usedAt
@@ -626,6 +632,7 @@ export class Slices extends Effect.Service<Slices>()("berth/Slices", {
       })
       const entries: Array<GcEntry> = []
       for (const action of plan) {
+        if (automatic && action.reason === "no longer in berth.toml") continue
         const scope = servers.get(action.server)
         if (scope === undefined || down.has(where(scope))) continue
         const slice: Slice = { ...scope, name: action.name }
