@@ -79,17 +79,21 @@ const isLeftover = (pid: number): boolean => {
  * The scratch entries in `storage` that a crash left: those `pattern` matches (its first group the slice's name, its
  * second the pid, as `SCRATCH_TAG` puts it) whose process is gone.
  */
-export const leftovers = (
-  storage: string,
-  pattern: RegExp
-): ReadonlyArray<{ readonly name: string; readonly entry: string }> => {
-  let entries: ReadonlyArray<string>
+/** The entries of an embedded adapter's storage folder: none while it does not exist yet. */
+export const storageEntries = (storage: string): ReadonlyArray<string> => {
   try {
-    entries = readdirSync(storage)
+    return readdirSync(storage)
   } catch (cause) {
     if (errorCode(cause) === "ENOENT") return []
     throw cause
   }
+}
+
+export const leftovers = (
+  storage: string,
+  pattern: RegExp
+): ReadonlyArray<{ readonly name: string; readonly entry: string }> => {
+  const entries = storageEntries(storage)
   return entries.flatMap((entry) => {
     const match = pattern.exec(entry)
     return match?.[1] !== undefined && isStorageName(match[1]) && isLeftover(Number(match[2]))

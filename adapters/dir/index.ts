@@ -6,12 +6,20 @@
  * whose process is gone is a crash's leftover, which `list` reports under its slice's name (so gc drops it) and
  * provision, clone and teardown of that slice remove.
  */
-import { chmodSync, constants as fsConstants, lstatSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs"
+import { chmodSync, constants as fsConstants, lstatSync, mkdirSync, renameSync, rmSync } from "node:fs"
 import { cp, writeFile } from "node:fs/promises"
 import { basename, dirname, join, resolve } from "node:path"
 import * as Effect from "effect/Effect"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import { checkStorageName, describeCause, errorCode, leftovers, SCRATCH_TAG, scratchTag } from "../shared.js"
+import {
+  checkStorageName,
+  describeCause,
+  errorCode,
+  leftovers,
+  SCRATCH_TAG,
+  scratchTag,
+  storageEntries
+} from "../shared.js"
 
 const ADAPTER = "dir"
 const MARKER = ".berth-slice"
@@ -179,13 +187,7 @@ const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
 const list = (scope: ListScope): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
   attempt("list", resolve(scope.storage), () => {
     const storage = resolve(scope.storage)
-    let entries: ReadonlyArray<string>
-    try {
-      entries = readdirSync(storage)
-    } catch (cause) {
-      if (errorCode(cause) === "ENOENT") return []
-      throw cause
-    }
+    const entries = storageEntries(storage)
     const owned = entries.filter((entry) => !entry.startsWith(".") && isOwned(join(storage, entry)))
     // a slice that only a crash's leftover stands for is listed too, so that gc's teardown removes it (unless
     // something not ours holds the slice's path: teardown would refuse it)

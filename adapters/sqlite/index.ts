@@ -16,7 +16,6 @@ import {
   lstatSync,
   mkdirSync,
   openSync,
-  readdirSync,
   renameSync,
   statSync,
   unlinkSync
@@ -26,7 +25,15 @@ import { basename, dirname, join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import * as Effect from "effect/Effect"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import { checkStorageName, describeCause, errorCode, leftovers, SCRATCH_TAG, scratchTag } from "../shared.js"
+import {
+  checkStorageName,
+  describeCause,
+  errorCode,
+  leftovers,
+  SCRATCH_TAG,
+  scratchTag,
+  storageEntries
+} from "../shared.js"
 
 /** The few better-sqlite3 calls this adapter makes (the package ships no types here). */
 interface Statement {
@@ -278,13 +285,7 @@ const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
 const list = (scope: ListScope): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
   attempt("list", resolve(scope.storage), () => {
     const storage = resolve(scope.storage)
-    let entries: ReadonlyArray<string>
-    try {
-      entries = readdirSync(storage)
-    } catch (cause) {
-      if (errorCode(cause) === "ENOENT") return []
-      throw cause
-    }
+    const entries = storageEntries(storage)
     const owned = entries
       .filter((entry) => entry.endsWith(SUFFIX) && !entry.startsWith("."))
       .filter((entry) => isOwned(join(storage, entry)))

@@ -73,8 +73,6 @@ export type WorldCommand =
   | { readonly _tag: "Down" }
   | { readonly _tag: "Reload"; readonly env: Readonly<Record<string, string>> }
   | { readonly _tag: "Remove"; readonly force: boolean }
-  /** after a daemon restart: take over the processes that survived, start the ones that did not */
-  | { readonly _tag: "Adopt" }
   /** the worktree folder was deleted outside berth: stop everything and forget the world */
   | { readonly _tag: "Vanished" }
   /** build the golden of one slice service again, from this world's worktree and environment */
@@ -868,8 +866,6 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           })
         case "Remove":
           return remove(command.force)
-        case "Adopt":
-          return adopt
         case "Vanished":
           return forget(false, true)
         case "RebuildGolden":

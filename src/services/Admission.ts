@@ -143,33 +143,6 @@ export class Admission extends Effect.Service<Admission>()("berth/Admission", {
         return granted
       })
 
-    /**
-     * Waits in line for a permit (returns at once when the world holds one). `since` orders the line: when the world
-     * asked, or when it was suspended, so that new and suspended worlds share one fair order.
-     */
-    const acquire = (worldId: number, since: number, path?: string) =>
-      Effect.gen(function* () {
-        if (holding.has(worldId)) return
-        if (path !== undefined) watched.add(path)
-        const existing = waiting.get(worldId)
-        const granted = existing?.granted ?? (yield* Deferred.make<void>())
-        if (existing === undefined) {
-          waiting.set(worldId, { since, queuedAt: Date.now(), granted })
-          counters.queued++
-          yield* evaluate
-        }
-        yield* Deferred.await(granted)
-      }).pipe(
-        // taken out of the line when the wait is interrupted (a `down`, a Ctrl-C); a permit granted meanwhile is given back
-        Effect.onInterrupt(() =>
-          Effect.gen(function* () {
-            const w = waiting.get(worldId)
-            if (w !== undefined) waiting.delete(worldId)
-            yield* evaluate
-          })
-        )
-      )
-
     /** Takes a permit without waiting: a world found running after a daemon restart keeps running. */
     const claim = (worldId: number) =>
       Effect.gen(function* () {
@@ -198,7 +171,6 @@ export class Admission extends Effect.Service<Admission>()("berth/Admission", {
 
     return {
       enter,
-      acquire,
       claim,
       release,
       entry,

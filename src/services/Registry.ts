@@ -671,18 +671,6 @@ export const RegistryLive: Layer.Layer<Registry, RegistryUnavailable, Home> = La
     const file = home.database
     const problem = checkHeader(file)
     if (problem !== undefined) return yield* unavailable(file, problem)
-    // owner-only whatever the umask: SQLite gives the -wal and -shm files (which hold admin URLs) the database file's
-    // mode, so the file is made 0600 before SQLite ever opens it, and files of an older home are put right
-    yield* Effect.sync(() => {
-      closeSync(openSync(file, "a", 0o600))
-      for (const f of [file, `${file}-wal`, `${file}-shm`]) {
-        try {
-          chmodSync(f, 0o600)
-        } catch {
-          // not there (yet)
-        }
-      }
-    })
     const client = SqliteClient.layer({ filename: file })
     const setup = Layer.effectDiscard(
       Effect.gen(function* () {
