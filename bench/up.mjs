@@ -4,11 +4,14 @@
 // - cold up: `berth up <new world>` of a 3-service world (a new worktree, new port leases, three processes that
 //   start at once — no depends_on — each checked by tcp)
 // - warm up: `berth up` of the same world after `berth down` (worktree and leases kept)
+// - floor: the same three services started directly (`node server.js`, in parallel) until each accepts a connection:
+//   what a warm `up` cannot beat; the goal is a warm `up` within 100 ms of it (each run's pair is reported)
 // - status --json / env --json: one daemon round trip each
 // - daemon RSS: VmRSS of the daemon with --worlds worlds × 3 services up (services are `sleep`, so the machine's
 //   memory goes to the daemon's bookkeeping only)
 // --clean-env: see `env` below.
-import { execFileSync, spawnSync } from "node:child_process"
+import { execFileSync, spawn, spawnSync } from "node:child_process"
+import * as net from "node:net"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -62,7 +65,44 @@ const time = (args, command = process.execPath) => {
 }
 const berth = (...args) => time(args, cli)
 
-const samples = { node: [], cold: [], warm: [], status: [], env: [] }
+/** Answers once something accepts a connection on the port (polled every 5 ms, as tightly as a health check can). */
+const answers = (port) =>
+  new Promise((resolve) => {
+    const attempt = () => {
+      const socket = net.connect(port, "127.0.0.1")
+      socket.once("connect", () => {
+        socket.destroy()
+        resolve()
+      })
+      socket.once("error", () => {
+        socket.destroy()
+        setTimeout(attempt, 5)
+      })
+    }
+    attempt()
+  })
+
+/** The three services started directly, in parallel, until each answers; then stopped. */
+const floor = async (firstPort) => {
+  const start = process.hrtime.bigint()
+  const children = [0, 1, 2].map((i) =>
+    spawn(process.execPath, ["server.js"], { cwd: repo, env: { ...env, PORT: String(firstPort + i) }, stdio: "ignore" })
+  )
+  await Promise.all([0, 1, 2].map((i) => answers(firstPort + i)))
+  const ms = Number(process.hrtime.bigint() - start) / 1e6
+  await Promise.all(
+    children.map(
+      (child) =>
+        new Promise((resolve) => {
+          child.once("exit", resolve)
+          child.kill("SIGKILL")
+        })
+    )
+  )
+  return ms
+}
+
+const samples = { node: [], floor: [], cold: [], warm: [], over: [], status: [], env: [] }
 try {
   berth("port", "--range", "42000-43999")
   berth("up", "warmup", "--service", "a", "--service", "b", "--service", "c")
@@ -70,7 +110,12 @@ try {
     samples.node.push(time(["-e", "0"]))
     samples.cold.push(berth("up", `cold-${i}`, "-s", "a", "-s", "b", "-s", "c"))
     berth("down", `cold-${i}`)
-    samples.warm.push(berth("up", `cold-${i}`, "-s", "a", "-s", "b", "-s", "c"))
+    // the floor right before the warm up it is compared with, on ports outside berth's range
+    const bare = await floor(44000)
+    samples.floor.push(bare)
+    const warm = berth("up", `cold-${i}`, "-s", "a", "-s", "b", "-s", "c")
+    samples.warm.push(warm)
+    samples.over.push(warm - bare)
     samples.status.push(berth("status", "--json"))
     samples.env.push(berth("env", `cold-${i}`, "--json"))
     berth("down", `cold-${i}`)
@@ -90,6 +135,7 @@ try {
   const results = [
     summarize("node -e 0", samples.node, baseline),
     summarize("berth up (cold: new worktree, 3 services)", samples.cold, baseline),
+    summarize("floor: the 3 services started directly until each answers", samples.floor, baseline),
     summarize("berth up (warm: after down)", samples.warm, baseline),
     summarize("berth status --json", samples.status, baseline),
     summarize("berth env <world> --json", samples.env, baseline)
@@ -101,10 +147,16 @@ try {
     rssMiB: after / 2 ** 20
   }
   if (options.json) {
-    console.log(JSON.stringify({ node: process.version, runs, results, memory }, null, 2))
+    console.log(
+      JSON.stringify({ node: process.version, runs, results, warmOverFloorMs: samples.over, memory }, null, 2)
+    )
   } else {
     console.log(`${runs} runs each, interleaved; Node ${process.version}\n`)
     printTable(results)
+    const over = [...samples.over].sort((a, b) => a - b)
+    console.log(
+      `\nwarm up − floor, per run: median ${median(over).toFixed(0)} ms, range ${over[0].toFixed(0)}–${over.at(-1).toFixed(0)} ms (goal: ≤ 100 ms)`
+    )
     console.log(
       `\ndaemon RSS: ${memory.rssBeforeMiB.toFixed(1)} MiB idle, ${memory.rssMiB.toFixed(1)} MiB with ${worldCount} worlds × 3 services up`
     )

@@ -7,12 +7,15 @@
  *   const worlds = yield* Worlds
  *   const world = yield* worlds.up({ cwd: "/path/to/repo", world: "login-fix" }, { services: [], groups: [] }, {})
  *   console.log(world.services.map((s) => s.url))
+ *   // every observed move of every world (queued → starting → running, suspended, …) from now on
+ *   yield* Stream.runForEach(worlds.changes, (c) => Console.log(`${c.world}: ${c.from} → ${c.to}`)).pipe(Effect.fork)
  * })
  * Effect.runPromise(program.pipe(Effect.provide(EmbedLive("/tmp/berth-home")), Effect.scoped))
  * ```
  */
 export { Worlds, type WorldRef } from "./actors/Worlds.js"
-export type { Selection } from "./actors/WorldActor.js"
+export type { Selection, WorldChange } from "./actors/WorldActor.js"
+export * as WorldProtocol from "./actors/protocol.js"
 export { DaemonApi, type ServiceStatus, type WorldStatus, type Settings } from "./daemon/api.js"
 export { DaemonClient } from "./daemon/client.js"
 export { runDaemon } from "./daemon/server.js"

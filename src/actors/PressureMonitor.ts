@@ -4,10 +4,17 @@
  * never a world that started or resumed within the dwell time. Suspended worlds wait in the gate's one fair line and
  * come back, oldest first, once memory is above the reserve by the resume factor. The decision is
  * `domain/admission.ts`'s `suspendNow`; this only reads and acts.
+ *
+ * What it reads of the worlds and how it suspends one go through `PressureTargets`, so tests can drive the monitor
+ * with a fake set of worlds and a TestClock, without the engine.
  */
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import { describeWait, shouldIdle, suspendNow } from "../domain/admission.js"
+import type { InternalError } from "../domain/errors.js"
 import { Admission, SAMPLE_EVERY_MS } from "../services/Admission.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
 import { Router } from "../services/proxy/Router.js"
@@ -24,35 +31,105 @@ export const settleMs = () => fromEnv("BERTH_PRESSURE_SETTLE_MS", 10_000)
 /** a world that started or resumed this recently is not suspended (no flapping) */
 export const dwellMs = () => fromEnv("BERTH_PRESSURE_DWELL_MS", 60_000)
 
+/** A running world as the monitor sees it. */
+export interface PressureWorld {
+  readonly id: number
+  readonly name: string
+  /** when it last became running (its creation, if it never did): dwell and idleness count from here */
+  readonly startedAt: number
+  /** `[project] idle_suspend` from its berth.toml; undefined when unset or unreadable (asked only per tick) */
+  readonly idleSuspendMs: Effect.Effect<number | undefined>
+  /** when its routes last saw a request; undefined when none did */
+  readonly lastRequestAt: Effect.Effect<number | undefined>
+}
+
+/** The worlds the monitor watches and the one thing it does to them. */
+export interface PressureTargetsService {
+  /** worlds observed running and wanted up (the monitor keeps those that hold a permit) */
+  readonly running: Effect.Effect<ReadonlyArray<PressureWorld>, InternalError>
+  /**
+   * Suspends a world in its mailbox: its processes stop, the rest stays. `requeue` (memory) puts it back in the
+   * gate's line at once; without it (idleness) its next request wakes it.
+   */
+  readonly suspend: (
+    worldId: number,
+    reason: string,
+    requeue: boolean
+  ) => Effect.Effect<void, { readonly message: string }>
+}
+
+export class PressureTargets extends Context.Tag("berth/PressureTargets")<PressureTargets, PressureTargetsService>() {}
+
+/** The engine's worlds: rows from the registry, idleness from their config and the router, suspension by `Worlds`. */
+const IDLE_CONFIG_MS = 15_000
+
+export const PressureTargetsLive: Layer.Layer<PressureTargets, never, Worlds | Registry | Router | ConfigFiles> =
+  Layer.effect(
+    PressureTargets,
+    Effect.gen(function* () {
+      const registry = yield* Registry
+      const worlds = yield* Worlds
+      const router = yield* Router
+      const configs = yield* ConfigFiles
+      // each world's `idle_suspend`, looked at again every 15 s rather than on every tick: with dozens of worlds up,
+      // reading their configs every 2 s was most of what the daemon did at rest
+      const seen = new Map<string, { readonly ms: number | undefined; readonly at: number }>()
+      const idleSuspendOf = (path: string) =>
+        Effect.suspend(() => {
+          const known = seen.get(path)
+          if (known !== undefined && Date.now() - known.at < IDLE_CONFIG_MS) return Effect.succeed(known.ms)
+          return configs.load(path).pipe(
+            Effect.map((l) => l.parsed.config.project.idleSuspendMs),
+            Effect.orElseSucceed(() => undefined),
+            Effect.tap((ms) =>
+              Effect.sync(() => {
+                if (seen.size > 10_000) seen.clear()
+                seen.set(path, { ms, at: Date.now() })
+              })
+            )
+          )
+        })
+      return {
+        running: Effect.map(registry.worlds(), (rows) =>
+          rows
+            .filter((w) => w.observed === "running" && w.desired === "up")
+            .map(
+              (w): PressureWorld => ({
+                id: w.id,
+                name: w.name,
+                startedAt: w.startedAt ?? w.createdAt,
+                idleSuspendMs: idleSuspendOf(w.path !== "" ? w.path : w.mainRoot),
+                lastRequestAt: router.lastRequest(w.id)
+              })
+            )
+        ),
+        suspend: (worldId, reason, requeue) => worlds.suspend(worldId, reason, requeue)
+      } satisfies PressureTargetsService
+    })
+  )
+
 export const monitorPressure = Effect.gen(function* () {
   const admission = yield* Admission
-  const registry = yield* Registry
-  const worlds = yield* Worlds
-  const router = yield* Router
-  const configs = yield* ConfigFiles
-  const idleSuspendOf = (path: string) =>
-    configs.load(path).pipe(
-      Effect.map((l) => l.parsed.config.project.idleSuspendMs),
-      Effect.orElseSucceed(() => undefined)
-    )
+  const targets = yield* PressureTargets
   let lastSuspendAt: number | undefined
   const settle = settleMs()
   const dwell = dwellMs()
   const tick = Effect.gen(function* () {
     yield* admission.sample
-    const running = (yield* registry.worlds()).filter(
-      (w) => w.observed === "running" && w.desired === "up" && admission.holds(w.id)
-    )
-    const now = Date.now()
+    const running = (yield* targets.running).filter((w) => admission.holds(w.id))
+    // the Effect clock, not Date.now(): the same in the daemon, and a TestClock drives dwell and settle in tests
+    const now = yield* Clock.currentTimeMillis
     // `[project] idle_suspend`: a world whose routes saw no request for that long sleeps until its next one
+    const idled = new Set<number>()
     for (const w of running) {
-      const idleMs = yield* idleSuspendOf(w.path !== "" ? w.path : w.mainRoot)
+      const idleMs = yield* w.idleSuspendMs
       if (idleMs === undefined) continue
-      const last = Math.max((yield* router.lastRequest(w.id)) ?? 0, w.startedAt ?? w.createdAt)
+      const last = Math.max((yield* w.lastRequestAt) ?? 0, w.startedAt)
       if (!shouldIdle(now, last, idleMs)) continue
+      idled.add(w.id)
       yield* Effect.logInfo(`world ${w.name} suspended: no request for ${Math.round(idleMs / 1000)} s`)
       yield* Effect.forkDaemon(
-        worlds
+        targets
           .suspend(w.id, `suspended: no request for ${Math.round(idleMs / 1000)} s; its next request wakes it`, false)
           .pipe(Effect.catchAll((e) => Effect.logWarning(`idle suspend: ${e.message}`)))
       )
@@ -60,11 +137,10 @@ export const monitorPressure = Effect.gen(function* () {
     const pick = suspendNow({
       readings: yield* admission.readings,
       settings: yield* admission.settings,
-      running: running.map((w) => ({
-        id: String(w.id),
-        startedAt: w.startedAt ?? w.createdAt,
-        since: w.startedAt ?? w.createdAt
-      })),
+      // a world idled just now is on its way out already: pressure picks among the others
+      running: running
+        .filter((w) => !idled.has(w.id))
+        .map((w) => ({ id: String(w.id), startedAt: w.startedAt, since: w.startedAt })),
       now,
       lastSuspendAt,
       settleMs: settle,
@@ -76,7 +152,9 @@ export const monitorPressure = Effect.gen(function* () {
     yield* Effect.logInfo(`world ${running.find((w) => String(w.id) === pick.id)?.name ?? pick.id} ${reason}`)
     // the suspension runs in the world's mailbox; the monitor does not wait for it
     yield* Effect.forkDaemon(
-      worlds.suspend(Number(pick.id), reason).pipe(Effect.catchAll((e) => Effect.logWarning(`suspend: ${e.message}`)))
+      targets
+        .suspend(Number(pick.id), reason, true)
+        .pipe(Effect.catchAll((e) => Effect.logWarning(`suspend: ${e.message}`)))
     )
   })
   yield* tick.pipe(

@@ -13,7 +13,7 @@ import * as Schedule from "effect/Schedule"
 import { Home } from "../services/Home.js"
 import * as LogFiles from "../services/LogFiles.js"
 import { Processes } from "../services/Processes.js"
-import { monitorPressure } from "./PressureMonitor.js"
+import { monitorPressure, PressureTargetsLive } from "./PressureMonitor.js"
 import { Worlds } from "./Worlds.js"
 
 export const RECONCILE_EVERY = Duration.seconds(3)
@@ -78,4 +78,4 @@ export const ReconcilerLive = Layer.scopedDiscard(
       Effect.forkScoped
     )
   })
-)
+).pipe(Layer.provide(PressureTargetsLive))

@@ -83,7 +83,7 @@ const TAIL_LINES = 20
 /** How long a service without a health check must stay up to count as started: a crash at start comes sooner. */
 export const SETTLE_MS = 500
 /** How long a service must stay up after its check first passed before an `up` counts it ready. */
-export const CONFIRM_MS = 300
+export const CONFIRM_MS = 100
 /** How often a ready service's check is repeated to notice it turning unhealthy. */
 export const WATCH_INTERVAL_MS = 5_000
 
@@ -232,22 +232,13 @@ export const runService = (
               health.waitHealthy(check, ctx, confirm).pipe(Effect.as("healthy" as const), Effect.either),
               Effect.map(gone.await, () => "exited" as const).pipe(Effect.either)
             )
-            if (verdict._tag === "Left") {
-              if (!alreadyReady) return yield* giveUp(verdict.left.message)
-              yield* apply({ _tag: "Unhealthy", misses: UNHEALTHY_AFTER_MISSES })
-            } else if (verdict.right === "exited") {
-              // it died before it was ready: if someone else holds its port, that is why (EADDRINUSE)
-              rejected = yield* foreignHolder([])
-            } else {
-              if (confirming && !(yield* staysUp(timing.confirmMs))) {
-                diedAfterPass = true
-              } else {
-                yield* becomeReady
-                // keep watching: a few misses in a row (not one slow answer) make it unhealthy, a pass heals it
+            /** keeps probing a ready service: a few misses in a row (not one slow answer) make it unhealthy, a pass heals it */
+            const watchLiveness = (initialMisses: number) =>
+              Effect.gen(function* () {
                 const probe = yield* health.prober(check, ctx, {
                   attemptMs: timing.livenessAttemptMs ?? livenessAttemptMs(check)
                 })
-                let misses = 0
+                let misses = initialMisses
                 yield* probe.pipe(
                   Effect.flatMap((ok) => {
                     const step = livenessStep(misses, ok)
@@ -260,6 +251,25 @@ export const runService = (
                   Effect.forever,
                   Effect.forkScoped
                 )
+              })
+            if (verdict._tag === "Left") {
+              if (!alreadyReady) return yield* giveUp(verdict.left.message)
+              // restarted after it was ready, and its check did not pass in time: unhealthy, but still watched, so a
+              // late start heals it rather than leaving it out of the routes until it exits
+              yield* apply(
+                { _tag: "Unhealthy", misses: UNHEALTHY_AFTER_MISSES },
+                { reason: `after its restart: ${verdict.left.message}` }
+              )
+              yield* watchLiveness(UNHEALTHY_AFTER_MISSES)
+            } else if (verdict.right === "exited") {
+              // it died before it was ready: if someone else holds its port, that is why (EADDRINUSE)
+              rejected = yield* foreignHolder([])
+            } else {
+              if (confirming && !(yield* staysUp(timing.confirmMs))) {
+                diedAfterPass = true
+              } else {
+                yield* becomeReady
+                yield* watchLiveness(0)
               }
             }
           }

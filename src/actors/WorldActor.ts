@@ -3,8 +3,8 @@
  * in parallel. It owns the world's current "generation" — the scope its service fibers (and so their process groups)
  * live in. Ports are leased for the world's whole life (they survive `down`); processes for one generation.
  *
- * Admission (a later issue) holds a world `queued` before `start` and suspends it by stopping its generation while
- * keeping everything else: both are commands of this same mailbox.
+ * Its observed state has one writer, `apply`, which moves it only along `domain/world-state.ts`'s `transition` (an
+ * illegal event is ignored) and announces every move to whoever watches (`Worlds.changes`).
  */
 import { existsSync } from "node:fs"
 import { basename, dirname, join, resolve } from "node:path"
@@ -28,19 +28,10 @@ import {
 import { resolveTemplate, type ServiceCoordinates, type TokenContext, unresolvedIn } from "../domain/tokens.js"
 import { redact } from "../domain/coordinates.js"
 import { secretsOf, urlSecrets } from "../domain/redact.js"
-import {
-  type ConfigError,
-  InternalError,
-  InvalidRequest,
-  type MainCheckout,
-  type PortRangeExhausted,
-  StartFailed,
-  WorktreeDirty,
-  WorldNotFound
-} from "../domain/errors.js"
+import { InternalError, InvalidRequest, StartFailed, WorktreeDirty, WorldNotFound } from "../domain/errors.js"
 import { definedEnv } from "../domain/environment.js"
 import { closure } from "../domain/graph.js"
-import type { WorldState } from "../domain/world-state.js"
+import { decide, finishesRemoval, transition, WorldEvent, type WorldState } from "../domain/world-state.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
 import { Git } from "../services/Git.js"
 import { Home } from "../services/Home.js"
@@ -62,37 +53,14 @@ import {
   type ServiceSnapshot
 } from "./ServiceActor.js"
 import type { Health } from "../services/Health.js"
+import type * as Protocol from "./protocol.js"
 
-export interface Selection {
-  readonly services: ReadonlyArray<string>
-  readonly groups: ReadonlyArray<string>
-}
+export type Selection = Protocol.Selection
+export type WorldCommand = Protocol.WorldCommand
+export type WorldError = Protocol.WorldError
 
-export type WorldCommand =
-  | { readonly _tag: "Up"; readonly selection: Selection; readonly env: Readonly<Record<string, string>> }
-  | { readonly _tag: "Down" }
-  | { readonly _tag: "Reload"; readonly env: Readonly<Record<string, string>> }
-  | { readonly _tag: "Remove"; readonly force: boolean }
-  /** the worktree folder was deleted outside berth: stop everything and forget the world */
-  | { readonly _tag: "Vanished" }
-  /** build the golden of one slice service again, from this world's worktree and environment */
-  | { readonly _tag: "RebuildGolden"; readonly service: string; readonly env: Readonly<Record<string, string>> }
-  /** memory is short: stop the processes, keep ports, slices, files and routes, and queue to come back */
-  | { readonly _tag: "Suspend"; readonly reason: string; readonly requeue: boolean }
-  /** a request reached a suspended world's URL: queue its resume now */
-  | { readonly _tag: "Wake" }
-  /** the `up` waiting for this world gave up (Ctrl-C): leave the line if it is still waiting there */
-  | { readonly _tag: "Withdraw" }
-
-export type WorldError =
-  | WorldNotFound
-  | ConfigError
-  | StartFailed
-  | WorktreeDirty
-  | MainCheckout
-  | InvalidRequest
-  | PortRangeExhausted
-  | InternalError
+/** One move of a world's observed state, as `Worlds.changes` tells it. */
+export type WorldChange = Protocol.WorldChange
 
 interface Envelope {
   readonly command: WorldCommand
@@ -108,6 +76,8 @@ interface Generation {
 
 export interface WorldActor {
   readonly worldId: number
+  /** the world's observed state and why, as `apply` last moved it */
+  readonly state: SubscriptionRef.SubscriptionRef<{ readonly state: WorldState; readonly reason: string | null }>
   readonly send: (command: WorldCommand) => Effect.Effect<void, WorldError>
   /** the outcome of the world's current start (queue, then ports, slices, services, ready); void when none runs */
   readonly started: Effect.Effect<void, WorldError>
@@ -124,11 +94,35 @@ const IN_FLIGHT: ReadonlySet<string> = new Set(["starting", "stopping", "restart
 
 const daemonEnv = () => definedEnv(process.env)
 
+/**
+ * The recorded processes of a world: those still alive (pid and start time match) and those that died. Only a service
+ * that was up and ended unwatched "died" (its restart policy decides); one berth itself was stopping or starting when
+ * the daemon went (a reload, say) is simply started again.
+ */
+export const recordedProcesses = (worldId: number) =>
+  Effect.gen(function* () {
+    const registry = yield* Registry
+    const processes = yield* Processes
+    const handles = new Map<string, ProcessHandle>()
+    const died = new Set<string>()
+    for (const s of yield* registry.services(worldId)) {
+      if (s.pid === null || s.pgid === null || s.startTime === null) continue
+      const handle = { pid: s.pid, pgid: s.pgid, startTime: s.startTime }
+      if (yield* processes.isRunning(handle)) handles.set(s.name, handle)
+      else if (!IN_FLIGHT.has(s.observed)) died.add(s.name)
+    }
+    return { handles, died }
+  })
+
 /** Default worktrees folder: beside the main checkout, `<repo>.worktrees`. */
 export const worktreesFolder = (mainRoot: string, configured: string | undefined): string =>
   configured === undefined ? join(dirname(mainRoot), `${basename(mainRoot)}.worktrees`) : resolve(mainRoot, configured)
 
-export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
+export const makeWorldActor = (
+  worldId: number,
+  onEnd: Effect.Effect<void>,
+  onChange: (change: WorldChange) => Effect.Effect<void> = () => Effect.void
+) =>
   Effect.gen(function* () {
     const registry = yield* Registry
     const configs = yield* ConfigFiles
@@ -158,8 +152,35 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         : Effect.succeed(w)
     )
 
-    const setObserved = (state: WorldState, reason: string | null = null) =>
-      registry.setObserved(worldId, state, reason)
+    const observed = yield* SubscriptionRef.make<{ readonly state: WorldState; readonly reason: string | null }>({
+      state: initial?.observed ?? "stopped",
+      reason: initial?.reason ?? null
+    })
+
+    /**
+     * The only writer of the world's observed state: the event moves it as `transition` allows, or is ignored (so a
+     * late verdict never undoes what a user asked for). Answers whether it moved.
+     */
+    const apply = (event: WorldEvent, reason: string | null = null) =>
+      Effect.gen(function* () {
+        const from = (yield* SubscriptionRef.get(observed)).state
+        const to = transition(from, event)
+        if (to === undefined) return false
+        yield* registry.setObserved(worldId, to, reason)
+        yield* SubscriptionRef.set(observed, { state: to, reason })
+        const w = initial
+        yield* onChange({
+          worldId,
+          project: w?.projectName ?? "",
+          world: w?.name ?? `#${worldId}`,
+          from,
+          to,
+          event: event._tag,
+          reason,
+          at: Date.now()
+        })
+        return true
+      })
 
     const identity = (w: WorldRow): WorldIdentity => ({
       project: w.projectName,
@@ -393,7 +414,8 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
       Effect.gen(function* () {
         const { w, config, dotenv, names, routing, userEnv, lookup } = ready ?? (yield* prepare(sel, givenEnv))
         const running = generation
-        yield* setObserved("starting")
+        // services added beside running ones: the world stays running while they start
+        if (running === undefined) yield* apply(WorldEvent.Start())
         if (!w.setupDone && config.project.setup !== undefined && adopt.size === 0 && running === undefined) {
           const portsSoFar = groupPorts(yield* registry.leases(worldId))
           const setupCoords = coordinates(config, portsSoFar, yield* slices.addresses(worldId), routing)
@@ -512,7 +534,6 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
           yield* Effect.forEach(added, (s) => markStopping(s.rt), { discard: true })
           yield* Fiber.interruptAll(added.map((s) => s.fiber))
           yield* Effect.forEach(added, (s) => markStopped(s.rt), { discard: true })
-          yield* setObserved("running")
           const failure = readiness.left
           return yield* new StartFailed({
             world: w.name,
@@ -524,7 +545,8 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         if (readiness._tag === "Left") {
           yield* stopGeneration
           const failure = readiness.left
-          yield* setObserved("failed", `${failure.service}: ${failure.reason}`)
+          const why = `${failure.service}: ${failure.reason}`
+          yield* apply(WorldEvent.Fail({ reason: why }), why)
           return yield* new StartFailed({
             world: w.name,
             service: failure.service,
@@ -533,7 +555,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
             logTail: failure.logTail
           })
         }
-        yield* setObserved("running")
+        yield* apply(WorldEvent.Started())
       })
 
     /** Whatever stops a start half-way leaves nothing running and the world `failed` with the first line of why. */
@@ -541,7 +563,9 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
       effect.pipe(
         Effect.tapError((e) => {
           const reason = e instanceof StartFailed ? `${e.service}: ${e.reason}` : (e.message.split("\n")[0] ?? null)
-          return Effect.zipRight(stopGeneration, setObserved("failed", reason)).pipe(Effect.ignore)
+          return Effect.zipRight(stopGeneration, apply(WorldEvent.Fail({ reason: reason ?? "" }), reason)).pipe(
+            Effect.ignore
+          )
         }),
         Effect.onInterrupt(() => stopGeneration)
       )
@@ -579,28 +603,35 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         const done = yield* Deferred.make<void, WorldError>()
         outcome = done
         const w = yield* row
+        // the place in line is taken (and the state moved) before the command is answered, so a caller that does not
+        // wait already sees `queued` or `starting`
+        const granted = admission.holds(worldId) ? undefined : yield* admission.enter(worldId, options.since, w.path)
+        const waits = granted !== undefined && !(yield* Deferred.isDone(granted))
+        if (waits) {
+          const wait = admission.entry(worldId)
+          const why = wait?.reason === undefined ? "a permit" : describeWait(wait.reason)
+          // a suspended world waits in line as `suspended`
+          if (!options.resuming) yield* apply(WorldEvent.Queue(), `waiting for ${why}`)
+          yield* registry.addEvent({
+            worldId,
+            service: null,
+            kind: "queued",
+            message: `${options.resuming ? "suspended, waiting to resume" : "queued"}: waiting for ${why}`
+          })
+        } else {
+          yield* apply(WorldEvent.Start())
+        }
         const run = Effect.gen(function* () {
-          if (!admission.holds(worldId)) {
-            const granted = yield* admission.enter(worldId, options.since, w.path)
-            if (!(yield* Deferred.isDone(granted))) {
-              const wait = admission.entry(worldId)
-              const why = wait?.reason === undefined ? "a permit" : describeWait(wait.reason)
-              if (!options.resuming) yield* setObserved("queued", `waiting for ${why}`)
-              yield* registry.addEvent({
-                worldId,
-                service: null,
-                kind: "queued",
-                message: `${options.resuming ? "suspended, waiting to resume" : "queued"}: waiting for ${why}`
-              })
-              yield* Deferred.await(granted)
-              yield* registry.addEvent({
-                worldId,
-                service: null,
-                kind: options.resuming ? "resumed" : "admitted",
-                message: options.resuming ? "memory is back: resuming" : "admitted"
-              })
-              if (options.resuming) yield* admission.resumed
-            }
+          if (granted !== undefined && waits) {
+            yield* Deferred.await(granted)
+            yield* apply(options.resuming ? WorldEvent.Start() : WorldEvent.Admit())
+            yield* registry.addEvent({
+              worldId,
+              service: null,
+              kind: options.resuming ? "resumed" : "admitted",
+              message: options.resuming ? "memory is back: resuming" : "admitted"
+            })
+            if (options.resuming) yield* admission.resumed
           }
           yield* start_
         }).pipe(
@@ -663,12 +694,12 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
 
     const down = Effect.gen(function* () {
       yield* registry.setDesired(worldId, "down")
-      yield* setObserved("stopping")
+      yield* apply(WorldEvent.Stop())
       yield* cancelLaunch
       yield* stopGeneration
       yield* stopOrphans
       yield* admission.release(worldId)
-      yield* setObserved("stopped")
+      yield* apply(WorldEvent.Stopped())
     })
 
     /** Memory is short: the processes stop as in `down`; ports, slices, files and routes stay; it queues to resume. */
@@ -676,13 +707,13 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
       Effect.gen(function* () {
         const w = yield* row
         if (w.desired !== "up" || (generation === undefined && launching === undefined)) return
-        yield* setObserved("suspending", reason)
+        if (!(yield* apply(WorldEvent.Suspend(), reason))) return
         yield* cancelLaunch
         yield* stopGeneration
         yield* stopOrphans
         yield* admission.release(worldId)
         if (requeue) yield* admission.suspended
-        yield* setObserved("suspended", reason)
+        yield* apply(WorldEvent.Suspended(), reason)
         yield* registry.addEvent({ worldId, service: null, kind: "suspended", message: reason })
         // suspended for memory: back in line at once; suspended for idleness: back on its next request
         if (requeue) yield* resume(Date.now())
@@ -713,7 +744,9 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
     const forget = (removeFiles: boolean, force: boolean) =>
       Effect.gen(function* () {
         const w = yield* row
-        yield* setObserved("removing")
+        // a removal a crash cuts short is finished by the next daemon, whatever started it
+        yield* registry.setDesired(worldId, "removed")
+        yield* apply(WorldEvent.Remove())
         yield* cancelLaunch
         yield* stopGeneration
         yield* admission.release(worldId)
@@ -735,6 +768,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
             .removeWorktree(w.mainRoot, w.path, force)
             .pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
         }
+        yield* apply(WorldEvent.Removed())
         yield* registry.deleteWorld(worldId)
       })
 
@@ -780,20 +814,10 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         )
       })
 
-    /** The recorded processes of the world: those still alive (pid and start time match) and those that died. */
-    const recorded = Effect.gen(function* () {
-      const handles = new Map<string, ProcessHandle>()
-      const died = new Set<string>()
-      for (const s of yield* registry.services(worldId)) {
-        if (s.pid === null || s.pgid === null || s.startTime === null) continue
-        const handle = { pid: s.pid, pgid: s.pgid, startTime: s.startTime }
-        if (yield* processes.isRunning(handle)) handles.set(s.name, handle)
-        // only a service that was up and ended unwatched "died" (its restart policy decides); one berth itself was
-        // stopping or starting when the daemon went (a reload, say) is simply started again
-        else if (!IN_FLIGHT.has(s.observed)) died.add(s.name)
-      }
-      return { handles, died }
-    })
+    const recorded = recordedProcesses(worldId).pipe(
+      Effect.provideService(Registry, registry),
+      Effect.provideService(Processes, processes)
+    )
 
     const adopt = Effect.gen(function* () {
       // a command queued before this one may have started the world already
@@ -805,10 +829,11 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
         Effect.tapError((e) =>
           handles.size === 0
             ? Effect.void
-            : Effect.zipRight(
-                registry.setObserved(worldId, "running", `not adopted: ${e.message.split("\n")[0] ?? ""}`),
-                registry.addEvent({ worldId, service: null, kind: "adopt_failed", message: e.message })
-              ).pipe(Effect.ignore)
+            : Effect.gen(function* () {
+                const why = `not adopted: ${e.message.split("\n")[0] ?? ""}`
+                yield* apply(WorldEvent.Unwatched({ reason: why }), why)
+                yield* registry.addEvent({ worldId, service: null, kind: "adopt_failed", message: e.message })
+              }).pipe(Effect.ignore)
         )
       )
       if (handles.size === 0) {
@@ -832,21 +857,43 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
     const settle = Effect.gen(function* () {
       const w = yield* registry.world(worldId)
       if (w === undefined) return false
-      if (w.desired === "removed") {
-        yield* forget(existsSync(w.path), true)
-        return true
+      const { handles, died } = yield* recorded
+      const facts = {
+        desired: w.desired,
+        observed: w.observed,
+        isMain: w.isMain,
+        pathExists: w.path !== "" && existsSync(w.path),
+        worktreeReady: w.worktreeReady,
+        hasActor: false,
+        liveProcesses: handles.size,
+        recorded: handles.size > 0 || died.size > 0
       }
-      if (w.desired === "up") {
-        if (w.observed === "failed") return false
-        const { handles, died } = yield* recorded
-        // a world nothing was recorded for (created, never started) waits for its `up`
-        if (handles.size === 0 && died.size === 0 && w.observed === "stopped") return false
-        yield* adopt
-        return false
+      switch (decide(facts)) {
+        case "none":
+          return false
+        case "teardown":
+          yield* forget(false, true)
+          return true
+        case "adopt":
+          // what a crash cut short is no longer in flight; the start begins from there
+          yield* apply(WorldEvent.Recover())
+          yield* adopt
+          return false
+        case "settle":
+        case "stop-strays":
+          if (finishesRemoval(facts)) {
+            yield* forget(facts.pathExists, true)
+            return true
+          }
+          yield* stopOrphans
+          yield* apply(WorldEvent.Recover())
+          // a world wanted down that a crash left running (or suspended) is stopped; a failed one stays failed
+          if (w.observed === "running" || w.observed === "suspended") {
+            yield* apply(WorldEvent.Stop())
+            yield* apply(WorldEvent.Stopped())
+          }
+          return false
       }
-      yield* stopOrphans
-      if (w.observed !== "stopped" && w.observed !== "failed") yield* setObserved("stopped")
-      return false
     })
 
     const handle = (command: WorldCommand): Effect.Effect<void, WorldError> => {
@@ -949,6 +996,7 @@ export const makeWorldActor = (worldId: number, onEnd: Effect.Effect<void>) =>
 
     const actor: WorldActor = {
       worldId,
+      state: observed,
       send: (command) =>
         Effect.gen(function* () {
           const reply = yield* Deferred.make<void, WorldError>()

@@ -7,6 +7,7 @@ import { existsSync } from "node:fs"
 import { basename, join } from "node:path"
 import * as Effect from "effect/Effect"
 import * as FiberMap from "effect/FiberMap"
+import * as PubSub from "effect/PubSub"
 import * as Runtime from "effect/Runtime"
 import * as Stream from "effect/Stream"
 import type { ServiceStatus, WorldStatus } from "../daemon/api.js"
@@ -15,7 +16,7 @@ import * as Model from "../domain/config/model.js"
 import { InternalError, InvalidRequest, InvalidWorldName, NotARepository, WorldNotFound } from "../domain/errors.js"
 import { projectLabel } from "../domain/names.js"
 import { hidePassword } from "../domain/redact.js"
-import { decide } from "../domain/reconcile.js"
+import { decide } from "../domain/world-state.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
 import { Git, type RepoInfo } from "../services/Git.js"
 import type { Health } from "../services/Health.js"
@@ -28,7 +29,15 @@ import { Router } from "../services/proxy/Router.js"
 import { Slices } from "../services/slices/Slices.js"
 import { Admission } from "../services/Admission.js"
 import { describeWait } from "../domain/admission.js"
-import { makeWorldActor, type Selection, type WorldActor, type WorldCommand, worktreesFolder } from "./WorldActor.js"
+import * as Protocol from "./protocol.js"
+import {
+  makeWorldActor,
+  recordedProcesses,
+  type Selection,
+  type WorldActor,
+  type WorldChange,
+  worktreesFolder
+} from "./WorldActor.js"
 
 export interface WorldRef {
   readonly cwd: string
@@ -53,6 +62,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
     const admission = yield* Admission
     const actors = new Map<number, WorldActor>()
     const loops = yield* FiberMap.make<number>()
+    // every observed move of every world; a watcher slower than 4,096 moves loses the oldest, never stalls a world
+    const moves = yield* PubSub.sliding<WorldChange>(4096)
 
     const actorFor = (worldId: number) =>
       Effect.gen(function* () {
@@ -64,7 +75,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
         }
         const { actor, loop } = yield* makeWorldActor(
           worldId,
-          Effect.sync(() => actors.delete(worldId))
+          Effect.sync(() => actors.delete(worldId)),
+          (change) => PubSub.publish(moves, change)
         ).pipe(Effect.provide(context))
         actors.set(worldId, actor)
         yield* FiberMap.run(loops, worldId, loop)
@@ -72,7 +84,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       })
 
     /** A command to a world's actor; the routes reflect its outcome before the caller hears of it. */
-    const send = (worldId: number, command: WorldCommand) =>
+    const send = (worldId: number, command: Protocol.WorldCommand) =>
       Effect.flatMap(actorFor(worldId), (actor) => actor.send(command)).pipe(
         Effect.ensuring(router.refresh.pipe(Effect.ignore))
       )
@@ -265,21 +277,43 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       const w = yield* resolve(ref, true)
       const settle = (id: number) =>
         Effect.flatMap(actorFor(id), (actor) => actor.started).pipe(
-          Effect.onInterrupt(() => send(id, { _tag: "Withdraw" }).pipe(Effect.ignore)),
+          Effect.onInterrupt(() => send(id, new Protocol.Withdraw()).pipe(Effect.ignore)),
           Effect.ensuring(router.refresh.pipe(Effect.ignore))
         )
-      yield* Effect.zipRight(send(w.id, { _tag: "Up", selection, env }), wait ? settle(w.id) : Effect.void).pipe(
+      yield* Effect.zipRight(send(w.id, new Protocol.Up({ selection, env })), wait ? settle(w.id) : Effect.void).pipe(
         Effect.tapError(() =>
           // an up refused before its worktree ever existed (git could not make it) leaves no world behind
           Effect.gen(function* () {
             const now = yield* registry.world(w.id)
             if (now === undefined || now.worktreeReady || now.isMain || (now.path !== "" && existsSync(now.path)))
               return
-            yield* send(w.id, { _tag: "Vanished" })
+            yield* send(w.id, new Protocol.Vanished())
           }).pipe(Effect.ignore)
         )
       )
       return yield* statusOf(w.id)
+    })
+
+    /**
+     * Waits until the world runs and answers its status; fails with the start's own error when it failed, or says so
+     * when it was stopped or removed first. A world in line (queued, or suspended waiting to resume) is waited for.
+     */
+    const waitReady = Effect.fn("Worlds.waitReady")(function* (ref: WorldRef) {
+      const w = yield* resolve(ref, false)
+      const actor = yield* actorFor(w.id)
+      const last = yield* actor.state.changes.pipe(
+        Stream.filter(
+          (s) => s.state === "running" || s.state === "failed" || s.state === "stopped" || s.state === "removed"
+        ),
+        Stream.runHead
+      )
+      if (last._tag === "Some" && last.value.state === "running") return yield* statusOf(w.id)
+      // the start's own failure (StartFailed with its log tail) when that is what ended it
+      yield* actor.started
+      const state = last._tag === "Some" ? last.value : { state: "removed", reason: null }
+      return yield* new InvalidRequest({
+        reason: `world ${w.name} is ${state.state}${state.reason === null ? "" : `: ${state.reason}`}`
+      })
     })
 
     const down = Effect.fn("Worlds.down")(function* (ref: WorldRef, all: boolean) {
@@ -290,19 +324,22 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
             Effect.catchTag("NotARepository", () => registry.worlds())
           )
         : [yield* resolve(ref, false)]
-      yield* Effect.forEach(targets, (w) => send(w.id, { _tag: "Down" }), { concurrency: "unbounded", discard: true })
+      yield* Effect.forEach(targets, (w) => send(w.id, new Protocol.Down()), {
+        concurrency: "unbounded",
+        discard: true
+      })
       return yield* Effect.forEach(targets, (w) => statusOf(w.id))
     })
 
     const reload = Effect.fn("Worlds.reload")(function* (ref: WorldRef, env: Readonly<Record<string, string>>) {
       const w = yield* resolve(ref, false)
-      yield* send(w.id, { _tag: "Reload", env })
+      yield* send(w.id, new Protocol.Reload({ env }))
       return yield* statusOf(w.id)
     })
 
     const remove = Effect.fn("Worlds.remove")(function* (ref: WorldRef, force: boolean) {
       const w = yield* resolve(ref, false)
-      yield* send(w.id, { _tag: "Remove", force })
+      yield* send(w.id, new Protocol.Remove({ force }))
       return { project: w.projectName, name: w.name, path: w.path }
     })
 
@@ -370,18 +407,10 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       )
 
     const processes = yield* Processes
-    const liveProcesses = (worldId: number) =>
-      Effect.gen(function* () {
-        let n = 0
-        for (const s of yield* registry.services(worldId)) {
-          if (s.pid === null || s.pgid === null || s.startTime === null) continue
-          if (yield* processes.isRunning({ pid: s.pid, pgid: s.pgid, startTime: s.startTime })) n++
-        }
-        return n
-      })
+    const noneRecorded = { handles: new Map(), died: new Set() }
 
     /**
-     * One pass of reconciliation over every world: the decision is `domain/reconcile.ts`; acting on it is a command
+     * One pass of reconciliation over every world: the decision is `decide` in `domain/world-state.ts`; acting on it is a command
      * to the world's actor, so it is serialised with whatever the user asks of that world.
      */
     const reconcile = Effect.fn("Worlds.reconcile")(function* () {
@@ -389,7 +418,14 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
         const pathExists = w.path !== "" && existsSync(w.path)
         const hasActor = actors.has(w.id)
         // scanning /proc is the costly fact: only a world no actor looks after needs it
-        const live = hasActor && pathExists ? 0 : yield* liveProcesses(w.id)
+        const { handles, died } =
+          hasActor && pathExists
+            ? noneRecorded
+            : yield* recordedProcesses(w.id).pipe(
+                Effect.provideService(Registry, registry),
+                Effect.provideService(Processes, processes)
+              )
+        // the same decision the world's actor makes first when it starts (domain/world-state.ts)
         const action = decide({
           desired: w.desired,
           observed: w.observed,
@@ -397,7 +433,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
           pathExists,
           worktreeReady: w.worktreeReady,
           hasActor,
-          liveProcesses: live
+          liveProcesses: handles.size,
+          recorded: handles.size > 0 || died.size > 0
         })
         if (action === "none") continue
         if (action !== "teardown") {
@@ -406,7 +443,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
           yield* actorFor(w.id)
           continue
         }
-        const command: WorldCommand = { _tag: "Vanished" }
+        const command = new Protocol.Vanished()
         // adoption can take a while (health checks): the pass does not wait for it
         yield* Effect.forkDaemon(
           send(w.id, command).pipe(
@@ -422,7 +459,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       env: Readonly<Record<string, string>>
     ) {
       const w = yield* resolve(ref, false)
-      yield* send(w.id, { _tag: "RebuildGolden", service, env })
+      yield* send(w.id, new Protocol.RebuildGolden({ service, env }))
       return yield* statusOf(w.id)
     })
 
@@ -438,10 +475,10 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
 
     /** Memory is short: the world's processes stop, everything else stays, and it queues to come back. */
     const suspend = (worldId: number, reason: string, requeue = true) =>
-      send(worldId, { _tag: "Suspend", reason, requeue })
+      send(worldId, new Protocol.Suspend({ reason, requeue }))
 
     /** A request reached a suspended world: queue its resume now (no-op when it is not suspended). */
-    const wake = (worldId: number) => send(worldId, { _tag: "Wake" })
+    const wake = (worldId: number) => send(worldId, new Protocol.Wake())
 
     // a request through the proxy to a suspended world queues its resume (never more than one wake in flight)
     const waking = new Set<number>()
@@ -454,8 +491,13 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       )
     })
 
+    /** Every move of every world's observed state from now on (process-compose's state stream, for embedders). */
+    const changes: Stream.Stream<WorldChange> = Stream.fromPubSub(moves)
+
     return {
       up,
+      waitReady,
+      changes,
       down,
       reload,
       remove,

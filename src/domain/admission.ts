@@ -168,21 +168,32 @@ export const decideGate = (
   running: number,
   r: Readings,
   s: GateSettings,
-  recovering: boolean
+  recovering: boolean,
+  admittedSinceReading = 0
 ): GateDecision => {
   const order = admissionOrder(waiting.map((w) => ({ id: w.id, queuedAt: w.since })))
   const admit: Array<string> = []
   let n = running
   let i = 0
+  const held = (): WaitReason | undefined =>
+    gateClosed(n, r, s, recovering) ??
+    // one reading says nothing of what the worlds it let in will use: while memory is near the reserve, one world
+    // starts per reading, and the next waits to see its cost in a fresh one
+    (memoryTight(r, s, recovering) && admittedSinceReading + admit.length >= 1
+      ? { _tag: "Ram", availablePercent: percentOf(r), reservePercent: s.ramReservePercent }
+      : undefined)
   for (; i < order.length; i++) {
-    // memory is read once per decision: start one world at a time while memory is what holds the line
-    if (gateClosed(n, r, s, recovering) !== undefined) break
+    if (held() !== undefined) break
     admit.push(order[i]!)
     n++
   }
-  const reason = gateClosed(n, r, s, recovering) ?? { _tag: "Slot", running: n, maxParallel: s.maxParallel }
+  const reason = held() ?? { _tag: "Slot", running: n, maxParallel: s.maxParallel }
   return { admit, waiting: order.slice(i).map((id, k) => ({ id, position: k + 1, reason })) }
 }
+
+/** Memory within the resume margin of the reserve (or recovering from pressure): worlds are let in one per reading. */
+export const memoryTight = (r: Readings, s: GateSettings, recovering: boolean): boolean =>
+  recovering || percentOf(r) < s.ramReservePercent * Math.max(1, s.resumeFactor)
 
 /** A running world as the pressure monitor sees it. */
 export interface Candidate extends RunningWorld {

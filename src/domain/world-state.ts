@@ -39,17 +39,21 @@ export type WorldEvent = Data.TaggedEnum<{
   Admit: {}
   /** Asked to come up, but it must wait for a permit first. */
   Queue: {}
-  /** Start straight away (a permit is already held or none is needed). */
+  /** Start straight away (a permit is already held or none is needed); a running world being adopted starts too. */
   Start: {}
   Started: {}
   Stop: {}
   Stopped: {}
-  /** Memory or disk pressure: the world gives back its resources but keeps everything needed to resume. */
+  /** Memory pressure or idleness: the world gives back its processes but keeps everything needed to resume. */
   Suspend: {}
   Suspended: {}
   Fail: { readonly reason: string }
   Remove: {}
   Removed: {}
+  /** A new daemon found the world mid-way (a crash cut a command short): nothing of that step is in flight now. */
+  Recover: {}
+  /** Its processes run but cannot be watched (the config or environment cannot be used now): they are left alone. */
+  Unwatched: { readonly reason: string }
 }>
 
 export const WorldEvent = Data.taggedEnum<WorldEvent>()
@@ -59,20 +63,25 @@ interface Edge {
   readonly to: WorldState
 }
 
+const alive = worldStates.filter((state) => state !== "removing" && state !== "removed")
+
 /** The whole machine as data: for each event, the states it is legal in and where it leads. */
 const edges: { readonly [Tag in WorldEvent["_tag"]]: Edge } = {
   Admit: { from: ["queued"], to: "starting" },
   Queue: { from: ["stopped", "failed", "suspended"], to: "queued" },
-  Start: { from: ["queued", "stopped", "failed", "suspended"], to: "starting" },
+  Start: { from: ["queued", "stopped", "failed", "suspended", "running"], to: "starting" },
   Started: { from: ["starting"], to: "running" },
   Stop: { from: ["queued", "starting", "running", "failed", "suspending", "suspended"], to: "stopping" },
   Stopped: { from: ["stopping"], to: "stopped" },
-  Suspend: { from: ["running"], to: "suspending" },
+  // pressure pre-empts a world that is still in line or starting as well as one that runs
+  Suspend: { from: ["queued", "starting", "running"], to: "suspending" },
   Suspended: { from: ["suspending"], to: "suspended" },
-  Fail: { from: ["starting", "running", "stopping", "suspending"], to: "failed" },
+  Fail: { from: ["queued", "starting", "running", "stopping", "suspending"], to: "failed" },
   // removal wins over everything still in flight; asking again while removing is harmless
   Remove: { from: worldStates.filter((state) => state !== "removed"), to: "removing" },
-  Removed: { from: ["removing"], to: "removed" }
+  Removed: { from: ["removing"], to: "removed" },
+  Recover: { from: ["queued", "starting", "stopping", "suspending"], to: "stopped" },
+  Unwatched: { from: alive, to: "running" }
 }
 
 /** The next state, or `undefined` when `event` is illegal in `state` (the caller then ignores the event). */
@@ -89,33 +98,65 @@ const settled: ReadonlySet<WorldState> = new Set(["running", "stopped", "suspend
  */
 export const isSettled = (state: WorldState): boolean => settled.has(state)
 
-export type WorldAction = "start" | "stop" | "remove" | "none"
+/** What is known of a world when deciding what to do with it: what is wanted and what is true. */
+export interface WorldFacts {
+  readonly desired: WorldDesired
+  readonly observed: WorldState
+  readonly isMain: boolean
+  /** the worktree folder exists */
+  readonly pathExists: boolean
+  /** the worktree folder has existed: a new world's is still being made */
+  readonly worktreeReady: boolean
+  /** a WorldActor of this daemon looks after the world already */
+  readonly hasActor: boolean
+  /** recorded processes of the world that are still alive (pid and start time match) */
+  readonly liveProcesses: number
+  /** a process was ever recorded for it (alive or not): a world created but never started has none */
+  readonly recorded: boolean
+}
+
+export type WorldAction =
+  /** nothing to do */
+  | "none"
+  /** take over the live processes and start the dead ones, through admission (after a daemon restart) */
+  | "adopt"
+  /** the worktree was deleted outside berth: kill its processes, release its leases, forget it */
+  | "teardown"
+  /** processes are alive that nobody wants: stop them, and the world is `stopped` */
+  | "stop-strays"
+  /** a crash left it mid-way: a removal is finished (see `finishesRemoval`), anything else is `stopped` */
+  | "settle"
+
+/** States a world only passes through: after a crash, one of these is a command left unfinished. */
+const TRANSITIONAL: ReadonlySet<WorldState> = new Set(["queued", "starting", "stopping", "suspending", "removing"])
 
 /**
- * What the actor should do so that `observed` converges on `desired`. In-flight states answer `"none"`: the
- * reconciler asks again once they settle. `"start"` means "ask admission for a permit" (Queue or Start).
+ * What to do so that a world's observed state converges on its desired one, after a daemon (re)start or on the
+ * reconciler's pass. One function for both: the reconciler starts an actor for a world that needs one, and that
+ * actor's first act asks the same question (with `hasActor` false) and does the answer.
  *
  * A `failed` world that should be up is left alone: starting it again here would turn a crash loop into a retry
- * loop; a user's `up` starts it explicitly. A `suspended` one is started, which queues it behind admission, so
+ * loop; a user's `up` starts it explicitly. A `suspended` one is adopted, which queues it behind admission, so
  * pressure still decides when it really resumes.
  */
-export const wants = (desired: WorldDesired, observed: WorldState): WorldAction => {
-  switch (desired) {
-    case "removed":
-      return observed === "removing" || observed === "removed" ? "none" : "remove"
-    case "down":
-      switch (observed) {
-        case "queued":
-        case "starting":
-        case "running":
-        case "failed":
-        case "suspending":
-        case "suspended":
-          return "stop"
-        default:
-          return "none"
-      }
-    case "up":
-      return observed === "stopped" || observed === "suspended" ? "start" : "none"
+export const decide = (f: WorldFacts): WorldAction => {
+  if (f.observed === "removed") return "none"
+  if (f.worktreeReady && !f.pathExists && !f.isMain && f.observed !== "removing" && f.desired !== "removed") {
+    return "teardown"
   }
+  if (f.hasActor) return "none"
+  // a removal (or a teardown) a crash interrupted is finished
+  if (f.desired === "removed" || f.observed === "removing") return "settle"
+  if (f.desired === "up" && f.observed !== "failed") {
+    // created and never started (or stopped cleanly with nothing recorded): it waits for its `up`
+    if (f.observed === "stopped" && f.liveProcesses === 0 && !f.recorded) return "none"
+    return "adopt"
+  }
+  if (f.liveProcesses > 0) return "stop-strays"
+  if (TRANSITIONAL.has(f.observed)) return "settle"
+  return "none"
 }
+
+/** A `settle` that finishes a removal (asked for, or a teardown of a deleted worktree) rather than stopping. */
+export const finishesRemoval = (f: Pick<WorldFacts, "desired" | "observed">): boolean =>
+  f.desired === "removed" || f.observed === "removing"

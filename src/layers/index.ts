@@ -8,30 +8,28 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as Layer from "effect/Layer"
 import { ReconcilerLive } from "../actors/Reconciler.js"
 import { Worlds } from "../actors/Worlds.js"
-import { ConfigFiles } from "../services/ConfigFiles.js"
-import { Git } from "../services/Git.js"
-import { Health } from "../services/Health.js"
+import { ConfigFilesLive } from "../services/ConfigFiles.js"
+import { GitLive } from "../services/Git.js"
+import { HealthLive } from "../services/Health.js"
 import { Home } from "../services/Home.js"
-import { Ports } from "../services/Ports.js"
-import { Processes } from "../services/Processes.js"
+import { PortsLive } from "../services/Ports.js"
+import { ProcessesLive } from "../services/Processes.js"
 import { RegistryLive } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
-import { Slices } from "../services/slices/Slices.js"
-import { Admission } from "../services/Admission.js"
-import { Machine } from "../services/Machine.js"
+import { SlicesLive } from "../services/slices/Slices.js"
+import { AdmissionLive } from "../services/Admission.js"
+import { MachineLive } from "../services/Machine.js"
 
 /** The engine below the API: worlds and every service they use, without Home (so a caller picks BERTH_HOME). */
 export const WorldsLive = Worlds.Default.pipe(
-  Layer.provideMerge(Layer.mergeAll(Ports.Default, Slices.Default, Router.Default, Admission.Default)),
+  Layer.provideMerge(Layer.mergeAll(PortsLive, SlicesLive, Router.Default, AdmissionLive)),
   Layer.provideMerge(RegistryLive),
-  Layer.provideMerge(
-    Layer.mergeAll(ConfigFiles.Default, Git.Default, Health.Default, Processes.Default, Machine.Default)
-  ),
+  Layer.provideMerge(Layer.mergeAll(ConfigFilesLive, GitLive, HealthLive, ProcessesLive, MachineLive)),
   Layer.provideMerge(NodeContext.layer)
 )
 
 /** The CLI's local services. */
-export const CliLive = ConfigFiles.Default.pipe(Layer.provideMerge(NodeContext.layer))
+export const CliLive = ConfigFilesLive.pipe(Layer.provideMerge(NodeContext.layer))
 
 /**
  * berth embedded: the engine and its reconciler in this process, state under `home` (default: BERTH_HOME or

@@ -4,8 +4,10 @@
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
 import { externalAdapterCommand } from "../domain/adapters.js"
 import type { Diagnostic } from "../domain/config/diagnostic.js"
 import { lintConfig } from "../domain/config/lint.js"
@@ -25,116 +27,133 @@ export interface LoadedConfig {
   readonly dotenv: ReadonlyMap<string, string>
 }
 
-export class ConfigFiles extends Effect.Service<ConfigFiles>()("berth/ConfigFiles", {
-  effect: Effect.gen(function* () {
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
+export interface ConfigFilesService {
+  /** The berth.toml `start` names, or the nearest one at or above the folder `start` names. */
+  readonly locate: (start: string) => Effect.Effect<string, ConfigNotFound>
+  /** Located, read and parsed (remembered while the file and its `.env` are unchanged). */
+  readonly load: (start: string) => Effect.Effect<LoadedConfig, ConfigNotFound | ConfigUnreadable | ConfigInvalid>
+  /** `check`'s warnings for a loaded config. */
+  readonly lint: (loaded: LoadedConfig) => Effect.Effect<ReadonlyArray<Diagnostic>>
+  /** How a file is named in messages: relative to the working folder when it is below it. */
+  readonly display: (file: string) => string
+  /** a folder's `.env` (empty when there is none) */
+  readonly dotenv: (root: string) => Effect.Effect<ReadonlyMap<string, string>>
+}
 
-    const exists = (p: string) => fs.exists(p).pipe(Effect.orElseSucceed(() => false))
-    const isDirectory = (p: string) =>
-      fs.stat(p).pipe(
-        Effect.map((s) => s.type === "Directory"),
-        Effect.orElseSucceed(() => false)
-      )
+export class ConfigFiles extends Context.Tag("berth/ConfigFiles")<ConfigFiles, ConfigFilesService>() {}
 
-    /** `start` may name the file itself or any folder at or below the one holding it. */
-    const locate = Effect.fn("ConfigFiles.locate")(function* (start: string) {
-      const absolute = path.resolve(start)
-      if (!(yield* isDirectory(absolute))) {
-        if (yield* exists(absolute)) return absolute
-        return yield* new ConfigNotFound({ searched: absolute })
-      }
-      for (let dir = absolute; ; dir = path.dirname(dir)) {
-        const candidate = path.join(dir, CONFIG_FILE)
-        if (yield* exists(candidate)) return candidate
-        if (path.dirname(dir) === dir) return yield* new ConfigNotFound({ searched: absolute })
-      }
-    })
+const make = Effect.gen(function* () {
+  const fs = yield* FileSystem.FileSystem
+  const path = yield* Path.Path
 
-    const readText = (file: string) =>
-      fs
-        .readFileString(file)
-        .pipe(Effect.mapError((e) => new ConfigUnreadable({ file, reason: e.message.replace(/^[^:]*: /, "") })))
+  const exists = (p: string) => fs.exists(p).pipe(Effect.orElseSucceed(() => false))
+  const isDirectory = (p: string) =>
+    fs.stat(p).pipe(
+      Effect.map((s) => s.type === "Directory"),
+      Effect.orElseSucceed(() => false)
+    )
 
-    const readDotenv = (root: string) =>
-      fs.readFileString(path.join(root, ".env")).pipe(
-        Effect.map(parseDotenv),
-        Effect.orElseSucceed((): ReadonlyMap<string, string> => new Map())
-      )
-
-    /** How a file is named in messages: relative to the working folder when it is below it. */
-    const display = (file: string) => {
-      const relative = path.relative(process.cwd(), file)
-      return relative !== "" && !relative.startsWith("..") && !path.isAbsolute(relative) ? relative : file
+  /** `start` may name the file itself or any folder at or below the one holding it. */
+  const locate = Effect.fn("ConfigFiles.locate")(function* (start: string) {
+    const absolute = path.resolve(start)
+    if (!(yield* isDirectory(absolute))) {
+      if (yield* exists(absolute)) return absolute
+      return yield* new ConfigNotFound({ searched: absolute })
     }
-
-    /**
-     * Parsed files are remembered by path, size and modification time (and the `.env`'s): the daemon reads the same
-     * berth.toml for every `env` or `status` an agent asks for in a loop.
-     */
-    const cache = new Map<string, { readonly stamp: string; readonly loaded: LoadedConfig }>()
-    const stampOf = (file: string) =>
-      Effect.all([fs.stat(file), fs.stat(path.join(path.dirname(file), ".env")).pipe(Effect.option)]).pipe(
-        Effect.map(([toml, dotenv]) =>
-          [toml, dotenv._tag === "Some" ? dotenv.value : undefined]
-            .map((s) => (s === undefined ? "-" : `${s.size}:${s.mtime._tag === "Some" ? s.mtime.value.getTime() : 0}`))
-            .join("/")
-        ),
-        Effect.orElseSucceed(() => undefined)
-      )
-
-    const load = Effect.fn("ConfigFiles.load")(function* (start: string) {
-      const file = yield* locate(start)
-      const stamp = yield* stampOf(file)
-      const cached = cache.get(file)
-      if (stamp !== undefined && cached?.stamp === stamp) return cached.loaded
-      const text = yield* readText(file)
-      const parsed = parseConfig(text, display(file))
-      if (Either.isLeft(parsed)) return yield* new ConfigInvalid({ file: display(file), diagnostics: parsed.left })
-      const root = path.dirname(file)
-      const loaded: LoadedConfig = { file, root, parsed: parsed.right, dotenv: yield* readDotenv(root) }
-      if (stamp !== undefined) {
-        if (cache.size > 500) cache.clear()
-        cache.set(file, { stamp, loaded })
-      }
-      return loaded
-    })
-
-    const isExecutable = (file: string) =>
-      fs.stat(file).pipe(
-        Effect.map((s) => s.type === "File" && (s.mode & 0o111) !== 0),
-        Effect.orElseSucceed(() => false)
-      )
-
-    const onPath = (command: string) =>
-      Effect.gen(function* () {
-        for (const dir of (process.env.PATH ?? "").split(":")) {
-          if (dir !== "" && (yield* isExecutable(path.join(dir, command)))) return true
-        }
-        return false
-      })
-
-    /** `check`'s warnings for a loaded config. */
-    const lint = Effect.fn("ConfigFiles.lint")(function* (loaded: LoadedConfig) {
-      const adapters = loaded.parsed.config.services.flatMap((s) => (s._tag === "Slice" ? [s.adapter] : []))
-      const present = new Set<string>()
-      for (const adapter of new Set(adapters)) {
-        const command = externalAdapterCommand(adapter)
-        if (yield* onPath(command)) present.add(command)
-      }
-      return lintConfig(loaded.parsed, {
-        onPath: (command) => present.has(command),
-        env: (name) => process.env[name] ?? loaded.dotenv.get(name)
-      }) satisfies ReadonlyArray<Diagnostic>
-    })
-
-    return {
-      locate,
-      load,
-      lint,
-      display,
-      /** a folder's `.env` (empty when there is none) */
-      dotenv: (root: string) => readDotenv(root)
-    } as const
+    for (let dir = absolute; ; dir = path.dirname(dir)) {
+      const candidate = path.join(dir, CONFIG_FILE)
+      if (yield* exists(candidate)) return candidate
+      if (path.dirname(dir) === dir) return yield* new ConfigNotFound({ searched: absolute })
+    }
   })
-}) {}
+
+  const readText = (file: string) =>
+    fs
+      .readFileString(file)
+      .pipe(Effect.mapError((e) => new ConfigUnreadable({ file, reason: e.message.replace(/^[^:]*: /, "") })))
+
+  const readDotenv = (root: string) =>
+    fs.readFileString(path.join(root, ".env")).pipe(
+      Effect.map(parseDotenv),
+      Effect.orElseSucceed((): ReadonlyMap<string, string> => new Map())
+    )
+
+  /** How a file is named in messages: relative to the working folder when it is below it. */
+  const display = (file: string) => {
+    const relative = path.relative(process.cwd(), file)
+    return relative !== "" && !relative.startsWith("..") && !path.isAbsolute(relative) ? relative : file
+  }
+
+  /**
+   * Parsed files are remembered by path, size and modification time (and the `.env`'s): the daemon reads the same
+   * berth.toml for every `env` or `status` an agent asks for in a loop.
+   */
+  const cache = new Map<string, { readonly stamp: string; readonly loaded: LoadedConfig }>()
+  const stampOf = (file: string) =>
+    Effect.all([fs.stat(file), fs.stat(path.join(path.dirname(file), ".env")).pipe(Effect.option)]).pipe(
+      Effect.map(([toml, dotenv]) =>
+        [toml, dotenv._tag === "Some" ? dotenv.value : undefined]
+          .map((s) => (s === undefined ? "-" : `${s.size}:${s.mtime._tag === "Some" ? s.mtime.value.getTime() : 0}`))
+          .join("/")
+      ),
+      Effect.orElseSucceed(() => undefined)
+    )
+
+  const load = Effect.fn("ConfigFiles.load")(function* (start: string) {
+    const file = yield* locate(start)
+    const stamp = yield* stampOf(file)
+    const cached = cache.get(file)
+    if (stamp !== undefined && cached?.stamp === stamp) return cached.loaded
+    const text = yield* readText(file)
+    const parsed = parseConfig(text, display(file))
+    if (Either.isLeft(parsed)) return yield* new ConfigInvalid({ file: display(file), diagnostics: parsed.left })
+    const root = path.dirname(file)
+    const loaded: LoadedConfig = { file, root, parsed: parsed.right, dotenv: yield* readDotenv(root) }
+    if (stamp !== undefined) {
+      if (cache.size > 500) cache.clear()
+      cache.set(file, { stamp, loaded })
+    }
+    return loaded
+  })
+
+  const isExecutable = (file: string) =>
+    fs.stat(file).pipe(
+      Effect.map((s) => s.type === "File" && (s.mode & 0o111) !== 0),
+      Effect.orElseSucceed(() => false)
+    )
+
+  const onPath = (command: string) =>
+    Effect.gen(function* () {
+      for (const dir of (process.env.PATH ?? "").split(":")) {
+        if (dir !== "" && (yield* isExecutable(path.join(dir, command)))) return true
+      }
+      return false
+    })
+
+  /** `check`'s warnings for a loaded config. */
+  const lint = Effect.fn("ConfigFiles.lint")(function* (loaded: LoadedConfig) {
+    const adapters = loaded.parsed.config.services.flatMap((s) => (s._tag === "Slice" ? [s.adapter] : []))
+    const present = new Set<string>()
+    for (const adapter of new Set(adapters)) {
+      const command = externalAdapterCommand(adapter)
+      if (yield* onPath(command)) present.add(command)
+    }
+    return lintConfig(loaded.parsed, {
+      onPath: (command) => present.has(command),
+      env: (name) => process.env[name] ?? loaded.dotenv.get(name)
+    }) satisfies ReadonlyArray<Diagnostic>
+  })
+
+  return {
+    locate,
+    load,
+    lint,
+    display,
+    dotenv: (root: string) => readDotenv(root)
+  } satisfies ConfigFilesService
+})
+
+export const ConfigFilesLive: Layer.Layer<ConfigFiles, never, FileSystem.FileSystem | Path.Path> = Layer.effect(
+  ConfigFiles,
+  make
+)

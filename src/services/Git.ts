@@ -6,8 +6,10 @@
 import { execFile } from "node:child_process"
 import { existsSync, realpathSync } from "node:fs"
 import * as path from "node:path"
+import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { branchNameProblem } from "../domain/branch.js"
 
 export class NotARepository extends Data.TaggedError("NotARepository")<{ readonly path: string }> {
@@ -231,144 +233,167 @@ const BRANCH_EXISTS = /a branch named .* already exists/
 
 const CHECKED_OUT = /already (?:checked out|used by worktree) at '([^']*)'/
 
-export class Git extends Effect.Service<Git>()("berth/Git", {
-  effect: Effect.gen(function* () {
-    // git's worktree bookkeeping (.git/worktrees) is not safe against concurrent adds and removes in one repository:
-    // one `worktree add` reads another's half-written entry. Worlds start in parallel, so these take turns.
-    const worktreeLock = yield* Effect.makeSemaphore(1)
-    const worktrees = Effect.fn("Git.worktrees")(function* (repoRoot: string) {
-      return parseWorktreeList(yield* run(repoRoot, ["worktree", "list", "--porcelain", "-z"]))
-    })
+export interface GitService {
+  /** The repository `cwd` is in: its worktree root, common dir, main checkout and branch. */
+  readonly repo: (cwd: string) => Effect.Effect<RepoInfo, NotARepository | GitFailed>
+  readonly worktrees: (repoRoot: string) => Effect.Effect<ReadonlyArray<Worktree>, NotARepository | GitFailed>
+  /** git's branch-name rules, checked without a process: the name, or why it is not one. */
+  readonly validateBranch: (name: string) => Effect.Effect<string, InvalidBranchName>
+  readonly branchExists: (repoRoot: string, name: string) => Effect.Effect<boolean, NotARepository | GitFailed>
+  /**
+   * Checks out `branch` in a new worktree at `worktreePath`, creating the branch from HEAD when it does not exist;
+   * nothing is done when it is already checked out at that very path.
+   */
+  readonly addWorktree: (
+    repoRoot: string,
+    worktreePath: string,
+    branch: string
+  ) => Effect.Effect<AddedWorktree, NotARepository | InvalidBranchName | GitFailed | BranchCheckedOut>
+  /** `git worktree remove` (refused for a worktree with changes unless `force`), then `git worktree prune`. */
+  readonly removeWorktree: (
+    repoRoot: string,
+    worktreePath: string,
+    force: boolean
+  ) => Effect.Effect<void, NotARepository | GitFailed>
+  /** Uncommitted and untracked files, paths relative to the worktree root. */
+  readonly changes: (worktreePath: string) => Effect.Effect<ReadonlyArray<Change>, NotARepository | GitFailed>
+}
 
-    /**
-     * One rev-parse call. `--symbolic-full-name` rather than `--abbrev-ref`: the latter prints `heads/x` when a tag
-     * is also called `x`. A branch with no commit yet makes rev-parse fail after printing the paths; symbolic-ref
-     * names it then.
-     */
-    const repo = Effect.fn("Git.repo")(function* (cwd: string) {
-      const dir = path.resolve(cwd)
-      const args = ["rev-parse", "--show-toplevel", "--git-common-dir", "--symbolic-full-name", "HEAD"]
-      const out = yield* exec(dir, args)
-      const [top, common, head] = lines(out.stdout)
-      if (out.exitCode !== 0 || top === undefined || common === undefined) {
-        if (isNotARepository(out.stderr)) return yield* new NotARepository({ path: dir })
-        if (!/unknown revision|bad revision/.test(out.stderr) || top === undefined || common === undefined) {
-          return yield* new GitFailed({ args, stderr: out.stderr.trim(), exitCode: out.exitCode })
-        }
+export class Git extends Context.Tag("berth/Git")<Git, GitService>() {}
+
+const make = Effect.gen(function* () {
+  // git's worktree bookkeeping (.git/worktrees) is not safe against concurrent adds and removes in one repository:
+  // one `worktree add` reads another's half-written entry. Worlds start in parallel, so these take turns.
+  const worktreeLock = yield* Effect.makeSemaphore(1)
+  const worktrees = Effect.fn("Git.worktrees")(function* (repoRoot: string) {
+    return parseWorktreeList(yield* run(repoRoot, ["worktree", "list", "--porcelain", "-z"]))
+  })
+
+  /**
+   * One rev-parse call. `--symbolic-full-name` rather than `--abbrev-ref`: the latter prints `heads/x` when a tag
+   * is also called `x`. A branch with no commit yet makes rev-parse fail after printing the paths; symbolic-ref
+   * names it then.
+   */
+  const repo = Effect.fn("Git.repo")(function* (cwd: string) {
+    const dir = path.resolve(cwd)
+    const args = ["rev-parse", "--show-toplevel", "--git-common-dir", "--symbolic-full-name", "HEAD"]
+    const out = yield* exec(dir, args)
+    const [top, common, head] = lines(out.stdout)
+    if (out.exitCode !== 0 || top === undefined || common === undefined) {
+      if (isNotARepository(out.stderr)) return yield* new NotARepository({ path: dir })
+      if (!/unknown revision|bad revision/.test(out.stderr) || top === undefined || common === undefined) {
+        return yield* new GitFailed({ args, stderr: out.stderr.trim(), exitCode: out.exitCode })
       }
-      const unborn = out.exitCode !== 0
-      const ref = unborn
-        ? lines((yield* exec(dir, ["symbolic-ref", "--quiet", "HEAD"])).stdout)[0]
-        : head === "HEAD"
-          ? undefined
-          : head
-      const root = canonical(top)
-      // relative to the folder git ran in (".git", "../../.git")
-      const commonDir = canonical(path.resolve(dir, common))
-      const mainRoot =
-        path.basename(commonDir) === ".git"
-          ? path.dirname(commonDir)
-          : canonical((yield* worktrees(root))[0]?.path ?? path.dirname(commonDir))
-      return {
-        root,
-        commonDir,
-        mainRoot,
-        branch: ref === undefined ? undefined : stripHeads(ref),
-        isMain: root === mainRoot
-      } satisfies RepoInfo
-    })
-
-    /** git's branch-name rules (`domain/branch.ts`): checked without a process. */
-    const validateBranch = Effect.fn("Git.validateBranch")(function* (name: string) {
-      const problem = branchNameProblem(name)
-      if (problem !== undefined) return yield* new InvalidBranchName({ name, reason: problem })
-      return name
-    })
-
-    const branchExists = Effect.fn("Git.branchExists")(function* (repoRoot: string, name: string) {
-      const args = ["show-ref", "--verify", "--quiet", `refs/heads/${name}`]
-      const out = yield* exec(repoRoot, args)
-      if (out.exitCode === 0) return true
-      if (out.exitCode === 1) return false
-      if (isNotARepository(out.stderr)) return yield* new NotARepository({ path: repoRoot })
-      return yield* new GitFailed({ args, stderr: out.stderr.trim(), exitCode: out.exitCode })
-    })
-
-    /**
-     * Checks out `branch` in a new worktree at `worktreePath`, creating the branch from HEAD when it does not exist.
-     * Stale entries (folders deleted by hand) are pruned first, so they do not hold on to their branch. When the
-     * branch is already checked out at that very path, nothing is done.
-     */
-    const addWorktree = Effect.fn("Git.addWorktree")(function* (
-      repoRoot: string,
-      worktreePath: string,
-      branch: string
-    ) {
-      yield* validateBranch(branch)
-      const target = path.resolve(repoRoot, worktreePath)
-      let list = yield* worktrees(repoRoot)
-      if (list.some((w) => w.prunable)) {
-        yield* run(repoRoot, ["worktree", "prune"])
-        list = yield* worktrees(repoRoot)
-      }
-      const holder = list.find((w) => w.branch === branch)
-      if (holder !== undefined) {
-        if (canonical(holder.path) === canonical(target)) {
-          return { path: canonical(target), branch, created: false, reused: true } satisfies AddedWorktree
-        }
-        return yield* new BranchCheckedOut({ branch, worktree: holder.path })
-      }
-      const add = (args: ReadonlyArray<string>) =>
-        run(repoRoot, args).pipe(
-          Effect.catchTag("GitFailed", (e): Effect.Effect<never, GitFailed | BranchCheckedOut> => {
-            const held = CHECKED_OUT.exec(e.stderr)
-            return held?.[1] !== undefined ? new BranchCheckedOut({ branch, worktree: held[1] }) : e
-          })
-        )
-      // a new branch (the usual case) in one process; git refuses -b for a branch that exists, then it is checked out
-      const created = yield* add(["worktree", "add", "-b", branch, "--", target, "HEAD"]).pipe(
-        Effect.as(true),
-        Effect.catchIf(
-          (e) => e._tag === "GitFailed" && BRANCH_EXISTS.test(e.stderr),
-          () => Effect.as(add(["worktree", "add", "--", target, branch]), false)
-        )
-      )
-      return { path: canonical(target), branch, created, reused: false } satisfies AddedWorktree
-    })
-
-    /**
-     * `git worktree remove` (refused by git when the worktree has changes, unless `force`; a locked worktree needs
-     * unlocking first) then `git worktree prune`. A folder that is already gone is only pruned.
-     */
-    const removeWorktree = Effect.fn("Git.removeWorktree")(function* (
-      repoRoot: string,
-      worktreePath: string,
-      force: boolean
-    ) {
-      const target = path.resolve(repoRoot, worktreePath)
-      if (existsSync(target)) {
-        yield* run(repoRoot, ["worktree", "remove", ...(force ? ["--force"] : []), "--", target])
-      }
-      yield* run(repoRoot, ["worktree", "prune"])
-    })
-
-    /** Uncommitted and untracked files, paths relative to the worktree root. */
-    const changes = Effect.fn("Git.changes")(function* (worktreePath: string) {
-      return parseStatus(yield* run(worktreePath, ["status", "--porcelain=v1", "-z", "--untracked-files=all"]))
-    })
-
+    }
+    const unborn = out.exitCode !== 0
+    const ref = unborn
+      ? lines((yield* exec(dir, ["symbolic-ref", "--quiet", "HEAD"])).stdout)[0]
+      : head === "HEAD"
+        ? undefined
+        : head
+    const root = canonical(top)
+    // relative to the folder git ran in (".git", "../../.git")
+    const commonDir = canonical(path.resolve(dir, common))
+    const mainRoot =
+      path.basename(commonDir) === ".git"
+        ? path.dirname(commonDir)
+        : canonical((yield* worktrees(root))[0]?.path ?? path.dirname(commonDir))
     return {
-      repo,
-      // a listing during another add can read a half-written entry too
-      worktrees: (repoRoot: string) => worktreeLock.withPermits(1)(worktrees(repoRoot)),
-      validateBranch,
-      branchExists,
-      addWorktree: (repoRoot: string, worktreePath: string, branch: string) =>
-        worktreeLock.withPermits(1)(addWorktree(repoRoot, worktreePath, branch)),
-      removeWorktree: (repoRoot: string, worktreePath: string, force: boolean) =>
-        worktreeLock.withPermits(1)(removeWorktree(repoRoot, worktreePath, force)),
-      changes
-    } as const
-  }),
-  dependencies: []
-}) {}
+      root,
+      commonDir,
+      mainRoot,
+      branch: ref === undefined ? undefined : stripHeads(ref),
+      isMain: root === mainRoot
+    } satisfies RepoInfo
+  })
+
+  /** git's branch-name rules (`domain/branch.ts`): checked without a process. */
+  const validateBranch = Effect.fn("Git.validateBranch")(function* (name: string) {
+    const problem = branchNameProblem(name)
+    if (problem !== undefined) return yield* new InvalidBranchName({ name, reason: problem })
+    return name
+  })
+
+  const branchExists = Effect.fn("Git.branchExists")(function* (repoRoot: string, name: string) {
+    const args = ["show-ref", "--verify", "--quiet", `refs/heads/${name}`]
+    const out = yield* exec(repoRoot, args)
+    if (out.exitCode === 0) return true
+    if (out.exitCode === 1) return false
+    if (isNotARepository(out.stderr)) return yield* new NotARepository({ path: repoRoot })
+    return yield* new GitFailed({ args, stderr: out.stderr.trim(), exitCode: out.exitCode })
+  })
+
+  /**
+   * Checks out `branch` in a new worktree at `worktreePath`, creating the branch from HEAD when it does not exist.
+   * Stale entries (folders deleted by hand) are pruned first, so they do not hold on to their branch. When the
+   * branch is already checked out at that very path, nothing is done.
+   */
+  const addWorktree = Effect.fn("Git.addWorktree")(function* (repoRoot: string, worktreePath: string, branch: string) {
+    yield* validateBranch(branch)
+    const target = path.resolve(repoRoot, worktreePath)
+    let list = yield* worktrees(repoRoot)
+    if (list.some((w) => w.prunable)) {
+      yield* run(repoRoot, ["worktree", "prune"])
+      list = yield* worktrees(repoRoot)
+    }
+    const holder = list.find((w) => w.branch === branch)
+    if (holder !== undefined) {
+      if (canonical(holder.path) === canonical(target)) {
+        return { path: canonical(target), branch, created: false, reused: true } satisfies AddedWorktree
+      }
+      return yield* new BranchCheckedOut({ branch, worktree: holder.path })
+    }
+    const add = (args: ReadonlyArray<string>) =>
+      run(repoRoot, args).pipe(
+        Effect.catchTag("GitFailed", (e): Effect.Effect<never, GitFailed | BranchCheckedOut> => {
+          const held = CHECKED_OUT.exec(e.stderr)
+          return held?.[1] !== undefined ? new BranchCheckedOut({ branch, worktree: held[1] }) : e
+        })
+      )
+    // a new branch (the usual case) in one process; git refuses -b for a branch that exists, then it is checked out
+    const created = yield* add(["worktree", "add", "-b", branch, "--", target, "HEAD"]).pipe(
+      Effect.as(true),
+      Effect.catchIf(
+        (e) => e._tag === "GitFailed" && BRANCH_EXISTS.test(e.stderr),
+        () => Effect.as(add(["worktree", "add", "--", target, branch]), false)
+      )
+    )
+    return { path: canonical(target), branch, created, reused: false } satisfies AddedWorktree
+  })
+
+  /**
+   * `git worktree remove` (refused by git when the worktree has changes, unless `force`; a locked worktree needs
+   * unlocking first) then `git worktree prune`. A folder that is already gone is only pruned.
+   */
+  const removeWorktree = Effect.fn("Git.removeWorktree")(function* (
+    repoRoot: string,
+    worktreePath: string,
+    force: boolean
+  ) {
+    const target = path.resolve(repoRoot, worktreePath)
+    if (existsSync(target)) {
+      yield* run(repoRoot, ["worktree", "remove", ...(force ? ["--force"] : []), "--", target])
+    }
+    yield* run(repoRoot, ["worktree", "prune"])
+  })
+
+  /** Uncommitted and untracked files, paths relative to the worktree root. */
+  const changes = Effect.fn("Git.changes")(function* (worktreePath: string) {
+    return parseStatus(yield* run(worktreePath, ["status", "--porcelain=v1", "-z", "--untracked-files=all"]))
+  })
+
+  return {
+    repo,
+    // a listing during another add can read a half-written entry too
+    worktrees: (repoRoot: string) => worktreeLock.withPermits(1)(worktrees(repoRoot)),
+    validateBranch,
+    branchExists,
+    addWorktree: (repoRoot: string, worktreePath: string, branch: string) =>
+      worktreeLock.withPermits(1)(addWorktree(repoRoot, worktreePath, branch)),
+    removeWorktree: (repoRoot: string, worktreePath: string, force: boolean) =>
+      worktreeLock.withPermits(1)(removeWorktree(repoRoot, worktreePath, force)),
+    changes
+  } satisfies GitService
+})
+
+export const GitLive: Layer.Layer<Git> = Layer.effect(Git, make)

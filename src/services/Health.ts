@@ -13,9 +13,11 @@ import * as http from "node:http"
 import * as net from "node:net"
 import { StringDecoder } from "node:string_decoder"
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import { defaults, type HealthCheck } from "../domain/config/model.js"
@@ -389,70 +391,107 @@ export const startupSchedule = (intervalMs: number) =>
     Schedule.spaced(Duration.millis(intervalMs))
   )
 
-export class Health extends Effect.Service<Health>()("berth/Health", {
-  effect: Effect.sync(() => {
-    /**
-     * One attempt. A log check read this way starts at `logOffset` each time: to poll, use `prober` (or
-     * `makeLogWatcher`), which keeps its place in the file.
-     */
-    const probe = Effect.fn("Health.probe")(function* (check: HealthCheck, ctx: ProbeContext) {
-      return yield* attempt(check, ctx)
-    })
+/**
+ * Runs `once` every `intervalMs` (the first one at once, briskly at first: `startupSchedule`) until one passes;
+ * fails with HealthTimeout once `timeoutMs` has passed, interrupting the attempt in flight. `confirm` runs after each
+ * passing attempt: it answers why the pass does not count (the listener is someone else's, say), or undefined when it
+ * does. Exported so that a fake Health polls exactly as the real one does.
+ */
+export const pollUntilHealthy = (
+  check: HealthCheck,
+  once: Effect.Effect<boolean>,
+  confirm: Effect.Effect<string | undefined> = Effect.succeed(undefined)
+): Effect.Effect<void, HealthTimeout> =>
+  Effect.gen(function* () {
+    let rejected: string | undefined
+    const confirmed = Effect.flatMap(once, (ok) =>
+      ok
+        ? Effect.map(confirm, (why) => {
+            rejected = why
+            return why === undefined
+          })
+        : Effect.succeed(false)
+    )
+    const started = yield* Clock.currentTimeMillis
+    const result = yield* confirmed.pipe(
+      Effect.repeat({ schedule: startupSchedule(check.intervalMs), until: (ok) => ok }),
+      Effect.timeoutOption(Duration.millis(check.timeoutMs))
+    )
+    if (Option.isNone(result)) {
+      const waitedMs = (yield* Clock.currentTimeMillis) - started
+      return yield* new HealthTimeout({ kind: check.kind, target: check.target, waitedMs, rejected })
+    }
+  })
 
-    /**
-     * A repeatable attempt that keeps state between runs (a log check's cursor). `attemptMs` replaces the kind's own
-     * time for one attempt (liveness probes get `livenessAttemptMs`).
-     */
-    const prober = Effect.fn("Health.prober")(function* (
-      check: HealthCheck,
-      ctx: ProbeContext,
-      options: { readonly attemptMs?: number | undefined } = {}
-    ) {
-      if (check.kind === "log") return yield* logProbe(check, ctx)
-      return attempt(check, ctx, options.attemptMs).pipe(
-        Effect.withSpan("Health.attempt", { attributes: { kind: check.kind } })
-      )
-    })
+export interface HealthService {
+  /**
+   * One attempt. A log check read this way starts at `logOffset` each time: to poll, use `prober` (or
+   * `makeLogWatcher`), which keeps its place in the file.
+   */
+  readonly probe: (check: HealthCheck, ctx: ProbeContext) => Effect.Effect<boolean>
+  /**
+   * A repeatable attempt that keeps state between runs (a log check's cursor). `attemptMs` replaces the kind's own
+   * time for one attempt (liveness probes get `livenessAttemptMs`).
+   */
+  readonly prober: (
+    check: HealthCheck,
+    ctx: ProbeContext,
+    options?: { readonly attemptMs?: number | undefined }
+  ) => Effect.Effect<Effect.Effect<boolean>>
+  /** Polls until an attempt passes and `confirm` accepts it, or the check's timeout: see `pollUntilHealthy`. */
+  readonly waitHealthy: (
+    check: HealthCheck,
+    ctx: ProbeContext,
+    confirm?: Effect.Effect<string | undefined>
+  ) => Effect.Effect<void, HealthTimeout>
+  /** the module's `defaultCheck` */
+  readonly defaultCheck: (hasPort: boolean) => HealthCheck | undefined
+  /** the module's `makeLogWatcher` */
+  readonly makeLogWatcher: (file: string, pattern: string | RegExp, offset: number) => Effect.Effect<LogWatcher>
+  /**
+   * A judge of whose listener answers on `port`, for a service whose leader started at `serviceStartTime`: call it
+   * with the pids of the service's group each time its check passes.
+   */
+  readonly listenerJudge: (
+    port: number,
+    serviceStartTime: string
+  ) => Effect.Effect<(group: ReadonlyArray<number>) => Effect.Effect<ListenerVerdict>>
+}
 
-    /**
-     * Probes every `intervalMs` (the first one at once) until one passes; fails with HealthTimeout once `timeoutMs`
-     * has passed, interrupting the attempt in flight. `confirm` runs after each passing attempt: it answers why the
-     * pass does not count (the listener is someone else's, say), or undefined when it does.
-     */
-    const waitHealthy = Effect.fn("Health.waitHealthy")(function* (
-      check: HealthCheck,
-      ctx: ProbeContext,
-      confirm: Effect.Effect<string | undefined> = Effect.succeed(undefined)
-    ) {
-      const once = yield* prober(check, ctx)
-      let rejected: string | undefined
-      const confirmed = Effect.flatMap(once, (ok) =>
-        ok
-          ? Effect.map(confirm, (why) => {
-              rejected = why
-              return why === undefined
-            })
-          : Effect.succeed(false)
-      )
-      const started = yield* Clock.currentTimeMillis
-      const result = yield* confirmed.pipe(
-        Effect.repeat({ schedule: startupSchedule(check.intervalMs), until: (ok) => ok }),
-        Effect.timeoutOption(Duration.millis(check.timeoutMs))
-      )
-      if (Option.isNone(result)) {
-        const waitedMs = (yield* Clock.currentTimeMillis) - started
-        return yield* new HealthTimeout({ kind: check.kind, target: check.target, waitedMs, rejected })
-      }
-    })
+export class Health extends Context.Tag("berth/Health")<Health, HealthService>() {}
 
-    return {
-      probe,
-      prober,
-      waitHealthy,
-      defaultCheck,
-      makeLogWatcher,
-      listenerJudge: makeListenerJudge
-    } as const
-  }),
-  dependencies: []
-}) {}
+const make = Effect.sync((): HealthService => {
+  const probe = Effect.fn("Health.probe")(function* (check: HealthCheck, ctx: ProbeContext) {
+    return yield* attempt(check, ctx)
+  })
+
+  const prober = Effect.fn("Health.prober")(function* (
+    check: HealthCheck,
+    ctx: ProbeContext,
+    options: { readonly attemptMs?: number | undefined } = {}
+  ) {
+    if (check.kind === "log") return yield* logProbe(check, ctx)
+    return attempt(check, ctx, options.attemptMs).pipe(
+      Effect.withSpan("Health.attempt", { attributes: { kind: check.kind } })
+    )
+  })
+
+  const waitHealthy = Effect.fn("Health.waitHealthy")(function* (
+    check: HealthCheck,
+    ctx: ProbeContext,
+    confirm: Effect.Effect<string | undefined> = Effect.succeed(undefined)
+  ) {
+    return yield* pollUntilHealthy(check, yield* prober(check, ctx), confirm)
+  })
+
+  return {
+    probe,
+    prober,
+    waitHealthy,
+    defaultCheck,
+    makeLogWatcher,
+    listenerJudge: makeListenerJudge
+  }
+})
+
+export const HealthLive: Layer.Layer<Health> = Layer.effect(Health, make)

@@ -6,7 +6,9 @@
  */
 import { readFileSync, statfsSync } from "node:fs"
 import * as os from "node:os"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import type { Readings } from "../domain/admission.js"
 
 /** `{ "memTotalBytes", "memAvailableBytes" }` or `{ "memAvailablePercent" }`, and optionally `"diskFreeBytes"`. */
@@ -47,40 +49,43 @@ const freeBytes = (path: string): number | undefined => {
   }
 }
 
-export class Machine extends Effect.Service<Machine>()("berth/Machine", {
-  succeed: {
-    /** The readings now, for the filesystems holding `paths` (one entry per distinct filesystem). */
-    read: (paths: ReadonlyArray<string>): Effect.Effect<Readings> =>
-      Effect.sync(() => {
-        const staged = process.env.BERTH_READINGS_FILE
-        if (staged !== undefined && staged !== "") {
-          try {
-            const r = JSON.parse(readFileSync(staged, "utf8")) as StagedReadings
-            const total = r.memTotalBytes ?? 16 * 1024 ** 3
-            const available =
-              r.memAvailableBytes ??
-              (r.memAvailablePercent === undefined ? total : (total * r.memAvailablePercent) / 100)
-            const disk = r.diskFreeBytes
-            return {
-              memTotalBytes: total,
-              memAvailableBytes: available,
-              disks: disk === undefined ? [] : paths.slice(0, 1).map((path) => ({ path, freeBytes: disk }))
-            }
-          } catch {
-            // a file being rewritten: read the machine this once
+export interface MachineService {
+  /** The readings now, for the filesystems holding `paths` (one entry per distinct filesystem). */
+  readonly read: (paths: ReadonlyArray<string>) => Effect.Effect<Readings>
+}
+
+export class Machine extends Context.Tag("berth/Machine")<Machine, MachineService>() {}
+
+export const MachineLive: Layer.Layer<Machine> = Layer.succeed(Machine, {
+  read: (paths: ReadonlyArray<string>): Effect.Effect<Readings> =>
+    Effect.sync(() => {
+      const staged = process.env.BERTH_READINGS_FILE
+      if (staged !== undefined && staged !== "") {
+        try {
+          const r = JSON.parse(readFileSync(staged, "utf8")) as StagedReadings
+          const total = r.memTotalBytes ?? 16 * 1024 ** 3
+          const available =
+            r.memAvailableBytes ?? (r.memAvailablePercent === undefined ? total : (total * r.memAvailablePercent) / 100)
+          const disk = r.diskFreeBytes
+          return {
+            memTotalBytes: total,
+            memAvailableBytes: available,
+            disks: disk === undefined ? [] : paths.slice(0, 1).map((path) => ({ path, freeBytes: disk }))
           }
+        } catch {
+          // a file being rewritten: read the machine this once
         }
-        const mem = memory()
-        const seen = new Set<number>()
-        const disks: Array<{ path: string; freeBytes: number }> = []
-        for (const path of paths) {
-          const free = freeBytes(path)
-          // paths on one filesystem report the same free space: list each filesystem once
-          if (free === undefined || seen.has(free)) continue
-          seen.add(free)
-          disks.push({ path, freeBytes: free })
-        }
-        return { memTotalBytes: mem.total, memAvailableBytes: mem.available, disks }
-      })
-  }
-}) {}
+      }
+      const mem = memory()
+      const seen = new Set<number>()
+      const disks: Array<{ path: string; freeBytes: number }> = []
+      for (const path of paths) {
+        const free = freeBytes(path)
+        // paths on one filesystem report the same free space: list each filesystem once
+        if (free === undefined || seen.has(free)) continue
+        seen.add(free)
+        disks.push({ path, freeBytes: free })
+      }
+      return { memTotalBytes: mem.total, memAvailableBytes: mem.available, disks }
+    })
+})

@@ -7,10 +7,12 @@
  */
 import { readdirSync, readFileSync, readlinkSync } from "node:fs"
 import * as net from "node:net"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
 import { defaultPortRange, type PortRange, planPorts, portKey } from "../domain/ports.js"
-import { PortRangeExhausted } from "../domain/errors.js"
+import { type InternalError, PortRangeExhausted } from "../domain/errors.js"
 import { Registry } from "./Registry.js"
 
 const RANGE_SETTING = "ports.range"
@@ -81,75 +83,100 @@ export interface Assigned extends PortRequest {
   readonly port: number
 }
 
-export class Ports extends Effect.Service<Ports>()("berth/Ports", {
-  effect: Effect.gen(function* () {
-    const registry = yield* Registry
-    const lock = yield* Effect.makeSemaphore(1)
+/** A lease that had to move: something outside berth took its port. */
+export interface ReplacedLease {
+  readonly service: string
+  readonly port: number
+  /** who holds the port now, where /proc tells */
+  readonly holder: string | undefined
+}
 
-    const range = Effect.fn("Ports.range")(function* () {
-      const stored = yield* registry.getSetting(RANGE_SETTING)
-      const r = stored as PortRange | undefined
-      return r !== undefined && typeof r.from === "number" && typeof r.to === "number" ? r : defaultPortRange
-    })
+export interface PortsService {
+  /** The range ports are leased from (the `ports.range` setting, or the default). */
+  readonly range: () => Effect.Effect<PortRange, InternalError>
+  readonly setRange: (r: PortRange) => Effect.Effect<void, InternalError>
+  /**
+   * Leases every requested port of a world, keeping the ones it already holds when they are still free. `replaced`
+   * lists leases that had to move because something outside berth took the port.
+   */
+  readonly allocate: (
+    world: { readonly id: number; readonly project: string; readonly name: string },
+    requests: ReadonlyArray<PortRequest>
+  ) => Effect.Effect<
+    { readonly assigned: ReadonlyArray<Assigned>; readonly replaced: ReadonlyArray<ReplacedLease> },
+    PortRangeExhausted | InternalError
+  >
+  /** Gives back every lease of the world. */
+  readonly release: (worldId: number) => Effect.Effect<void, InternalError>
+}
 
-    const setRange = (r: PortRange) => registry.setSetting(RANGE_SETTING, r)
+export class Ports extends Context.Tag("berth/Ports")<Ports, PortsService>() {}
 
-    /**
-     * Leases every requested port of a world, keeping the ones it already holds when they are still free.
-     * `replaced` lists leases that had to move because something outside berth took the port.
-     */
-    const allocate = Effect.fn("Ports.allocate")(function* (
-      world: { readonly id: number; readonly project: string; readonly name: string },
-      requests: ReadonlyArray<PortRequest>
-    ) {
-      return yield* lock.withPermits(1)(
-        Effect.gen(function* () {
-          const r = yield* range()
-          const all = yield* registry.leases()
-          const key = (q: PortRequest) =>
-            portKey({ project: world.project, world: world.name, service: q.service, name: q.name })
-          const existing = new Map<string, number>()
-          const taken = new Set<number>()
-          for (const lease of all) {
-            if (lease.worldId === world.id) existing.set(key(lease), lease.port)
-            else taken.add(lease.port)
-          }
-          const replaced: Array<{
-            readonly service: string
-            readonly port: number
-            readonly holder: string | undefined
-          }> = []
-          for (;;) {
-            const plan = planPorts(requests.map(key), r, taken, existing)
-            if (Either.isLeft(plan)) {
-              return yield* new PortRangeExhausted({ from: r.from, to: r.to, wanted: plan.left.wanted })
-            }
-            let retry = false
-            for (const q of requests) {
-              const port = plan.right.get(key(q))!
-              if (yield* canBind(port)) continue
-              // taken from outside: never hand it out; a lease we held moves elsewhere
-              taken.add(port)
-              if (existing.get(key(q)) === port) {
-                existing.delete(key(q))
-                replaced.push({ service: q.service, port, holder: portHolder(port) })
-              }
-              retry = true
-            }
-            if (retry) continue
-            const assigned: Array<Assigned> = requests.map((q) => ({ ...q, port: plan.right.get(key(q))! }))
-            yield* registry.setLeases(
-              world.id,
-              assigned.map((a) => ({ port: a.port, worldId: world.id, service: a.service, name: a.name }))
-            )
-            return { assigned, replaced }
-          }
-        })
-      )
-    })
+const make = Effect.gen(function* () {
+  const registry = yield* Registry
+  const lock = yield* Effect.makeSemaphore(1)
 
-    const release = (worldId: number) => lock.withPermits(1)(registry.releaseLeases(worldId))
-
-    return { range, setRange, allocate, release } as const
+  const range = Effect.fn("Ports.range")(function* () {
+    const stored = yield* registry.getSetting(RANGE_SETTING)
+    const r = stored as PortRange | undefined
+    return r !== undefined && typeof r.from === "number" && typeof r.to === "number" ? r : defaultPortRange
   })
-}) {}
+
+  const setRange = (r: PortRange) => registry.setSetting(RANGE_SETTING, r)
+
+  /**
+   * Leases every requested port of a world, keeping the ones it already holds when they are still free.
+   * `replaced` lists leases that had to move because something outside berth took the port.
+   */
+  const allocate = Effect.fn("Ports.allocate")(function* (
+    world: { readonly id: number; readonly project: string; readonly name: string },
+    requests: ReadonlyArray<PortRequest>
+  ) {
+    return yield* lock.withPermits(1)(
+      Effect.gen(function* () {
+        const r = yield* range()
+        const all = yield* registry.leases()
+        const key = (q: PortRequest) =>
+          portKey({ project: world.project, world: world.name, service: q.service, name: q.name })
+        const existing = new Map<string, number>()
+        const taken = new Set<number>()
+        for (const lease of all) {
+          if (lease.worldId === world.id) existing.set(key(lease), lease.port)
+          else taken.add(lease.port)
+        }
+        const replaced: Array<ReplacedLease> = []
+        for (;;) {
+          const plan = planPorts(requests.map(key), r, taken, existing)
+          if (Either.isLeft(plan)) {
+            return yield* new PortRangeExhausted({ from: r.from, to: r.to, wanted: plan.left.wanted })
+          }
+          let retry = false
+          for (const q of requests) {
+            const port = plan.right.get(key(q))!
+            if (yield* canBind(port)) continue
+            // taken from outside: never hand it out; a lease we held moves elsewhere
+            taken.add(port)
+            if (existing.get(key(q)) === port) {
+              existing.delete(key(q))
+              replaced.push({ service: q.service, port, holder: portHolder(port) })
+            }
+            retry = true
+          }
+          if (retry) continue
+          const assigned: Array<Assigned> = requests.map((q) => ({ ...q, port: plan.right.get(key(q))! }))
+          yield* registry.setLeases(
+            world.id,
+            assigned.map((a) => ({ port: a.port, worldId: world.id, service: a.service, name: a.name }))
+          )
+          return { assigned, replaced }
+        }
+      })
+    )
+  })
+
+  const release = (worldId: number) => lock.withPermits(1)(registry.releaseLeases(worldId))
+
+  return { range, setRange, allocate, release } satisfies PortsService
+})
+
+export const PortsLive: Layer.Layer<Ports, never, Registry> = Layer.effect(Ports, make)

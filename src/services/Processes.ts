@@ -10,10 +10,12 @@ import * as childProcess from "node:child_process"
 import * as fs from "node:fs"
 import * as fsp from "node:fs/promises"
 import * as nodePath from "node:path"
+import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { isDefunct, type ProcStat, parseStat } from "../domain/proc.js"
@@ -123,239 +125,264 @@ interface Spawned {
   readonly exit: Deferred.Deferred<ExitStatus>
 }
 
-export class Processes extends Effect.Service<Processes>()("berth/Processes", {
-  effect: Effect.sync(() => {
-    /** exits of the children this daemon spawned, by pid; a later spawn reusing the pid replaces the entry */
-    const spawned = new Map<number, Spawned>()
-    /** never signal our own group, nor init's (nor kill(-1): everything): a bad handle must not take the machine down */
-    const ownGroup = readStatSync(process.pid)?.pgrp ?? process.pid
-    const signalable = (pgid: number) => Number.isSafeInteger(pgid) && pgid > 1 && pgid !== ownGroup
-    /** set once the daemon is letting go: from then on no process is stopped, whatever scope closes */
-    let detached = false
+export interface ProcessesService {
+  /**
+   * From now on `stop` leaves every process running (and so do the finalizers that call it): for a daemon that shuts
+   * down or is replaced, never for an explicit `down`. There is no way back: the daemon is ending.
+   */
+  readonly detach: Effect.Effect<void>
+  /** `detach` has happened */
+  readonly detached: Effect.Effect<boolean>
+  /** Starts `sh -c command` as the leader of its own session and group, its output appended to its log file. */
+  readonly spawn: (spec: SpawnSpec) => Effect.Effect<ProcessHandle, SpawnFailed>
+  /** A process that lives exactly as long as the scope: stopped with `graceMs` when it closes. */
+  readonly spawnScoped: (spec: SpawnSpec, graceMs: number) => Effect.Effect<ProcessHandle, SpawnFailed, Scope.Scope>
+  /** Kills the groups of one-off commands marked `BERTH_ONESHOT=<marker>`; answers how many groups. */
+  readonly sweepOneShots: (marker: string) => Effect.Effect<number>
+  /** The recorded process itself still runs: same pid, same start time, not a zombie. */
+  readonly isAlive: (handle: ProcessHandle) => Effect.Effect<boolean>
+  /** Its leader or anything left in its group still runs (never someone else's group of the same number). */
+  readonly isRunning: (handle: ProcessHandle) => Effect.Effect<boolean>
+  /** Pids of the live processes of a group. */
+  readonly groupMembers: (pgid: number) => Effect.Effect<ReadonlyArray<number>>
+  /** SIGTERM to the group, `graceMs`, then SIGKILL to the group and its strays; never fails, bounded in time. */
+  readonly stop: (handle: ProcessHandle, graceMs: number) => Effect.Effect<StopOutcome>
+  /** How the process ended; nulls for one adopted after a daemon restart (only its parent hears its status). */
+  readonly awaitExit: (handle: ProcessHandle) => Effect.Effect<ExitStatus>
+  /** the same as `awaitExit` */
+  readonly exits: (handle: ProcessHandle) => Effect.Effect<ExitStatus>
+  /** The exit of a child of this daemon if it has already happened; none while it runs or when it is not ours. */
+  readonly exitStatus: (handle: ProcessHandle) => Effect.Effect<Option.Option<ExitStatus>>
+}
 
-    const openLog = (file: string): number => {
-      fs.mkdirSync(nodePath.dirname(file), { recursive: true, mode: 0o700 })
-      const fd = fs.openSync(file, "a", 0o600)
-      try {
-        fs.fchmodSync(fd, 0o600)
-      } catch {
-        // a log file owned by someone else keeps its mode; appending is what matters
-      }
-      return fd
+export class Processes extends Context.Tag("berth/Processes")<Processes, ProcessesService>() {}
+
+const make = Effect.sync((): ProcessesService => {
+  /** exits of the children this daemon spawned, by pid; a later spawn reusing the pid replaces the entry */
+  const spawned = new Map<number, Spawned>()
+  /** never signal our own group, nor init's (nor kill(-1): everything): a bad handle must not take the machine down */
+  const ownGroup = readStatSync(process.pid)?.pgrp ?? process.pid
+  const signalable = (pgid: number) => Number.isSafeInteger(pgid) && pgid > 1 && pgid !== ownGroup
+  /** set once the daemon is letting go: from then on no process is stopped, whatever scope closes */
+  let detached = false
+
+  const openLog = (file: string): number => {
+    fs.mkdirSync(nodePath.dirname(file), { recursive: true, mode: 0o700 })
+    const fd = fs.openSync(file, "a", 0o600)
+    try {
+      fs.fchmodSync(fd, 0o600)
+    } catch {
+      // a log file owned by someone else keeps its mode; appending is what matters
+    }
+    return fd
+  }
+
+  /**
+   * Starts `sh -c command` detached (setsid: its own session and group, no controlling terminal), stdout and stderr
+   * on the log file's O_APPEND descriptor, so copy-then-truncate rotation works and the service outlives the daemon.
+   */
+  const spawn = Effect.fn("Processes.spawn")(function* (spec: SpawnSpec) {
+    const fail = (reason: string) => new SpawnFailed({ command: spec.command, cwd: spec.cwd, reason })
+    const cwdStat = yield* Effect.promise(() => fsp.stat(spec.cwd).then((s) => s, reasonOf))
+    if (typeof cwdStat === "string") return yield* fail(`working folder: ${cwdStat}`)
+    if (!cwdStat.isDirectory()) return yield* fail("working folder: not a folder")
+
+    const exit = Deferred.unsafeMake<ExitStatus>(yield* Effect.fiberId)
+    const { child, stat, failure } = yield* Effect.try({
+      try: () => {
+        const fd = openLog(spec.logFile)
+        try {
+          const child = childProcess.spawn("/bin/sh", ["-c", spec.command], {
+            cwd: spec.cwd,
+            env: { ...spec.env },
+            detached: true,
+            stdio: ["ignore", fd, fd]
+          })
+          // listen before anything can yield: an unheard "error" would crash the daemon, a missed "exit" hang awaitExit
+          const failure = new Promise<string>((resolve) => child.once("error", (e) => resolve(reasonOf(e))))
+          child.once("exit", (code, sig) => Deferred.unsafeDone(exit, Exit.succeed({ code, signal: sig })))
+          // read at once, in this same tick: the child cannot have been reaped yet, so the pid is still ours
+          const stat = child.pid === undefined ? undefined : readStatSync(child.pid)
+          return { child, stat, failure }
+        } finally {
+          fs.closeSync(fd)
+        }
+      },
+      catch: (e) => fail(`log file ${spec.logFile}: ${reasonOf(e)}`)
+    })
+
+    if (child.pid === undefined || stat === undefined) {
+      // node reports a failed spawn through an "error" event on the next tick
+      const timeout = new Promise<string>((resolve) => setTimeout(() => resolve("it vanished at once"), 1_000).unref())
+      return yield* fail(yield* Effect.promise(() => Promise.race([failure, timeout])))
     }
 
-    /**
-     * Starts `sh -c command` detached (setsid: its own session and group, no controlling terminal), stdout and stderr
-     * on the log file's O_APPEND descriptor, so copy-then-truncate rotation works and the service outlives the daemon.
-     */
-    const spawn = Effect.fn("Processes.spawn")(function* (spec: SpawnSpec) {
-      const fail = (reason: string) => new SpawnFailed({ command: spec.command, cwd: spec.cwd, reason })
-      const cwdStat = yield* Effect.promise(() => fsp.stat(spec.cwd).then((s) => s, reasonOf))
-      if (typeof cwdStat === "string") return yield* fail(`working folder: ${cwdStat}`)
-      if (!cwdStat.isDirectory()) return yield* fail("working folder: not a folder")
+    // the daemon may exit while the service lives on
+    child.unref()
+    spawned.set(child.pid, { startTime: stat.startTime, exit })
+    yield* Effect.annotateCurrentSpan({ pid: child.pid, command: spec.command })
+    return { pid: child.pid, pgid: child.pid, startTime: stat.startTime } satisfies ProcessHandle
+  })
 
-      const exit = Deferred.unsafeMake<ExitStatus>(yield* Effect.fiberId)
-      const { child, stat, failure } = yield* Effect.try({
-        try: () => {
-          const fd = openLog(spec.logFile)
-          try {
-            const child = childProcess.spawn("/bin/sh", ["-c", spec.command], {
-              cwd: spec.cwd,
-              env: { ...spec.env },
-              detached: true,
-              stdio: ["ignore", fd, fd]
-            })
-            // listen before anything can yield: an unheard "error" would crash the daemon, a missed "exit" hang awaitExit
-            const failure = new Promise<string>((resolve) => child.once("error", (e) => resolve(reasonOf(e))))
-            child.once("exit", (code, sig) => Deferred.unsafeDone(exit, Exit.succeed({ code, signal: sig })))
-            // read at once, in this same tick: the child cannot have been reaped yet, so the pid is still ours
-            const stat = child.pid === undefined ? undefined : readStatSync(child.pid)
-            return { child, stat, failure }
-          } finally {
-            fs.closeSync(fd)
-          }
-        },
-        catch: (e) => fail(`log file ${spec.logFile}: ${reasonOf(e)}`)
-      })
+  /** The recorded process itself still runs: same pid, same start time, not a zombie. */
+  const isAlive = Effect.fn("Processes.isAlive")(function* (handle: ProcessHandle) {
+    return isSame(yield* readStat(handle.pid), handle.pid, handle.startTime)
+  })
 
-      if (child.pid === undefined || stat === undefined) {
-        // node reports a failed spawn through an "error" event on the next tick
-        const timeout = new Promise<string>((resolve) =>
-          setTimeout(() => resolve("it vanished at once"), 1_000).unref()
+  const isLiveMember = (pgid: number) => (s: ProcStat) => s.pgrp === pgid && !isDefunct(s)
+
+  /** Pids of the live processes of a group: what still runs after the leader forked and exited. */
+  const groupMembers = Effect.fn("Processes.groupMembers")(function* (pgid: number) {
+    return (yield* scanProc()).filter(isLiveMember(pgid)).map((s) => s.pid)
+  })
+
+  /**
+   * The group number names our group unless a different process now leads a group of that number. While any
+   * member lives the kernel keeps the number taken, so a leaderless group with members is still ours.
+   */
+  const groupIsOurs = (handle: ProcessHandle, members: ReadonlyArray<ProcStat>) =>
+    signalable(handle.pgid) &&
+    members.every((s) => s.pid !== handle.pgid || (s.pid === handle.pid && s.startTime === handle.startTime))
+
+  /** The service still has something running: its leader, or anything left in its group (never someone else's). */
+  const isRunning = Effect.fn("Processes.isRunning")(function* (handle: ProcessHandle) {
+    if (yield* isAlive(handle)) return true
+    const members = (yield* scanProc()).filter(isLiveMember(handle.pgid))
+    return members.length > 0 && groupIsOurs(handle, members)
+  })
+
+  /**
+   * SIGTERM to the group, wait up to `graceMs` for it to empty, then SIGKILL to the group — always, since
+   * grandchildren may have left the tree — and to every process that was in the group, or descended from it, at
+   * the start and still lives (it may have moved to a group or session of its own). Never fails and never relies on
+   * interruption: every wait has its own deadline, so it is safe in a finalizer.
+   */
+  const stop = Effect.fn("Processes.stop")(function* (handle: ProcessHandle, graceMs: number) {
+    // a daemon that stops or is replaced lets go of its processes exactly as a crash would: the next one adopts them
+    if (detached) return { _tag: "Detached" } satisfies StopOutcome
+    if (!signalable(handle.pgid) || !signalable(handle.pid) || handle.pid === process.pid) {
+      yield* Effect.logWarning(`refusing to stop pid ${handle.pid} / group ${handle.pgid}: not a service process`)
+      return { _tag: "Exited" } satisfies StopOutcome
+    }
+    const inGroup = isLiveMember(handle.pgid)
+    const all = yield* scanProc()
+    const ours = groupIsOurs(handle, all.filter(inGroup))
+    const roots = all.filter(
+      (s) => (ours && inGroup(s)) || (s.pid === handle.pid && isSame(s, handle.pid, handle.startTime))
+    )
+    // descendants by parent pid: a child that called setsid is out of the group but not out of the tree
+    const children = new Map<number, Array<ProcStat>>()
+    for (const s of all) children.set(s.ppid, [...(children.get(s.ppid) ?? []), s])
+    const tracked = new Map<number, ProcStat>()
+    const pending = [...roots]
+    for (let s = pending.pop(); s !== undefined; s = pending.pop()) {
+      if (tracked.has(s.pid) || isDefunct(s)) continue
+      tracked.set(s.pid, s)
+      pending.push(...(children.get(s.pid) ?? []))
+    }
+    // identified by (pid, start time), so a pid reused meanwhile is never signalled
+    const survivors = Effect.map(scanProc(), (now) => {
+      const members = ours ? now.filter(inGroup) : []
+      const strays = now.filter((s) => !inGroup(s) && isSame(s, s.pid, tracked.get(s.pid)?.startTime ?? ""))
+      return { members, strays, count: members.length + strays.length }
+    })
+
+    if (ours) yield* signal(-handle.pgid, "SIGTERM")
+    for (const s of tracked.values()) if (!ours || !inGroup(s)) yield* signal(s.pid, "SIGTERM")
+
+    const deadline = Date.now() + Math.max(0, graceMs)
+    let left = yield* survivors
+    while (left.count > 0 && Date.now() < deadline) {
+      yield* sleepMs(Math.min(POLL_MS, deadline - Date.now()))
+      left = yield* survivors
+    }
+    const outcome: StopOutcome = left.count > 0 ? { _tag: "Killed" } : { _tag: "Exited" }
+
+    const settle = Date.now() + KILL_SETTLE_MS
+    for (;;) {
+      if (ours) yield* signal(-handle.pgid, "SIGKILL")
+      for (const s of left.strays) yield* signal(s.pid, "SIGKILL")
+      left = yield* survivors
+      if (left.count === 0) break
+      if (Date.now() >= settle) {
+        const pids = [...left.members, ...left.strays].map((s) => s.pid)
+        yield* Effect.logWarning(`processes of group ${handle.pgid} survive SIGKILL: ${pids.join(", ")}`)
+        break
+      }
+      yield* sleepMs(POLL_MS)
+    }
+    return outcome
+  })
+
+  /**
+   * How the recorded process ended. For a child of this daemon that is its exit code or signal; for one adopted
+   * after a restart the kernel tells nobody but its parent, so this waits for it to be gone and reports nulls.
+   */
+  const awaitExit = Effect.fn("Processes.awaitExit")(function* (handle: ProcessHandle) {
+    const known = spawned.get(handle.pid)
+    if (known !== undefined && known.startTime === handle.startTime) return yield* Deferred.await(known.exit)
+    while (yield* isAlive(handle)) yield* sleepMs(ADOPTED_POLL_MS)
+    return { code: null, signal: null } satisfies ExitStatus
+  })
+
+  /** The exit of a child of this daemon if it has already happened; none while it runs or when it is not ours. */
+  const exitStatus = Effect.fn("Processes.exitStatus")(function* (handle: ProcessHandle) {
+    const known = spawned.get(handle.pid)
+    if (known === undefined || known.startTime !== handle.startTime) return Option.none<ExitStatus>()
+    return yield* Deferred.poll(known.exit).pipe(
+      Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))
+    )
+  })
+
+  /** A process that lives exactly as long as the scope: stopped with `graceMs` when it closes. */
+  const spawnScoped = (spec: SpawnSpec, graceMs: number): Effect.Effect<ProcessHandle, SpawnFailed, Scope.Scope> =>
+    Effect.acquireRelease(spawn(spec), (handle) => stop(handle, graceMs))
+
+  /**
+   * Kills the process groups of one-off commands (setup, migrate, seed) that a previous daemon of this home started
+   * and did not live to stop: they carry `BERTH_ONESHOT=<marker>` in their environment. Run at daemon start, before
+   * this daemon starts any of its own.
+   */
+  const sweepOneShots = Effect.fn("Processes.sweepOneShots")(function* (marker: string) {
+    const needle = `\u0000${ONESHOT_VARIABLE}=${marker}\u0000`
+    const groups = new Set<number>()
+    for (const stat of yield* scanProc()) {
+      if (isDefunct(stat) || !signalable(stat.pgrp)) continue
+      const environ = yield* Effect.promise(() =>
+        fsp.readFile(`/proc/${stat.pid}/environ`, "latin1").then(
+          (text) => `\u0000${text}`,
+          () => ""
         )
-        return yield* fail(yield* Effect.promise(() => Promise.race([failure, timeout])))
-      }
-
-      // the daemon may exit while the service lives on
-      child.unref()
-      spawned.set(child.pid, { startTime: stat.startTime, exit })
-      yield* Effect.annotateCurrentSpan({ pid: child.pid, command: spec.command })
-      return { pid: child.pid, pgid: child.pid, startTime: stat.startTime } satisfies ProcessHandle
-    })
-
-    /** The recorded process itself still runs: same pid, same start time, not a zombie. */
-    const isAlive = Effect.fn("Processes.isAlive")(function* (handle: ProcessHandle) {
-      return isSame(yield* readStat(handle.pid), handle.pid, handle.startTime)
-    })
-
-    const isLiveMember = (pgid: number) => (s: ProcStat) => s.pgrp === pgid && !isDefunct(s)
-
-    /** Pids of the live processes of a group: what still runs after the leader forked and exited. */
-    const groupMembers = Effect.fn("Processes.groupMembers")(function* (pgid: number) {
-      return (yield* scanProc()).filter(isLiveMember(pgid)).map((s) => s.pid)
-    })
-
-    /**
-     * The group number names our group unless a different process now leads a group of that number. While any
-     * member lives the kernel keeps the number taken, so a leaderless group with members is still ours.
-     */
-    const groupIsOurs = (handle: ProcessHandle, members: ReadonlyArray<ProcStat>) =>
-      signalable(handle.pgid) &&
-      members.every((s) => s.pid !== handle.pgid || (s.pid === handle.pid && s.startTime === handle.startTime))
-
-    /** The service still has something running: its leader, or anything left in its group (never someone else's). */
-    const isRunning = Effect.fn("Processes.isRunning")(function* (handle: ProcessHandle) {
-      if (yield* isAlive(handle)) return true
-      const members = (yield* scanProc()).filter(isLiveMember(handle.pgid))
-      return members.length > 0 && groupIsOurs(handle, members)
-    })
-
-    /**
-     * SIGTERM to the group, wait up to `graceMs` for it to empty, then SIGKILL to the group — always, since
-     * grandchildren may have left the tree — and to every process that was in the group, or descended from it, at
-     * the start and still lives (it may have moved to a group or session of its own). Never fails and never relies on
-     * interruption: every wait has its own deadline, so it is safe in a finalizer.
-     */
-    const stop = Effect.fn("Processes.stop")(function* (handle: ProcessHandle, graceMs: number) {
-      // a daemon that stops or is replaced lets go of its processes exactly as a crash would: the next one adopts them
-      if (detached) return { _tag: "Detached" } satisfies StopOutcome
-      if (!signalable(handle.pgid) || !signalable(handle.pid) || handle.pid === process.pid) {
-        yield* Effect.logWarning(`refusing to stop pid ${handle.pid} / group ${handle.pgid}: not a service process`)
-        return { _tag: "Exited" } satisfies StopOutcome
-      }
-      const inGroup = isLiveMember(handle.pgid)
-      const all = yield* scanProc()
-      const ours = groupIsOurs(handle, all.filter(inGroup))
-      const roots = all.filter(
-        (s) => (ours && inGroup(s)) || (s.pid === handle.pid && isSame(s, handle.pid, handle.startTime))
       )
-      // descendants by parent pid: a child that called setsid is out of the group but not out of the tree
-      const children = new Map<number, Array<ProcStat>>()
-      for (const s of all) children.set(s.ppid, [...(children.get(s.ppid) ?? []), s])
-      const tracked = new Map<number, ProcStat>()
-      const pending = [...roots]
-      for (let s = pending.pop(); s !== undefined; s = pending.pop()) {
-        if (tracked.has(s.pid) || isDefunct(s)) continue
-        tracked.set(s.pid, s)
-        pending.push(...(children.get(s.pid) ?? []))
+      if (environ.includes(needle)) groups.add(stat.pgrp)
+    }
+    for (const pgid of groups) {
+      try {
+        process.kill(-pgid, "SIGKILL")
+      } catch {
+        // gone meanwhile
       }
-      // identified by (pid, start time), so a pid reused meanwhile is never signalled
-      const survivors = Effect.map(scanProc(), (now) => {
-        const members = ours ? now.filter(inGroup) : []
-        const strays = now.filter((s) => !inGroup(s) && isSame(s, s.pid, tracked.get(s.pid)?.startTime ?? ""))
-        return { members, strays, count: members.length + strays.length }
-      })
+    }
+    return groups.size
+  })
 
-      if (ours) yield* signal(-handle.pgid, "SIGTERM")
-      for (const s of tracked.values()) if (!ours || !inGroup(s)) yield* signal(s.pid, "SIGTERM")
+  return {
+    detach: Effect.sync(() => {
+      detached = true
+    }),
+    detached: Effect.sync(() => detached),
+    spawn,
+    spawnScoped,
+    sweepOneShots,
+    isAlive,
+    isRunning,
+    groupMembers,
+    stop,
+    awaitExit,
+    /** the same as `awaitExit` */
+    exits: awaitExit,
+    exitStatus
+  }
+})
 
-      const deadline = Date.now() + Math.max(0, graceMs)
-      let left = yield* survivors
-      while (left.count > 0 && Date.now() < deadline) {
-        yield* sleepMs(Math.min(POLL_MS, deadline - Date.now()))
-        left = yield* survivors
-      }
-      const outcome: StopOutcome = left.count > 0 ? { _tag: "Killed" } : { _tag: "Exited" }
-
-      const settle = Date.now() + KILL_SETTLE_MS
-      for (;;) {
-        if (ours) yield* signal(-handle.pgid, "SIGKILL")
-        for (const s of left.strays) yield* signal(s.pid, "SIGKILL")
-        left = yield* survivors
-        if (left.count === 0) break
-        if (Date.now() >= settle) {
-          const pids = [...left.members, ...left.strays].map((s) => s.pid)
-          yield* Effect.logWarning(`processes of group ${handle.pgid} survive SIGKILL: ${pids.join(", ")}`)
-          break
-        }
-        yield* sleepMs(POLL_MS)
-      }
-      return outcome
-    })
-
-    /**
-     * How the recorded process ended. For a child of this daemon that is its exit code or signal; for one adopted
-     * after a restart the kernel tells nobody but its parent, so this waits for it to be gone and reports nulls.
-     */
-    const awaitExit = Effect.fn("Processes.awaitExit")(function* (handle: ProcessHandle) {
-      const known = spawned.get(handle.pid)
-      if (known !== undefined && known.startTime === handle.startTime) return yield* Deferred.await(known.exit)
-      while (yield* isAlive(handle)) yield* sleepMs(ADOPTED_POLL_MS)
-      return { code: null, signal: null } satisfies ExitStatus
-    })
-
-    /** The exit of a child of this daemon if it has already happened; none while it runs or when it is not ours. */
-    const exitStatus = Effect.fn("Processes.exitStatus")(function* (handle: ProcessHandle) {
-      const known = spawned.get(handle.pid)
-      if (known === undefined || known.startTime !== handle.startTime) return Option.none<ExitStatus>()
-      return yield* Deferred.poll(known.exit).pipe(
-        Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))
-      )
-    })
-
-    /** A process that lives exactly as long as the scope: stopped with `graceMs` when it closes. */
-    const spawnScoped = (spec: SpawnSpec, graceMs: number): Effect.Effect<ProcessHandle, SpawnFailed, Scope.Scope> =>
-      Effect.acquireRelease(spawn(spec), (handle) => stop(handle, graceMs))
-
-    /**
-     * Kills the process groups of one-off commands (setup, migrate, seed) that a previous daemon of this home started
-     * and did not live to stop: they carry `BERTH_ONESHOT=<marker>` in their environment. Run at daemon start, before
-     * this daemon starts any of its own.
-     */
-    const sweepOneShots = Effect.fn("Processes.sweepOneShots")(function* (marker: string) {
-      const needle = `\u0000${ONESHOT_VARIABLE}=${marker}\u0000`
-      const groups = new Set<number>()
-      for (const stat of yield* scanProc()) {
-        if (isDefunct(stat) || !signalable(stat.pgrp)) continue
-        const environ = yield* Effect.promise(() =>
-          fsp.readFile(`/proc/${stat.pid}/environ`, "latin1").then(
-            (text) => `\u0000${text}`,
-            () => ""
-          )
-        )
-        if (environ.includes(needle)) groups.add(stat.pgrp)
-      }
-      for (const pgid of groups) {
-        try {
-          process.kill(-pgid, "SIGKILL")
-        } catch {
-          // gone meanwhile
-        }
-      }
-      return groups.size
-    })
-
-    return {
-      /**
-       * From now on `stop` leaves every process running (and so do the finalizers that call it): for a daemon that
-       * shuts down or is replaced, never for an explicit `down`. There is no way back: the daemon is ending.
-       */
-      detach: Effect.sync(() => {
-        detached = true
-      }),
-      detached: Effect.sync(() => detached),
-      spawn,
-      spawnScoped,
-      sweepOneShots,
-      isAlive,
-      isRunning,
-      groupMembers,
-      stop,
-      awaitExit,
-      /** the same as `awaitExit` */
-      exits: awaitExit,
-      exitStatus
-    } as const
-  }),
-  dependencies: []
-}) {}
+export const ProcessesLive: Layer.Layer<Processes> = Layer.effect(Processes, make)

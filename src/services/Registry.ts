@@ -10,6 +10,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -354,6 +355,114 @@ const checkHeader = (file: string): string | undefined => {
   }
 }
 
+/** An event of a world's history, as `status` shows it. */
+export interface EventRow {
+  readonly service: string | null
+  readonly kind: string
+  readonly message: string
+  readonly at: number
+}
+
+/** Every database failure reaches callers as an InternalError. */
+export interface RegistryService {
+  /** the database file */
+  readonly file: string
+  /**
+   * Bumped after every write that changes what a route points at (a world's or a service's state, leases, worlds made
+   * or gone): the router rebuilds its table from it instead of reading the database per request.
+   */
+  readonly changes: SubscriptionRef.SubscriptionRef<number>
+  /**
+   * The project of a repository (its git common dir), registered on first sight; its label is assigned once and kept
+   * while the declared name stays.
+   */
+  readonly upsertProject: (p: Omit<ProjectRow, "id" | "label">) => Effect.Effect<ProjectRow, InternalError>
+  /** Every repository whose berth.toml declares `name`. */
+  readonly projectsNamed: (name: string) => Effect.Effect<ReadonlyArray<ProjectRow>, InternalError>
+  /** A project's worlds, or (no argument) every world. */
+  readonly worlds: (projectId?: number) => Effect.Effect<ReadonlyArray<WorldRow>, InternalError>
+  readonly world: (id: number) => Effect.Effect<WorldRow | undefined, InternalError>
+  readonly findWorld: (projectId: number, name: string) => Effect.Effect<WorldRow | undefined, InternalError>
+  /** Creates a world (down, stopped) with a slug no other world of the project holds. */
+  readonly createWorld: (w: {
+    readonly projectId: number
+    readonly name: string
+    readonly path: string
+    readonly branch: string | null
+    readonly isMain: boolean
+  }) => Effect.Effect<WorldRow, InternalError>
+  readonly setDesired: (id: number, desired: WorldDesired) => Effect.Effect<void, InternalError>
+  /** Also stamps `startedAt` when the world becomes `running`. */
+  readonly setObserved: (id: number, observed: WorldState, reason: string | null) => Effect.Effect<void, InternalError>
+  readonly markSetupDone: (id: number) => Effect.Effect<void, InternalError>
+  readonly markWorktreeReady: (id: number) => Effect.Effect<void, InternalError>
+  /** What the last `up` asked for. */
+  readonly setSelection: (
+    id: number,
+    selection: { readonly services: ReadonlyArray<string>; readonly groups: ReadonlyArray<string> }
+  ) => Effect.Effect<void, InternalError>
+  /** The environment of the command that brought the world up: every later action uses it. */
+  readonly setEnv: (id: number, env: Readonly<Record<string, string>>) => Effect.Effect<void, InternalError>
+  readonly setPath: (id: number, path: string) => Effect.Effect<void, InternalError>
+  /** Deletes the world row; its slices stay, with no world, for gc. */
+  readonly deleteWorld: (id: number) => Effect.Effect<void, InternalError>
+  /** A world's services, or (no argument) every world's. */
+  readonly services: (worldId?: number) => Effect.Effect<ReadonlyArray<ServiceRow>, InternalError>
+  /** Inserts or replaces the row of (world, service). */
+  readonly saveService: (s: ServiceRow) => Effect.Effect<void, InternalError>
+  readonly dropServicesExcept: (worldId: number, keep: ReadonlyArray<string>) => Effect.Effect<void, InternalError>
+  /** A world's port leases, or (no argument) every lease. */
+  readonly leases: (worldId?: number) => Effect.Effect<ReadonlyArray<LeaseRow>, InternalError>
+  /** Replaces a world's leases in one transaction (the port column is the machine-wide guard). */
+  readonly setLeases: (worldId: number, entries: ReadonlyArray<LeaseRow>) => Effect.Effect<void, InternalError>
+  readonly releaseLeases: (worldId: number) => Effect.Effect<void, InternalError>
+  /** A world's slices, or (no argument) every slice row: goldens and those whose world is gone included. */
+  readonly slices: (worldId?: number) => Effect.Effect<ReadonlyArray<SliceRow>, InternalError>
+  /** The golden rows of (project, service, key), oldest first. */
+  readonly goldens: (
+    project: string,
+    service: string,
+    key: string
+  ) => Effect.Effect<ReadonlyArray<SliceRow>, InternalError>
+  /** The spare copies of a golden, oldest first. */
+  readonly spares: (
+    project: string,
+    service: string,
+    key: string
+  ) => Effect.Effect<ReadonlyArray<SliceRow>, InternalError>
+  /**
+   * Records a slice before it is made (a world's replaces what the world had for that service; a golden or spare is
+   * a new row), so that a crash mid-provision leaves a row that teardown or gc can act on.
+   */
+  readonly recordSlice: (s: NewSlice) => Effect.Effect<SliceRow, InternalError>
+  readonly setSliceUrl: (id: number, url: string) => Effect.Effect<void, InternalError>
+  /** Filled (migrated and seeded, or copied): `ready`, and used now. */
+  readonly markSliceReady: (id: number) => Effect.Effect<void, InternalError>
+  /** Back to `provisioning`: what is on the server is about to be replaced. */
+  readonly markSliceProvisioning: (id: number) => Effect.Effect<void, InternalError>
+  /** Used now (gc keeps the most recently used goldens). */
+  readonly touchSlice: (id: number) => Effect.Effect<void, InternalError>
+  readonly forgetSlice: (id: number) => Effect.Effect<void, InternalError>
+  /** A slice no longer any world's: kept on its server, left for gc. */
+  readonly detachSlice: (id: number) => Effect.Effect<void, InternalError>
+  /** Every server (or storage folder) a slice was ever made on, for gc to ask what this installation owns there. */
+  readonly sliceServers: () => Effect.Effect<ReadonlyArray<SliceServer>, InternalError>
+  readonly recordSliceServer: (server: SliceServer & { readonly key: string }) => Effect.Effect<void, InternalError>
+  readonly addEvent: (e: {
+    readonly worldId: number | null
+    readonly service: string | null
+    readonly kind: string
+    readonly message: string
+  }) => Effect.Effect<void, InternalError>
+  /** A world's latest events, newest first. */
+  readonly events: (worldId: number, limit?: number) => Effect.Effect<ReadonlyArray<EventRow>, InternalError>
+  /** A machine-wide setting's stored JSON value; undefined when it was never set. */
+  readonly getSetting: (key: string) => Effect.Effect<unknown, InternalError>
+  readonly setSetting: (key: string, value: unknown) => Effect.Effect<void, InternalError>
+}
+
+export class Registry extends Context.Tag("berth/Registry")<Registry, RegistryService>() {}
+
 /** Database errors are berth's own failures: callers see an InternalError, never a raw SqlError. */
 const orInternal =
   <Args extends ReadonlyArray<unknown>, A, R>(f: (...args: Args) => Effect.Effect<A, SqlError, R>) =>
@@ -598,7 +707,7 @@ const makeRegistry = Effect.gen(function* () {
       ${e.message}, ${Date.now()})`.pipe(Effect.asVoid)
 
   const events = Effect.fn("Registry.events")(function* (worldId: number, limit = 50) {
-    return yield* sql<{ service: string | null; kind: string; message: string; at: number }>`SELECT service, kind,
+    return yield* sql<EventRow>`SELECT service, kind,
       message, at FROM events WHERE world_id = ${worldId} ORDER BY id DESC LIMIT ${limit}`
   })
 
@@ -650,12 +759,8 @@ const makeRegistry = Effect.gen(function* () {
     events: orInternal(events),
     getSetting: orInternal(getSetting),
     setSetting: orInternal(setSetting)
-  } as const
+  } satisfies RegistryService
 })
-
-export type RegistryShape = Effect.Effect.Success<typeof makeRegistry>
-
-export class Registry extends Effect.Tag("berth/Registry")<Registry, RegistryShape>() {}
 
 const unavailable = (file: string, reason: string) =>
   new RegistryUnavailable({

@@ -1,5 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
+import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Stream from "effect/Stream"
 import { EmbedLive, Ports, Worlds } from "../../src/index.js"
 import { fetchJson, isAlive, portBlock, sandbox, serverScript } from "../e2e/harness.js"
 
@@ -37,6 +40,51 @@ describe("embedding berth through its layers", () => {
         yield* ports.setRange({ from: from!, to: to! })
       })
       await Effect.runPromise(Effect.scoped(Effect.zipRight(setup, program)).pipe(Effect.provide(EmbedLive(box.home))))
+    } finally {
+      box.cleanup()
+    }
+  })
+
+  it("streams every observed move and waits for readiness (up without waiting, then waitReady)", async () => {
+    const box = sandbox({
+      "berth.toml": `[services.api]\ncmd = "node server.mjs"\nurl = "api"\nhealth = { http = "/healthz" }\n\n[services.broken]\ncmd = "exit 3"\ngroups = ["bad"]\n`,
+      "server.mjs": serverScript
+    })
+    try {
+      const [from, to] = portBlock().split("-").map(Number)
+      const env = { PATH: process.env.PATH ?? "/usr/bin:/bin" }
+      const ref = { cwd: box.dir, world: "watched" }
+      const program = Effect.gen(function* () {
+        const worlds = yield* Worlds
+        yield* (yield* Ports).setRange({ from: from!, to: to! })
+        const watcher = yield* worlds.changes.pipe(
+          Stream.filter((c) => c.world === "watched"),
+          Stream.takeUntil((c) => c.to === "stopped"),
+          Stream.runCollect,
+          Effect.fork
+        )
+        // the subscription is taken when the stream starts: give the forked watcher its turn
+        yield* Effect.yieldNow()
+        const queued = yield* worlds.up(ref, { services: ["api"], groups: [] }, env, false)
+        expect(["queued", "starting"]).toContain(queued.state)
+        const ready = yield* worlds.waitReady(ref)
+        expect(ready.state).toBe("running")
+        yield* worlds.down(ref, false)
+        const moves = Chunk.toReadonlyArray(yield* Fiber.join(watcher)).map((c) => `${c.from}>${c.to}:${c.event}`)
+        expect(moves).toEqual([
+          "stopped>starting:Start",
+          "starting>running:Started",
+          "running>stopping:Stop",
+          "stopping>stopped:Stopped"
+        ])
+
+        // a start that fails: waitReady fails with the start's own error, naming the service
+        yield* worlds.up(ref, { services: [], groups: ["bad"] }, env, false)
+        const failure = yield* Effect.flip(worlds.waitReady(ref))
+        expect(failure._tag).toBe("StartFailed")
+        expect(failure.message).toContain("broken")
+      })
+      await Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(EmbedLive(box.home))))
     } finally {
       box.cleanup()
     }

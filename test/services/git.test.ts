@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Effect from "effect/Effect"
-import { Git, parseStatus, parseWorktreeList } from "../../src/services/Git.js"
+import { Git, GitLive, parseStatus, parseWorktreeList } from "../../src/services/Git.js"
 
 // a fixed identity, and nothing from the machine's git config (hooks, templates, defaultBranch)
 Object.assign(process.env, {
@@ -44,7 +44,7 @@ const makeRepo = (options: { readonly commit?: boolean } = {}): string => {
   return dir
 }
 
-layer(Git.Default)("Git", (it) => {
+layer(GitLive)("Git", (it) => {
   describe("repo", () => {
     it.effect("describes the main checkout, also from a subfolder", () =>
       Effect.gen(function* () {

@@ -10,6 +10,7 @@ import type { HealthCheck } from "../../src/domain/config/model.js"
 import {
   defaultCheck,
   Health,
+  HealthLive,
   LIVENESS_ATTEMPT_MS,
   livenessAttemptMs,
   makeLogWatcher,
@@ -111,7 +112,7 @@ const waitUntil = (condition: () => boolean, ms = 2_000) =>
     return condition()
   })
 
-layer(Health.Default, { excludeTestServices: true })("Health", (it) => {
+layer(HealthLive, { excludeTestServices: true })("Health", (it) => {
   describe("http", () => {
     it.scoped("is healthy on 2xx only", () =>
       Effect.gen(function* () {

@@ -7,7 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Stream from "effect/Stream"
 import * as LogFiles from "../../src/services/LogFiles.js"
-import { type ProcessHandle, Processes } from "../../src/services/Processes.js"
+import { type ProcessHandle, Processes, ProcessesLive } from "../../src/services/Processes.js"
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "berth-logfiles-"))
 const started: Array<ProcessHandle> = []
@@ -94,7 +94,7 @@ describe("rotateIfLarger", () => {
       const firstNew = Number(/^line (\d+)\n/.exec(now.toString("utf8"))?.[1])
       expect(firstNew).toBeGreaterThan(lastOld)
       expect(now.toString("utf8")).toMatch(/^(line \d+\n)+$/)
-    }).pipe(Effect.provide(Processes.Default))
+    }).pipe(Effect.provide(ProcessesLive))
   )
 })
 

@@ -7,7 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import { isDefunct, type ProcStat, parseStat } from "../../src/domain/proc.js"
-import { type ProcessHandle, Processes, type SpawnSpec } from "../../src/services/Processes.js"
+import { type ProcessHandle, Processes, ProcessesLive, type SpawnSpec } from "../../src/services/Processes.js"
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "berth-processes-"))
 const repo = path.resolve(import.meta.dirname, "../..")
@@ -99,7 +99,7 @@ describe("Processes", () => {
       expect(yield* p.exits(second)).toEqual({ code: 0, signal: null })
       expect(fs.readFileSync(s.logFile, "utf8")).toBe("out\nerr\nout\nerr\n")
       expect(fs.statSync(s.logFile).mode & 0o777).toBe(0o600)
-    }).pipe(Effect.provide(Processes.Default))
+    }).pipe(Effect.provide(ProcessesLive))
   )
 
   it.live("applies cwd and env, passes env values as data and inherits nothing from the daemon", () =>
@@ -116,7 +116,7 @@ describe("Processes", () => {
       expect(yield* p.awaitExit(h)).toEqual({ code: 3, signal: null })
       expect(fs.readFileSync(s.logFile, "utf8")).toBe(`${fs.realpathSync(cwd)}\n${tricky}\n[]\n`)
       expect(Option.getOrThrow(yield* p.exitStatus(h))).toEqual({ code: 3, signal: null })
-    }).pipe(Effect.provide(Processes.Default))
+    }).pipe(Effect.provide(ProcessesLive))
   )
 
   it.live("fails with SpawnFailed when the cwd is missing or the log file cannot be written", () =>
@@ -133,7 +133,7 @@ describe("Processes", () => {
       const badLog = yield* Effect.flip(spawn(spec("true", { logFile: path.join(notAFolder, "x.log") })))
       expect(badLog._tag).toBe("SpawnFailed")
       expect(badLog.message).toMatch(/^cannot start `true` in .*: log file .*x\.log: /)
-    }).pipe(Effect.provide(Processes.Default))
+    }).pipe(Effect.provide(ProcessesLive))
   )
 
   it.live("kills a group that ignores SIGTERM, grandchildren included, within about a second", () =>
@@ -157,7 +157,7 @@ describe("Processes", () => {
       expect(yield* p.isAlive(h)).toBe(false)
       expect(yield* p.isRunning(h)).toBe(false)
       expect(yield* p.awaitExit(h)).toEqual({ code: null, signal: "SIGKILL" })
-    }).pipe(Effect.provide(Processes.Default))
+    }).pipe(Effect.provide(ProcessesLive))
   )
 
   it.live("also kills a descendant that moved to a session of its own", () =>
@@ -187,7 +187,7 @@ describe("Processes", () => {
       expect(yield* p.stop(h, 200)).toEqual({ _tag: "Killed" })
       expect(lives(shell.pid, shell.startTime)).toBe(false)
       expect(lives(sleeper.pid, sleeper.startTime)).toBe(false)
-    }).pipe(Effect.provide(Processes.Default))
+    }).pipe(Effect.provide(ProcessesLive))
   )
 
   it.live("a command that forks and exits 0 is still running through its group, and stop kills the orphan", () =>
@@ -211,7 +211,7 @@ describe("Processes", () => {
       expect(yield* p.stop(h, 2_000)).toEqual({ _tag: "Exited" })
       expect(yield* p.groupMembers(h.pgid)).toEqual([])
       expect(yield* p.isRunning(h)).toBe(false)
-    }).pipe(Effect.provide(Processes.Default))
+    }).pipe(Effect.provide(ProcessesLive))
   )
 
   it.live("isAlive is false for a start time that does not match, a dead pid and a pid that never was", () =>
@@ -234,7 +234,7 @@ describe("Processes", () => {
       expect(yield* p.isRunning(never)).toBe(false)
       expect(yield* p.stop(never, 100)).toEqual({ _tag: "Exited" })
       expect(yield* p.stop(h, 1_000)).toEqual({ _tag: "Exited" })
-    }).pipe(Effect.provide(Processes.Default))
+    }).pipe(Effect.provide(ProcessesLive))
   )
 
   it.live("a service outlives the scope that spawned it", () =>
@@ -245,7 +245,7 @@ describe("Processes", () => {
       // its own session and group: no terminal hang-up or Ctrl-C of the daemon's group reaches it
       expect(statOf(h.pid)).toMatchObject({ session: h.pid, pgrp: h.pid })
       expect(yield* p.stop(h, 1_000)).toEqual({ _tag: "Exited" })
-    }).pipe(Effect.provide(Processes.Default))
+    }).pipe(Effect.provide(ProcessesLive))
   )
 
   it.live(
@@ -256,10 +256,10 @@ describe("Processes", () => {
         const logFile = path.join(root, "logs", "outlive.log")
         const script = `
         import * as Effect from "effect/Effect"
-        import { Processes } from "./src/services/Processes.js"
+        import { Processes, ProcessesLive } from "./src/services/Processes.js"
         const spawn = Effect.flatMap(Processes, (p) =>
           p.spawn({ command: "sleep 1000", cwd: ${JSON.stringify(root)}, env: {}, logFile: ${JSON.stringify(logFile)} }))
-        const h = await Effect.runPromise(spawn.pipe(Effect.provide(Processes.Default)))
+        const h = await Effect.runPromise(spawn.pipe(Effect.provide(ProcessesLive)))
         console.log(JSON.stringify(h))
       `
         const out = yield* Effect.promise(
@@ -281,7 +281,7 @@ describe("Processes", () => {
         const exit = yield* Effect.fork(p.awaitExit(h))
         expect(yield* p.stop(h, 1_000)).toEqual({ _tag: "Exited" })
         expect(yield* exit.await).toEqual(Exit.succeed({ code: null, signal: null }))
-      }).pipe(Effect.provide(Processes.Default)),
+      }).pipe(Effect.provide(ProcessesLive)),
     30_000
   )
 
@@ -293,7 +293,7 @@ describe("Processes", () => {
       )
       expect(yield* p.isRunning(h)).toBe(false)
       expect(yield* p.awaitExit(h)).toEqual({ code: null, signal: "SIGTERM" })
-    }).pipe(Effect.provide(Processes.Default))
+    }).pipe(Effect.provide(ProcessesLive))
   )
 
   // a TestClock nobody advances, inside an uninterruptible region: stop must end on its own deadline
@@ -317,6 +317,6 @@ describe("Processes", () => {
       const t1 = Date.now()
       expect(yield* Effect.uninterruptible(p.stop(h, 200))).toEqual({ _tag: "Exited" })
       expect(Date.now() - t1).toBeLessThan(500)
-    }).pipe(Effect.provide(Processes.Default))
+    }).pipe(Effect.provide(ProcessesLive))
   )
 })

@@ -22,8 +22,8 @@ import {
 } from "../../src/actors/ServiceActor.js"
 import type { HealthCheck, ProcessService } from "../../src/domain/config/model.js"
 import type { ServiceState } from "../../src/domain/service-state.js"
-import { Health } from "../../src/services/Health.js"
-import { Processes } from "../../src/services/Processes.js"
+import { HealthLive } from "../../src/services/Health.js"
+import { ProcessesLive } from "../../src/services/Processes.js"
 
 const base = mkdtempSync(join(tmpdir(), "berth-service-actor-"))
 afterAll(() => rmSync(base, { recursive: true, force: true }))
@@ -131,7 +131,7 @@ const node = (script: string) => `'${process.execPath}' -e '${script.replaceAll(
 
 const listenScript = `require("node:net").createServer((s) => s.end()).listen(Number(process.env.PORT), "127.0.0.1")`
 
-layer(Layer.mergeAll(Processes.Default, Health.Default), { excludeTestServices: true })("ServiceActor", (it) => {
+layer(Layer.mergeAll(ProcessesLive, HealthLive), { excludeTestServices: true })("ServiceActor", (it) => {
   describe("readiness", () => {
     it.scoped("a service that dies with EADDRINUSE behind another listener is not healthy: up fails with its log", () =>
       Effect.gen(function* () {

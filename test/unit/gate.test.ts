@@ -36,6 +36,20 @@ describe("the gate", () => {
     expect(describeWait(d.waiting[0]!.reason)).toBe("a slot (2 of 2 worlds run)")
   })
 
+  it("near the memory reserve lets one world in per reading; with room to spare, as many as max_parallel", () => {
+    const line = [
+      { id: "a", since: 1 },
+      { id: "b", since: 2 }
+    ]
+    expect(decideGate(line, 0, readings(12), settings, false).admit).toEqual(["a"])
+    const next = decideGate(line.slice(1), 1, readings(12), settings, false, 1)
+    expect(next.admit).toEqual([])
+    expect(next.waiting[0]?.reason._tag).toBe("Ram")
+    expect(decideGate(line, 0, readings(40), settings, false).admit).toEqual(["a", "b"])
+    // recovering from pressure counts as near the reserve, whatever the reading
+    expect(decideGate(line, 0, readings(40), settings, true).admit).toEqual(["a"])
+  })
+
   it("holds the whole line while memory or disk is short: no later world overtakes", () => {
     const low = decideGate([{ id: "a", since: 1 }], 0, readings(5), settings, false)
     expect(low.admit).toEqual([])

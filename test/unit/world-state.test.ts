@@ -1,7 +1,14 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as FastCheck from "effect/FastCheck"
-import type { WorldAction, WorldDesired, WorldState } from "../../src/domain/world-state.js"
-import { isSettled, transition, WorldEvent, wants, worldStates } from "../../src/domain/world-state.js"
+import type { WorldDesired, WorldFacts, WorldState } from "../../src/domain/world-state.js"
+import {
+  decide,
+  finishesRemoval,
+  isSettled,
+  transition,
+  WorldEvent,
+  worldStates
+} from "../../src/domain/world-state.js"
 
 const RUNS = { numRuns: 500 }
 
@@ -16,7 +23,9 @@ const events: ReadonlyArray<WorldEvent> = [
   WorldEvent.Suspended(),
   WorldEvent.Fail({ reason: "boom" }),
   WorldEvent.Remove(),
-  WorldEvent.Removed()
+  WorldEvent.Removed(),
+  WorldEvent.Recover(),
+  WorldEvent.Unwatched({ reason: "config" })
 ]
 
 type Tag = WorldEvent["_tag"]
@@ -31,6 +40,7 @@ const legal: ReadonlyArray<readonly [WorldState, Tag, WorldState]> = [
   ["stopped", "Start", "starting"],
   ["failed", "Start", "starting"],
   ["suspended", "Start", "starting"],
+  ["running", "Start", "starting"],
   ["starting", "Started", "running"],
   ["queued", "Stop", "stopping"],
   ["starting", "Stop", "stopping"],
@@ -39,8 +49,11 @@ const legal: ReadonlyArray<readonly [WorldState, Tag, WorldState]> = [
   ["suspending", "Stop", "stopping"],
   ["suspended", "Stop", "stopping"],
   ["stopping", "Stopped", "stopped"],
+  ["queued", "Suspend", "suspending"],
+  ["starting", "Suspend", "suspending"],
   ["running", "Suspend", "suspending"],
   ["suspending", "Suspended", "suspended"],
+  ["queued", "Fail", "failed"],
   ["starting", "Fail", "failed"],
   ["running", "Fail", "failed"],
   ["stopping", "Fail", "failed"],
@@ -54,7 +67,14 @@ const legal: ReadonlyArray<readonly [WorldState, Tag, WorldState]> = [
   ["suspended", "Remove", "removing"],
   ["failed", "Remove", "removing"],
   ["removing", "Remove", "removing"],
-  ["removing", "Removed", "removed"]
+  ["removing", "Removed", "removed"],
+  ["queued", "Recover", "stopped"],
+  ["starting", "Recover", "stopped"],
+  ["stopping", "Recover", "stopped"],
+  ["suspending", "Recover", "stopped"],
+  ...(["queued", "starting", "running", "stopping", "stopped", "suspending", "suspended", "failed"] as const).map(
+    (from) => [from, "Unwatched", "running"] as const
+  )
 ]
 
 const expected = new Map(legal.map(([state, tag, next]) => [`${state} ${tag}`, next]))
@@ -144,91 +164,67 @@ describe("isSettled", () => {
   })
 })
 
-describe("wants", () => {
-  const table: ReadonlyArray<readonly [WorldDesired, WorldState, WorldAction]> = [
-    ["up", "queued", "none"],
-    ["up", "starting", "none"],
-    ["up", "running", "none"],
-    ["up", "stopping", "none"],
-    ["up", "stopped", "start"],
-    ["up", "suspending", "none"],
-    ["up", "suspended", "start"],
-    ["up", "failed", "none"],
-    ["up", "removing", "none"],
-    ["up", "removed", "none"],
-    ["down", "queued", "stop"],
-    ["down", "starting", "stop"],
-    ["down", "running", "stop"],
-    ["down", "stopping", "none"],
-    ["down", "stopped", "none"],
-    ["down", "suspending", "stop"],
-    ["down", "suspended", "stop"],
-    ["down", "failed", "stop"],
-    ["down", "removing", "none"],
-    ["down", "removed", "none"],
-    ["removed", "queued", "remove"],
-    ["removed", "starting", "remove"],
-    ["removed", "running", "remove"],
-    ["removed", "stopping", "remove"],
-    ["removed", "stopped", "remove"],
-    ["removed", "suspending", "remove"],
-    ["removed", "suspended", "remove"],
-    ["removed", "failed", "remove"],
-    ["removed", "removing", "none"],
-    ["removed", "removed", "none"]
-  ]
-
-  it.each(table)("desired %s, observed %s → %s", (desired, observed, action) => {
-    expect(wants(desired, observed)).toBe(action)
-  })
-
+describe("decide", () => {
   const desired = FastCheck.constantFrom<WorldDesired>("up", "down", "removed")
+  const facts = FastCheck.record<WorldFacts>({
+    desired,
+    observed: state,
+    isMain: FastCheck.boolean(),
+    pathExists: FastCheck.boolean(),
+    worktreeReady: FastCheck.boolean(),
+    hasActor: FastCheck.boolean(),
+    liveProcesses: FastCheck.nat(3),
+    recorded: FastCheck.boolean()
+  })
 
   it("never asks for an action that is illegal in the observed state", () => {
     FastCheck.assert(
-      FastCheck.property(desired, state, (d, observed) => {
-        const action = wants(d, observed)
-        const legalNow = (e: WorldEvent) => transition(observed, e) !== undefined
-        if (action === "start") expect(legalNow(WorldEvent.Queue()) || legalNow(WorldEvent.Start())).toBe(true)
-        if (action === "stop") expect(legalNow(WorldEvent.Stop())).toBe(true)
-        if (action === "remove") expect(legalNow(WorldEvent.Remove())).toBe(true)
+      FastCheck.property(facts, (f) => {
+        const action = decide(f)
+        const legalNow = (s: WorldState, e: WorldEvent) => transition(s, e) !== undefined
+        // an adopted world first settles what a crash cut short, then starts (or queues)
+        const settledFirst = step(f.observed, WorldEvent.Recover())
+        if (action === "adopt") {
+          expect(legalNow(settledFirst, WorldEvent.Start()) || legalNow(settledFirst, WorldEvent.Queue())).toBe(true)
+        }
+        if (action === "teardown" || (action === "settle" && finishesRemoval(f))) {
+          expect(legalNow(f.observed, WorldEvent.Remove())).toBe(true)
+        }
       }),
       RUNS
     )
   })
 
-  it("carrying out what it wants, then letting in-flight work finish, converges", () => {
-    const goal: Record<WorldDesired, ReadonlyArray<WorldState>> = {
-      up: ["running", "failed", "removed"],
-      down: ["stopped", "removed"],
-      removed: ["removed"]
-    }
-    // in-flight states finish the way they were heading
-    const finish: Partial<Record<WorldState, WorldEvent>> = {
-      queued: WorldEvent.Admit(),
-      starting: WorldEvent.Started(),
-      stopping: WorldEvent.Stopped(),
-      suspending: WorldEvent.Suspended(),
-      removing: WorldEvent.Removed()
+  it("an actor's own settle pass, carried out, leaves nothing for the next pass but what the user must ask for", () => {
+    // what the actor does for each answer, as events (processes aside)
+    const carry = (f: WorldFacts): WorldFacts => {
+      switch (decide(f)) {
+        case "adopt":
+          return {
+            ...f,
+            observed: step(step(step(f.observed, WorldEvent.Recover()), WorldEvent.Start()), WorldEvent.Started()),
+            liveProcesses: 1,
+            recorded: true
+          }
+        case "stop-strays":
+        case "settle": {
+          if (finishesRemoval(f))
+            return { ...f, observed: step(step(f.observed, WorldEvent.Remove()), WorldEvent.Removed()) }
+          let observed = step(f.observed, WorldEvent.Recover())
+          if (observed === "running" || observed === "suspended")
+            observed = step(step(observed, WorldEvent.Stop()), WorldEvent.Stopped())
+          return { ...f, observed, liveProcesses: 0 }
+        }
+        default:
+          return f
+      }
     }
     FastCheck.assert(
-      FastCheck.property(desired, state, (d, start) => {
-        let current = start
-        for (let i = 0; i < 10; i++) {
-          const action = wants(d, current)
-          const e =
-            action === "start"
-              ? WorldEvent.Start()
-              : action === "stop"
-                ? WorldEvent.Stop()
-                : action === "remove"
-                  ? WorldEvent.Remove()
-                  : finish[current]
-          if (e === undefined) break
-          current = step(current, e)
-        }
-        expect(goal[d]).toContain(current)
-        expect(wants(d, current)).toBe("none")
+      FastCheck.property(facts, (f0) => {
+        const f = { ...f0, hasActor: false, pathExists: true }
+        const after = carry(f)
+        if (after.observed === "removed") return
+        expect(decide(after)).toBe(after.desired === "up" && after.observed === "running" ? "adopt" : "none")
       }),
       RUNS
     )

@@ -7,10 +7,12 @@
 import { randomBytes } from "node:crypto"
 import { appendFileSync, mkdirSync, realpathSync } from "node:fs"
 import { dirname, join } from "node:path"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as FiberSet from "effect/FiberSet"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type { Adapter, AdapterError, Slice } from "../../../adapters/index.js"
 import { builtinAdapters } from "../../domain/adapters.js"
@@ -84,583 +86,626 @@ export const ownerOf = (root: string): string => {
 const familyOf = (adapter: string) => builtinAdapters.get(adapter)?.family ?? adapter
 const isEmbedded = (adapter: string) => builtinAdapters.get(adapter)?.embedded === true
 
-export class Slices extends Effect.Service<Slices>()("berth/Slices", {
-  scoped: Effect.gen(function* () {
-    const home = yield* Home
-    const registry = yield* Registry
-    const owner = ownerOf(home.root)
-    /** `server\0name` of every slice being made, cloned or built in this daemon right now: gc leaves them alone */
-    const inFlight = new Map<string, number>()
-    /** what gc is dropping right now: a provision of the same name waits */
-    const dropping = new Set<string>()
-    /** goldens being built, by project/service/key: concurrent first `up`s wait for one build */
-    const builds = new Map<string, Deferred.Deferred<Golden, SliceError>>()
+export interface SlicesService {
+  /** this installation's owner mark (a hash of BERTH_HOME) */
+  readonly owner: string
+  /**
+   * Provisions (or finds) every slice of the world and fills the new ones (`init` runs migrate and seed); returns each
+   * one's address by service. A slice whose filling fails is dropped again, so the next `up` starts clean.
+   */
+  readonly provision: (
+    world: SliceWorld,
+    services: ReadonlyArray<Model.SliceService>,
+    env: (name: string) => string | undefined,
+    init: SliceInit
+  ) => Effect.Effect<Map<string, string>, SliceError>
+  /** The addresses of slices already provisioned (for `env` of a world that is down). */
+  readonly addresses: (worldId: number) => Effect.Effect<Map<string, string>, InternalError>
+  /**
+   * Drops every slice recorded for the world (or those of `only`); answers the services whose slice is left because
+   * it could not be dropped (with `keepOnFailure`; without it, that fails the call).
+   */
+  readonly teardown: (
+    world: Pick<SliceWorld, "id" | "name">,
+    options?: { readonly only?: ReadonlySet<string>; readonly keepOnFailure?: boolean }
+  ) => Effect.Effect<ReadonlyArray<string>, InvalidRequest | InternalError>
+  /** Rebuilds the golden of one slice service now, from the world's worktree and environment; answers its name. */
+  readonly rebuildGolden: (
+    world: SliceWorld,
+    service: Model.SliceService,
+    env: (name: string) => string | undefined,
+    init: SliceInit
+  ) => Effect.Effect<string, SliceError>
+  /**
+   * What a crash or a vanished world left behind (`domain/gc.ts`): dropped, or only listed with `dryRun`. `env`
+   * resolves old rows' `${env.…}`; `automatic` (the daemon's own sweep) keeps slices whose service left berth.toml.
+   */
+  readonly gc: (
+    dryRun: boolean,
+    env?: Readonly<Record<string, string>>,
+    automatic?: boolean
+  ) => Effect.Effect<GcReport, InvalidRequest | InternalError>
+}
 
-    /** made once per project and daemon, not on every `up` */
-    const storages = new Set<string>()
-    const storageOf = (project: string) => {
-      const storage = join(home.root, "slices", project)
-      if (!storages.has(storage)) {
-        mkdirSync(storage, { recursive: true, mode: 0o700 })
-        storages.add(storage)
-      }
-      return storage
+export class Slices extends Context.Tag("berth/Slices")<Slices, SlicesService>() {}
+
+const make = Effect.gen(function* () {
+  const home = yield* Home
+  const registry = yield* Registry
+  const owner = ownerOf(home.root)
+  /** `server\0name` of every slice being made, cloned or built in this daemon right now: gc leaves them alone */
+  const inFlight = new Map<string, number>()
+  /** what gc is dropping right now: a provision of the same name waits */
+  const dropping = new Set<string>()
+  /** goldens being built, by project/service/key: concurrent first `up`s wait for one build */
+  const builds = new Map<string, Deferred.Deferred<Golden, SliceError>>()
+
+  /** made once per project and daemon, not on every `up` */
+  const storages = new Set<string>()
+  const storageOf = (project: string) => {
+    const storage = join(home.root, "slices", project)
+    if (!storages.has(storage)) {
+      mkdirSync(storage, { recursive: true, mode: 0o700 })
+      storages.add(storage)
     }
+    return storage
+  }
 
-    const serverOf = (s: Pick<Slice, "adapter" | "adminUrl" | "storage" | "options">) =>
-      serverKey(familyOf(s.adapter), isEmbedded(s.adapter), s.adminUrl ?? null, s.storage) +
-      `\u0000${JSON.stringify(s.options)}`
+  const serverOf = (s: Pick<Slice, "adapter" | "adminUrl" | "storage" | "options">) =>
+    serverKey(familyOf(s.adapter), isEmbedded(s.adapter), s.adminUrl ?? null, s.storage) +
+    `\u0000${JSON.stringify(s.options)}`
 
-    const where = (s: Pick<Slice, "adapter" | "adminUrl" | "storage">) =>
-      isEmbedded(s.adapter) ? s.storage : s.adminUrl === undefined ? "(no admin_url)" : hidePassword(s.adminUrl)
+  const where = (s: Pick<Slice, "adapter" | "adminUrl" | "storage">) =>
+    isEmbedded(s.adapter) ? s.storage : s.adminUrl === undefined ? "(no admin_url)" : hidePassword(s.adminUrl)
 
-    const adapterFailure = (world: string, service: string, adapter: string) => (e: AdapterError) =>
-      new InvalidRequest({ reason: `world ${world}: slice ${service} (${adapter}): ${e.message}` })
+  const adapterFailure = (world: string, service: string, adapter: string) => (e: AdapterError) =>
+    new InvalidRequest({ reason: `world ${world}: slice ${service} (${adapter}): ${e.message}` })
 
-    const describe = (
-      world: SliceWorld,
-      service: Model.SliceService,
-      env: (name: string) => string | undefined
-    ): Slice => ({
-      adapter: service.adapter,
-      project: world.project,
-      world: world.name,
-      service: service.name,
-      name: sliceIdentifier([world.project, world.slug, service.name], NAME_LIMIT),
-      owner,
-      storage: storageOf(world.project),
-      adminUrl:
-        service.adminUrl === undefined
-          ? undefined
-          : resolveTemplate(service.adminUrl, { services: new Map(), env }).value,
-      options: service.options
+  const describe = (
+    world: SliceWorld,
+    service: Model.SliceService,
+    env: (name: string) => string | undefined
+  ): Slice => ({
+    adapter: service.adapter,
+    project: world.project,
+    world: world.name,
+    service: service.name,
+    name: sliceIdentifier([world.project, world.slug, service.name], NAME_LIMIT),
+    owner,
+    storage: storageOf(world.project),
+    adminUrl:
+      service.adminUrl === undefined
+        ? undefined
+        : resolveTemplate(service.adminUrl, { services: new Map(), env }).value,
+    options: service.options
+  })
+
+  /** The slice a registry row describes: the server recorded when it was made wins over today's config. */
+  const fromRow = (row: SliceRow, world: string): Slice => ({
+    adapter: row.adapter,
+    project: row.project,
+    world,
+    service: row.service,
+    name: row.name,
+    owner,
+    storage: row.storage === "" ? storageOf(row.project) : row.storage,
+    adminUrl: row.adminUrl ?? undefined,
+    options: row.options
+  })
+
+  /** servers already recorded by this daemon: the registry write is needed once, not on every `up` */
+  const recorded = new Set<string>()
+  const recordServer = (slice: Slice) => {
+    const key = shortHash(serverOf(slice), 12)
+    if (recorded.has(key)) return Effect.void
+    return Effect.zipRight(
+      registry.recordSliceServer({
+        key,
+        adapter: slice.adapter,
+        adminUrl: slice.adminUrl ?? null,
+        storage: slice.storage,
+        options: slice.options
+      }),
+      Effect.sync(() => recorded.add(key))
+    )
+  }
+
+  /** Marks a slice busy while `effect` runs, so that gc never drops it half-way (and waits while gc drops it). */
+  const busy = <A, E, R>(slice: Slice, effect: Effect.Effect<A, E, R>) => {
+    const key = gcInFlightKey(serverOf(slice), slice.name)
+    const enter: Effect.Effect<void> = Effect.suspend(() => {
+      if (dropping.has(key)) return Effect.zipRight(Effect.sleep("50 millis"), enter)
+      inFlight.set(key, (inFlight.get(key) ?? 0) + 1)
+      return Effect.void
     })
-
-    /** The slice a registry row describes: the server recorded when it was made wins over today's config. */
-    const fromRow = (row: SliceRow, world: string): Slice => ({
-      adapter: row.adapter,
-      project: row.project,
-      world,
-      service: row.service,
-      name: row.name,
-      owner,
-      storage: row.storage === "" ? storageOf(row.project) : row.storage,
-      adminUrl: row.adminUrl ?? undefined,
-      options: row.options
+    const leave = Effect.sync(() => {
+      const n = (inFlight.get(key) ?? 1) - 1
+      if (n <= 0) inFlight.delete(key)
+      else inFlight.set(key, n)
     })
+    return Effect.acquireUseRelease(
+      enter,
+      () => effect,
+      () => leave
+    )
+  }
 
-    /** servers already recorded by this daemon: the registry write is needed once, not on every `up` */
-    const recorded = new Set<string>()
-    const recordServer = (slice: Slice) => {
-      const key = shortHash(serverOf(slice), 12)
-      if (recorded.has(key)) return Effect.void
-      return Effect.zipRight(
-        registry.recordSliceServer({
-          key,
-          adapter: slice.adapter,
-          adminUrl: slice.adminUrl ?? null,
-          storage: slice.storage,
-          options: slice.options
-        }),
-        Effect.sync(() => recorded.add(key))
-      )
-    }
-
-    /** Marks a slice busy while `effect` runs, so that gc never drops it half-way (and waits while gc drops it). */
-    const busy = <A, E, R>(slice: Slice, effect: Effect.Effect<A, E, R>) => {
+  /** gc's side of `busy`: false (and nothing held) when the slice is being made right now. */
+  const claimForDrop = (slice: Slice) =>
+    Effect.sync(() => {
       const key = gcInFlightKey(serverOf(slice), slice.name)
-      const enter: Effect.Effect<void> = Effect.suspend(() => {
-        if (dropping.has(key)) return Effect.zipRight(Effect.sleep("50 millis"), enter)
-        inFlight.set(key, (inFlight.get(key) ?? 0) + 1)
-        return Effect.void
-      })
-      const leave = Effect.sync(() => {
-        const n = (inFlight.get(key) ?? 1) - 1
-        if (n <= 0) inFlight.delete(key)
-        else inFlight.set(key, n)
-      })
-      return Effect.acquireUseRelease(
-        enter,
-        () => effect,
-        () => leave
-      )
-    }
+      if (inFlight.has(key) || dropping.has(key)) return undefined
+      dropping.add(key)
+      return key
+    })
 
-    /** gc's side of `busy`: false (and nothing held) when the slice is being made right now. */
-    const claimForDrop = (slice: Slice) =>
-      Effect.sync(() => {
-        const key = gcInFlightKey(serverOf(slice), slice.name)
-        if (inFlight.has(key) || dropping.has(key)) return undefined
-        dropping.add(key)
-        return key
+  const event = (world: SliceWorld, service: string, kind: string, message: string) =>
+    Effect.gen(function* () {
+      yield* registry.addEvent({ worldId: world.id, service, kind, message })
+      // the slice's log (where migrate and seed write) tells the same story
+      yield* Effect.sync(() => {
+        try {
+          const log = home.serviceLog(world.id, service)
+          mkdirSync(dirname(log), { recursive: true, mode: 0o700 })
+          appendFileSync(log, `[berth] ${kind}: ${message}\n`, { mode: 0o600 })
+        } catch {
+          // the event row is what status shows; a log line is a courtesy
+        }
       })
+    })
 
-    const event = (world: SliceWorld, service: string, kind: string, message: string) =>
-      Effect.gen(function* () {
-        yield* registry.addEvent({ worldId: world.id, service, kind, message })
-        // the slice's log (where migrate and seed write) tells the same story
-        yield* Effect.sync(() => {
-          try {
-            const log = home.serviceLog(world.id, service)
-            mkdirSync(dirname(log), { recursive: true, mode: 0o700 })
-            appendFileSync(log, `[berth] ${kind}: ${message}\n`, { mode: 0o600 })
-          } catch {
-            // the event row is what status shows; a log line is a courtesy
+  /** Builds (or finds, or waits for) the golden of `service`: provision, then migrate and seed, on a slice of no world. */
+  const ensureGolden = (
+    world: SliceWorld,
+    service: Model.SliceService,
+    target: Slice,
+    urls: ReadonlyMap<string, string>,
+    init: SliceInit,
+    force: boolean
+  ): Effect.Effect<Golden, SliceError> =>
+    Effect.gen(function* () {
+      const inputs = yield* goldenInputs(world.path, service.goldenInputs)
+      const key = goldenKey({
+        adapter: service.adapter,
+        server: where(target),
+        migrate: service.migrate,
+        seed: service.seed,
+        inputs
+      })
+      const flight = `${world.project}\u0000${service.name}\u0000${key}`
+      const running = builds.get(flight)
+      if (running !== undefined) {
+        yield* event(world, service.name, "golden_wait", "waiting for the golden being built by another world")
+        return yield* Deferred.await(running)
+      }
+      const golden: Slice = {
+        ...target,
+        world: "(golden)",
+        name: goldenName(world.project, service.name, key, NAME_LIMIT)
+      }
+      const rows = yield* registry.goldens(world.project, service.name, key)
+      const ready = rows.find((r) => r.state === "ready" && r.name === golden.name)
+      if (ready !== undefined && !force) return { slice: fromRow(ready, "(golden)"), rowId: ready.id, key }
+      const done = yield* Deferred.make<Golden, SliceError>()
+      builds.set(flight, done)
+      const adapter = yield* implementation(service.adapter)
+      const failure = adapterFailure(world.name, service.name, service.adapter)
+      const build = busy(
+        golden,
+        Effect.gen(function* () {
+          // an older attempt (a crash mid-build, or the golden being rebuilt) goes first, and copies made of it
+          for (const row of [...(yield* registry.spares(world.project, service.name, key)), ...rows]) {
+            yield* adapter.teardown(fromRow(row, "(golden)")).pipe(Effect.mapError(failure))
+            yield* registry.forgetSlice(row.id)
           }
-        })
-      })
-
-    /** Builds (or finds, or waits for) the golden of `service`: provision, then migrate and seed, on a slice of no world. */
-    const ensureGolden = (
-      world: SliceWorld,
-      service: Model.SliceService,
-      target: Slice,
-      urls: ReadonlyMap<string, string>,
-      init: SliceInit,
-      force: boolean
-    ): Effect.Effect<Golden, SliceError> =>
-      Effect.gen(function* () {
-        const inputs = yield* goldenInputs(world.path, service.goldenInputs)
-        const key = goldenKey({
-          adapter: service.adapter,
-          server: where(target),
-          migrate: service.migrate,
-          seed: service.seed,
-          inputs
-        })
-        const flight = `${world.project}\u0000${service.name}\u0000${key}`
-        const running = builds.get(flight)
-        if (running !== undefined) {
-          yield* event(world, service.name, "golden_wait", "waiting for the golden being built by another world")
-          return yield* Deferred.await(running)
-        }
-        const golden: Slice = {
-          ...target,
-          world: "(golden)",
-          name: goldenName(world.project, service.name, key, NAME_LIMIT)
-        }
-        const rows = yield* registry.goldens(world.project, service.name, key)
-        const ready = rows.find((r) => r.state === "ready" && r.name === golden.name)
-        if (ready !== undefined && !force) return { slice: fromRow(ready, "(golden)"), rowId: ready.id, key }
-        const done = yield* Deferred.make<Golden, SliceError>()
-        builds.set(flight, done)
-        const adapter = yield* implementation(service.adapter)
-        const failure = adapterFailure(world.name, service.name, service.adapter)
-        const build = busy(
-          golden,
-          Effect.gen(function* () {
-            // an older attempt (a crash mid-build, or the golden being rebuilt) goes first, and copies made of it
-            for (const row of [...(yield* registry.spares(world.project, service.name, key)), ...rows]) {
-              yield* adapter.teardown(fromRow(row, "(golden)")).pipe(Effect.mapError(failure))
-              yield* registry.forgetSlice(row.id)
-            }
-            yield* event(world, service.name, "golden_build", `building the golden ${golden.name}`)
-            const row = yield* registry.recordSlice({
-              worldId: null,
-              project: world.project,
-              service: service.name,
-              adapter: service.adapter,
-              name: golden.name,
-              adminUrl: golden.adminUrl ?? null,
-              storage: golden.storage,
-              options: golden.options,
-              goldenKey: key
-            })
-            yield* recordServer(golden)
-            const made = yield* adapter.provision(golden).pipe(Effect.mapError(failure))
-            if (!made) {
-              // ours but unrecorded: what is in it is unknown, so start again from empty
-              yield* adapter.teardown(golden).pipe(Effect.mapError(failure))
-              yield* adapter.provision(golden).pipe(Effect.mapError(failure))
-            }
-            const url = yield* adapter.resolve(golden).pipe(Effect.mapError(failure))
-            yield* registry.setSliceUrl(row.id, url)
-            yield* init(service, new Map([...urls, [service.name, url]])).pipe(
-              Effect.tapError(() =>
-                Effect.zipRight(Effect.ignore(adapter.teardown(golden)), Effect.ignore(registry.forgetSlice(row.id)))
-              )
-            )
-            yield* registry.markSliceReady(row.id)
-            yield* event(world, service.name, "golden_ready", `golden ${golden.name} is ready`)
-            return { slice: golden, rowId: row.id, key }
+          yield* event(world, service.name, "golden_build", `building the golden ${golden.name}`)
+          const row = yield* registry.recordSlice({
+            worldId: null,
+            project: world.project,
+            service: service.name,
+            adapter: service.adapter,
+            name: golden.name,
+            adminUrl: golden.adminUrl ?? null,
+            storage: golden.storage,
+            options: golden.options,
+            goldenKey: key
           })
-        )
-        return yield* build.pipe(
-          Effect.exit,
-          Effect.tap((exit) => Deferred.done(done, exit)),
-          Effect.ensuring(Effect.sync(() => builds.delete(flight))),
-          Effect.flatten
-        )
-      })
-
-    /** ids of spares being renamed into a world right now: each goes to one world */
-    const claimed = new Set<number>()
-    const background = yield* FiberSet.make()
-
-    /** Renames a ready spare of the golden into `target`; false when there is none (or it cannot be used). */
-    const takeSpare = (service: Model.SliceService, adapter: Adapter, golden: Golden, target: Slice) =>
-      Effect.gen(function* () {
-        if (adapter.rename === undefined) return false
-        const spare = (yield* registry.spares(target.project, service.name, golden.key)).find(
-          (r) => r.state === "ready" && !claimed.has(r.id)
-        )
-        if (spare === undefined) return false
-        claimed.add(spare.id)
-        const slice = fromRow(spare, "(spare)")
-        const renamed = yield* busy(slice, adapter.rename(slice, target)).pipe(
-          Effect.either,
-          Effect.ensuring(Effect.sync(() => claimed.delete(spare.id)))
-        )
-        if (renamed._tag === "Right") {
-          yield* registry.forgetSlice(spare.id)
-          return true
-        }
-        // an unusable spare goes; the world gets a copy the ordinary way
-        yield* Effect.logWarning(`spare ${spare.name}: ${renamed.left.message}`)
-        yield* adapter.teardown(slice).pipe(Effect.ignore)
-        yield* registry.forgetSlice(spare.id)
-        return false
-      })
-
-    /** Makes one spare copy of the golden in the background, when the adapter can rename and there is none. */
-    const replenish = (service: Model.SliceService, adapter: Adapter, golden: Golden) =>
-      Effect.gen(function* () {
-        if (adapter.rename === undefined) return
-        const existing = yield* registry.spares(golden.slice.project, service.name, golden.key)
-        if (existing.length > 0) return
-        const spare: Slice = {
-          ...golden.slice,
-          world: "(spare)",
-          name: sliceIdentifier(
-            ["spare", golden.slice.project, service.name, golden.key.slice(0, 10), randomBytes(3).toString("hex")],
-            NAME_LIMIT
+          yield* recordServer(golden)
+          const made = yield* adapter.provision(golden).pipe(Effect.mapError(failure))
+          if (!made) {
+            // ours but unrecorded: what is in it is unknown, so start again from empty
+            yield* adapter.teardown(golden).pipe(Effect.mapError(failure))
+            yield* adapter.provision(golden).pipe(Effect.mapError(failure))
+          }
+          const url = yield* adapter.resolve(golden).pipe(Effect.mapError(failure))
+          yield* registry.setSliceUrl(row.id, url)
+          yield* init(service, new Map([...urls, [service.name, url]])).pipe(
+            Effect.tapError(() =>
+              Effect.zipRight(Effect.ignore(adapter.teardown(golden)), Effect.ignore(registry.forgetSlice(row.id)))
+            )
           )
-        }
-        const row = yield* registry.recordSlice({
-          worldId: null,
-          project: spare.project,
-          service: service.name,
-          adapter: spare.adapter,
-          name: spare.name,
-          adminUrl: spare.adminUrl ?? null,
-          storage: spare.storage,
-          options: spare.options,
-          goldenKey: golden.key,
-          role: "spare"
+          yield* registry.markSliceReady(row.id)
+          yield* event(world, service.name, "golden_ready", `golden ${golden.name} is ready`)
+          return { slice: golden, rowId: row.id, key }
         })
-        const copy = busy(
-          spare,
-          Effect.zipRight(adapter.clone(golden.slice, spare), registry.markSliceReady(row.id))
-        ).pipe(
-          Effect.catchAll((e) =>
-            Effect.zipRight(
-              Effect.logWarning(`spare of ${golden.slice.name}: ${e.message}`),
-              Effect.zipRight(Effect.ignore(adapter.teardown(spare)), Effect.ignore(registry.forgetSlice(row.id)))
-            )
+      )
+      return yield* build.pipe(
+        Effect.exit,
+        Effect.tap((exit) => Deferred.done(done, exit)),
+        Effect.ensuring(Effect.sync(() => builds.delete(flight))),
+        Effect.flatten
+      )
+    })
+
+  /** ids of spares being renamed into a world right now: each goes to one world */
+  const claimed = new Set<number>()
+  const background = yield* FiberSet.make()
+
+  /** Renames a ready spare of the golden into `target`; false when there is none (or it cannot be used). */
+  const takeSpare = (service: Model.SliceService, adapter: Adapter, golden: Golden, target: Slice) =>
+    Effect.gen(function* () {
+      if (adapter.rename === undefined) return false
+      const spare = (yield* registry.spares(target.project, service.name, golden.key)).find(
+        (r) => r.state === "ready" && !claimed.has(r.id)
+      )
+      if (spare === undefined) return false
+      claimed.add(spare.id)
+      const slice = fromRow(spare, "(spare)")
+      const renamed = yield* busy(slice, adapter.rename(slice, target)).pipe(
+        Effect.either,
+        Effect.ensuring(Effect.sync(() => claimed.delete(spare.id)))
+      )
+      if (renamed._tag === "Right") {
+        yield* registry.forgetSlice(spare.id)
+        return true
+      }
+      // an unusable spare goes; the world gets a copy the ordinary way
+      yield* Effect.logWarning(`spare ${spare.name}: ${renamed.left.message}`)
+      yield* adapter.teardown(slice).pipe(Effect.ignore)
+      yield* registry.forgetSlice(spare.id)
+      return false
+    })
+
+  /** Makes one spare copy of the golden in the background, when the adapter can rename and there is none. */
+  const replenish = (service: Model.SliceService, adapter: Adapter, golden: Golden) =>
+    Effect.gen(function* () {
+      if (adapter.rename === undefined) return
+      const existing = yield* registry.spares(golden.slice.project, service.name, golden.key)
+      if (existing.length > 0) return
+      const spare: Slice = {
+        ...golden.slice,
+        world: "(spare)",
+        name: sliceIdentifier(
+          ["spare", golden.slice.project, service.name, golden.key.slice(0, 10), randomBytes(3).toString("hex")],
+          NAME_LIMIT
+        )
+      }
+      const row = yield* registry.recordSlice({
+        worldId: null,
+        project: spare.project,
+        service: service.name,
+        adapter: spare.adapter,
+        name: spare.name,
+        adminUrl: spare.adminUrl ?? null,
+        storage: spare.storage,
+        options: spare.options,
+        goldenKey: golden.key,
+        role: "spare"
+      })
+      const copy = busy(
+        spare,
+        Effect.zipRight(adapter.clone(golden.slice, spare), registry.markSliceReady(row.id))
+      ).pipe(
+        Effect.catchAll((e) =>
+          Effect.zipRight(
+            Effect.logWarning(`spare of ${golden.slice.name}: ${e.message}`),
+            Effect.zipRight(Effect.ignore(adapter.teardown(spare)), Effect.ignore(registry.forgetSlice(row.id)))
           )
         )
-        yield* FiberSet.run(background, copy)
-      })
+      )
+      yield* FiberSet.run(background, copy)
+    })
 
-    /** Fills a slice that was just made (or left half-made): a copy of the golden where it can, else migrate + seed. */
-    const initialize = (
-      world: SliceWorld,
-      service: Model.SliceService,
-      adapter: Adapter,
-      slice: Slice,
-      urls: ReadonlyMap<string, string>,
-      init: SliceInit
-    ): Effect.Effect<void, SliceError> =>
-      Effect.gen(function* () {
-        const failure = adapterFailure(world.name, service.name, service.adapter)
-        if (service.cloneFrom === "golden") {
-          if (!adapter.capabilities.clone) {
-            yield* event(
-              world,
-              service.name,
-              "clone_fallback",
-              `the ${service.adapter} adapter cannot clone: running migrate and seed for this world`
-            )
-            return yield* init(service, urls)
-          }
-          const made = yield* ensureGolden(world, service, slice, urls, init, false)
-          const golden = made.slice
-          // a spare copy made ahead of time is renamed into place: the new world costs a rename, not a copy
-          const fromSpare = yield* takeSpare(service, adapter, made, slice)
-          const cloned = fromSpare ? Either.right(undefined) : yield* adapter.clone(golden, slice).pipe(Effect.either)
-          if (cloned._tag === "Right") {
-            yield* registry.touchSlice(made.rowId)
-            yield* replenish(service, adapter, made)
-            return
-          }
-          // correctness never depends on cloning: an empty slice plus migrate and seed gives the same world
+  /** Fills a slice that was just made (or left half-made): a copy of the golden where it can, else migrate + seed. */
+  const initialize = (
+    world: SliceWorld,
+    service: Model.SliceService,
+    adapter: Adapter,
+    slice: Slice,
+    urls: ReadonlyMap<string, string>,
+    init: SliceInit
+  ): Effect.Effect<void, SliceError> =>
+    Effect.gen(function* () {
+      const failure = adapterFailure(world.name, service.name, service.adapter)
+      if (service.cloneFrom === "golden") {
+        if (!adapter.capabilities.clone) {
           yield* event(
             world,
             service.name,
             "clone_fallback",
-            `cloning ${golden.name} failed (${cloned.left.kind}: ${cloned.left.message}); running migrate and seed instead`
+            `the ${service.adapter} adapter cannot clone: running migrate and seed for this world`
           )
-          yield* adapter.teardown(slice).pipe(Effect.mapError(failure))
-          yield* adapter.provision(slice).pipe(Effect.mapError(failure))
+          return yield* init(service, urls)
         }
-        yield* init(service, urls)
-      })
-
-    /**
-     * Provisions (or finds) every slice of the world and fills the new ones; returns each one's address. A slice
-     * whose filling fails is dropped again, so the next `up` starts clean.
-     */
-    const provision = Effect.fn("Slices.provision")(function* (
-      world: SliceWorld,
-      services: ReadonlyArray<Model.SliceService>,
-      env: (name: string) => string | undefined,
-      init: SliceInit
-    ) {
-      const urls = new Map<string, string>()
-      const pending: Array<{ service: Model.SliceService; adapter: Adapter; slice: Slice; rowId: number }> = []
-      const rowsBefore = yield* registry.slices(world.id)
-      const before = new Map(rowsBefore.map((r) => [r.service, r]))
-      // a slice whose service left berth.toml is not this world's any more: kept on its server (never dropped on a
-      // config edit) and handed to gc, which drops it on its next sweep; the world's status no longer lists it
-      const configured = new Set(services.map((s) => s.name))
-      for (const row of rowsBefore) {
-        if (configured.has(row.service)) continue
-        yield* registry.detachSlice(row.id)
+        const made = yield* ensureGolden(world, service, slice, urls, init, false)
+        const golden = made.slice
+        // a spare copy made ahead of time is renamed into place: the new world costs a rename, not a copy
+        const fromSpare = yield* takeSpare(service, adapter, made, slice)
+        const cloned = fromSpare ? Either.right(undefined) : yield* adapter.clone(golden, slice).pipe(Effect.either)
+        if (cloned._tag === "Right") {
+          yield* registry.touchSlice(made.rowId)
+          yield* replenish(service, adapter, made)
+          return
+        }
+        // correctness never depends on cloning: an empty slice plus migrate and seed gives the same world
         yield* event(
           world,
-          row.service,
-          "slice_detached",
-          `slice ${row.service} (${row.adapter} ${row.name}) is no longer in berth.toml: kept on its server; only an explicit \`berth gc\` drops it`
+          service.name,
+          "clone_fallback",
+          `cloning ${golden.name} failed (${cloned.left.kind}: ${cloned.left.message}); running migrate and seed instead`
         )
+        yield* adapter.teardown(slice).pipe(Effect.mapError(failure))
+        yield* adapter.provision(slice).pipe(Effect.mapError(failure))
       }
-      for (const service of services) {
-        const adapter = yield* implementation(service.adapter)
-        if (service.adminUrl !== undefined) {
-          const missing = unresolvedIn(resolveTemplate(service.adminUrl, { services: new Map(), env }))
-          if (missing.length > 0) {
-            return yield* new InvalidRequest({
-              reason: `world ${world.name}: slice ${service.name}: ${missing.map((t) => `${t} is not set`).join(", ")}`
-            })
-          }
-        }
-        const slice = describe(world, service, env)
-        const failure = adapterFailure(world.name, service.name, service.adapter)
-        const previous = before.get(service.name)
-        const wasReady = previous?.state === "ready" && previous.name === slice.name
-        // a new slice with a golden is made by copying it: no empty slice first (the copy replaces what is there)
-        const copyable = service.cloneFrom === "golden" && adapter.capabilities.clone && !wasReady
-        const { row, fresh } = yield* busy(
-          slice,
-          Effect.gen(function* () {
-            const row = yield* registry.recordSlice({
-              worldId: world.id,
-              project: world.project,
-              service: service.name,
-              adapter: service.adapter,
-              name: slice.name,
-              adminUrl: slice.adminUrl ?? null,
-              storage: slice.storage,
-              options: slice.options,
-              goldenKey: null
-            })
-            yield* recordServer(slice)
-            if (copyable) return { row, fresh: true }
-            const created = yield* adapter.provision(slice).pipe(Effect.mapError(failure))
-            if (created || wasReady) return { row, fresh: created }
-            // a crash left it half-filled: drop what is there and start from empty
-            yield* adapter.teardown(slice).pipe(Effect.mapError(failure))
-            yield* adapter.provision(slice).pipe(Effect.mapError(failure))
-            return { row, fresh: true }
+      yield* init(service, urls)
+    })
+
+  /**
+   * Provisions (or finds) every slice of the world and fills the new ones; returns each one's address. A slice
+   * whose filling fails is dropped again, so the next `up` starts clean.
+   */
+  const provision = Effect.fn("Slices.provision")(function* (
+    world: SliceWorld,
+    services: ReadonlyArray<Model.SliceService>,
+    env: (name: string) => string | undefined,
+    init: SliceInit
+  ) {
+    const urls = new Map<string, string>()
+    const pending: Array<{ service: Model.SliceService; adapter: Adapter; slice: Slice; rowId: number }> = []
+    const rowsBefore = yield* registry.slices(world.id)
+    const before = new Map(rowsBefore.map((r) => [r.service, r]))
+    // a slice whose service left berth.toml is not this world's any more: kept on its server (never dropped on a
+    // config edit) and handed to gc, which drops it on its next sweep; the world's status no longer lists it
+    const configured = new Set(services.map((s) => s.name))
+    for (const row of rowsBefore) {
+      if (configured.has(row.service)) continue
+      yield* registry.detachSlice(row.id)
+      yield* event(
+        world,
+        row.service,
+        "slice_detached",
+        `slice ${row.service} (${row.adapter} ${row.name}) is no longer in berth.toml: kept on its server; only an explicit \`berth gc\` drops it`
+      )
+    }
+    for (const service of services) {
+      const adapter = yield* implementation(service.adapter)
+      if (service.adminUrl !== undefined) {
+        const missing = unresolvedIn(resolveTemplate(service.adminUrl, { services: new Map(), env }))
+        if (missing.length > 0) {
+          return yield* new InvalidRequest({
+            reason: `world ${world.name}: slice ${service.name}: ${missing.map((t) => `${t} is not set`).join(", ")}`
           })
-        )
-        // a slice still to be copied may not have an address yet (a Redis DB is numbered when it is made)
-        const url = copyable
-          ? Option.getOrUndefined(yield* Effect.option(adapter.resolve(slice)))
-          : yield* adapter.resolve(slice).pipe(Effect.mapError(failure))
-        if (url !== undefined) {
-          yield* registry.setSliceUrl(row.id, url)
-          urls.set(service.name, url)
-        }
-        if (fresh) {
-          yield* registry.markSliceProvisioning(row.id)
-          pending.push({ service, adapter, slice, rowId: row.id })
         }
       }
-      for (const p of pending) {
-        yield* busy(p.slice, initialize(world, p.service, p.adapter, p.slice, urls, init)).pipe(
-          Effect.tapError(() =>
-            Effect.zipRight(Effect.ignore(p.adapter.teardown(p.slice)), Effect.ignore(registry.forgetSlice(p.rowId)))
-          )
-        )
-        // the address may have moved (a fallback re-provisioned it)
-        const url = yield* p.adapter
-          .resolve(p.slice)
-          .pipe(Effect.mapError(adapterFailure(world.name, p.service.name, p.service.adapter)))
-        yield* registry.setSliceUrl(p.rowId, url)
-        urls.set(p.service.name, url)
-        yield* registry.markSliceReady(p.rowId)
-      }
-      return urls
-    })
-
-    /** The addresses of slices already provisioned (for `env` of a world that is down). */
-    const addresses = Effect.fn("Slices.addresses")(function* (worldId: number) {
-      const out = new Map<string, string>()
-      for (const row of yield* registry.slices(worldId)) if (row.url !== null) out.set(row.service, row.url)
-      return out
-    })
-
-    /**
-     * Drops every slice recorded for the world (idempotent); the registry row goes once the slice is gone. With
-     * `keepOnFailure`, a slice that cannot be dropped now (its server is down) stays recorded for gc instead of
-     * failing the caller.
-     */
-    const teardown = Effect.fn("Slices.teardown")(function* (
-      world: Pick<SliceWorld, "id" | "name">,
-      options: { readonly only?: ReadonlySet<string>; readonly keepOnFailure?: boolean } = {}
-    ) {
-      const left: Array<string> = []
-      for (const row of yield* registry.slices(world.id)) {
-        if (options.only !== undefined && !options.only.has(row.service)) continue
-        const adapter = yield* implementation(row.adapter)
-        const dropped = yield* adapter.teardown(fromRow(row, world.name)).pipe(
-          Effect.mapError(adapterFailure(world.name, row.service, row.adapter)),
-          Effect.as(true),
-          Effect.catchAll((e) =>
-            options.keepOnFailure === true ? Effect.as(Effect.logWarning(e.reason), false) : Effect.fail(e)
-          )
-        )
-        if (dropped) yield* registry.forgetSlice(row.id)
-        else left.push(row.service)
-      }
-      return left
-    })
-
-    /** Rebuilds the golden of one slice service now, from the given world's worktree and environment. */
-    const rebuildGolden = Effect.fn("Slices.rebuildGolden")(function* (
-      world: SliceWorld,
-      service: Model.SliceService,
-      env: (name: string) => string | undefined,
-      init: SliceInit
-    ) {
-      const urls = yield* addresses(world.id)
-      const golden = yield* ensureGolden(world, service, describe(world, service, env), urls, init, true)
-      return golden.slice.name
-    })
-
-    /** What a crash or a vanished world left behind: see `domain/gc.ts`. */
-    const gc = Effect.fn("Slices.gc")(function* (
-      dryRun: boolean,
-      env: Readonly<Record<string, string>> = {},
-      /** the daemon's own sweep: a slice whose service left berth.toml waits for the user's explicit `berth gc` */
-      automatic = false
-    ) {
-      const rows = yield* registry.slices()
-      const worldEnvs = new Map((yield* registry.worlds()).map((w) => [w.id, w.env ?? {}]))
-      const servers = new Map<string, Slice>()
-      /**
-       * A row recorded by an older berth may hold an unresolved `${env.…}` admin_url: it is resolved with its world's
-       * environment, else the caller's; one that still cannot be resolved is skipped, never guessed.
-       */
-      const sliceOfRow = (row: SliceRow) => {
-        const slice = fromRow(row, "(gc)")
-        if (slice.adminUrl === undefined || !slice.adminUrl.includes("${")) return slice
-        const own = row.worldId === null ? undefined : worldEnvs.get(row.worldId)
-        const resolved = resolveTemplate(slice.adminUrl, {
-          services: new Map(),
-          env: (name) => own?.[name] ?? env[name]
+      const slice = describe(world, service, env)
+      const failure = adapterFailure(world.name, service.name, service.adapter)
+      const previous = before.get(service.name)
+      const wasReady = previous?.state === "ready" && previous.name === slice.name
+      // a new slice with a golden is made by copying it: no empty slice first (the copy replaces what is there)
+      const copyable = service.cloneFrom === "golden" && adapter.capabilities.clone && !wasReady
+      const { row, fresh } = yield* busy(
+        slice,
+        Effect.gen(function* () {
+          const row = yield* registry.recordSlice({
+            worldId: world.id,
+            project: world.project,
+            service: service.name,
+            adapter: service.adapter,
+            name: slice.name,
+            adminUrl: slice.adminUrl ?? null,
+            storage: slice.storage,
+            options: slice.options,
+            goldenKey: null
+          })
+          yield* recordServer(slice)
+          if (copyable) return { row, fresh: true }
+          const created = yield* adapter.provision(slice).pipe(Effect.mapError(failure))
+          if (created || wasReady) return { row, fresh: created }
+          // a crash left it half-filled: drop what is there and start from empty
+          yield* adapter.teardown(slice).pipe(Effect.mapError(failure))
+          yield* adapter.provision(slice).pipe(Effect.mapError(failure))
+          return { row, fresh: true }
         })
-        return { ...slice, adminUrl: resolved.value }
+      )
+      // a slice still to be copied may not have an address yet (a Redis DB is numbered when it is made)
+      const url = copyable
+        ? Option.getOrUndefined(yield* Effect.option(adapter.resolve(slice)))
+        : yield* adapter.resolve(slice).pipe(Effect.mapError(failure))
+      if (url !== undefined) {
+        yield* registry.setSliceUrl(row.id, url)
+        urls.set(service.name, url)
       }
-      for (const row of rows) servers.set(serverOf(sliceOfRow(row)), sliceOfRow(row))
-      for (const s of yield* registry.sliceServers()) {
-        const scope: Slice = {
-          adapter: s.adapter,
-          project: "(gc)",
-          world: "(gc)",
-          service: "(gc)",
-          name: "(gc)",
-          owner,
-          storage: s.storage,
-          adminUrl: s.adminUrl ?? undefined,
-          options: s.options
-        }
-        if (!servers.has(serverOf(scope))) servers.set(serverOf(scope), scope)
+      if (fresh) {
+        yield* registry.markSliceProvisioning(row.id)
+        pending.push({ service, adapter, slice, rowId: row.id })
       }
-      const listings: Array<{ server: string; names: ReadonlyArray<string> }> = []
-      const unreachable: Array<GcReport["unreachable"][number]> = []
-      for (const [server, scope] of servers) {
-        const adapter = yield* implementation(scope.adapter).pipe(Effect.option)
-        if (adapter._tag === "None") continue
-        if (scope.adminUrl?.includes("${")) {
-          const missing = unresolvedIn(resolveTemplate(scope.adminUrl, { services: new Map(), env: () => undefined }))
-          unreachable.push({
-            adapter: scope.adapter,
-            where: scope.adminUrl,
-            error: `${missing.join(", ")} not set: export it and run \`berth gc\` again`
-          })
-          continue
-        }
-        const listed = yield* adapter.value.list(scope).pipe(Effect.either)
-        if (listed._tag === "Left") {
-          unreachable.push({ adapter: scope.adapter, where: where(scope), error: listed.left.message })
-          continue
-        }
-        // golden names are this installation's too; only names the registry does not know are candidates
-        listings.push({ server, names: listed.right })
-      }
-      const down = new Set(unreachable.map((u) => u.where))
-      const plan = gcPlan({
-        rows: rows.map((row) => ({
-          id: row.id,
-          worldId: row.worldId,
-          project: row.project,
-          service: row.service,
-          name: row.name,
-          server: serverOf(sliceOfRow(row)),
-          golden: row.role === "golden",
-          spare: row.role === "spare",
-          detached: row.role === "detached",
-          key: row.goldenKey,
-          state: row.state,
-          usedAt: row.usedAt
-        })),
-        listings,
-        inFlight: new Set(inFlight.keys()),
-        // the names of every existing world's slices begin so: such a name is never taken for an orphan
-        livePrefixes: (yield* registry.worlds()).map((w) => `${sliceIdentifier([w.projectName, w.slug], NAME_LIMIT)}_`)
-      })
-      const entries: Array<GcEntry> = []
-      for (const action of plan) {
-        if (automatic && action.reason === "no longer in berth.toml") continue
-        const scope = servers.get(action.server)
-        if (scope === undefined || down.has(where(scope))) continue
-        const slice: Slice = { ...scope, name: action.name }
-        const base = { reason: action.reason, adapter: scope.adapter, where: where(scope), name: action.name }
-        if (dryRun) {
-          entries.push({ ...base, outcome: "would drop", error: undefined })
-          continue
-        }
-        const adapter = yield* implementation(scope.adapter)
-        const claimed = yield* claimForDrop(slice)
-        // made busy since the plan was drawn: a world is provisioning it now
-        if (claimed === undefined) continue
-        const result = yield* adapter.teardown(slice).pipe(
-          Effect.either,
-          Effect.tap((r) =>
-            r._tag === "Right" && action.rowId !== undefined ? registry.forgetSlice(action.rowId) : Effect.void
-          ),
-          Effect.ensuring(Effect.sync(() => dropping.delete(claimed)))
+    }
+    for (const p of pending) {
+      yield* busy(p.slice, initialize(world, p.service, p.adapter, p.slice, urls, init)).pipe(
+        Effect.tapError(() =>
+          Effect.zipRight(Effect.ignore(p.adapter.teardown(p.slice)), Effect.ignore(registry.forgetSlice(p.rowId)))
         )
-        if (result._tag === "Left") {
-          entries.push({ ...base, outcome: "failed", error: result.left.message })
-          continue
-        }
-        entries.push({ ...base, outcome: "dropped", error: undefined })
-      }
-      return { entries, unreachable } satisfies GcReport
-    })
-
-    return { owner, provision, addresses, teardown, rebuildGolden, gc } as const
+      )
+      // the address may have moved (a fallback re-provisioned it)
+      const url = yield* p.adapter
+        .resolve(p.slice)
+        .pipe(Effect.mapError(adapterFailure(world.name, p.service.name, p.service.adapter)))
+      yield* registry.setSliceUrl(p.rowId, url)
+      urls.set(p.service.name, url)
+      yield* registry.markSliceReady(p.rowId)
+    }
+    return urls
   })
-}) {}
+
+  /** The addresses of slices already provisioned (for `env` of a world that is down). */
+  const addresses = Effect.fn("Slices.addresses")(function* (worldId: number) {
+    const out = new Map<string, string>()
+    for (const row of yield* registry.slices(worldId)) if (row.url !== null) out.set(row.service, row.url)
+    return out
+  })
+
+  /**
+   * Drops every slice recorded for the world (idempotent); the registry row goes once the slice is gone. With
+   * `keepOnFailure`, a slice that cannot be dropped now (its server is down) stays recorded for gc instead of
+   * failing the caller.
+   */
+  const teardown = Effect.fn("Slices.teardown")(function* (
+    world: Pick<SliceWorld, "id" | "name">,
+    options: { readonly only?: ReadonlySet<string>; readonly keepOnFailure?: boolean } = {}
+  ) {
+    const left: Array<string> = []
+    for (const row of yield* registry.slices(world.id)) {
+      if (options.only !== undefined && !options.only.has(row.service)) continue
+      const adapter = yield* implementation(row.adapter)
+      const dropped = yield* adapter.teardown(fromRow(row, world.name)).pipe(
+        Effect.mapError(adapterFailure(world.name, row.service, row.adapter)),
+        Effect.as(true),
+        Effect.catchAll((e) =>
+          options.keepOnFailure === true ? Effect.as(Effect.logWarning(e.reason), false) : Effect.fail(e)
+        )
+      )
+      if (dropped) yield* registry.forgetSlice(row.id)
+      else left.push(row.service)
+    }
+    return left
+  })
+
+  /** Rebuilds the golden of one slice service now, from the given world's worktree and environment. */
+  const rebuildGolden = Effect.fn("Slices.rebuildGolden")(function* (
+    world: SliceWorld,
+    service: Model.SliceService,
+    env: (name: string) => string | undefined,
+    init: SliceInit
+  ) {
+    const urls = yield* addresses(world.id)
+    const golden = yield* ensureGolden(world, service, describe(world, service, env), urls, init, true)
+    return golden.slice.name
+  })
+
+  /** What a crash or a vanished world left behind: see `domain/gc.ts`. */
+  const gc = Effect.fn("Slices.gc")(function* (
+    dryRun: boolean,
+    env: Readonly<Record<string, string>> = {},
+    /** the daemon's own sweep: a slice whose service left berth.toml waits for the user's explicit `berth gc` */
+    automatic = false
+  ) {
+    const rows = yield* registry.slices()
+    const worldEnvs = new Map((yield* registry.worlds()).map((w) => [w.id, w.env ?? {}]))
+    const servers = new Map<string, Slice>()
+    /**
+     * A row recorded by an older berth may hold an unresolved `${env.…}` admin_url: it is resolved with its world's
+     * environment, else the caller's; one that still cannot be resolved is skipped, never guessed.
+     */
+    const sliceOfRow = (row: SliceRow) => {
+      const slice = fromRow(row, "(gc)")
+      if (slice.adminUrl === undefined || !slice.adminUrl.includes("${")) return slice
+      const own = row.worldId === null ? undefined : worldEnvs.get(row.worldId)
+      const resolved = resolveTemplate(slice.adminUrl, {
+        services: new Map(),
+        env: (name) => own?.[name] ?? env[name]
+      })
+      return { ...slice, adminUrl: resolved.value }
+    }
+    for (const row of rows) servers.set(serverOf(sliceOfRow(row)), sliceOfRow(row))
+    for (const s of yield* registry.sliceServers()) {
+      const scope: Slice = {
+        adapter: s.adapter,
+        project: "(gc)",
+        world: "(gc)",
+        service: "(gc)",
+        name: "(gc)",
+        owner,
+        storage: s.storage,
+        adminUrl: s.adminUrl ?? undefined,
+        options: s.options
+      }
+      if (!servers.has(serverOf(scope))) servers.set(serverOf(scope), scope)
+    }
+    const listings: Array<{ server: string; names: ReadonlyArray<string> }> = []
+    const unreachable: Array<GcReport["unreachable"][number]> = []
+    for (const [server, scope] of servers) {
+      const adapter = yield* implementation(scope.adapter).pipe(Effect.option)
+      if (adapter._tag === "None") continue
+      if (scope.adminUrl?.includes("${")) {
+        const missing = unresolvedIn(resolveTemplate(scope.adminUrl, { services: new Map(), env: () => undefined }))
+        unreachable.push({
+          adapter: scope.adapter,
+          where: scope.adminUrl,
+          error: `${missing.join(", ")} not set: export it and run \`berth gc\` again`
+        })
+        continue
+      }
+      const listed = yield* adapter.value.list(scope).pipe(Effect.either)
+      if (listed._tag === "Left") {
+        unreachable.push({ adapter: scope.adapter, where: where(scope), error: listed.left.message })
+        continue
+      }
+      // golden names are this installation's too; only names the registry does not know are candidates
+      listings.push({ server, names: listed.right })
+    }
+    const down = new Set(unreachable.map((u) => u.where))
+    const plan = gcPlan({
+      rows: rows.map((row) => ({
+        id: row.id,
+        worldId: row.worldId,
+        project: row.project,
+        service: row.service,
+        name: row.name,
+        server: serverOf(sliceOfRow(row)),
+        golden: row.role === "golden",
+        spare: row.role === "spare",
+        detached: row.role === "detached",
+        key: row.goldenKey,
+        state: row.state,
+        usedAt: row.usedAt
+      })),
+      listings,
+      inFlight: new Set(inFlight.keys()),
+      // the names of every existing world's slices begin so: such a name is never taken for an orphan
+      livePrefixes: (yield* registry.worlds()).map((w) => `${sliceIdentifier([w.projectName, w.slug], NAME_LIMIT)}_`)
+    })
+    const entries: Array<GcEntry> = []
+    for (const action of plan) {
+      if (automatic && action.reason === "no longer in berth.toml") continue
+      const scope = servers.get(action.server)
+      if (scope === undefined || down.has(where(scope))) continue
+      const slice: Slice = { ...scope, name: action.name }
+      const base = { reason: action.reason, adapter: scope.adapter, where: where(scope), name: action.name }
+      if (dryRun) {
+        entries.push({ ...base, outcome: "would drop", error: undefined })
+        continue
+      }
+      const adapter = yield* implementation(scope.adapter)
+      const claimed = yield* claimForDrop(slice)
+      // made busy since the plan was drawn: a world is provisioning it now
+      if (claimed === undefined) continue
+      const result = yield* adapter.teardown(slice).pipe(
+        Effect.either,
+        Effect.tap((r) =>
+          r._tag === "Right" && action.rowId !== undefined ? registry.forgetSlice(action.rowId) : Effect.void
+        ),
+        Effect.ensuring(Effect.sync(() => dropping.delete(claimed)))
+      )
+      if (result._tag === "Left") {
+        entries.push({ ...base, outcome: "failed", error: result.left.message })
+        continue
+      }
+      entries.push({ ...base, outcome: "dropped", error: undefined })
+    }
+    return { entries, unreachable } satisfies GcReport
+  })
+
+  return { owner, provision, addresses, teardown, rebuildGolden, gc } satisfies SlicesService
+})
+
+export const SlicesLive: Layer.Layer<Slices, never, Home | Registry> = Layer.scoped(Slices, make)

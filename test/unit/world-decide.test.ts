@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { decide, type WorldFacts } from "../../src/domain/reconcile.js"
+import { decide, type WorldFacts } from "../../src/domain/world-state.js"
 
 const facts = (f: Partial<WorldFacts>): WorldFacts => ({
   desired: "up",
@@ -9,10 +9,11 @@ const facts = (f: Partial<WorldFacts>): WorldFacts => ({
   worktreeReady: true,
   hasActor: false,
   liveProcesses: 0,
+  recorded: true,
   ...f
 })
 
-describe("reconcile.decide", () => {
+describe("decide", () => {
   it.each<[string, Partial<WorldFacts>, ReturnType<typeof decide>]>([
     ["a running world after a daemon restart is adopted", {}, "adopt"],
     ["a world whose processes died while no daemon ran is adopted (restarted)", { liveProcesses: 0 }, "adopt"],
@@ -26,7 +27,7 @@ describe("reconcile.decide", () => {
     ],
     ["a deleted worktree is torn down even when an actor has it", { pathExists: false, hasActor: true }, "teardown"],
     ["the main checkout is never torn down for a missing folder", { pathExists: false, isMain: true }, "adopt"],
-    ["a world being removed is not torn down twice", { pathExists: false, observed: "removing" }, "adopt"],
+    ["a teardown a crash interrupted is finished", { pathExists: false, observed: "removing" }, "settle"],
     [
       "a removal a crash interrupted is finished",
       { desired: "removed", observed: "removing", pathExists: false },
@@ -37,7 +38,16 @@ describe("reconcile.decide", () => {
     ["a failed world wanted down stays as it is", { desired: "down", observed: "failed" }, "none"],
     ["a stopped world with live processes has them stopped", { desired: "down", liveProcesses: 1 }, "stop-strays"],
     ["a stopped world with nothing alive needs nothing", { desired: "down", observed: "stopped" }, "none"],
-    ["a removed world's strays are stopped with it", { desired: "removed", liveProcesses: 1 }, "settle"]
+    ["a removed world's strays are stopped with it", { desired: "removed", liveProcesses: 1 }, "settle"],
+    ["a world created and never started waits for its up", { observed: "stopped", recorded: false }, "none"],
+    [
+      "a world queued when the daemon went comes back through the gate",
+      { observed: "queued", recorded: false },
+      "adopt"
+    ],
+    ["a suspended world queues to resume", { observed: "suspended", recorded: false }, "adopt"],
+    ["a failed world's strays are stopped", { observed: "failed", liveProcesses: 2 }, "stop-strays"],
+    ["a world with processes nobody watches is adopted again", { observed: "running", liveProcesses: 2 }, "adopt"]
   ])("%s", (_, f, expected) => {
     expect(decide(facts(f))).toBe(expected)
   })

@@ -1,0 +1,457 @@
+/**
+ * In-memory stand-ins for the engine's services, for driving actors under a TestClock: processes are handles whose
+ * exit the test decides, health verdicts are flags the test sets, the machine reads what the test staged. Each fake
+ * is a pair: the service (to provide under the real Tag) and a control the test holds.
+ */
+import * as Clock from "effect/Clock"
+import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
+import * as TestServices from "effect/TestServices"
+import type { PressureTargetsService, PressureWorld } from "../../src/actors/PressureMonitor.js"
+import type { Readings } from "../../src/domain/admission.js"
+import type { HealthCheck } from "../../src/domain/config/model.js"
+import { InternalError } from "../../src/domain/errors.js"
+import type { ListenerVerdict } from "../../src/domain/proc.js"
+import type { ExitStatus } from "../../src/domain/restart.js"
+import type { AdmissionService } from "../../src/services/Admission.js"
+import {
+  defaultCheck,
+  type HealthService,
+  makeLogWatcher,
+  type ProbeContext,
+  pollUntilHealthy
+} from "../../src/services/Health.js"
+import { Home, homePaths } from "../../src/services/Home.js"
+import { Machine, type MachineService } from "../../src/services/Machine.js"
+import {
+  type ProcessHandle,
+  type ProcessesService,
+  SpawnFailed,
+  type SpawnSpec,
+  type StopOutcome
+} from "../../src/services/Processes.js"
+import { Registry, type RegistryService } from "../../src/services/Registry.js"
+
+/** What a test waited for never happened. */
+export class NeverHappened extends Data.TaggedError("NeverHappened")<{ readonly what: string }> {
+  override get message(): string {
+    return `never happened: ${this.what}`
+  }
+}
+
+/**
+ * Waits (on the real clock, so a TestClock nobody advances cannot hang it) for `effect` to succeed, failing the test
+ * with `what` after a few seconds. A safety net only: nothing waits on it for time to pass.
+ */
+export const within = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | NeverHappened, R> =>
+  TestServices.provideLive(
+    effect.pipe(Effect.timeoutFail({ duration: Duration.seconds(5), onTimeout: () => new NeverHappened({ what }) }))
+  )
+
+/** The first value of `ref` that satisfies `predicate` (the current one included). */
+export const awaitRef = <A>(what: string, ref: SubscriptionRef.SubscriptionRef<A>, predicate: (a: A) => boolean) =>
+  within(
+    what,
+    ref.changes.pipe(
+      Stream.filter(predicate),
+      Stream.runHead,
+      Effect.flatMap(Option.match({ onNone: () => Effect.dieMessage(`${what}: stream ended`), onSome: Effect.succeed }))
+    )
+  )
+
+// ---------------------------------------------------------------------------------------------------------------
+// Processes
+
+/** One spawned (or adopted) fake process. */
+export interface FakeProcess {
+  readonly handle: ProcessHandle
+  readonly spec: SpawnSpec
+  /** the leader is alive */
+  readonly alive: boolean
+  /** something of its group lives on after the leader left (a command that forked and exited) */
+  readonly lingering: boolean
+  /** how `stop` was asked to end it, if it was */
+  readonly stoppedWithGraceMs: number | undefined
+}
+
+export interface FakeProcessesControl {
+  /** every process spawned or adopted, in order */
+  readonly all: Effect.Effect<ReadonlyArray<FakeProcess>>
+  /** the n-th process (1-based), once it has been spawned */
+  readonly nth: (n: number) => Effect.Effect<FakeProcess, NeverHappened>
+  /** how many processes were spawned (not adopted) so far */
+  readonly spawnCount: Effect.Effect<number>
+  /** The leader exits with `status`; with `lingering`, its group stays alive until `endGroup`. */
+  readonly exit: (
+    process: FakeProcess,
+    status: ExitStatus,
+    options?: { readonly lingering?: boolean }
+  ) => Effect.Effect<void>
+  /** the last members of a lingering group are gone */
+  readonly endGroup: (process: FakeProcess) => Effect.Effect<void>
+  /** the current record of a process (its `alive` and `stoppedWithGraceMs` as of now) */
+  readonly current: (process: FakeProcess) => Effect.Effect<FakeProcess>
+  /** the next spawn fails with this reason */
+  readonly failNextSpawn: (reason: string) => Effect.Effect<void>
+  /** A process that "outlived a previous daemon": running, known, never spawned here. */
+  readonly adoptable: (command: string) => Effect.Effect<FakeProcess>
+}
+
+interface Entry {
+  record: FakeProcess
+  readonly exit: Deferred.Deferred<ExitStatus>
+}
+
+export const makeFakeProcesses = Effect.gen(function* () {
+  const entries: Array<Entry> = []
+  const count = yield* SubscriptionRef.make(0)
+  const spawned = yield* SubscriptionRef.make(0)
+  let nextFailure: string | undefined
+  let detached = false
+
+  const entryOf = (handle: ProcessHandle) =>
+    entries.find((e) => e.record.handle.pid === handle.pid && e.record.handle.startTime === handle.startTime)
+
+  const add = (spec: SpawnSpec) =>
+    Effect.gen(function* () {
+      const pid = 1_000 + entries.length
+      const entry: Entry = {
+        record: {
+          handle: { pid, pgid: pid, startTime: `${pid}00` },
+          spec,
+          alive: true,
+          lingering: false,
+          stoppedWithGraceMs: undefined
+        },
+        exit: yield* Deferred.make<ExitStatus>()
+      }
+      entries.push(entry)
+      yield* SubscriptionRef.set(count, entries.length)
+      return entry
+    })
+
+  const end = (entry: Entry, status: ExitStatus, lingering: boolean) =>
+    Effect.gen(function* () {
+      entry.record = { ...entry.record, alive: false, lingering }
+      yield* Deferred.succeed(entry.exit, status)
+    })
+
+  const spawn = (spec: SpawnSpec) =>
+    Effect.gen(function* () {
+      if (nextFailure !== undefined) {
+        const reason = nextFailure
+        nextFailure = undefined
+        return yield* new SpawnFailed({ command: spec.command, cwd: spec.cwd, reason })
+      }
+      const entry = yield* add(spec)
+      yield* SubscriptionRef.update(spawned, (n) => n + 1)
+      return entry.record.handle
+    })
+
+  const stop = (handle: ProcessHandle, graceMs: number) =>
+    Effect.gen(function* () {
+      if (detached) return { _tag: "Detached" } satisfies StopOutcome
+      const entry = entryOf(handle)
+      if (entry === undefined) return { _tag: "Exited" } satisfies StopOutcome
+      entry.record = { ...entry.record, stoppedWithGraceMs: graceMs }
+      if (entry.record.alive || entry.record.lingering) {
+        yield* end(entry, { code: null, signal: "SIGTERM" }, false)
+      }
+      return { _tag: "Exited" } satisfies StopOutcome
+    })
+
+  const isRunning = (handle: ProcessHandle) =>
+    Effect.sync(() => {
+      const entry = entryOf(handle)
+      return entry !== undefined && (entry.record.alive || entry.record.lingering)
+    })
+
+  const awaitExit = (handle: ProcessHandle) => {
+    const entry = entryOf(handle)
+    return entry === undefined ? Effect.succeed<ExitStatus>({ code: null, signal: null }) : Deferred.await(entry.exit)
+  }
+
+  const service: ProcessesService = {
+    detach: Effect.sync(() => {
+      detached = true
+    }),
+    detached: Effect.sync(() => detached),
+    spawn,
+    spawnScoped: (spec, graceMs) => Effect.acquireRelease(spawn(spec), (handle) => stop(handle, graceMs)),
+    sweepOneShots: () => Effect.succeed(0),
+    isAlive: (handle) => Effect.sync(() => entryOf(handle)?.record.alive === true),
+    isRunning,
+    groupMembers: (pgid) =>
+      Effect.sync(() =>
+        entries
+          .filter((e) => e.record.handle.pgid === pgid && (e.record.alive || e.record.lingering))
+          .map((e) => e.record.handle.pid)
+      ),
+    stop,
+    awaitExit,
+    exits: awaitExit,
+    exitStatus: (handle) => {
+      const entry = entryOf(handle)
+      return entry === undefined
+        ? Effect.succeedNone
+        : Deferred.poll(entry.exit).pipe(
+            Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))
+          )
+    }
+  }
+
+  const control: FakeProcessesControl = {
+    all: Effect.sync(() => entries.map((e) => e.record)),
+    nth: (n) =>
+      Effect.zipRight(
+        awaitRef(`process #${n} to be spawned`, count, (c) => c >= n),
+        Effect.sync(() => entries[n - 1]!.record)
+      ),
+    spawnCount: SubscriptionRef.get(spawned),
+    exit: (process, status, options = {}) => {
+      const entry = entryOf(process.handle)
+      return entry === undefined ? Effect.void : end(entry, status, options.lingering === true)
+    },
+    endGroup: (process) =>
+      Effect.sync(() => {
+        const entry = entryOf(process.handle)
+        if (entry !== undefined) entry.record = { ...entry.record, lingering: false }
+      }),
+    current: (process) => Effect.sync(() => entryOf(process.handle)?.record ?? process),
+    failNextSpawn: (reason) =>
+      Effect.sync(() => {
+        nextFailure = reason
+      }),
+    adoptable: (command) => Effect.map(add({ command, cwd: "/", env: {}, logFile: "/dev/null" }), (e) => e.record)
+  }
+  return { service, control } as const
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// Health
+
+export interface FakeHealthControl {
+  /** Every attempt for the service logging to `logFile` passes from now on (or, with false, misses). */
+  readonly setHealthy: (logFile: string, healthy: boolean) => Effect.Effect<void>
+  /** what the listener judge says about the service's port from now on (default: the group's own) */
+  readonly setListener: (verdict: ListenerVerdict) => Effect.Effect<void>
+  /** attempts made so far for the service logging to `logFile` */
+  readonly attempts: (logFile: string) => Effect.Effect<number>
+}
+
+/**
+ * Health whose attempts answer what the test set, per service (named by its log file). `waitHealthy` polls with the
+ * real schedule and timeout (`pollUntilHealthy`), so a TestClock drives it as it drives the real one.
+ */
+export const makeFakeHealth = Effect.sync(() => {
+  const healthy = new Map<string, boolean>()
+  const attempts = new Map<string, number>()
+  let listener: ListenerVerdict = { _tag: "Ours" }
+
+  const attempt = (ctx: ProbeContext) =>
+    Effect.sync(() => {
+      attempts.set(ctx.logFile, (attempts.get(ctx.logFile) ?? 0) + 1)
+      return healthy.get(ctx.logFile) === true
+    })
+
+  const service: HealthService = {
+    probe: (_check: HealthCheck, ctx) => attempt(ctx),
+    prober: (_check, ctx) => Effect.succeed(attempt(ctx)),
+    waitHealthy: (check, ctx, confirm) => pollUntilHealthy(check, attempt(ctx), confirm),
+    defaultCheck,
+    makeLogWatcher,
+    listenerJudge: () => Effect.succeed(() => Effect.sync(() => listener))
+  }
+
+  const control: FakeHealthControl = {
+    setHealthy: (logFile, value) =>
+      Effect.sync(() => {
+        healthy.set(logFile, value)
+      }),
+    setListener: (verdict) =>
+      Effect.sync(() => {
+        listener = verdict
+      }),
+    attempts: (logFile) => Effect.sync(() => attempts.get(logFile) ?? 0)
+  }
+  return { service, control } as const
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// Machine, and what Admission needs beside it
+
+export const GiB = 1024 ** 3
+
+export interface FakeMachineControl {
+  /** available memory, as a percentage of 16 GiB, from the next reading on */
+  readonly setMemoryPercent: (percent: number) => Effect.Effect<void>
+  /** free space of every watched filesystem from the next reading on */
+  readonly setDiskFree: (bytes: number) => Effect.Effect<void>
+  /** how many times the machine was read */
+  readonly reads: Effect.Effect<number>
+}
+
+/** A 16 GiB machine with `memoryPercent` available and plenty of disk, until the test says otherwise. */
+export const makeFakeMachine = (memoryPercent = 80) =>
+  Effect.sync(() => {
+    let percent = memoryPercent
+    let diskFree = 500 * GiB
+    let reads = 0
+    const service: MachineService = {
+      read: (paths): Effect.Effect<Readings> =>
+        Effect.sync(() => {
+          reads++
+          return {
+            memTotalBytes: 16 * GiB,
+            memAvailableBytes: (16 * GiB * percent) / 100,
+            disks: paths.slice(0, 1).map((path) => ({ path, freeBytes: diskFree }))
+          }
+        })
+    }
+    const control: FakeMachineControl = {
+      setMemoryPercent: (p) =>
+        Effect.sync(() => {
+          percent = p
+        }),
+      setDiskFree: (bytes) =>
+        Effect.sync(() => {
+          diskFree = bytes
+        }),
+      reads: Effect.sync(() => reads)
+    }
+    return { service, control } as const
+  })
+
+/**
+ * A Registry that keeps settings in memory and dies on anything else: what the code under test touches beyond the
+ * settings shows up as a loud failure instead of a silent default.
+ */
+export const settingsRegistry = (initial: Readonly<Record<string, unknown>> = {}): RegistryService => {
+  const settings = new Map<string, unknown>(Object.entries(initial))
+  const implemented: Partial<RegistryService> = {
+    getSetting: (key) => Effect.sync(() => settings.get(key)),
+    setSetting: (key, value) =>
+      Effect.sync(() => {
+        settings.set(key, value)
+      })
+  }
+  return new Proxy(implemented, {
+    get: (target, key) =>
+      Reflect.get(target, key) ?? (() => Effect.dieMessage(`Registry.${String(key)} is not faked in this test`))
+  }) as RegistryService
+}
+
+/** Home and Registry for an Admission under test: nothing is written anywhere. */
+export const admissionDependencies = (machine: MachineService, settings: Readonly<Record<string, unknown>> = {}) =>
+  Layer.mergeAll(
+    Layer.succeed(Machine, machine),
+    Layer.succeed(Registry, settingsRegistry(settings)),
+    Layer.succeed(Home, homePaths("/berth-test-home"))
+  )
+
+// ---------------------------------------------------------------------------------------------------------------
+// The worlds the pressure monitor acts on
+
+export interface FakeWorldsControl {
+  /** A running world that holds a permit (claimed, as after a restart); `holds: false` leaves it without one. */
+  readonly add: (world: {
+    readonly id: number
+    readonly startedAt: number
+    readonly idleSuspendMs?: number
+    readonly holds?: boolean
+  }) => Effect.Effect<void>
+  /** a request reached the world's routes at `at` */
+  readonly request: (id: number, at: number) => Effect.Effect<void>
+  /** what happened, in order: `suspend 3`, `idle 3`, `resume 3` */
+  readonly events: SubscriptionRef.SubscriptionRef<ReadonlyArray<string>>
+  /** the reasons given to `suspend`, by world */
+  readonly reasons: Effect.Effect<ReadonlyMap<number, string>>
+  /** the next `running` fails, as a registry that cannot be read would */
+  readonly failNextRead: Effect.Effect<void>
+}
+
+/**
+ * Worlds as the monitor sees them, and a `suspend` that does what a WorldActor does with the gate: it gives its permit
+ * back and, suspended for memory, marks the gate recovering and rejoins the line at once, running again (a fresh
+ * `startedAt`) when admitted; suspended for idleness it only lets go.
+ */
+export const makeFakeWorlds = (admission: AdmissionService) =>
+  Effect.gen(function* () {
+    const worlds = new Map<
+      number,
+      { startedAt: number; running: boolean; lastRequestAt: number | undefined; idleSuspendMs: number | undefined }
+    >()
+    const events = yield* SubscriptionRef.make<ReadonlyArray<string>>([])
+    const reasons = new Map<number, string>()
+    let failNext = false
+    const log = (event: string) => SubscriptionRef.update(events, (all) => [...all, event])
+
+    const service: PressureTargetsService = {
+      running: Effect.suspend(() => {
+        if (failNext) {
+          failNext = false
+          return Effect.fail(new InternalError({ reason: "state database: disk I/O error" }))
+        }
+        return Effect.succeed(
+          [...worlds]
+            .filter(([, w]) => w.running)
+            .map(
+              ([id, w]): PressureWorld => ({
+                id,
+                name: `world-${id}`,
+                startedAt: w.startedAt,
+                idleSuspendMs: Effect.sync(() => w.idleSuspendMs),
+                lastRequestAt: Effect.sync(() => w.lastRequestAt)
+              })
+            )
+        )
+      }),
+      suspend: (id, reason, requeue) =>
+        Effect.gen(function* () {
+          const w = worlds.get(id)
+          if (w === undefined) return
+          w.running = false
+          reasons.set(id, reason)
+          yield* admission.release(id)
+          yield* log(`${requeue ? "suspend" : "idle"} ${id}`)
+          if (!requeue) return
+          yield* admission.suspended
+          const permit = yield* admission.enter(id, yield* Clock.currentTimeMillis)
+          yield* Deferred.await(permit)
+          w.running = true
+          w.startedAt = yield* Clock.currentTimeMillis
+          yield* admission.resumed
+          yield* log(`resume ${id}`)
+        })
+    }
+
+    const control: FakeWorldsControl = {
+      add: (world) =>
+        Effect.gen(function* () {
+          worlds.set(world.id, {
+            startedAt: world.startedAt,
+            running: true,
+            lastRequestAt: undefined,
+            idleSuspendMs: world.idleSuspendMs
+          })
+          if (world.holds !== false) yield* admission.claim(world.id)
+        }),
+      request: (id, at) =>
+        Effect.sync(() => {
+          const w = worlds.get(id)
+          if (w !== undefined) w.lastRequestAt = at
+        }),
+      events,
+      reasons: Effect.sync(() => new Map(reasons)),
+      failNextRead: Effect.sync(() => {
+        failNext = true
+      })
+    }
+    return { service, control } as const
+  })

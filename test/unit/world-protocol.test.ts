@@ -1,0 +1,37 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as Schema from "effect/Schema"
+import * as Protocol from "../../src/actors/protocol.js"
+import { StartFailed } from "../../src/domain/errors.js"
+
+const commands: ReadonlyArray<Protocol.WorldCommand> = [
+  new Protocol.Up({ selection: { services: ["api"], groups: [] }, env: { PATH: "/bin", TOKEN: "s3cret" } }),
+  new Protocol.Down(),
+  new Protocol.Reload({ env: {} }),
+  new Protocol.Remove({ force: true }),
+  new Protocol.Vanished(),
+  new Protocol.RebuildGolden({ service: "db", env: {} }),
+  new Protocol.Suspend({ reason: "memory", requeue: true }),
+  new Protocol.Wake(),
+  new Protocol.Withdraw()
+]
+
+describe("the world protocol", () => {
+  it.each(commands.map((c) => [c._tag, c] as const))("%s survives the wire unchanged", (_, command) => {
+    const json = JSON.parse(JSON.stringify(Schema.encodeSync(Protocol.WorldCommand)(command)))
+    const back = Schema.decodeUnknownSync(Protocol.WorldCommand)(json)
+    expect(back).toBeInstanceOf(command.constructor)
+    expect(back).toEqual(command)
+  })
+
+  it("carries a world's typed failures across", () => {
+    const failure = new StartFailed({ world: "w", service: "api", reason: "exit 1", logTail: ["boom"] })
+    const json = JSON.parse(JSON.stringify(Schema.encodeSync(Protocol.WorldFailure)(failure)))
+    const back = Schema.decodeUnknownSync(Protocol.WorldFailure)(json)
+    expect(back).toBeInstanceOf(StartFailed)
+    expect(back.message).toBe(failure.message)
+  })
+
+  it("is an RPC group with one RPC per command: what a cluster entity is made of", () => {
+    expect([...Protocol.WorldRpcs.requests.keys()].sort()).toEqual(commands.map((c) => c._tag).sort())
+  })
+})
