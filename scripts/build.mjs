@@ -9,6 +9,10 @@ import * as esbuild from "esbuild"
 import { createHash, randomUUID } from "node:crypto"
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 
+// BERTH_DIST builds elsewhere (inside the project, so node_modules resolves): a second build for tests that must not
+// replace the daemons of a suite running against dist/
+const out = process.env.BERTH_DIST ?? "dist"
+
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"))
 
 const shared = {
@@ -48,7 +52,7 @@ const entry = await esbuild.build({
   ...shared,
   entryPoints: ["src/cli/entry.ts"],
   write: false,
-  outfile: "dist/berth.cjs",
+  outfile: `${out}/berth.cjs`,
   format: "cjs",
   define: {
     BERTH_VERSION: version,
@@ -69,16 +73,16 @@ if (
   throw new Error(`dist/berth.cjs's entry grew too large: ${entryInputs.map(([f]) => f).join(", ")}`)
 }
 
-mkdirSync("dist", { recursive: true })
-writeFileSync("dist/berth.cjs", `#!/usr/bin/env node\n${commented}\n${entry.outputFiles[0].text}`, { mode: 0o755 })
+mkdirSync(out, { recursive: true })
+writeFileSync(`${out}/berth.cjs`, `#!/usr/bin/env node\n${commented}\n${entry.outputFiles[0].text}`, { mode: 0o755 })
 // an older build's ESM entry would otherwise linger beside it
-rmSync("dist/berth.mjs", { force: true })
+rmSync(`${out}/berth.mjs`, { force: true })
 
 // the command users run. The CLI talks only to its daemon over a unix socket, so it starts Node without the
 // NODE_EXTRA_CA_CERTS bundle, whose loading costs tens of milliseconds per start; the value is handed on, unchanged,
 // to the daemon and to every process of a world (src/cli/entry.ts puts it back).
 writeFileSync(
-  "dist/berth",
+  `${out}/berth`,
   `#!/bin/sh
 # berth's launcher: starts the CLI (dist/berth.cjs) without loading NODE_EXTRA_CA_CERTS, which the CLI does not
 # need; the value is handed on to the daemon and the worlds' processes unchanged.
@@ -105,7 +109,7 @@ await esbuild.build({
   ...shared,
   minify: false,
   entryPoints: { index: "src/index.ts" },
-  outdir: "dist",
+  outdir: out,
   outExtension: { ".js": ".mjs" },
   format: "esm",
   packages: "external",
@@ -120,7 +124,7 @@ const sdk = await esbuild.build({
   ...shared,
   minify: false,
   entryPoints: { "adapter-sdk": "src/adapter-sdk/index.ts" },
-  outdir: "dist",
+  outdir: out,
   outExtension: { ".js": ".mjs" },
   format: "esm",
   write: true

@@ -9,7 +9,8 @@ import { resolve } from "node:path"
 import pg from "pg"
 
 /** the launcher users run; BERTH_CHAOS_BIN points the chaos tests at another build (a baseline, say) */
-export const chaosBin = process.env.BERTH_CHAOS_BIN ?? resolve(import.meta.dirname, "../../dist/berth")
+export const chaosBin =
+  process.env.BERTH_CHAOS_BIN ?? resolve(import.meta.dirname, "../..", process.env.BERTH_TEST_DIST ?? "dist", "berth")
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 

@@ -7,8 +7,8 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 
-/** the command users run: the launcher, which starts dist/berth.cjs */
-export const berthBin = resolve(import.meta.dirname, "../../dist/berth")
+/** the command users run: the launcher, which starts dist/berth.cjs (BERTH_TEST_DIST: another build folder) */
+export const berthBin = resolve(import.meta.dirname, "../..", process.env.BERTH_TEST_DIST ?? "dist", "berth")
 
 if (!existsSync(berthBin)) throw new Error(`${berthBin} is missing: run \`npm run build\` first`)
 
