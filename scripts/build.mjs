@@ -19,7 +19,7 @@ const shared = {
   bundle: true,
   platform: "node",
   target: "node20",
-  minify: true,
+  minify: process.env.BERTH_MINIFY !== "0",
   keepNames: false,
   legalComments: "none",
   metafile: true,

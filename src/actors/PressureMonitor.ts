@@ -13,7 +13,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
-import { describeWait, shouldIdle, suspendNow } from "../domain/admission.js"
+import { describeWait, shouldIdle, suspendNow, underPressure } from "../domain/admission.js"
 import type { InternalError } from "../domain/errors.js"
 import { Admission, SAMPLE_EVERY_MS } from "../services/Admission.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
@@ -62,6 +62,8 @@ export class PressureTargets extends Context.Tag("berth/PressureTargets")<Pressu
 
 /** The engine's worlds: rows from the registry, idleness from their config and the router, suspension by `Worlds`. */
 const IDLE_CONFIG_MS = 15_000
+/** idleness is looked at least this often (more often when a world's `idle_suspend` is shorter) */
+const IDLE_CHECK_MS = 10_000
 
 export const PressureTargetsLive: Layer.Layer<PressureTargets, never, Worlds | Registry | Router | ConfigFiles> =
   Layer.effect(
@@ -114,16 +116,29 @@ export const monitorPressure = Effect.gen(function* () {
   let lastSuspendAt: number | undefined
   const settle = settleMs()
   const dwell = dwellMs()
+  /** when the worlds were last looked at for idleness, and the shortest `idle_suspend` seen then */
+  let idleCheckedAt: number | undefined
+  let shortestIdleMs = Number.POSITIVE_INFINITY
   const tick = Effect.gen(function* () {
     yield* admission.sample
-    const running = (yield* targets.running).filter((w) => admission.holds(w.id))
     // the Effect clock, not Date.now(): the same in the daemon, and a TestClock drives dwell and settle in tests
     const now = yield* Clock.currentTimeMillis
+    // at rest (memory fine, no idleness due) a tick reads nothing else: looking at every world every two seconds was
+    // most of an idle daemon's work. Idleness is looked at a few times per the shortest `idle_suspend`, at most 10 s apart.
+    const idleDue = idleCheckedAt === undefined || now - idleCheckedAt >= Math.min(IDLE_CHECK_MS, shortestIdleMs / 3)
+    const pressed = underPressure(yield* admission.readings, yield* admission.settings)?._tag === "Ram"
+    if (!idleDue && !pressed) return
+    const running = (yield* targets.running).filter((w) => admission.holds(w.id))
     // `[project] idle_suspend`: a world whose routes saw no request for that long sleeps until its next one
     const idled = new Set<number>()
-    for (const w of running) {
+    if (idleDue) {
+      idleCheckedAt = now
+      shortestIdleMs = Number.POSITIVE_INFINITY
+    }
+    for (const w of idleDue ? running : []) {
       const idleMs = yield* w.idleSuspendMs
       if (idleMs === undefined) continue
+      shortestIdleMs = Math.min(shortestIdleMs, idleMs)
       const last = Math.max((yield* w.lastRequestAt) ?? 0, w.startedAt)
       if (!shouldIdle(now, last, idleMs)) continue
       idled.add(w.id)

@@ -60,8 +60,11 @@ export class SpawnFailed extends Data.TaggedError("SpawnFailed")<{
 const POLL_MS = 50
 /** after the final SIGKILL: how long to wait for the kernel to finish the group off before giving up */
 const KILL_SETTLE_MS = 2_000
-/** awaitExit on a process this daemon did not spawn can only watch /proc */
-const ADOPTED_POLL_MS = 200
+/**
+ * awaitExit on a process this daemon did not spawn can only watch /proc: one poller looks at every adopted process
+ * together (after a daemon restart with dozens of worlds up, one fiber per process was most of the daemon's idle CPU)
+ */
+const ADOPTED_POLL_MS = 500
 
 /** A real-time sleep: independent of the Effect Clock, still interruptible where interruption is allowed. */
 const sleepMs = (ms: number): Effect.Effect<void> =>
@@ -89,8 +92,8 @@ const readStatSync = (pid: number): ProcStat | undefined => {
   }
 }
 
-const readStat = (pid: number): Effect.Effect<ProcStat | undefined> =>
-  Effect.promise(() => fsp.readFile(`/proc/${pid}/stat`, "utf8").then(parseStat, () => undefined))
+/** One /proc file is read synchronously: the kernel answers at once, and it spares four thread-pool round trips. */
+const readStat = (pid: number): Effect.Effect<ProcStat | undefined> => Effect.sync(() => readStatSync(pid))
 
 /** Marks the one-off commands of a world in their environment, so a later daemon can find what a crash left running. */
 export const ONESHOT_VARIABLE = "BERTH_ONESHOT"
@@ -321,9 +324,41 @@ const make = Effect.sync((): ProcessesService => {
   const awaitExit = Effect.fn("Processes.awaitExit")(function* (handle: ProcessHandle) {
     const known = spawned.get(handle.pid)
     if (known !== undefined && known.startTime === handle.startTime) return yield* Deferred.await(known.exit)
-    while (yield* isAlive(handle)) yield* sleepMs(ADOPTED_POLL_MS)
+    const key = `${handle.pid}:${handle.startTime}`
+    let gone = adopted.get(key)
+    if (gone === undefined) {
+      gone = { handle, exit: yield* Deferred.make<void>() }
+      adopted.set(key, gone)
+      if (!polling) {
+        polling = true
+        yield* Effect.forkDaemon(pollAdopted)
+      }
+    }
+    yield* Deferred.await(gone.exit)
     return { code: null, signal: null } satisfies ExitStatus
   })
+
+  /** processes this daemon adopted and someone awaits the end of, by pid and start time */
+  const adopted = new Map<string, { readonly handle: ProcessHandle; readonly exit: Deferred.Deferred<void> }>()
+  let polling = false
+  const pollAdopted: Effect.Effect<void> = Effect.gen(function* () {
+    while (adopted.size > 0) {
+      yield* sleepMs(ADOPTED_POLL_MS)
+      for (const [key, w] of adopted) {
+        if (isSame(readStatSync(w.handle.pid), w.handle.pid, w.handle.startTime)) continue
+        adopted.delete(key)
+        yield* Deferred.succeed(w.exit, undefined)
+      }
+    }
+  }).pipe(
+    // one that joined while the poller was leaving is not left unwatched
+    Effect.ensuring(
+      Effect.suspend(() => {
+        polling = adopted.size > 0
+        return polling ? Effect.asVoid(Effect.forkDaemon(pollAdopted)) : Effect.void
+      })
+    )
+  )
 
   /** The exit of a child of this daemon if it has already happened; none while it runs or when it is not ours. */
   const exitStatus = Effect.fn("Processes.exitStatus")(function* (handle: ProcessHandle) {

@@ -320,6 +320,21 @@ interface WorldRecord {
   readonly started_at: number | null
 }
 
+/**
+ * JSON columns parsed once per distinct text: the reconciler and the pressure monitor read every world every few
+ * seconds, and parsing each world's whole environment each time was most of the daemon's work at rest. The parsed
+ * values are shared, so they are frozen.
+ */
+const parsedJson = new Map<string, unknown>()
+const parseOnce = <A>(text: string): A => {
+  const known = parsedJson.get(text)
+  if (known !== undefined) return known as A
+  if (parsedJson.size >= 1_000) parsedJson.clear()
+  const value = Object.freeze(JSON.parse(text) as A)
+  parsedJson.set(text, value)
+  return value
+}
+
 const toWorld = (r: WorldRecord): WorldRow => ({
   id: r.id,
   projectId: r.project_id,
@@ -336,8 +351,8 @@ const toWorld = (r: WorldRecord): WorldRow => ({
   reason: r.reason,
   setupDone: r.setup_done === 1,
   worktreeReady: r.worktree_ready === 1,
-  selection: r.selection === null ? { services: [], groups: [] } : (JSON.parse(r.selection) as WorldRow["selection"]),
-  env: r.env === null ? null : (JSON.parse(r.env) as Record<string, string>),
+  selection: r.selection === null ? { services: [], groups: [] } : parseOnce<WorldRow["selection"]>(r.selection),
+  env: r.env === null ? null : parseOnce<Record<string, string>>(r.env),
   createdAt: r.created_at,
   startedAt: r.started_at
 })

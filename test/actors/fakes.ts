@@ -1,8 +1,10 @@
 /**
  * In-memory stand-ins for the engine's services, for driving actors under a TestClock: processes are handles whose
- * exit the test decides, health verdicts are flags the test sets, the machine reads what the test staged. Each fake
- * is a pair: the service (to provide under the real Tag) and a control the test holds.
+ * exit the test decides, health verdicts are flags the test sets, the machine reads what the test staged, slices are
+ * addresses kept in memory. Each fake is a pair: the service (to provide under the real Tag) and a control the test
+ * holds.
  */
+import { basename } from "node:path"
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
@@ -15,7 +17,7 @@ import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as TestServices from "effect/TestServices"
 import type { PressureTargetsService, PressureWorld } from "../../src/actors/PressureMonitor.js"
 import type { Readings } from "../../src/domain/admission.js"
-import type { HealthCheck } from "../../src/domain/config/model.js"
+import type { HealthCheck, SliceService } from "../../src/domain/config/model.js"
 import { InternalError } from "../../src/domain/errors.js"
 import type { ListenerVerdict } from "../../src/domain/proc.js"
 import type { ExitStatus } from "../../src/domain/restart.js"
@@ -37,6 +39,7 @@ import {
   type StopOutcome
 } from "../../src/services/Processes.js"
 import { Registry, type RegistryService } from "../../src/services/Registry.js"
+import type { SlicesService } from "../../src/services/slices/Slices.js"
 
 /** What a test waited for never happened. */
 export class NeverHappened extends Data.TaggedError("NeverHappened")<{ readonly what: string }> {
@@ -87,6 +90,8 @@ export interface FakeProcessesControl {
   readonly nth: (n: number) => Effect.Effect<FakeProcess, NeverHappened>
   /** how many processes were spawned (not adopted) so far */
   readonly spawnCount: Effect.Effect<number>
+  /** the pids `stop` ended, in the order it ended them */
+  readonly stopOrder: Effect.Effect<ReadonlyArray<number>>
   /** The leader exits with `status`; with `lingering`, its group stays alive until `endGroup`. */
   readonly exit: (
     process: FakeProcess,
@@ -101,6 +106,11 @@ export interface FakeProcessesControl {
   readonly failNextSpawn: (reason: string) => Effect.Effect<void>
   /** A process that "outlived a previous daemon": running, known, never spawned here. */
   readonly adoptable: (command: string) => Effect.Effect<FakeProcess>
+  /**
+   * Processes as the next daemon sees them: the same processes (they outlive a daemon), through a service that has not
+   * let go of them (`detach` is per daemon).
+   */
+  readonly nextDaemon: Effect.Effect<ProcessesService>
 }
 
 interface Entry {
@@ -113,7 +123,7 @@ export const makeFakeProcesses = Effect.gen(function* () {
   const count = yield* SubscriptionRef.make(0)
   const spawned = yield* SubscriptionRef.make(0)
   let nextFailure: string | undefined
-  let detached = false
+  const stopOrder: Array<number> = []
 
   const entryOf = (handle: ProcessHandle) =>
     entries.find((e) => e.record.handle.pid === handle.pid && e.record.handle.startTime === handle.startTime)
@@ -154,13 +164,14 @@ export const makeFakeProcesses = Effect.gen(function* () {
       return entry.record.handle
     })
 
-  const stop = (handle: ProcessHandle, graceMs: number) =>
+  const stop = (handle: ProcessHandle, graceMs: number, detached: boolean) =>
     Effect.gen(function* () {
       if (detached) return { _tag: "Detached" } satisfies StopOutcome
       const entry = entryOf(handle)
       if (entry === undefined) return { _tag: "Exited" } satisfies StopOutcome
       entry.record = { ...entry.record, stoppedWithGraceMs: graceMs }
       if (entry.record.alive || entry.record.lingering) {
+        stopOrder.push(handle.pid)
         yield* end(entry, { code: null, signal: "SIGTERM" }, false)
       }
       return { _tag: "Exited" } satisfies StopOutcome
@@ -177,34 +188,40 @@ export const makeFakeProcesses = Effect.gen(function* () {
     return entry === undefined ? Effect.succeed<ExitStatus>({ code: null, signal: null }) : Deferred.await(entry.exit)
   }
 
-  const service: ProcessesService = {
-    detach: Effect.sync(() => {
-      detached = true
-    }),
-    detached: Effect.sync(() => detached),
-    spawn,
-    spawnScoped: (spec, graceMs) => Effect.acquireRelease(spawn(spec), (handle) => stop(handle, graceMs)),
-    sweepOneShots: () => Effect.succeed(0),
-    isAlive: (handle) => Effect.sync(() => entryOf(handle)?.record.alive === true),
-    isRunning,
-    groupMembers: (pgid) =>
-      Effect.sync(() =>
-        entries
-          .filter((e) => e.record.handle.pgid === pgid && (e.record.alive || e.record.lingering))
-          .map((e) => e.record.handle.pid)
-      ),
-    stop,
-    awaitExit,
-    exits: awaitExit,
-    exitStatus: (handle) => {
-      const entry = entryOf(handle)
-      return entry === undefined
-        ? Effect.succeedNone
-        : Deferred.poll(entry.exit).pipe(
-            Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))
-          )
+  /** one daemon's Processes: what it let go of is its own affair, the processes are shared */
+  const daemonView = (): ProcessesService => {
+    let detached = false
+    const stopHere = (handle: ProcessHandle, graceMs: number) => Effect.suspend(() => stop(handle, graceMs, detached))
+    return {
+      detach: Effect.sync(() => {
+        detached = true
+      }),
+      detached: Effect.sync(() => detached),
+      spawn,
+      spawnScoped: (spec, graceMs) => Effect.acquireRelease(spawn(spec), (handle) => stopHere(handle, graceMs)),
+      sweepOneShots: () => Effect.succeed(0),
+      isAlive: (handle) => Effect.sync(() => entryOf(handle)?.record.alive === true),
+      isRunning,
+      groupMembers: (pgid) =>
+        Effect.sync(() =>
+          entries
+            .filter((e) => e.record.handle.pgid === pgid && (e.record.alive || e.record.lingering))
+            .map((e) => e.record.handle.pid)
+        ),
+      stop: stopHere,
+      awaitExit,
+      exits: awaitExit,
+      exitStatus: (handle) => {
+        const entry = entryOf(handle)
+        return entry === undefined
+          ? Effect.succeedNone
+          : Deferred.poll(entry.exit).pipe(
+              Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))
+            )
+      }
     }
   }
+  const service = daemonView()
 
   const control: FakeProcessesControl = {
     all: Effect.sync(() => entries.map((e) => e.record)),
@@ -214,6 +231,7 @@ export const makeFakeProcesses = Effect.gen(function* () {
         Effect.sync(() => entries[n - 1]!.record)
       ),
     spawnCount: SubscriptionRef.get(spawned),
+    stopOrder: Effect.sync(() => [...stopOrder]),
     exit: (process, status, options = {}) => {
       const entry = entryOf(process.handle)
       return entry === undefined ? Effect.void : end(entry, status, options.lingering === true)
@@ -228,7 +246,8 @@ export const makeFakeProcesses = Effect.gen(function* () {
       Effect.sync(() => {
         nextFailure = reason
       }),
-    adoptable: (command) => Effect.map(add({ command, cwd: "/", env: {}, logFile: "/dev/null" }), (e) => e.record)
+    adoptable: (command) => Effect.map(add({ command, cwd: "/", env: {}, logFile: "/dev/null" }), (e) => e.record),
+    nextDaemon: Effect.sync(daemonView)
   }
   return { service, control } as const
 })
@@ -239,6 +258,13 @@ export const makeFakeProcesses = Effect.gen(function* () {
 export interface FakeHealthControl {
   /** Every attempt for the service logging to `logFile` passes from now on (or, with false, misses). */
   readonly setHealthy: (logFile: string, healthy: boolean) => Effect.Effect<void>
+  /**
+   * The same for every service named `service`, whatever its world (its log file is `<service>.log`), unless its log
+   * file was set on its own: for tests that do not know a world's id before its services start.
+   */
+  readonly setServiceHealthy: (service: string, healthy: boolean) => Effect.Effect<void>
+  /** what a service nothing was set for answers (misses, until this says otherwise) */
+  readonly setDefault: (healthy: boolean) => Effect.Effect<void>
   /** what the listener judge says about the service's port from now on (default: the group's own) */
   readonly setListener: (verdict: ListenerVerdict) => Effect.Effect<void>
   /** attempts made so far for the service logging to `logFile` */
@@ -251,13 +277,15 @@ export interface FakeHealthControl {
  */
 export const makeFakeHealth = Effect.sync(() => {
   const healthy = new Map<string, boolean>()
+  const byService = new Map<string, boolean>()
+  let byDefault = false
   const attempts = new Map<string, number>()
   let listener: ListenerVerdict = { _tag: "Ours" }
 
   const attempt = (ctx: ProbeContext) =>
     Effect.sync(() => {
       attempts.set(ctx.logFile, (attempts.get(ctx.logFile) ?? 0) + 1)
-      return healthy.get(ctx.logFile) === true
+      return healthy.get(ctx.logFile) ?? byService.get(basename(ctx.logFile, ".log")) ?? byDefault
     })
 
   const service: HealthService = {
@@ -274,11 +302,78 @@ export const makeFakeHealth = Effect.sync(() => {
       Effect.sync(() => {
         healthy.set(logFile, value)
       }),
+    setServiceHealthy: (name, value) =>
+      Effect.sync(() => {
+        byService.set(name, value)
+      }),
+    setDefault: (value) =>
+      Effect.sync(() => {
+        byDefault = value
+      }),
     setListener: (verdict) =>
       Effect.sync(() => {
         listener = verdict
       }),
     attempts: (logFile) => Effect.sync(() => attempts.get(logFile) ?? 0)
+  }
+  return { service, control } as const
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// Slices
+
+export interface FakeSlicesControl {
+  /** what was asked, in order: `provision <world>/<service>` (made or found), `teardown <world>/<service>` */
+  readonly calls: Effect.Effect<ReadonlyArray<string>>
+  /** the slices that exist now, as `<world>/<service>` */
+  readonly existing: Effect.Effect<ReadonlyArray<string>>
+}
+
+/**
+ * Slices without a server: a world's slice is made on its first provision and filled by `init` (as a real one made
+ * just then is), found again on later ones; its address is `fake://<world slug>/<service>`. A teardown drops what the
+ * world has (or the services of `only`).
+ */
+export const makeFakeSlices = Effect.sync(() => {
+  const calls: Array<string> = []
+  /** by world id: the world's name and its slices' addresses by service */
+  const worlds = new Map<number, { readonly name: string; readonly urls: Map<string, string> }>()
+
+  const service: SlicesService = {
+    owner: "bfake",
+    provision: (world, services, _env, init) =>
+      Effect.gen(function* () {
+        const mine = worlds.get(world.id) ?? { name: world.name, urls: new Map<string, string>() }
+        worlds.set(world.id, mine)
+        const made: Array<SliceService> = []
+        for (const s of services) {
+          calls.push(`provision ${world.name}/${s.name}`)
+          if (mine.urls.has(s.name)) continue
+          mine.urls.set(s.name, `fake://${world.slug}/${s.name}`)
+          made.push(s)
+        }
+        // as the real one: every address is known before the new slices are filled
+        for (const s of made) yield* init(s, new Map(mine.urls))
+        return new Map(mine.urls)
+      }),
+    addresses: (worldId) => Effect.sync(() => new Map(worlds.get(worldId)?.urls ?? [])),
+    teardown: (world, options = {}) =>
+      Effect.sync(() => {
+        const mine = worlds.get(world.id)
+        for (const name of [...(mine?.urls.keys() ?? [])]) {
+          if (options.only !== undefined && !options.only.has(name)) continue
+          calls.push(`teardown ${world.name}/${name}`)
+          mine?.urls.delete(name)
+        }
+        return []
+      }),
+    rebuildGolden: (_world, s) => Effect.succeed(`golden-${s.name}`),
+    gc: () => Effect.succeed({ entries: [], unreachable: [] })
+  }
+
+  const control: FakeSlicesControl = {
+    calls: Effect.sync(() => [...calls]),
+    existing: Effect.sync(() => [...worlds.values()].flatMap((w) => [...w.urls.keys()].map((s) => `${w.name}/${s}`)))
   }
   return { service, control } as const
 })

@@ -19,7 +19,7 @@ import { killAll, portBlock, type Sandbox, sandbox } from "../e2e/harness.js"
 import { runExact, seedFrom } from "./helpers.js"
 
 const SEED = seedFrom("BERTH_FUZZ_SEED")
-const RUNS = Number(process.env.BERTH_FUZZ_RUNS ?? 200)
+const RUNS = Number(process.env.BERTH_FUZZ_RUNS ?? 120)
 
 /** every tag a failure crossing the socket may carry */
 const KNOWN_TAGS: ReadonlySet<string> = new Set(

@@ -1,0 +1,371 @@
+/**
+ * Whole worlds driven in-process (`test/actors/world.ts`): the real Worlds, WorldActors and ServiceActors, Registry,
+ * Ports, Git and Admission, with fake processes, health verdicts, machine and slices under a TestClock. What is
+ * asserted is what `Worlds.changes` streams, what `Worlds.status` answers and what the fake processes saw.
+ */
+import { existsSync } from "node:fs"
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as TestClock from "effect/TestClock"
+import { CONFIRM_MS } from "../../src/actors/ServiceActor.js"
+import { SAMPLE_EVERY_MS } from "../../src/services/Admission.js"
+import { awaitPending, eventually, passTime, type WorldHarness, worldHarness } from "./world.js"
+
+/**
+ * A slice and three processes: api and mail start together, worker once api is ready. Each has a check, so the fake
+ * Health decides when it is ready; worker restarts on failure after a 1 s backoff.
+ */
+const SHOP = `[project]
+name = "shop"
+
+[services.db]
+adapter = "dir"
+
+[services.api]
+cmd = "serve api --db \${db.url}"
+url = "api"
+health = { cmd = "check api" }
+
+[services.mail]
+cmd = "send mail"
+health = { cmd = "check mail" }
+
+[services.worker]
+cmd = "work"
+depends_on = ["api"]
+health = { cmd = "check worker" }
+restart = "on-failure"
+restart_backoff = "1s"
+`
+
+const WORKER_BACKOFF_MS = 1_000
+
+/** Every service passes its first check; each must then stay up CONFIRM_MS: api and mail together, then worker. */
+const startServices = Effect.gen(function* () {
+  yield* passTime("api and mail stay up after their checks passed", CONFIRM_MS, 2)
+  yield* passTime("worker stays up after its check passed", CONFIRM_MS)
+})
+
+/** `up` of the world, and the time its services need to be ready: it runs. */
+const bringUp = (h: WorldHarness, world: string) =>
+  Effect.gen(function* () {
+    yield* h.up(world)
+    yield* startServices
+    yield* h.awaitState(world, "running")
+  })
+
+const servicesOf = (h: WorldHarness, world: string) =>
+  Effect.map(h.status(world), (s) => (s?.services ?? []).filter((x) => x.kind === "process"))
+
+describe("a world driven in-process", () => {
+  it.scoped("up starts every service once and runs; down stops them all; its ports are kept across down and up", () =>
+    Effect.gen(function* () {
+      const h = yield* worldHarness(SHOP)
+      const { worlds, registry } = h.engine
+      yield* h.fakes.health.setDefault(true)
+
+      const upped = yield* h.up("alpha")
+      expect(upped.state).toBe("starting")
+      yield* startServices
+      yield* h.awaitState("alpha", "running")
+      expect(yield* h.moves("alpha")).toEqual(["stopped>starting", "starting>running"])
+
+      const spawned = yield* h.fakes.processes.all
+      expect(spawned.map((p) => p.spec.env.BERTH_SERVICE).sort()).toEqual(["api", "mail", "worker"])
+      expect(spawned.every((p) => p.alive)).toBe(true)
+      // the slice was made before any process, and its address reached the command that names it
+      expect(yield* h.fakes.slices.calls).toEqual(["provision alpha/db"])
+      const api = yield* h.process("alpha", "api")
+      expect(api.spec.command).toContain("fake://alpha/db")
+
+      const running = yield* servicesOf(h, "alpha")
+      expect(running.map((s) => [s.name, s.state])).toEqual([
+        ["api", "healthy"],
+        ["mail", "healthy"],
+        ["worker", "healthy"]
+      ])
+      const apiPort = running.find((s) => s.name === "api")?.port
+      expect(api.spec.env.PORT).toBe(String(apiPort))
+      const id = yield* h.idOf("alpha")
+      const leases = yield* registry.leases(id)
+      expect(leases.map((l) => [l.service, l.port])).toEqual([["api", apiPort]])
+
+      yield* worlds.down(h.ref("alpha"), false)
+      expect(yield* h.moves("alpha")).toEqual([
+        "stopped>starting",
+        "starting>running",
+        "running>stopping",
+        "stopping>stopped"
+      ])
+      const stopped = yield* h.fakes.processes.all
+      expect(stopped.every((p) => !p.alive && p.stoppedWithGraceMs !== undefined)).toBe(true)
+      // in reverse dependency order: worker before api, which it depends on
+      const order = yield* h.fakes.processes.stopOrder
+      const worker = yield* h.process("alpha", "worker")
+      expect(order.indexOf(worker.handle.pid)).toBeLessThan(order.indexOf(api.handle.pid))
+      expect(yield* registry.leases(id)).toEqual(leases)
+
+      // up again: new processes, the same ports, the slice found again rather than made
+      yield* h.up("alpha")
+      yield* startServices
+      yield* h.awaitState("alpha", "running")
+      expect((yield* h.moves("alpha")).slice(4)).toEqual(["stopped>starting", "starting>running"])
+      expect(yield* h.fakes.processes.spawnCount).toBe(6)
+      expect(yield* registry.leases(id)).toEqual(leases)
+      expect((yield* h.process("alpha", "api", 2)).spec.env.PORT).toBe(String(apiPort))
+      expect(yield* h.fakes.slices.calls).toEqual(["provision alpha/db", "provision alpha/db"])
+    })
+  )
+
+  it.scoped(
+    "with max_parallel = 1 a second world waits in line, starts when the first goes down, and leaves the line on down",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* worldHarness(SHOP)
+        const { worlds, admission } = h.engine
+        yield* h.fakes.health.setDefault(true)
+        yield* admission.setSettings({ maxParallel: 1 })
+        yield* bringUp(h, "alpha")
+
+        const beta = yield* h.up("beta")
+        expect(beta.state).toBe("queued")
+        expect(beta.reason).toBe("waiting for a slot (1 of 1 worlds run)")
+        expect(beta.queue).toEqual({ position: 1, waitingFor: "a slot (1 of 1 worlds run)" })
+        expect(yield* h.processesOf("beta", "api")).toEqual([])
+
+        // the first world's permit goes back with its down: the head of the line gets it
+        yield* worlds.down(h.ref("alpha"), false)
+        yield* h.awaitState("beta", "starting")
+        yield* startServices
+        yield* h.awaitState("beta", "running")
+        expect(yield* h.moves("beta")).toEqual(["stopped>queued", "queued>starting", "starting>running"])
+        expect((yield* h.status("beta"))?.queue).toBeUndefined()
+
+        // a down of a world still in line takes it out: it never starts, nothing of it is made
+        const gamma = yield* h.up("gamma")
+        expect(gamma.queue?.position).toBe(1)
+        yield* worlds.down(h.ref("gamma"), false)
+        expect(yield* h.moves("gamma")).toEqual(["stopped>queued", "queued>stopping", "stopping>stopped"])
+        expect(yield* admission.queue).toEqual([])
+        expect((yield* h.status("gamma"))?.queue).toBeUndefined()
+        for (const service of ["api", "mail", "worker"]) expect(yield* h.processesOf("gamma", service)).toEqual([])
+        expect((yield* h.fakes.slices.calls).filter((c) => c.includes("gamma"))).toEqual([])
+        // the world that runs was never disturbed
+        expect(yield* h.moves("beta")).toEqual(["stopped>queued", "queued>starting", "starting>running"])
+        expect(admission.holds(yield* h.idOf("beta"))).toBe(true)
+      })
+  )
+
+  it.scoped(
+    "a suspended world stops its processes, keeps its ports and slices, and comes back when there is room",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* worldHarness(SHOP)
+        const { worlds, registry } = h.engine
+        yield* h.fakes.health.setDefault(true)
+        yield* bringUp(h, "alpha")
+        const id = yield* h.idOf("alpha")
+        const leases = yield* registry.leases(id)
+        const first = yield* h.fakes.processes.all
+
+        // memory is plentiful: the world is back in line at once, admitted, and starts again
+        yield* worlds.suspend(id, "memory is short", true)
+        expect(yield* h.moves("alpha")).toEqual([
+          "stopped>starting",
+          "starting>running",
+          "running>suspending",
+          "suspending>suspended",
+          "suspended>starting"
+        ])
+        for (const p of first) expect((yield* h.fakes.processes.current(p)).alive).toBe(false)
+        yield* startServices
+        yield* h.awaitState("alpha", "running")
+        expect((yield* h.moves("alpha")).at(-1)).toBe("starting>running")
+        expect(yield* registry.leases(id)).toEqual(leases)
+        const api = yield* h.process("alpha", "api", 2)
+        expect(api.spec.env.PORT).toBe(String(leases[0]?.port))
+        // the slice was found again, never dropped
+        expect(yield* h.fakes.slices.calls).toEqual(["provision alpha/db", "provision alpha/db"])
+        expect(yield* h.fakes.slices.existing).toEqual(["alpha/db"])
+      })
+  )
+
+  it.scoped("a world suspended while memory is short stays suspended, in line, until a reading shows memory back", () =>
+    Effect.gen(function* () {
+      const h = yield* worldHarness(SHOP)
+      const { worlds, registry, admission } = h.engine
+      yield* h.fakes.health.setDefault(true)
+      yield* bringUp(h, "alpha")
+      const id = yield* h.idOf("alpha")
+      const leases = yield* registry.leases(id)
+
+      // the gate learns of the shortage at its next reading, at most SAMPLE_EVERY_MS away
+      yield* h.fakes.machine.setMemoryPercent(5)
+      expect(yield* h.nextReading).toBeLessThanOrEqual(SAMPLE_EVERY_MS)
+      yield* worlds.suspend(id, "memory is short", true)
+      const suspended = ["stopped>starting", "starting>running", "running>suspending", "suspending>suspended"]
+      expect(yield* h.moves("alpha")).toEqual(suspended)
+      const status = yield* h.status("alpha")
+      expect(status?.state).toBe("suspended")
+      expect(status?.queue?.position).toBe(1)
+      expect(status?.queue?.waitingFor).toMatch(/^memory \(5% free/)
+      expect(admission.holds(id)).toBe(false)
+
+      // another reading, still short: it stays where it is
+      expect(yield* h.nextReading).toBe(SAMPLE_EVERY_MS)
+      expect(yield* h.moves("alpha")).toEqual(suspended)
+      expect(yield* h.fakes.processes.spawnCount).toBe(3)
+
+      // memory is back: the next reading lets it in, and it starts on the ports it kept
+      yield* h.fakes.machine.setMemoryPercent(80)
+      expect(yield* h.nextReading).toBe(SAMPLE_EVERY_MS)
+      yield* h.awaitState("alpha", "starting")
+      yield* startServices
+      yield* h.awaitState("alpha", "running")
+      expect(yield* h.moves("alpha")).toEqual([...suspended, "suspended>starting", "starting>running"])
+      expect(yield* registry.leases(id)).toEqual(leases)
+      expect((yield* h.process("alpha", "api", 2)).spec.env.PORT).toBe(String(leases[0]?.port))
+      expect((yield* h.fakes.slices.calls).filter((c) => c.startsWith("teardown"))).toEqual([])
+      expect(yield* admission.counters).toMatchObject({ suspended: 1, resumed: 1 })
+    })
+  )
+
+  it.scoped("a service that dies before it is ready fails the start, stops the others and lets the next world in", () =>
+    Effect.gen(function* () {
+      const h = yield* worldHarness(SHOP)
+      const { admission } = h.engine
+      yield* h.fakes.health.setDefault(true)
+      // alpha's api never answers its check before it dies
+      yield* h.fakes.health.setServiceHealthy("api", false)
+      yield* admission.setSettings({ maxParallel: 1 })
+      yield* h.up("alpha")
+      const api = yield* h.process("alpha", "api")
+      const mail = yield* h.process("alpha", "mail")
+      yield* h.fakes.health.setHealthy(api.spec.logFile, false)
+      // beta's api will pass; beta waits for alpha's permit meanwhile
+      yield* h.fakes.health.setServiceHealthy("api", true)
+      expect((yield* h.up("beta")).state).toBe("queued")
+
+      yield* h.fakes.processes.exit(api, { code: 1, signal: null })
+      yield* h.awaitState("alpha", "failed")
+      expect(yield* h.moves("alpha")).toEqual(["stopped>starting", "starting>failed"])
+      const failed = yield* h.status("alpha")
+      expect(failed?.reason).toBe("api: exited (exit code 1)")
+      // the rest of the world is stopped; worker, which waited for api, never started
+      expect((yield* h.fakes.processes.current(mail)).alive).toBe(false)
+      expect((yield* h.fakes.processes.current(mail)).stoppedWithGraceMs).toBeDefined()
+      expect(yield* h.processesOf("alpha", "worker")).toEqual([])
+      expect(admission.holds(yield* h.idOf("alpha"))).toBe(false)
+
+      // the permit alpha gave back is beta's
+      yield* h.awaitState("beta", "starting")
+      yield* startServices
+      yield* h.awaitState("beta", "running")
+      expect(yield* h.moves("beta")).toEqual(["stopped>queued", "queued>starting", "starting>running"])
+    })
+  )
+
+  it.scoped("remove while the world is still starting interrupts the start and leaves nothing behind", () =>
+    Effect.gen(function* () {
+      const h = yield* worldHarness(SHOP)
+      const { worlds, registry, admission } = h.engine
+      yield* h.fakes.health.setDefault(true)
+      // api's check never passes: the start waits for it, and worker for api
+      yield* h.fakes.health.setServiceHealthy("api", false)
+      yield* h.up("alpha")
+      yield* h.process("alpha", "api")
+      yield* h.process("alpha", "mail")
+      const path = (yield* h.status("alpha"))?.path ?? ""
+      expect(existsSync(path)).toBe(true)
+
+      yield* worlds.remove(h.ref("alpha"), false)
+      expect(yield* h.moves("alpha")).toEqual(["stopped>starting", "starting>removing", "removing>removed"])
+      const all = yield* h.fakes.processes.all
+      expect(all.length).toBe(2)
+      expect(all.every((p) => !p.alive)).toBe(true)
+      expect(yield* h.status("alpha")).toBeUndefined()
+      expect(yield* h.fakes.slices.calls).toEqual(["provision alpha/db", "teardown alpha/db"])
+      expect(yield* h.fakes.slices.existing).toEqual([])
+      expect(yield* registry.leases()).toEqual([])
+      expect(yield* admission.running).toBe(0)
+      expect(existsSync(path)).toBe(false)
+    })
+  )
+
+  it.scoped(
+    "a ready service that crashes is restarted by its policy after its backoff, and the world stays running",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* worldHarness(SHOP)
+        yield* h.fakes.health.setDefault(true)
+        yield* bringUp(h, "alpha")
+        const worker = yield* h.process("alpha", "worker")
+
+        yield* h.fakes.processes.exit(worker, { code: 1, signal: null })
+        yield* awaitPending("worker's restart backoff", WORKER_BACKOFF_MS)
+        yield* TestClock.adjust(WORKER_BACKOFF_MS - 1)
+        expect(yield* h.processesOf("alpha", "worker")).toHaveLength(1)
+        yield* TestClock.adjust(1)
+        const again = yield* h.process("alpha", "worker", 2)
+        expect(again.alive).toBe(true)
+        // a restart is not an `up`: its check passing is enough, no confirmation wait
+        yield* eventually(
+          "worker healthy again after one restart",
+          Effect.map(servicesOf(h, "alpha"), (s) =>
+            s.some(
+              (x) => x.name === "worker" && x.state === "healthy" && x.restarts === 1 && x.pid === again.handle.pid
+            )
+          )
+        )
+        expect(yield* h.moves("alpha")).toEqual(["stopped>starting", "starting>running"])
+        expect((yield* h.status("alpha"))?.state).toBe("running")
+        // the others were left alone
+        expect(yield* h.fakes.processes.spawnCount).toBe(4)
+        expect((yield* h.fakes.processes.current(yield* h.process("alpha", "api"))).alive).toBe(true)
+      })
+  )
+
+  it.scoped(
+    "after a daemon restart, a running world is adopted: its live processes are watched, not spawned again",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* worldHarness(SHOP)
+        yield* h.fakes.health.setDefault(true)
+        yield* bringUp(h, "alpha")
+        const before = yield* h.fakes.processes.all
+        const pids = before.map((p) => p.handle.pid).sort()
+        // the processes are recorded (pid, pgid, start time) as they became ready
+        yield* eventually(
+          "every service recorded with its pid",
+          Effect.map(
+            servicesOf(h, "alpha"),
+            (s) =>
+              s
+                .map((x) => x.pid)
+                .sort()
+                .join() === pids.join()
+          )
+        )
+
+        const second = yield* h.restartDaemon
+        // the old daemon let go: nothing it ran was stopped
+        for (const p of before) expect((yield* h.fakes.processes.current(p)).alive).toBe(true)
+        // the new daemon's first reconcile pass
+        yield* second.worlds.reconcile()
+        yield* h.awaitMoves("alpha", 4)
+        yield* h.awaitState("alpha", "running")
+        // a running world being adopted goes through `starting` (its services are checked again) and runs
+        expect((yield* h.moves("alpha")).slice(2)).toEqual(["running>starting", "starting>running"])
+        expect(yield* h.fakes.processes.spawnCount).toBe(3)
+        for (const p of before) expect((yield* h.fakes.processes.current(p)).alive).toBe(true)
+        const adopted = yield* servicesOf(h, "alpha")
+        expect(adopted.map((s) => [s.name, s.state])).toEqual([
+          ["api", "healthy"],
+          ["mail", "healthy"],
+          ["worker", "healthy"]
+        ])
+        expect(adopted.map((s) => s.pid).sort()).toEqual(pids)
+        expect(second.admission.holds(yield* h.idOf("alpha"))).toBe(true)
+      })
+  )
+})
