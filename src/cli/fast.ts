@@ -9,7 +9,7 @@ import { exchange, type WireReply } from "../daemon/wire.js"
 import { definedEnv } from "../domain/environment.js"
 import { homePaths, resolveHome } from "../services/homePaths.js"
 import { isThisBuild } from "../version.js"
-import { renderDown, renderWorld } from "./render.js"
+import { queueLine, renderDown, renderWorld, worldOf } from "./render.js"
 
 interface Lean {
   readonly tag: string
@@ -18,6 +18,8 @@ interface Lean {
   readonly print: (value: unknown) => string
   /** `…Plain` endpoints answer failures as data, rendered by the daemon */
   readonly plain: boolean
+  /** an `up` that waits: while it does, its world's place in line is shown on stderr */
+  readonly line?: { readonly cwd: string; readonly world: string | undefined } | undefined
 }
 
 interface Parsed {
@@ -97,7 +99,8 @@ const match = (argv: ReadonlyArray<string>): Lean | undefined => {
         tag: "UpPlain",
         payload: { cwd, ...world, env, services: p.values.get("service") ?? [], groups: p.values.get("group") ?? [] },
         print: (value) => (json ? pretty(value) : renderWorld(value as WorldStatus).join("\n")),
-        plain: true
+        plain: true,
+        line: json ? undefined : { cwd, world: p.positional[0] }
       }
     }
     case "down":
@@ -128,6 +131,48 @@ const match = (argv: ReadonlyArray<string>): Lean | undefined => {
   }
 }
 
+/**
+ * While `pending` (an `up` that waits) runs, its world's place in line — if it is in line — is shown on stderr: one
+ * live line on a terminal, a line per change when piped; as the full CLI does.
+ */
+const showingLine = async <A>(socket: string, lean: Lean, pending: Promise<A>): Promise<A> => {
+  const line = lean.line
+  if (line === undefined) return pending
+  const tty = process.stderr.isTTY === true
+  let said: string | undefined
+  let done = false
+  const show = async () => {
+    const [reply] = await exchange(socket, [{ tag: "Status", payload: { cwd: line.cwd } }], 5_000)
+    if (done || reply?._tag !== "Success") return
+    const { worlds } = reply.value as { readonly worlds: ReadonlyArray<WorldStatus> }
+    const text = queueLine(worldOf(worlds, line.world, line.cwd))
+    if (text === undefined || text === said) return
+    said = text
+    process.stderr.write(tty ? `\r\u001b[2K${text}` : `${text}\n`)
+  }
+  let timer: NodeJS.Timeout | undefined
+  const tick = () => {
+    timer = setTimeout(
+      () => {
+        show()
+          .catch(() => undefined)
+          .finally(() => {
+            if (!done) tick()
+          })
+      },
+      said === undefined && timer === undefined ? 300 : 1_000
+    )
+  }
+  tick()
+  try {
+    return await pending
+  } finally {
+    done = true
+    clearTimeout(timer)
+    if (tty && said !== undefined) process.stderr.write("\r\u001b[2K")
+  }
+}
+
 /** True when the command was answered here (its output written and its exit code set). */
 export const tryFast = async (argv: ReadonlyArray<string>): Promise<boolean> => {
   const lean = match(argv)
@@ -139,7 +184,9 @@ export const tryFast = async (argv: ReadonlyArray<string>): Promise<boolean> => 
   // a read travels with the version check; a change waits for it, so a daemon of another version never acts on it
   const replies = lean.plain
     ? await exchange(home.socket, [ping], 10_000).then(async ([pong]) =>
-        sameVersion(pong) ? [pong, ...(await exchange(home.socket, [ask], 10 * 60_000))] : [pong]
+        sameVersion(pong)
+          ? [pong, ...(await showingLine(home.socket, lean, exchange(home.socket, [ask], 10 * 60_000)))]
+          : [pong]
       )
     : await exchange(home.socket, [ping, ask], 10_000)
   const [pong, reply] = replies

@@ -59,6 +59,27 @@ export const renderGc = (report: GcReport, dryRun: boolean): string => {
 }
 
 /** What `down` reports: each world and the state it reached. */
+/** What a waiting `up` says about its world's place in line, or undefined once it is not in line. */
+export const queueLine = (w: WorldStatus | undefined): string | undefined =>
+  w?.queue === undefined
+    ? undefined
+    : `${w.name}: ${w.state}, #${w.queue.position} in line, waiting for ${w.queue.waitingFor}`
+
+/**
+ * The world an `up` means among a project's statuses: the one named, or the one whose worktree holds `cwd` (the
+ * deepest, since worktrees may sit inside the main checkout).
+ */
+export const worldOf = (
+  worlds: ReadonlyArray<WorldStatus>,
+  name: string | undefined,
+  cwd: string
+): WorldStatus | undefined =>
+  name !== undefined
+    ? worlds.find((w) => w.name === name)
+    : worlds
+        .filter((w) => w.path !== "" && (cwd === w.path || cwd.startsWith(`${w.path}/`)))
+        .sort((a, b) => b.path.length - a.path.length)[0]
+
 export const renderDown = (worlds: ReadonlyArray<WorldStatus>): string =>
   worlds.map((w) => `${w.name}: ${w.state}`).join("\n")
 

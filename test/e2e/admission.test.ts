@@ -52,7 +52,8 @@ describe("admission", () => {
     const names = ["q1", "q2", "q3", "q4", "q5"]
     const ups: Array<Promise<RunResult>> = []
     for (const name of names) {
-      ups.push(run(["up", name, "--json"], 120_000))
+      // q5's up is a plain one, piped: it says where it stands in line, a line per change
+      ups.push(run(["up", name, ...(name === "q5" ? [] : ["--json"])], 120_000))
       // arrival order is the order the daemon hears them in
       await eventually(
         () => statusOf(box),
@@ -91,6 +92,10 @@ describe("admission", () => {
         expect(r.stderr).toMatch(/stopped before it was ready/)
       } else expect(r.code, `${names[i]}: ${r.stderr}`).toBe(0)
     }
+    const q5 = results[4]!
+    expect(q5.stderr).toMatch(/^q5: queued, #3 in line, waiting for a slot \(2 of 2 worlds run\)$/m)
+    expect(q5.stderr).toMatch(/^q5: queued, #1 in line, waiting for a slot/m)
+    expect(q5.stdout).toMatch(/q5/)
   }, 180_000)
 
   it("returns at once with --no-wait, saying the world is queued", async () => {

@@ -18,7 +18,7 @@ import type { WorldStatus } from "../../daemon/api.js"
 import { definedEnv } from "../../domain/environment.js"
 import { DaemonUnavailable } from "../../domain/errors.js"
 import { json, printJson } from "../output.js"
-import { renderDown, renderEnv, renderStatus, renderWorld } from "../render.js"
+import { queueLine, renderDown, renderEnv, renderStatus, renderWorld, worldOf } from "../render.js"
 
 const worldName = Args.text({ name: "name" }).pipe(
   Args.withDescription("the world: a branch name (default: the worktree you are in)"),
@@ -62,12 +62,6 @@ const noWait = Options.boolean("no-wait").pipe(
   Options.withDescription("answer at once, even while the world waits in line for room or is still starting")
 )
 
-/** What a waiting `up` says about its world's place in line, or undefined once it is not in line. */
-const queueLine = (w: WorldStatus | undefined) =>
-  w?.queue === undefined
-    ? undefined
-    : `${w.name}: ${w.state}, #${w.queue.position} in line, waiting for ${w.queue.waitingFor}`
-
 export const up = Command.make(
   "up",
   { name: worldName, services, groups, noWait, json },
@@ -84,7 +78,7 @@ export const up = Command.make(
         let said: string | undefined
         const show = Effect.gen(function* () {
           const { worlds } = yield* client.Status({ cwd: request.cwd })
-          const line = queueLine(worlds.find((w) => w.name === (name._tag === "Some" ? name.value : w.name)))
+          const line = queueLine(worldOf(worlds, name._tag === "Some" ? name.value : undefined, request.cwd))
           if (line === undefined || line === said || json) return
           said = line
           yield* Effect.sync(() => process.stderr.write(tty ? `\r\u001b[2K${line}` : `${line}\n`))
