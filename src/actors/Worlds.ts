@@ -491,6 +491,12 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       )
     })
 
+    /** A note in a world's history (an agent's tool call, say); the world must exist, nothing is created. */
+    const recordEvent = Effect.fn("Worlds.recordEvent")(function* (ref: WorldRef, kind: string, message: string) {
+      const w = yield* resolve(ref, false)
+      yield* registry.addEvent({ worldId: w.id, service: null, kind, message })
+    })
+
     /** Every move of every world's observed state from now on (process-compose's state stream, for embedders). */
     const changes: Stream.Stream<WorldChange> = Stream.fromPubSub(moves)
 
@@ -498,6 +504,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       up,
       waitReady,
       changes,
+      recordEvent,
       down,
       reload,
       remove,

@@ -10,6 +10,7 @@ import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { CliLive } from "../layers/index.js"
 import { version } from "../version.js"
+import { exec, mcp, verify } from "./commands/agents.js"
 import { check } from "./commands/check.js"
 import { daemon, port } from "./commands/daemon.js"
 import { init } from "./commands/init.js"
@@ -31,6 +32,8 @@ const berth = Command.make("berth").pipe(
     status,
     env,
     logs,
+    exec,
+    verify,
     curl,
     gc,
     golden,
@@ -41,7 +44,8 @@ const berth = Command.make("berth").pipe(
     port,
     reserve,
     config,
-    metrics
+    metrics,
+    mcp
   ])
 )
 

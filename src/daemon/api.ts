@@ -275,5 +275,13 @@ export class DaemonApi extends RpcGroup.make(
     error: Schema.Union(InvalidRequest, InternalError)
   }),
   Rpc.make("Metrics", { success: Metrics, error: InternalError }),
+  /**
+   * One line in a world's history from a client: an agent's MCP tool call (kind `agent`), shown by `status` with the
+   * world's other events. `kind` is a short lower-case word; a long message is cut.
+   */
+  Rpc.make("RecordEvent", {
+    payload: { ...worldRef, kind: Schema.String, message: Schema.String },
+    error: WorldError
+  }),
   Rpc.make("Shutdown", {})
 ) {}

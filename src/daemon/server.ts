@@ -20,6 +20,7 @@ import { WorldsLive } from "../layers/index.js"
 import { Worlds } from "../actors/Worlds.js"
 import { InternalError, InvalidRequest, InvalidWorldName, NotARepository } from "../domain/errors.js"
 import { parsePortRange } from "../domain/ports.js"
+import { Git } from "../services/Git.js"
 import { Home } from "../services/Home.js"
 import { Ports } from "../services/Ports.js"
 import { Processes } from "../services/Processes.js"
@@ -29,7 +30,7 @@ import { DaemonApi } from "./api.js"
 import { acquireLock, releaseLock, socketAnswers } from "./lock.js"
 import * as machine from "./machine.js"
 import type { Admission } from "../services/Admission.js"
-import type { Registry } from "../services/Registry.js"
+import { Registry } from "../services/Registry.js"
 
 /** The longest path the kernel takes (PATH_MAX); a world name is a branch, a path under `.git/refs`. */
 const PATH_MAX = 4096
@@ -154,6 +155,29 @@ const plain = <A, E extends { readonly _tag: string; readonly message: string }>
     Effect.catchAll((e) => Effect.succeed({ _tag: "Failure" as const, tag: e._tag, message: e.message }))
   )
 
+/** The longest event message kept: a history line, not a log. */
+const MAX_EVENT_MESSAGE = 2000
+
+/**
+ * Records an event in the history of the world `ref` names (or whose worktree `ref.cwd` is in), resolved as `Worlds`
+ * resolves it — the repository's main checkout and the world's name (the branch by default) — without registering
+ * anything: an event for a world that does not exist is a WorldNotFound.
+ */
+/** An agent's note in a world's history (what an MCP tool did): a short kind, a bounded message. */
+const recordEvent = (p: {
+  readonly cwd: string
+  readonly world?: string | undefined
+  readonly kind: string
+  readonly message: string
+}) =>
+  Effect.gen(function* () {
+    if (!/^[a-z][a-z_]{0,31}$/.test(p.kind)) {
+      return yield* new InvalidRequest({ reason: `an event's kind is a short lower-case word, not ${quoted(p.kind)}` })
+    }
+    const message = p.message.length > MAX_EVENT_MESSAGE ? `${p.message.slice(0, MAX_EVENT_MESSAGE - 1)}…` : p.message
+    yield* (yield* Worlds).recordEvent({ cwd: p.cwd, world: p.world }, p.kind, message)
+  })
+
 const handlers = (shutdown: Deferred.Deferred<void>) =>
   DaemonApi.toLayer(
     Effect.gen(function* () {
@@ -161,7 +185,7 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
       const ports = yield* Ports
       const home = yield* Home
       const router = yield* Router
-      const context = yield* Effect.context<Admission | Router | Ports | Registry>()
+      const context = yield* Effect.context<Admission | Router | Ports | Registry | Git>()
       const proxyInfo = Effect.map(router.info, (i) => ({
         http: { wanted: i.http.wanted, port: i.http.port ?? null, error: i.http.error ?? null },
         https: { wanted: i.https.wanted, port: i.https.port ?? null, error: i.https.error ?? null },
@@ -245,6 +269,8 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
         Project: (p) => Effect.zipRight(checkCwd(p.cwd), worlds.projectInfo(p.cwd)).pipe(guarded("Project")),
         Reserve: (p) => machine.reserve(p).pipe(Effect.provide(context), guarded("Reserve")),
         Metrics: () => machine.metrics.pipe(Effect.provide(context), guarded("Metrics")),
+        RecordEvent: (p) =>
+          Effect.zipRight(checkRef(p), recordEvent(p)).pipe(Effect.provide(context), guarded("RecordEvent")),
         Shutdown: () => Deferred.succeed(shutdown, undefined).pipe(Effect.asVoid)
       }
     })

@@ -178,3 +178,47 @@ export class InternalError extends Schema.TaggedError<InternalError>()("Internal
     return `berth hit an internal error: ${this.reason}\n  hint: the daemon's log (berth daemon status shows where) has details`
   }
 }
+
+/** `berth exec --timeout` (or an agent's exec) ran out of time: berth stopped the command's whole process group. */
+export class CommandTimedOut extends Schema.TaggedError<CommandTimedOut>()("CommandTimedOut", {
+  command: Schema.String,
+  timeoutMs: Schema.Number
+}) {
+  override get message(): string {
+    return `\`${this.command}\` did not finish within ${formatMs(this.timeoutMs)}: berth stopped its process group (exit 124)\n  hint: give it more time with --timeout`
+  }
+}
+
+/** The command of `berth exec` could not be started at all (not found, not executable). */
+export class CommandNotStarted extends Schema.TaggedError<CommandNotStarted>()("CommandNotStarted", {
+  command: Schema.String,
+  /** errno's code: ENOENT, EACCES, … */
+  code: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `cannot run \`${this.command}\`: ${this.reason}${this.code === "ENOENT" ? "\n  hint: check the command's name and the PATH, or run it through a shell: -- sh -c '…'" : ""}`
+  }
+}
+
+/** One of `[agents] verify`'s commands failed; the ones after it were not run. */
+export class VerifyFailed extends Schema.TaggedError<VerifyFailed>()("VerifyFailed", {
+  world: Schema.String,
+  command: Schema.String,
+  exitCode: Schema.Number,
+  timedOut: Schema.Boolean
+}) {
+  override get message(): string {
+    const how = this.timedOut ? "ran out of time (its process group was stopped)" : `exited with ${this.exitCode}`
+    return `verify of world ${this.world} failed: \`${this.command}\` ${how}\n  hint: fix what it reports, then run berth verify again`
+  }
+}
+
+const formatMs = (ms: number): string =>
+  ms % 3_600_000 === 0
+    ? `${ms / 3_600_000}h`
+    : ms % 60_000 === 0
+      ? `${ms / 60_000}m`
+      : ms % 1000 === 0
+        ? `${ms / 1000}s`
+        : `${ms}ms`

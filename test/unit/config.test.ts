@@ -207,26 +207,23 @@ command = "b"
 })
 
 describe("lintConfig", () => {
-  it("finds nothing wrong with the design's example when its variables are set, but that verify does nothing yet", () => {
+  it("finds nothing wrong with the design's example when its variables are set", () => {
     const ws = warnings(example, { POSTGRES_ADMIN_URL: "postgres://localhost/postgres" })
-    expect(ws.map((w) => w.path)).toEqual(["agents.verify"])
+    expect(ws).toEqual([])
   })
 
-  it("warns that env_file and [agents] verify have no effect yet, at the key", () => {
+  it("warns that env_file has no effect yet, at the key; [agents] verify is berth verify's, no warning", () => {
     const ws = warnings(
       `[services.api]\ncmd = "x"\nenv_file = [".env.api", ".env.local"]\n\n[services.web]\ncmd = "y"\nenv_file = ".env.web"\n\n[agents]\nverify = ["npm test"]\n`
     )
     expect(ws.map((w) => [w.line, w.column, w.path])).toEqual([
       [3, 1, "services.api.env_file"],
-      [7, 1, "services.web.env_file"],
-      [10, 1, "agents.verify"]
+      [7, 1, "services.web.env_file"]
     ])
     expect(ws[0]!.message).toBe(
       'env_file has no effect yet: berth does not read ".env.api", ".env.local" into "api"\'s environment'
     )
     expect(ws[0]!.hint).toMatch(/env = \{/)
-    expect(ws[2]!.message).toBe("[agents] verify has no effect yet: berth runs none of these commands")
-    expect(ws[2]!.hint).toBeDefined()
     // an empty list asks for nothing
     expect(warnings(`[services.api]\ncmd = "x"\nenv_file = []\n[agents]\nverify = []\n`)).toEqual([])
   })

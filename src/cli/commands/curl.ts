@@ -24,8 +24,8 @@ interface Answer {
   readonly body: string | undefined
 }
 
-/** Sends the request and streams the body to stdout; resolves with the status once the body has been written. */
-const send = (
+/** Sends the request and streams the body to stdout (or collects it); resolves once the body has been read. */
+export const send = (
   url: URL,
   options: {
     readonly method: string

@@ -149,15 +149,6 @@ export const lintConfig = (parsed: ParsedConfig, environment: LintEnvironment): 
       hint: 'add a [services.<name>] table with cmd = "…" (or adapter = "…" for a slice), or run berth init'
     })
   }
-  // accepted so that configs written ahead keep validating, but nothing reads them yet: say so rather than let a
-  // user believe they work
-  if (config.agents.verify.length > 0) {
-    warn(["agents", "verify"], {
-      message: "[agents] verify has no effect yet: berth runs none of these commands",
-      hint: "run them yourself (in CI, say) until berth supports verify"
-    })
-  }
-
   const urls = new Map<string, string>()
   for (const service of config.services) {
     const at = ["services", service.name]

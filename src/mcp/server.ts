@@ -1,0 +1,352 @@
+/**
+ * `berth mcp`: an MCP server over stdio (@effect/ai's McpServer) whose tools are thin clients of the daemon, as the
+ * CLI's commands are. Each call acts on the world of the server's working folder unless it names another, is written
+ * into that world's event history (kind `agent`, secrets masked), and fails as a structured result (`ToolFailure`).
+ * While `up` waits — in line for room, or for its services' health — the client gets progress notifications when it
+ * asked for them (a `progressToken`).
+ */
+import { readFileSync, realpathSync } from "node:fs"
+import * as McpSchema from "@effect/ai/McpSchema"
+import * as McpServer from "@effect/ai/McpServer"
+import * as NodeSink from "@effect/platform-node/NodeSink"
+import * as NodeStream from "@effect/platform-node/NodeStream"
+import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import * as RpcServer from "@effect/rpc/RpcServer"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import { send } from "../cli/commands/curl.js"
+import type { WorldStatus } from "../daemon/api.js"
+import { splitHint, toolCallEvent, worldAt } from "../domain/agents.js"
+import { definedEnv } from "../domain/environment.js"
+import { InvalidRequest } from "../domain/errors.js"
+import { ConfigFiles } from "../services/ConfigFiles.js"
+import { version } from "../version.js"
+import { DaemonSession } from "./daemon.js"
+import { runCommand } from "./run.js"
+import { BerthTools, ToolFailure } from "./tools.js"
+import { runVerify, verifyCommands, worldContext } from "./world.js"
+
+const EXEC_TIMEOUT_MS = 600_000
+const VERIFY_TIMEOUT_MS = 1_800_000
+const TAIL_LINES = 200
+const BODY_LIMIT = 64 * 1024
+
+/** The progress token of the tool call being handled, when its client asked for progress. */
+const ProgressToken = FiberRef.unsafeMake<string | number | undefined>(undefined)
+
+/**
+ * A call McpServer refused before any handler ran (arguments that do not match the tool's schema) fails with the
+ * toolkit's own error; it is told in the same shape as every other failure.
+ */
+const uniformFailure = (result: McpSchema.CallToolResult): McpSchema.CallToolResult => {
+  const content = result.structuredContent as { readonly tag?: unknown; readonly _tag?: unknown } | undefined
+  if (result.isError !== true || typeof content?.tag === "string") return result
+  const error = content as { readonly description?: unknown; readonly cause?: { readonly message?: unknown } }
+  const failure = new ToolFailure({
+    tag: content?._tag === "MalformedOutput" ? "InvalidParams" : "InternalError",
+    message: [error.description, error.cause?.message].filter((t) => typeof t === "string" && t !== "").join("\n"),
+    logTail: []
+  })
+  return new McpSchema.CallToolResult({
+    isError: true,
+    structuredContent: failure,
+    content: [{ type: "text", text: JSON.stringify(failure) }]
+  })
+}
+
+/**
+ * McpServer hands a tool's handler only the call's arguments; the call's `_meta.progressToken` is kept here, around
+ * the call, so that a handler can report progress on it.
+ */
+const McpServerWithProgress = Layer.scoped(
+  McpServer.McpServer,
+  Effect.map(McpServer.McpServer.make, (server) =>
+    McpServer.McpServer.of({
+      ...server,
+      callTool: (request) =>
+        server
+          .callTool(request)
+          .pipe(Effect.map(uniformFailure), Effect.locally(ProgressToken, request._meta?.progressToken))
+    })
+  )
+)
+
+const hasTag = (e: unknown): e is { readonly _tag: string; readonly message: string } =>
+  typeof e === "object" && e !== null && typeof (e as { _tag?: unknown })._tag === "string" && "message" in e
+
+/** Any failure of a handler as the structured result an agent gets. */
+const toFailure = (cause: Cause.Cause<unknown>): ToolFailure => {
+  if (Cause.isInterruptedOnly(cause)) {
+    return new ToolFailure({ tag: "Interrupted", message: "the call was cancelled", logTail: [] })
+  }
+  const error = Option.getOrElse(Cause.failureOption(cause), () => Cause.squash(cause))
+  if (error instanceof ToolFailure) return error
+  if (hasTag(error)) {
+    const { hint, message } = splitHint(error.message)
+    const logTail = (error as { readonly logTail?: unknown }).logTail
+    return new ToolFailure({
+      tag: error._tag === "RpcClientError" ? "DaemonUnavailable" : error._tag,
+      message,
+      ...(hint === undefined ? {} : { hint }),
+      logTail: Array.isArray(logTail) ? logTail.filter((l): l is string => typeof l === "string") : []
+    })
+  }
+  return new ToolFailure({
+    tag: "InternalError",
+    message: `berth hit an internal error: ${error instanceof Error ? error.message : String(error)}`,
+    logTail: []
+  })
+}
+
+/** What a finished call is told as in the world's history. */
+const outcomeOf = (exit: Exit.Exit<unknown, ToolFailure>): string => {
+  if (Exit.isFailure(exit)) {
+    const failure = Cause.failureOption(exit.cause)
+    return failure._tag === "Some" ? `failed: ${failure.value.tag}` : "cancelled"
+  }
+  const value = exit.value as {
+    readonly exitCode?: unknown
+    readonly ok?: unknown
+    readonly state?: unknown
+    readonly worlds?: ReadonlyArray<WorldStatus>
+  }
+  if (typeof value.ok === "boolean") return value.ok ? "ok" : "failed"
+  if (typeof value.exitCode === "number") return `exit ${value.exitCode}`
+  if (typeof value.state === "string") return value.state
+  if (Array.isArray(value.worlds)) return value.worlds.map((w) => `${w.name} ${w.state}`).join(", ") || "no worlds"
+  return "ok"
+}
+
+/** The line shown while `up` waits: its place in line, or which services are not ready yet. */
+const waitingLine = (w: WorldStatus): string => {
+  if (w.queue !== undefined) return `${w.name}: #${w.queue.position} in line, waiting for ${w.queue.waitingFor}`
+  const pending = w.services.filter((s) => s.kind === "process" && s.state !== "running" && s.state !== "healthy")
+  return pending.length === 0
+    ? `${w.name}: ${w.state}`
+    : `${w.name}: ${w.state}; waiting for ${pending.map((s) => `${s.name} (${s.state})`).join(", ")}`
+}
+
+const folderOf = (cwd: string) => {
+  try {
+    return realpathSync(cwd)
+  } catch {
+    return cwd
+  }
+}
+
+const Handlers = (cwd: string) =>
+  BerthTools.toLayer(
+    Effect.gen(function* () {
+      const session = yield* DaemonSession
+      const server = yield* McpServer.McpServer
+      const files = yield* ConfigFiles
+      const env = definedEnv(process.env)
+      const ref = (world: string | undefined) => ({ cwd, world })
+
+      let sent = 0
+      const progress = (message: string) =>
+        Effect.flatMap(FiberRef.get(ProgressToken), (token) => {
+          if (token === undefined) return Effect.void
+          sent += 1
+          return server.notifications["notifications/progress"]({ progressToken: token, progress: sent, message })
+        }).pipe(Effect.ignore)
+
+      /** Runs a tool's work: failures become ToolFailure, and the call is written into the world's history. */
+      const tool =
+        (name: string) =>
+        <P extends { readonly world?: string | undefined }, A>(work: (params: P) => Effect.Effect<A, unknown>) =>
+        (params: P): Effect.Effect<A, ToolFailure> =>
+          work(params).pipe(
+            Effect.catchAllCause((cause) => Effect.fail(toFailure(cause))),
+            Effect.onExit((exit) =>
+              session
+                .use((client) =>
+                  client.RecordEvent({
+                    ...ref(params.world),
+                    kind: "agent",
+                    message: toolCallEvent(name, params, outcomeOf(exit), env)
+                  })
+                )
+                // the history is a record, never a reason for a call to fail or hang
+                .pipe(Effect.timeout("5 seconds"), Effect.ignore)
+            )
+          )
+
+      const worldOf = (world: string | undefined) => session.use((client) => worldContext(client, ref(world)))
+
+      return {
+        up: tool("up")((p) =>
+          session.use((client) =>
+            Effect.gen(function* () {
+              const request = {
+                ...ref(p.world),
+                env,
+                services: p.services ?? [],
+                groups: p.groups ?? [],
+                wait: p.wait ?? true
+              }
+              if (!request.wait) return yield* client.Up(request)
+              const waiting = yield* Effect.fork(client.Up(request))
+              let said: string | undefined
+              const report = Effect.gen(function* () {
+                const { worlds } = yield* client.Status({ cwd })
+                const w =
+                  p.world === undefined
+                    ? worldAt(worlds, folderOf(cwd))
+                    : worlds.find((x) => x.name === p.world || x.slug === p.world)
+                if (w === undefined) return
+                const line = waitingLine(w)
+                if (line === said) return
+                said = line
+                yield* progress(line)
+              }).pipe(Effect.ignore)
+              const reporter = yield* Effect.fork(
+                Effect.zipRight(
+                  Effect.sleep("300 millis"),
+                  Effect.forever(Effect.zipRight(report, Effect.sleep("1 second")))
+                )
+              )
+              return yield* Fiber.join(waiting).pipe(Effect.ensuring(Fiber.interrupt(reporter)))
+            })
+          )
+        ),
+        down: tool("down")((p) =>
+          session.use((client) => Effect.map(client.Down({ ...ref(p.world), all: false }), (worlds) => ({ worlds })))
+        ),
+        reload: tool("reload")((p) => session.use((client) => client.Reload({ ...ref(p.world), env }))),
+        status: tool("status")((p) =>
+          session.use((client) =>
+            Effect.gen(function* () {
+              const { worlds } = yield* client.Status({ cwd })
+              if (p.project === true && p.world === undefined) return { worlds }
+              const w =
+                p.world === undefined
+                  ? worldAt(worlds, folderOf(cwd))
+                  : worlds.find((x) => x.name === p.world || x.slug === p.world)
+              if (w !== undefined) return { worlds: [w] }
+              // the daemon names the world and the project's others, with its usual hint
+              yield* client.Env(ref(p.world))
+              return yield* new InvalidRequest({ reason: `no world for ${cwd} yet\n  hint: call the up tool` })
+            })
+          )
+        ),
+        env: tool("env")((p) => session.use((client) => client.Env(ref(p.world)))),
+        logs: tool("logs")((p) =>
+          session.use((client) =>
+            Effect.gen(function* () {
+              const { world } = yield* client.Env(ref(p.world))
+              const lines = yield* client
+                .Logs({ ...ref(p.world), service: p.service, follow: false, lines: p.lines ?? 100 })
+                .pipe(Stream.runCollect)
+              return { world, lines: [...lines] }
+            })
+          )
+        ),
+        curl: tool("curl")((p) =>
+          session.use((client) =>
+            Effect.gen(function* () {
+              const { world } = yield* client.Env(ref(p.world))
+              const { worlds } = yield* client.Status({ cwd })
+              const w = worlds.find((x) => x.name === world)
+              const s = w?.services.find((x) => x.name === p.service)
+              if (s === undefined || s.kind !== "process" || s.url === null) {
+                const reachable = (w?.services ?? [])
+                  .filter((x) => x.kind === "process" && x.url !== null)
+                  .map((x) => x.name)
+                return yield* new InvalidRequest({
+                  reason: `world ${world} has no service ${JSON.stringify(p.service)} with a url or port; those are: ${reachable.join(", ") || "none"}`
+                })
+              }
+              const target = new URL(p.path ?? "/", s.url)
+              const settings = yield* client.GetSettings()
+              const ca =
+                target.protocol === "https:"
+                  ? yield* Effect.try({
+                      try: () => readFileSync(settings.proxy.caPath, "utf8"),
+                      catch: () => new InvalidRequest({ reason: `cannot read berth's CA at ${settings.proxy.caPath}` })
+                    })
+                  : undefined
+              const body = p.body === undefined ? undefined : Buffer.from(p.body)
+              const answer = yield* send(target, {
+                method: p.method ?? (body === undefined ? "GET" : "POST"),
+                headers: Object.fromEntries(Object.entries(p.headers ?? {}).map(([k, v]) => [k.toLowerCase(), v])),
+                body,
+                include: false,
+                ca,
+                collect: true
+              })
+              const text = answer.body ?? ""
+              return {
+                url: target.href,
+                status: answer.status,
+                headers: answer.headers,
+                body: text.length > BODY_LIMIT ? text.slice(0, BODY_LIMIT) : text,
+                truncated: text.length > BODY_LIMIT
+              }
+            })
+          )
+        ),
+        verify: tool("verify")((p) =>
+          Effect.gen(function* () {
+            const world = yield* worldOf(p.world)
+            const commands = yield* verifyCommands(world).pipe(Effect.provideService(ConfigFiles, files))
+            const { report } = yield* runVerify(world, commands, {
+              output: { tailLines: 50 },
+              timeoutMs: p.timeoutSeconds === undefined ? VERIFY_TIMEOUT_MS : p.timeoutSeconds * 1000,
+              onStart: (index, command) => progress(`${index + 1}/${commands.length}: ${command}`)
+            })
+            return report
+          })
+        ),
+        exec: tool("exec")((p) =>
+          Effect.gen(function* () {
+            const world = yield* worldOf(p.world)
+            const result = yield* runCommand({
+              argv: p.command,
+              cwd: world.path,
+              env: world.env,
+              timeoutMs: p.timeoutSeconds === undefined ? EXEC_TIMEOUT_MS : p.timeoutSeconds * 1000,
+              output: { tailLines: p.tailLines ?? TAIL_LINES }
+            })
+            return {
+              exitCode: result.exitCode,
+              timedOut: result.timedOut,
+              durationMs: result.durationMs,
+              stdoutTail: result.stdoutTail,
+              stderrTail: result.stderrTail
+            }
+          })
+        )
+      }
+    })
+  )
+
+/** The server on this process's stdin and stdout; nothing else may write to stdout meanwhile. */
+const ServerLive = (cwd: string) =>
+  Layer.mergeAll(
+    Layer.scopedDiscard(Effect.forkScoped(McpServer.run({ name: "berth", version }))),
+    Layer.effectDiscard(McpServer.registerToolkit(BerthTools)).pipe(Layer.provide(Handlers(cwd)))
+  ).pipe(
+    Layer.provide(McpServerWithProgress),
+    Layer.provide(RpcServer.layerProtocolStdio({ stdin: NodeStream.stdin, stdout: NodeSink.stdout })),
+    Layer.provide(RpcSerialization.layerNdJsonRpc()),
+    Layer.provide(DaemonSession.layer)
+  )
+
+/**
+ * Serves until the client closes stdin (the protocol then ends the server's fiber, which is a normal end here). Logs
+ * go to stderr: stdout carries the protocol.
+ */
+export const serveMcp = (cwd: string) =>
+  Effect.gen(function* () {
+    const server = yield* Effect.fork(Layer.launch(ServerLive(cwd)))
+    const exit = yield* Fiber.await(server)
+    if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) return yield* Effect.failCause(exit.cause)
+  }).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ stderr: true, colors: false }))))

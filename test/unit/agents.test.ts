@@ -1,0 +1,137 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as FastCheck from "effect/FastCheck"
+import {
+  commandLine,
+  exitCodeOf,
+  LineTail,
+  maskArguments,
+  parseTimeout,
+  splitHint,
+  toolCallEvent,
+  worldAt
+} from "../../src/domain/agents.js"
+
+describe("parseTimeout", () => {
+  it("reads durations with a unit, and bare numbers as seconds", () => {
+    expect(parseTimeout("500ms")).toBe(500)
+    expect(parseTimeout("30s")).toBe(30_000)
+    expect(parseTimeout("2m")).toBe(120_000)
+    expect(parseTimeout("1h")).toBe(3_600_000)
+    expect(parseTimeout("1.5s")).toBe(1500)
+    expect(parseTimeout("10")).toBe(10_000)
+  })
+
+  it("refuses what is not a positive duration", () => {
+    for (const text of ["", "0", "0s", "-1s", "abc", "10 minutes", "1d", "s"])
+      expect(parseTimeout(text)).toBeUndefined()
+  })
+})
+
+describe("exitCodeOf", () => {
+  it("passes a code through and turns a signal into 128 + its number, as shells do", () => {
+    expect(exitCodeOf(0, null)).toBe(0)
+    expect(exitCodeOf(7, null)).toBe(7)
+    expect(exitCodeOf(null, "SIGTERM")).toBe(143)
+    expect(exitCodeOf(null, "SIGKILL")).toBe(137)
+    expect(exitCodeOf(null, "SIGINT")).toBe(130)
+  })
+})
+
+describe("commandLine", () => {
+  it("quotes what a shell would split", () => {
+    expect(commandLine(["sh", "-c", "echo $HOME; exit 3"])).toBe("sh -c 'echo $HOME; exit 3'")
+    expect(commandLine(["npm", "test"])).toBe("npm test")
+  })
+})
+
+describe("LineTail", () => {
+  it("keeps the last lines of text arriving in any chunks, the unfinished line included", () => {
+    const tail = new LineTail(3)
+    for (const chunk of ["a\nb", "\nc\r\n", "d\ne", "f"]) tail.push(chunk)
+    expect(tail.get()).toEqual(["c", "d", "ef"])
+  })
+
+  it("holds whatever was written, however it was cut into chunks", () => {
+    FastCheck.assert(
+      FastCheck.property(
+        FastCheck.array(FastCheck.constantFrom("x", "y", "\n"), { maxLength: 200 }),
+        FastCheck.nat(200),
+        (chars, cutAt) => {
+          const text = chars.join("")
+          const tail = new LineTail(5)
+          tail.push(text.slice(0, cutAt))
+          tail.push(text.slice(cutAt))
+          const lines = text.split("\n")
+          if (lines.at(-1) === "") lines.pop()
+          expect(tail.get()).toEqual(lines.slice(-5))
+        }
+      )
+    )
+  })
+
+  it("cuts a very long line", () => {
+    const tail = new LineTail(2)
+    tail.push(`${"z".repeat(5000)}\n`)
+    expect(tail.get()[0]).toHaveLength(2001)
+  })
+})
+
+describe("splitHint", () => {
+  it("takes berth's hint line off the message", () => {
+    expect(splitHint('project a has no world "x"; it has none yet\n  hint: berth up x')).toEqual({
+      message: 'project a has no world "x"; it has none yet',
+      hint: "berth up x"
+    })
+    expect(splitHint("plain")).toEqual({ message: "plain", hint: undefined })
+  })
+})
+
+describe("worldAt", () => {
+  const worlds = [
+    { name: "main", path: "/src/app" },
+    { name: "inner", path: "/src/app/worktrees/inner" },
+    { name: "other", path: "/src/app-other" },
+    { name: "unmade", path: "" }
+  ]
+
+  it("finds the deepest worktree holding the folder, never a sibling sharing a prefix", () => {
+    expect(worldAt(worlds, "/src/app")?.name).toBe("main")
+    expect(worldAt(worlds, "/src/app/lib/x")?.name).toBe("main")
+    expect(worldAt(worlds, "/src/app/worktrees/inner/a")?.name).toBe("inner")
+    expect(worldAt(worlds, "/src/app-other/x")?.name).toBe("other")
+    expect(worldAt(worlds, "/elsewhere")).toBeUndefined()
+  })
+})
+
+describe("maskArguments and toolCallEvent", () => {
+  it("masks secret-looking keys, assignments, credential headers, URL passwords and known secret values", () => {
+    const masked = maskArguments(
+      {
+        command: ["env", "API_TOKEN=abc123456", "psql", "postgres://me:hunter22@db/app", "--name=plain"],
+        headers: { Authorization: "Bearer xyz987654", accept: "text/plain" },
+        password: "letmein!",
+        note: "uses s3cr3t-value here"
+      },
+      ["s3cr3t-value"]
+    )
+    expect(masked).toEqual({
+      command: ["env", "API_TOKEN=***", "psql", "postgres://me:***@db/app", "--name=plain"],
+      headers: { Authorization: "***", accept: "text/plain" },
+      password: "***",
+      note: "uses *** here"
+    })
+    expect(maskArguments(["curl", "-H", "Authorization: Bearer abc"], [])).toEqual(["curl", "-H", "Authorization: ***"])
+  })
+
+  it("tells a call in one short line, the caller's secret values masked", () => {
+    expect(toolCallEvent("exec", { command: ["npm", "test"] }, "exit 0", {})).toBe(
+      'exec {"command":["npm","test"]} → exit 0'
+    )
+    expect(toolCallEvent("status", {}, "ok", {})).toBe("status → ok")
+    const env = { GITHUB_TOKEN: "ghp_verysecret" }
+    expect(toolCallEvent("exec", { command: ["echo", "ghp_verysecret"] }, "exit 0", env)).toBe(
+      'exec {"command":["echo","***"]} → exit 0'
+    )
+    expect(toolCallEvent("exec", { command: ["x".repeat(2000)] }, "exit 0", {}).length).toBeLessThanOrEqual(500)
+  })
+})
