@@ -30,7 +30,7 @@ import { redact } from "../domain/coordinates.js"
 import { secretsOf, urlSecrets } from "../domain/redact.js"
 import { InternalError, InvalidRequest, StartFailed, WorktreeDirty, WorldNotFound } from "../domain/errors.js"
 import { definedEnv } from "../domain/environment.js"
-import { closure } from "../domain/graph.js"
+import { closure, dependentsClosure } from "../domain/graph.js"
 import { decide, finishesRemoval, transition, WorldEvent, type WorldState } from "../domain/world-state.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
 import { Git } from "../services/Git.js"
@@ -789,6 +789,100 @@ export const makeWorldActor = (
         yield* forget(true, force)
       })
 
+    /**
+     * Slices back to their golden (or a fresh migrate + seed): the world's processes stop first and start again
+     * after, on the same ports; a world that is down gets its slices refilled now, so `env` shows them at once.
+     */
+    const reset = (names: ReadonlyArray<string>, env: Readonly<Record<string, string>>) =>
+      Effect.gen(function* () {
+        const w = yield* row
+        const { config } = yield* loadConfig(w)
+        const all = Model.slices(config).map((s) => s.name)
+        if (all.length === 0) {
+          return yield* new InvalidRequest({ reason: `world ${w.name} has no slices to reset (${config.file})` })
+        }
+        const unknown = names.filter((n) => !all.includes(n))
+        if (unknown.length > 0) {
+          return yield* new InvalidRequest({
+            reason: `world ${w.name}: no slice ${unknown.map((n) => JSON.stringify(n)).join(", ")} in ${config.file}; slices: ${all.join(", ")}`
+          })
+        }
+        const chosen = names.length === 0 ? all : [...new Set(names)]
+        const wasUp = generation !== undefined || launching !== undefined
+        // what the new start needs is checked first: a reset that could not start again stops nothing
+        const ready = yield* prepare(selection, env)
+        lastEnv = env
+        yield* registry.setEnv(worldId, env)
+        yield* cancelLaunch
+        yield* stopGeneration
+        yield* slices.teardown(sliceWorld(w), { only: new Set(chosen) })
+        yield* registry.addEvent({ worldId, service: null, kind: "reset", message: `reset ${chosen.join(", ")}` })
+        if (wasUp) {
+          // it keeps its permit: the same world, started again
+          yield* launchStart(start(selection, env, new Map(), new Set(), ready).pipe(failedOnError), {
+            since: Date.now(),
+            resuming: false
+          })
+          return
+        }
+        const portMap = groupPorts(yield* registry.leases(worldId))
+        yield* provisionSlices(ready.w, ready.config, ready.userEnv, ready.lookup, (urls) =>
+          coordinates(ready.config, portMap, urls, ready.routing)
+        )
+      })
+
+    /** The named services of a running world and everything depending on them, in dependency order. */
+    const withDependents = (names: ReadonlyArray<string>) =>
+      Effect.gen(function* () {
+        const g = generation
+        const w = yield* row
+        if (g === undefined) return yield* new InvalidRequest({ reason: `world ${w.name} is not running` })
+        const known = Model.processes(g.config).map((s) => s.name)
+        const unknown = names.filter((n) => !known.includes(n))
+        if (unknown.length > 0 || names.length === 0) {
+          return yield* new InvalidRequest({
+            reason: `world ${w.name}: ${names.length === 0 ? "name a service" : `no service ${unknown.map((n) => JSON.stringify(n)).join(", ")}`} in ${g.config.file}; services: ${known.join(", ")}`
+          })
+        }
+        const affected = new Set(dependentsClosure(g.config.graph, names))
+        return { g, w, order: g.config.graph.order.filter((n) => affected.has(n)) }
+      })
+
+    /** Stops services (dependents first, a layer at a time) and takes them out of the generation. */
+    const stopServices = (g: Generation, order: ReadonlyArray<string>) =>
+      Effect.gen(function* () {
+        for (const layer of [...g.layers].reverse()) {
+          const going = layer.flatMap((name) => {
+            const s = order.includes(name) ? g.services.get(name) : undefined
+            return s === undefined ? [] : [s]
+          })
+          for (const name of layer) if (order.includes(name)) g.services.delete(name)
+          yield* Effect.forEach(going, (s) => markStopping(s.rt), { discard: true })
+          yield* Fiber.interruptAll(going.map((s) => s.fiber))
+          yield* Effect.forEach(going, (s) => markStopped(s.rt), { discard: true })
+        }
+      })
+
+    /** `stop -s`: those services and their dependents stop, and stay out of the world's selection until an `up -s`. */
+    const stopSome = (names: ReadonlyArray<string>) =>
+      Effect.gen(function* () {
+        const { g, order } = yield* withDependents(names)
+        yield* stopServices(g, order)
+        const left = g.config.graph.order.filter((n) => g.services.has(n))
+        selection = { services: left, groups: [] }
+        yield* registry.setSelection(worldId, selection)
+        yield* registry.addEvent({ worldId, service: null, kind: "stopped", message: `stopped ${order.join(", ")}` })
+      })
+
+    /** `restart -s`: those services and their dependents stop, then start again beside the rest. */
+    const restartSome = (names: ReadonlyArray<string>) =>
+      Effect.gen(function* () {
+        const { g, order } = yield* withDependents(names)
+        yield* stopServices(g, order)
+        yield* registry.addEvent({ worldId, service: null, kind: "restarted", message: `restarted ${order.join(", ")}` })
+        yield* start({ services: order, groups: [] }, lastEnv, new Map())
+      })
+
     const rebuildGolden = (name: string, userEnv: Readonly<Record<string, string>>) =>
       Effect.gen(function* () {
         const w = yield* row
@@ -924,6 +1018,12 @@ export const makeWorldActor = (
             const w = yield* row
             if (w.desired === "up" && w.observed === "suspended" && launching === undefined) yield* resume(Date.now())
           })
+        case "Reset":
+          return reset(command.slices, command.env)
+        case "StopServices":
+          return stopSome(command.services)
+        case "RestartServices":
+          return restartSome(command.services)
         case "Withdraw":
           return Effect.gen(function* () {
             // only a world still in line: one already starting keeps starting

@@ -491,6 +491,35 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       )
     })
 
+    /** Slices back to their golden (or a fresh migrate + seed), the world's processes stopped and started around it. */
+    const reset = Effect.fn("Worlds.reset")(function* (
+      ref: WorldRef,
+      slices: ReadonlyArray<string>,
+      env: Readonly<Record<string, string>>
+    ) {
+      const w = yield* resolve(ref, false)
+      yield* send(w.id, new Protocol.Reset({ slices, env }))
+      yield* Effect.flatMap(actorFor(w.id), (actor) => actor.started)
+      return yield* statusOf(w.id)
+    })
+
+    /** Stops services of a running world, and everything that depends on them. */
+    const stopServices = Effect.fn("Worlds.stopServices")(function* (ref: WorldRef, services: ReadonlyArray<string>) {
+      const w = yield* resolve(ref, false)
+      yield* send(w.id, new Protocol.StopServices({ services }))
+      return yield* statusOf(w.id)
+    })
+
+    /** Restarts services of a running world, and everything that depends on them; answers once they are ready. */
+    const restartServices = Effect.fn("Worlds.restartServices")(function* (
+      ref: WorldRef,
+      services: ReadonlyArray<string>
+    ) {
+      const w = yield* resolve(ref, false)
+      yield* send(w.id, new Protocol.RestartServices({ services }))
+      return yield* statusOf(w.id)
+    })
+
     /** A note in a world's history (an agent's tool call, say); the world must exist, nothing is created. */
     const recordEvent = Effect.fn("Worlds.recordEvent")(function* (ref: WorldRef, kind: string, message: string) {
       const w = yield* resolve(ref, false)
@@ -505,6 +534,9 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       waitReady,
       changes,
       recordEvent,
+      reset,
+      stopServices,
+      restartServices,
       down,
       reload,
       remove,

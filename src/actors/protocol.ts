@@ -109,7 +109,44 @@ export class Withdraw extends Schema.TaggedRequest<Withdraw>()("Withdraw", {
   payload: {}
 }) {}
 
-export const WorldCommand = Schema.Union(Up, Down, Reload, Remove, Vanished, RebuildGolden, Suspend, Wake, Withdraw)
+/**
+ * Put slices (none named: all of them) back to their golden — or to a fresh migrate + seed — with the world's
+ * processes stopped around it and started again; ports and files stay.
+ */
+export class Reset extends Schema.TaggedRequest<Reset>()("Reset", {
+  failure: WorldFailure,
+  success: Schema.Void,
+  payload: { slices: Schema.Array(Schema.String), env: Env }
+}) {}
+
+/** Stop these services of a running world and everything that depends on them; the rest keeps running. */
+export class StopServices extends Schema.TaggedRequest<StopServices>()("StopServices", {
+  failure: WorldFailure,
+  success: Schema.Void,
+  payload: { services: Schema.Array(Schema.String) }
+}) {}
+
+/** Stop, then start again, these services (and what depends on them) of a running world. */
+export class RestartServices extends Schema.TaggedRequest<RestartServices>()("RestartServices", {
+  failure: WorldFailure,
+  success: Schema.Void,
+  payload: { services: Schema.Array(Schema.String) }
+}) {}
+
+export const WorldCommand = Schema.Union(
+  Up,
+  Down,
+  Reload,
+  Remove,
+  Vanished,
+  RebuildGolden,
+  Suspend,
+  Wake,
+  Withdraw,
+  Reset,
+  StopServices,
+  RestartServices
+)
 export type WorldCommand = typeof WorldCommand.Type
 
 const WorldStateSchema = Schema.Literal(
@@ -150,5 +187,8 @@ export const WorldRpcs = RpcGroup.make(
   Rpc.fromTaggedRequest(RebuildGolden),
   Rpc.fromTaggedRequest(Suspend),
   Rpc.fromTaggedRequest(Wake),
-  Rpc.fromTaggedRequest(Withdraw)
+  Rpc.fromTaggedRequest(Withdraw),
+  Rpc.fromTaggedRequest(Reset),
+  Rpc.fromTaggedRequest(StopServices),
+  Rpc.fromTaggedRequest(RestartServices)
 )

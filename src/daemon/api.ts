@@ -206,6 +206,21 @@ export class DaemonApi extends RpcGroup.make(
     success: WorldStatus,
     error: WorldError
   }),
+  Rpc.make("Reset", {
+    payload: { ...worldRef, env: clientEnv, slices: Schema.Array(Schema.String) },
+    success: WorldStatus,
+    error: WorldError
+  }),
+  Rpc.make("StopServices", {
+    payload: { ...worldRef, services: Schema.Array(Schema.String) },
+    success: WorldStatus,
+    error: WorldError
+  }),
+  Rpc.make("RestartServices", {
+    payload: { ...worldRef, services: Schema.Array(Schema.String) },
+    success: WorldStatus,
+    error: WorldError
+  }),
   Rpc.make("Remove", {
     payload: { ...worldRef, force: Schema.Boolean },
     success: Schema.Struct({ project: Schema.String, name: Schema.String, path: Schema.String }),

@@ -209,6 +209,21 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
         UpPlain: (p) => plain(up(p).pipe(guarded("UpPlain"))),
         Down: (p) => down(p).pipe(guarded("Down")),
         DownPlain: (p) => plain(down(p).pipe(guarded("DownPlain"))),
+        Reset: (p) =>
+          Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
+            Effect.zipRight(worlds.reset({ cwd: p.cwd, world: p.world }, p.slices, p.env)),
+            guarded("Reset")
+          ),
+        StopServices: (p) =>
+          checkRef(p).pipe(
+            Effect.zipRight(worlds.stopServices({ cwd: p.cwd, world: p.world }, p.services)),
+            guarded("StopServices")
+          ),
+        RestartServices: (p) =>
+          checkRef(p).pipe(
+            Effect.zipRight(worlds.restartServices({ cwd: p.cwd, world: p.world }, p.services)),
+            guarded("RestartServices")
+          ),
         Reload: (p) =>
           Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
             Effect.zipRight(worlds.reload({ cwd: p.cwd, world: p.world }, p.env)),

@@ -368,4 +368,75 @@ describe("a world driven in-process", () => {
         expect(second.admission.holds(yield* h.idOf("alpha"))).toBe(true)
       })
   )
+
+  it.scoped("stop -s stops a service and what depends on it; the rest runs and the world stays running", () =>
+    Effect.gen(function* () {
+      const h = yield* worldHarness(SHOP)
+      yield* h.fakes.health.setDefault(true)
+      yield* bringUp(h, "alpha")
+      const api = yield* h.process("alpha", "api")
+      const worker = yield* h.process("alpha", "worker")
+      const mail = yield* h.process("alpha", "mail")
+
+      const after = yield* h.engine.worlds.stopServices(h.ref("alpha"), ["api"])
+      expect(after.state).toBe("running")
+      expect((yield* h.fakes.processes.current(api)).alive).toBe(false)
+      expect((yield* h.fakes.processes.current(worker)).alive).toBe(false)
+      expect((yield* h.fakes.processes.current(mail)).alive).toBe(true)
+      // dependents first
+      const stopped = yield* h.fakes.processes.stopOrder
+      expect(stopped.indexOf(worker.handle.pid)).toBeLessThan(stopped.indexOf(api.handle.pid))
+      const states = Object.fromEntries((yield* servicesOf(h, "alpha")).map((x) => [x.name, x.state]))
+      expect(states).toMatchObject({ api: "stopped", worker: "stopped" })
+      expect(states.mail).not.toBe("stopped")
+      expect(yield* h.moves("alpha")).toEqual(["stopped>starting", "starting>running"])
+      // an unknown name is an error naming the services
+      const wrong = yield* Effect.flip(h.engine.worlds.stopServices(h.ref("alpha"), ["nope"]))
+      expect(wrong.message).toMatch(/no service "nope".*services: api, mail, worker/)
+    })
+  )
+
+  it.scoped("restart -s starts a service and its dependents again beside the rest", () =>
+    Effect.gen(function* () {
+      const h = yield* worldHarness(SHOP)
+      yield* h.fakes.health.setDefault(true)
+      yield* bringUp(h, "alpha")
+      const mail = yield* h.process("alpha", "mail")
+      const restarting = yield* Effect.fork(h.engine.worlds.restartServices(h.ref("alpha"), ["api"]))
+      yield* passTime("api stays up after its check passed", CONFIRM_MS)
+      yield* passTime("worker stays up after its check passed", CONFIRM_MS)
+      const after = yield* restarting
+      expect(after.state).toBe("running")
+      expect((yield* h.process("alpha", "api", 2)).alive).toBe(true)
+      expect((yield* h.process("alpha", "worker", 2)).alive).toBe(true)
+      expect((yield* h.fakes.processes.current(mail)).alive).toBe(true)
+      expect(yield* h.processesOf("alpha", "mail")).toHaveLength(1)
+    })
+  )
+
+  it.scoped("reset drops the slice and fills it again, with the processes stopped and started around it", () =>
+    Effect.gen(function* () {
+      const h = yield* worldHarness(SHOP)
+      yield* h.fakes.health.setDefault(true)
+      yield* bringUp(h, "alpha")
+      const api = yield* h.process("alpha", "api")
+      const resetting = yield* Effect.fork(
+        h.engine.worlds.reset(h.ref("alpha"), [], { PATH: process.env.PATH ?? "/usr/bin:/bin" })
+      )
+      yield* startServices
+      const after = yield* resetting
+      expect(after.state).toBe("running")
+      expect((yield* h.fakes.processes.current(api)).alive).toBe(false)
+      expect((yield* h.process("alpha", "api", 2)).alive).toBe(true)
+      expect(yield* h.fakes.slices.calls).toEqual(["provision alpha/db", "teardown alpha/db", "provision alpha/db"])
+      expect(yield* h.moves("alpha")).toEqual([
+        "stopped>starting",
+        "starting>running",
+        "running>starting",
+        "starting>running"
+      ])
+      const wrong = yield* Effect.flip(h.engine.worlds.reset(h.ref("alpha"), ["cache"], {}))
+      expect(wrong.message).toMatch(/no slice "cache".*slices: db/)
+    })
+  )
 })

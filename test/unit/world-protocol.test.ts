@@ -12,7 +12,10 @@ const commands: ReadonlyArray<Protocol.WorldCommand> = [
   new Protocol.RebuildGolden({ service: "db", env: {} }),
   new Protocol.Suspend({ reason: "memory", requeue: true }),
   new Protocol.Wake(),
-  new Protocol.Withdraw()
+  new Protocol.Withdraw(),
+  new Protocol.Reset({ slices: ["db"], env: {} }),
+  new Protocol.StopServices({ services: ["worker"] }),
+  new Protocol.RestartServices({ services: ["api"] })
 ]
 
 describe("the world protocol", () => {
