@@ -1,19 +1,26 @@
 // Requests/s and latency through berth's proxy next to the same requests sent directly, through nginx and through
 // caddy (when installed), all in one run against one node backend. Needs wrk; nginx and caddy are optional.
 // Usage: node bench/proxy.mjs [--duration S] [--rounds N] [--connections N] [--threads N] [--body BYTES]
-//                             [--nginx-workers N|auto] [--json]
+//                             [--nginx-workers LIST] [--daemon-flags] [--cpu-prof DIR] [--baseline REF] [--json]
 //
 // - direct: wrk → the backend (a node:http server answering GET with a 1 KiB body)
 // - berth: wrk → berth's proxy (plain HTTP, its fast path) → the backend; the proxy runs in its own process, bundled
-//   from src/ with esbuild as the daemon would run it
+//   from src/ with esbuild as the daemon would run it, counting requests (`seen`) as the daemon's does
 // - berth (node:http path): the same proxy with the fast path off: what every HTTPS request and the rare unusual
 //   plain request take
-// - nginx: a temporary prefix and config as this user, `daemon off`, upstream keep-alive, the same X-Forwarded-*
+// - nginx: a temporary prefix and config as this user, `daemon off`, upstream keep-alive, the same X-Forwarded-*;
+//   once per entry of --nginx-workers (default "1,auto": one worker, the comparison the goal names, and one per CPU)
 // - caddy: `reverse_proxy`, when `caddy` is on PATH
 // Every target gets a warm-up run, then `--rounds` measured runs, the order rotating each round; the table shows
-// medians. wrk's latency percentiles come from `--latency`.
+// medians and the range over the rounds. wrk's latency percentiles come from `--latency`. Where /proc exists, each
+// proxy's CPU time per request (its process and children, user + system) is measured too: the machine's load moves
+// it far less than requests/s. The summary compares berth with nginx on one worker: the goal is ≥ 0.9× its
+// requests/s and at most 2 ms added to direct's p99, in the same run.
+// --daemon-flags runs berth's proxy with the daemon's Node flags (a 1 MiB young generation, --optimize-for-size);
+// --cpu-prof DIR writes a V8 CPU profile of berth's fast-path proxy there; --baseline REF adds the fast path as it was
+// at a git commit (`berth @REF`), measured in the same rounds.
 import { execFileSync, spawn, spawnSync } from "node:child_process"
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import * as net from "node:net"
 import { cpus, tmpdir } from "node:os"
 import { join } from "node:path"
@@ -28,7 +35,10 @@ const { values: options } = parseArgs({
     connections: { type: "string", default: "50" },
     threads: { type: "string", default: "1" },
     body: { type: "string", default: "1024" },
-    "nginx-workers": { type: "string", default: "auto" },
+    "nginx-workers": { type: "string", default: "1,auto" },
+    "daemon-flags": { type: "boolean" },
+    "cpu-prof": { type: "string" },
+    baseline: { type: "string" },
     json: { type: "boolean" }
   }
 })
@@ -80,6 +90,27 @@ const waitForPort = async (port) => {
 
 const work = mkdtempSync(join(tmpdir(), "berth-bench-proxy-"))
 const children = []
+/** CPU seconds (user + system) of a process and its children, from /proc; undefined where there is none. */
+const cpuSeconds = (pid) => {
+  if (pid === undefined) return undefined
+  try {
+    const tick = 100
+    const stat = (p) => readFileSync(`/proc/${p}/stat`, "utf8").split(") ")[1].split(" ")
+    const own = stat(pid)
+    let total = Number(own[11]) + Number(own[12])
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue
+      try {
+        const fields = stat(entry)
+        if (Number(fields[1]) === pid) total += Number(fields[11]) + Number(fields[12])
+      } catch {}
+    }
+    return total / tick
+  } catch {
+    return undefined
+  }
+}
+
 const start = (command, args, name) => {
   const child = spawn(command, args, { stdio: ["ignore", "ignore", "pipe"] })
   let stderr = ""
@@ -104,51 +135,79 @@ http.createServer((req, res) => {
 )
 start(process.execPath, [join(work, "backend.mjs")], "backend")
 
-// berth's proxy, bundled from the sources the daemon uses
+// berth's proxy, bundled from the sources the daemon uses (and, with --baseline, from another commit's)
 const { build } = await import("esbuild")
-writeFileSync(
-  join(work, "proxy-entry.ts"),
-  `import * as Effect from "effect/Effect"
-import { makeRouteTable } from ${JSON.stringify(join(root, "src/domain/routes.ts"))}
-import { makeProxy } from ${JSON.stringify(join(root, "src/services/proxy/Proxy.ts"))}
+const bundleProxy = async (sources, name) => {
+  writeFileSync(
+    join(work, `${name}-entry.ts`),
+    `import * as Effect from "effect/Effect"
+import { makeRouteTable } from ${JSON.stringify(join(sources, "src/domain/routes.ts"))}
+import { makeProxy } from ${JSON.stringify(join(sources, "src/services/proxy/Proxy.ts"))}
+import { Traffic } from ${JSON.stringify(join(root, "src/services/proxy/traffic.ts"))}
 const [port, backend, mode] = process.argv.slice(2)
-const routes = makeRouteTable([{ project: "demo", world: "w1", service: "web", worldState: "running",
-  serviceState: "healthy", port: Number(backend), ready: true }])
+// a profile is written only on a normal exit
+process.on("SIGTERM", () => process.exit(0))
+const table = makeRouteTable([{ project: "demo", world: "w1", service: "web", worldState: "running",
+  serviceState: "healthy", port: Number(backend), ready: true, worldId: 1 }])
+// counted as the daemon's Router counts them
+const traffic = new Traffic()
+traffic.prepare(table.byHost.values())
+const routes = { ...table, seen: traffic.seen, wake: () => {} }
 Effect.runFork(Effect.scoped(Effect.andThen(
   makeProxy({ http: { port: Number(port), hosts: ["127.0.0.1"] }, routes, fastPath: mode === "fast" }),
   Effect.never)))
 `
-)
-await build({
-  entryPoints: [join(work, "proxy-entry.ts")],
-  outfile: join(work, "proxy.mjs"),
-  bundle: true,
-  platform: "node",
-  format: "esm",
-  target: "node20",
-  nodePaths: [join(root, "node_modules")],
-  logLevel: "error"
-})
+  )
+  await build({
+    entryPoints: [join(work, `${name}-entry.ts`)],
+    outfile: join(work, `${name}.mjs`),
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    nodePaths: [join(root, "node_modules")],
+    logLevel: "error"
+  })
+  return join(work, `${name}.mjs`)
+}
+const proxyBundle = await bundleProxy(root, "proxy")
+const proxies = [
+  ["berth", proxyBundle, "fast"],
+  ["berth (node:http path)", proxyBundle, "slow"]
+]
+if (options.baseline !== undefined) {
+  // the same bench against the proxy as it was at another commit, in the same run: the machine's load moves both
+  const sources = join(work, "baseline")
+  mkdirSync(sources)
+  execFileSync("sh", ["-c", 'git -C "$1" archive "$2" src | tar -x -C "$3"', "sh", root, options.baseline, sources])
+  proxies.splice(1, 0, [`berth @${options.baseline}`, await bundleProxy(sources, "baseline"), "fast"])
+}
 
 const targets = [{ name: "direct", port: backendPort, version: `node ${process.version}` }]
-for (const [name, mode] of [
-  ["berth", "fast"],
-  ["berth (node:http path)", "slow"]
-]) {
+// the daemon's own flags (src/daemon/client.ts)
+const daemonFlags = options["daemon-flags"] ? ["--max-semi-space-size=1", "--optimize-for-size"] : []
+for (const [name, bundle, mode] of proxies) {
   const port = await freePort()
-  start(process.execPath, [join(work, "proxy.mjs"), String(port), String(backendPort), mode], name)
-  targets.push({ name, port, version: "" })
+  const profile =
+    options["cpu-prof"] !== undefined && name === "berth" ? ["--cpu-prof", `--cpu-prof-dir=${options["cpu-prof"]}`] : []
+  const child = start(
+    process.execPath,
+    [...daemonFlags, ...profile, bundle, String(port), String(backendPort), mode],
+    name
+  )
+  targets.push({ name, port, version: "", pid: child.pid })
 }
 
 const notes = []
-if (has("nginx")) {
+const nginxWorkers = has("nginx") ? options["nginx-workers"].split(",").map((w) => w.trim()) : []
+for (const workers of nginxWorkers) {
   const port = await freePort()
-  const prefix = join(work, "nginx")
+  const prefix = join(work, `nginx-${workers}`)
   mkdirSync(join(prefix, "logs"), { recursive: true })
   const isRoot = process.getuid?.() === 0
   writeFileSync(
     join(prefix, "nginx.conf"),
-    `${isRoot ? "user root;\n" : ""}worker_processes ${options["nginx-workers"]};
+    `${isRoot ? "user root;\n" : ""}worker_processes ${workers};
 daemon off;
 pid ${prefix}/nginx.pid;
 error_log ${prefix}/logs/error.log warn;
@@ -177,11 +236,16 @@ http {
 `
   )
   const version = spawnSync("nginx", ["-v"], { encoding: "utf8" }).stderr
-  start("nginx", ["-p", prefix, "-c", join(prefix, "nginx.conf"), "-e", join(prefix, "logs", "error.log")], "nginx")
-  targets.push({ name: `nginx (${options["nginx-workers"]} workers)`, port, version: version.trim() })
-} else {
-  notes.push("nginx: not installed, skipped")
+  const master = start(
+    "nginx",
+    ["-p", prefix, "-c", join(prefix, "nginx.conf"), "-e", join(prefix, "logs", "error.log")],
+    "nginx"
+  )
+  const label =
+    workers === "1" ? "1 worker" : workers === "auto" ? `auto: ${cpus().length} workers` : `${workers} workers`
+  targets.push({ name: `nginx (${label})`, port, version: version.trim(), pid: master.pid, nginxWorkers: workers })
 }
+if (!has("nginx")) notes.push("nginx: not installed, skipped")
 if (has("caddy")) {
   const port = await freePort()
   const file = join(work, "Caddyfile")
@@ -189,15 +253,16 @@ if (has("caddy")) {
     file,
     `{\n  admin off\n  auto_https off\n}\nhttp://:${port} {\n  bind 127.0.0.1\n  reverse_proxy 127.0.0.1:${backendPort}\n}\n`
   )
-  start("caddy", ["run", "--config", file, "--adapter", "caddyfile"], "caddy")
-  targets.push({ name: "caddy", port, version: "" })
+  const child = start("caddy", ["run", "--config", file, "--adapter", "caddyfile"], "caddy")
+  targets.push({ name: "caddy", port, version: "", pid: child.pid })
 } else {
   notes.push("caddy: not installed, skipped")
 }
 
 const toMs = (value, unit) => Number(value) * ({ us: 0.001, ms: 1, s: 1000 }[unit] ?? Number.NaN)
 
-const wrk = (port, seconds) => {
+const wrk = (port, seconds, pid) => {
+  const cpuBefore = cpuSeconds(pid)
   const out = execFileSync(
     "wrk",
     [
@@ -221,7 +286,18 @@ const wrk = (port, seconds) => {
   if (errors !== undefined || socketErrors !== undefined) {
     throw new Error(`wrk on port ${port}: ${errors ?? 0} bad responses, socket errors: ${socketErrors ?? "none"}`)
   }
-  return { rps, p50: percentile(50), p99: percentile(99) }
+  const cpuAfter = cpuSeconds(pid)
+  const requests = Number(/(\d+) requests in/.exec(out)?.[1])
+  const cpuUs =
+    cpuBefore === undefined || cpuAfter === undefined ? Number.NaN : ((cpuAfter - cpuBefore) * 1e6) / requests
+  return { rps, p50: percentile(50), p99: percentile(99), cpuUs }
+}
+
+const signed = (ms) => `${ms >= 0 ? "+" : ""}${ms.toFixed(2)}`
+
+const range = (values, digits = 0) => {
+  const s = [...values].sort((a, b) => a - b)
+  return `${s[0].toFixed(digits)}–${s[s.length - 1].toFixed(digits)}`
 }
 
 try {
@@ -230,15 +306,22 @@ try {
   const samples = new Map(targets.map((t) => [t.name, []]))
   for (let r = 0; r < rounds; r++) {
     const order = targets.map((_, i) => targets[(i + r) % targets.length])
-    for (const t of order) samples.get(t.name).push(wrk(t.port, duration))
+    for (const t of order) samples.get(t.name).push(wrk(t.port, duration, t.pid))
   }
   const summary = targets.map((t) => {
     const s = samples.get(t.name)
+    const cpu = s.map((x) => x.cpuUs).filter((x) => Number.isFinite(x))
     return {
       target: t.name,
       rps: Math.round(median(s.map((x) => x.rps))),
+      rpsRange: range(s.map((x) => x.rps)),
       p50Ms: Number(median(s.map((x) => x.p50)).toFixed(2)),
-      p99Ms: Number(median(s.map((x) => x.p99)).toFixed(2))
+      p99Ms: Number(median(s.map((x) => x.p99)).toFixed(2)),
+      p99Range: range(
+        s.map((x) => x.p99),
+        1
+      ),
+      cpuUsPerRequest: t.pid === undefined || cpu.length === 0 ? undefined : Number(median(cpu).toFixed(1))
     }
   })
   const direct = summary[0]
@@ -246,6 +329,27 @@ try {
     row.ratio = Number((row.rps / direct.rps).toFixed(2))
     row.p99AddedMs = Number((row.p99Ms - direct.p99Ms).toFixed(2))
   }
+  // the goal: berth against nginx on one worker, both beside direct, from this one run
+  const berth = summary.find((r) => r.target === "berth")
+  const nginx1 = summary[targets.findIndex((t) => t.nginxWorkers === "1")]
+  const comparison =
+    berth === undefined || nginx1 === undefined
+      ? undefined
+      : {
+          berthPerNginx1: Number((berth.rps / nginx1.rps).toFixed(2)),
+          berthP99AddedMs: berth.p99AddedMs,
+          nginx1P99AddedMs: nginx1.p99AddedMs,
+          // per round, so that a range shows how far the machine's load moved it
+          berthPerNginx1Range: range(
+            samples.get("berth").map((b, i) => b.rps / samples.get(nginx1.target)[i].rps),
+            2
+          ),
+          berthP99AddedRange: range(
+            samples.get("berth").map((b, i) => b.p99 - samples.get("direct")[i].p99),
+            1
+          ),
+          met: berth.rps >= 0.9 * nginx1.rps && berth.p99AddedMs <= 2
+        }
   const info = {
     node: process.version,
     cpus: cpus().length,
@@ -254,22 +358,32 @@ try {
     durationS: duration,
     rounds,
     bodyBytes,
+    daemonFlags: options["daemon-flags"] === true,
     nginx: targets.find((t) => t.name.startsWith("nginx"))?.version
   }
   if (options.json) {
-    console.log(JSON.stringify({ ...info, results: summary, notes }, null, 2))
+    console.log(JSON.stringify({ ...info, results: summary, comparison, notes }, null, 2))
   } else {
     console.log(
       `wrk -t${threads} -c${connections}, ${bodyBytes}-byte bodies, ${rounds} × ${duration} s per target (medians); ` +
         `Node ${process.version}, ${info.cpus} CPUs${info.nginx === undefined ? "" : `, ${info.nginx}`}\n`
     )
-    console.log("| target | requests/s | × direct | p50 ms | p99 ms | p99 added ms |")
-    console.log("| --- | ---: | ---: | ---: | ---: | ---: |")
+    console.log(
+      "| target | requests/s | (range) | × direct | p50 ms | p99 ms | (range) | p99 added ms | CPU µs/request |"
+    )
+    console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for (const r of summary) {
       console.log(
-        `| ${r.target} | ${r.rps} | ${r.ratio.toFixed(2)} | ${r.p50Ms.toFixed(2)} | ${r.p99Ms.toFixed(2)} | ${
-          r === direct ? "" : r.p99AddedMs.toFixed(2)
-        } |`
+        `| ${r.target} | ${r.rps} | ${r.rpsRange} | ${r.ratio.toFixed(2)} | ${r.p50Ms.toFixed(2)} | ${r.p99Ms.toFixed(
+          2
+        )} | ${r.p99Range} | ${r === direct ? "" : r.p99AddedMs.toFixed(2)} | ${r.cpuUsPerRequest ?? ""} |`
+      )
+    }
+    if (comparison !== undefined) {
+      console.log(
+        `\nberth / nginx (1 worker): ${comparison.berthPerNginx1.toFixed(2)}× (per round ${comparison.berthPerNginx1Range}; goal ≥ 0.90); ` +
+          `p99 added to direct's: berth ${signed(comparison.berthP99AddedMs)} ms (per round ${comparison.berthP99AddedRange}), ` +
+          `nginx ${signed(comparison.nginx1P99AddedMs)} ms (goal for berth ≤ +2 ms): ${comparison.met ? "met" : "not met"}`
       )
     }
     for (const n of notes) console.log(`\n${n}`)

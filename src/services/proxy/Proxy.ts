@@ -25,7 +25,7 @@ import * as Effect from "effect/Effect"
 import { defaultDomain, emptyRouteTable, type RouteTable } from "../../domain/routes.js"
 import { Backends } from "./backends.js"
 import { type CertificateAuthority, isPermittedName } from "./ca.js"
-import { FastConnection } from "./fast.js"
+import { FastConnection, IdleSweep } from "./fast.js"
 import { type Engine, handleExtendedConnect, handleRequest, handleUpgrade, refuseConnect } from "./slow.js"
 
 export const LOOPBACK_HOSTS: ReadonlyArray<string> = ["127.0.0.1", "::1"]
@@ -237,6 +237,7 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
       listeners.http = undefined
       listeners.https = undefined
       slowHttp.close()
+      idle.stop()
       for (const socket of clients) socket.destroy()
       clients.clear()
       backends.destroy()
@@ -253,12 +254,13 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
   slowHttp.on("upgrade", handleUpgrade(engine, "http"))
   slowHttp.on("connect", (_req: http.IncomingMessage, socket: stream.Duplex) => refuseConnect(socket))
   const fast = options.fastPath !== false
+  const idle = new IdleSweep(idleMs)
   const fastContext = {
     routes: () => table,
     hopLimit,
     backends,
     headMs,
-    idleMs,
+    idle,
     handOff: (socket: net.Socket) => {
       slowHttp.emit("connection", socket)
       socket.resume()

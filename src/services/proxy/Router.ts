@@ -21,6 +21,7 @@ import { Home } from "../Home.js"
 import { Registry } from "../Registry.js"
 import { type CaError, type CertificateAuthority, loadOrCreateCa } from "./ca.js"
 import { makeProxy, type ProxyError, type Scheme } from "./Proxy.js"
+import { Traffic } from "./traffic.js"
 
 /** Where the proxy listens when port 80 (443) is not available: fixed, so URLs stay the same across restarts. */
 export const FALLBACK_HTTP_PORT = 7355
@@ -184,16 +185,12 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
     /** what a request to a suspended world calls: set by the engine above (the router cannot know worlds) */
     let waker: (worldId: number) => void = () => {}
     /** requests per route (host) since the daemon started, and when each world last saw one */
-    const requests = new Map<string, number>()
-    const lastRequest = new Map<number, number>()
-    const seen = (target: RouteTarget) => {
-      const key = `${target.service}.${target.world}.${target.project}`
-      requests.set(key, (requests.get(key) ?? 0) + 1)
-      if (target.worldId !== undefined) lastRequest.set(target.worldId, Date.now())
-    }
+    const traffic = new Traffic()
 
     const refresh = Effect.gen(function* () {
-      proxy.setRoutes({ ...makeRouteTable(yield* targets, PROXY_DOMAIN), wake: (id) => waker(id), seen })
+      const table = makeRouteTable(yield* targets, PROXY_DOMAIN)
+      traffic.prepare(table.byHost.values())
+      proxy.setRoutes({ ...table, wake: (id) => waker(id), seen: traffic.seen })
     })
 
     const loadCa = Effect.gen(function* () {
@@ -360,9 +357,9 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
       /** rebuilds the route table now */
       refresh,
       /** requests per route since the daemon started */
-      requests: Effect.sync(() => new Map(requests)),
+      requests: Effect.sync(() => traffic.requests()),
       /** when a world's routes last saw a request (undefined: none since the daemon started) */
-      lastRequest: (worldId: number) => Effect.sync(() => lastRequest.get(worldId)),
+      lastRequest: (worldId: number) => Effect.sync(() => traffic.lastRequest(worldId)),
       /** who resumes a suspended world that a request reached */
       onWake: (wake: (worldId: number) => void) =>
         Effect.sync(() => {

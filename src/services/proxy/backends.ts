@@ -34,13 +34,16 @@ export class Backends {
     this.agent = new LoopbackAgent({ keepAlive: true, maxFreeSockets: 64, scheduling: "lifo" })
   }
 
-  /** Connects to `port` on loopback; the callback gets a connected socket (no-delay set) or the last error. */
-  dial(port: number, callback: DialCallback): void {
+  /**
+   * Connects to `port` on loopback; the callback gets a connected socket (no-delay set) or the last error. With
+   * `onread`, the socket reads into the caller's buffer and emits no 'data' (see net.connect).
+   */
+  dial(port: number, callback: DialCallback, onread?: net.OnReadOpts): void {
     const first = this.preferred.get(port) ?? "127.0.0.1"
-    this.attempt(port, first, (error, socket) => {
+    this.attempt(port, first, onread, (error, socket) => {
       if (error === undefined || !FALLBACK_CODES.has(error.code ?? "")) return callback(error, socket)
       const second: Loopback = first === "127.0.0.1" ? "::1" : "127.0.0.1"
-      this.attempt(port, second, (error2, socket2) => {
+      this.attempt(port, second, onread, (error2, socket2) => {
         if (error2 === undefined) {
           this.preferred.set(port, second)
           return callback(undefined, socket2)
@@ -51,8 +54,10 @@ export class Backends {
     })
   }
 
-  private attempt(port: number, host: Loopback, callback: DialCallback): void {
-    const socket = net.connect({ port, host, noDelay: true })
+  private attempt(port: number, host: Loopback, onread: net.OnReadOpts | undefined, callback: DialCallback): void {
+    const socket = net.connect(
+      onread === undefined ? { port, host, noDelay: true } : { port, host, noDelay: true, onread }
+    )
     this.sockets.add(socket)
     socket.once("close", () => this.sockets.delete(socket))
     const timer = setTimeout(() => {

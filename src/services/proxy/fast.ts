@@ -25,7 +25,7 @@ import {
   unavailablePage,
   wakeIfSuspended
 } from "../../domain/routes.js"
-import type { Backends } from "./backends.js"
+import type { Backends, DialCallback } from "./backends.js"
 import {
   ChunkedScanner,
   CRLFCRLF,
@@ -33,6 +33,7 @@ import {
   MAX_HEAD_BYTES,
   MORE,
   parseRequestHead,
+  type ResponseHead,
   scanResponseHead,
   type RequestHead,
   rewriteRequestHead
@@ -47,9 +48,52 @@ export interface FastContext {
   readonly handOff: (socket: net.Socket) => void
   /** A request head must arrive whole within this. */
   readonly headMs: number
-  /** A connection with nothing in flight is closed after this long. */
-  readonly idleMs: number
+  /** Closes connections left idle. */
+  readonly idle: IdleSweep
 }
+
+/**
+ * Closes connections with nothing in flight that moved no bytes for `idleMs`. One timer for all of them: a socket
+ * timeout would be re-armed on every read and write, which the hot path pays for; here a request costs one flag.
+ * A connection goes between `idleMs` and `idleMs` plus two ticks after its last byte. The timer runs only while
+ * connections are open.
+ */
+export class IdleSweep {
+  private readonly connections = new Set<FastConnection>()
+  private timer: NodeJS.Timeout | undefined = undefined
+  private readonly everyMs: number
+
+  constructor(readonly idleMs: number) {
+    this.everyMs = Math.max(25, Math.min(1_000, Math.floor(idleMs / 8)))
+  }
+
+  add(connection: FastConnection): void {
+    this.connections.add(connection)
+    if (this.timer === undefined) {
+      this.timer = setInterval(this.sweep, this.everyMs)
+      this.timer.unref()
+    }
+  }
+
+  delete(connection: FastConnection): void {
+    this.connections.delete(connection)
+    if (this.connections.size === 0) this.stop()
+  }
+
+  stop(): void {
+    clearInterval(this.timer)
+    this.timer = undefined
+  }
+
+  private readonly sweep = (): void => {
+    const now = performance.now()
+    for (const connection of this.connections) connection.sweep(now, this.idleMs)
+  }
+}
+
+/** Backend reads land in a buffer of this size, or of the larger one once a read filled it (a big body). */
+const READ_BYTES = 16 * 1024
+const LARGE_READ_BYTES = 64 * 1024
 
 /** Requests that may be sent again when a reused backend connection closes before answering. */
 const REPLAYABLE = new Set(["GET", "HEAD", "OPTIONS"])
@@ -124,6 +168,11 @@ export class FastConnection {
   /** part of a request head has come and the rest has not: the head timer runs */
   private headPending = false
   private headTimer: NodeJS.Timeout | undefined = undefined
+  /** where the next backend read lands; replaced while a write to the client still holds it */
+  private readBuffer: Buffer | undefined = undefined
+  /** bytes came from either side since the idle sweep last looked */
+  private active = true
+  private idleSince = 0
 
   constructor(
     private readonly client: net.Socket,
@@ -137,14 +186,13 @@ export class FastConnection {
     client.on("error", this.onClientError)
     client.on("close", this.onClientClose)
     client.on("drain", this.onClientDrain)
-    // not setTimeout's callback, which node calls only once: a connection busy at the first timeout idles later
-    client.on("timeout", this.onClientTimeout)
-    client.setTimeout(ctx.idleMs)
+    ctx.idle.add(this)
   }
 
   // -- client side ------------------------------------------------------------------------------------------
 
   private readonly onClientData = (chunk: Buffer): void => {
+    this.active = true
     if (this.closed) return
     if (this.req === Req.Raw) {
       this.toBackend(chunk)
@@ -184,6 +232,7 @@ export class FastConnection {
     this.backend?.destroy()
     this.backend = undefined
     clearTimeout(this.headTimer)
+    this.ctx.idle.delete(this)
   }
 
   private readonly onClientDrain = (): void => {
@@ -193,8 +242,14 @@ export class FastConnection {
     }
   }
 
-  private readonly onClientTimeout = (): void => {
-    if (this.pending.length === 0 && !this.blocked && this.req !== Req.Raw) this.destroy()
+  /** Called by the idle sweep: a connection waiting for a response, or a WebSocket, is never idle. */
+  sweep(now: number, idleMs: number): void {
+    if (this.active) {
+      this.active = false
+      this.idleSince = now
+    } else if (now - this.idleSince >= idleMs && this.pending.length === 0 && !this.blocked && this.req !== Req.Raw) {
+      this.destroy()
+    }
   }
 
   /**
@@ -295,19 +350,17 @@ export class FastConnection {
     this.scanFrom = 0
     this.headPending = false
     if (end + 4 > MAX_HEAD_BYTES) return this.refuse(431, "the request head is too large")
-    const parsed = parseRequestHead(buf.toString("latin1", 0, end))
-    if (!parsed.ok) return this.refuse(parsed.status, parsed.reason)
-    const head = parsed.head
+    const head = parseRequestHead(buf.toString("latin1", 0, end))
+    if (!head.ok) return this.refuse(head.status, head.reason)
     if (head.method === "CONNECT" || head.target.charCodeAt(0) !== 47) return this.slow()
     const found = this.find(head.host)
     if (head.hops >= this.ctx.hopLimit) return this.answerPage(head, end + 4, loopPage(found.host, head.hops))
-    const table = this.ctx.routes()
-    const origin = { scheme: "http", port: this.localPort } as const
-    if (found._tag === "UnknownHost") return this.answerPage(head, end + 4, notFoundPage(table, found, origin))
+    const table = this.cacheTable!
+    if (found._tag === "UnknownHost") return this.answerPage(head, end + 4, notFoundPage(table, found, this.origin()))
     const target = found.target
     if (!target.ready || target.port === undefined) {
       wakeIfSuspended(table, target)
-      return this.answerPage(head, end + 4, unavailablePage(table, found.host, target, "not-ready", origin))
+      return this.answerPage(head, end + 4, unavailablePage(table, found.host, target, "not-ready", this.origin()))
     }
     table.seen?.(target)
     if (this.backend === undefined || this.port !== target.port || this.doomed) {
@@ -317,6 +370,10 @@ export class FastConnection {
     }
     this.forward(head, end + 4, found.host, target)
     return true
+  }
+
+  private origin() {
+    return { scheme: "http", port: this.localPort } as const
   }
 
   private forward(head: RequestHead, headLength: number, host: string, target: RouteTarget): void {
@@ -410,9 +467,8 @@ export class FastConnection {
     client.removeListener("error", this.onClientError)
     client.removeListener("close", this.onClientClose)
     client.removeListener("drain", this.onClientDrain)
-    client.removeListener("timeout", this.onClientTimeout)
-    client.setTimeout(0)
     clearTimeout(this.headTimer)
+    this.ctx.idle.delete(this)
     if (this.buf !== undefined) client.unshift(this.buf)
     this.buf = undefined
     this.ctx.handOff(client)
@@ -463,10 +519,49 @@ export class FastConnection {
 
   // -- backend side -----------------------------------------------------------------------------------------
 
+  /**
+   * Dials a backend whose reads land in this connection's own buffer (net's `onread`): no 'data' event, no new buffer
+   * per read. Reads of a socket that is no longer this connection's backend are dropped.
+   */
+  private dial(port: number, callback: DialCallback): void {
+    let socket: net.Socket | undefined
+    this.readBuffer ??= Buffer.allocUnsafeSlow(READ_BYTES)
+    this.ctx.backends.dial(
+      port,
+      (error, dialled) => {
+        socket = dialled
+        callback(error, dialled)
+      },
+      {
+        buffer: this.nextReadBuffer,
+        // true: go on reading (pausing is the stream's pause(), as before)
+        callback: (n: number, buffer: Uint8Array) => {
+          if (this.backend === socket) this.onBackendRead(n, buffer as Buffer)
+          return true
+        }
+      }
+    )
+  }
+
+  private readonly nextReadBuffer = (): Buffer => this.readBuffer!
+
+  private onBackendRead(n: number, buffer: Buffer): void {
+    try {
+      this.onBackendData(buffer.subarray(0, n))
+    } catch {
+      this.destroy()
+    }
+    // a write the client has not taken yet still holds those bytes: the next read must not overwrite them
+    if (this.client.writableLength !== 0) this.readBuffer = Buffer.allocUnsafeSlow(buffer.length)
+    else if (n === buffer.length && buffer.length < LARGE_READ_BYTES) {
+      this.readBuffer = Buffer.allocUnsafeSlow(LARGE_READ_BYTES)
+    }
+  }
+
   private connect(port: number, head: RequestHead, host: string, target: RouteTarget): void {
     this.dropBackend()
     this.block()
-    this.ctx.backends.dial(port, (error, socket) => {
+    this.dial(port, (error, socket) => {
       if (this.closed) {
         socket?.destroy()
         return
@@ -488,14 +583,6 @@ export class FastConnection {
     this.resHead = undefined
     this.doomed = false
     this.served = 0
-    socket.on("data", (chunk: Buffer) => {
-      if (this.backend !== socket) return
-      try {
-        this.onBackendData(chunk)
-      } catch {
-        this.destroy()
-      }
-    })
     socket.on("end", () => {
       if (this.backend === socket) this.onBackendEnd()
     })
@@ -554,6 +641,7 @@ export class FastConnection {
   }
 
   private onBackendData(chunk: Buffer): void {
+    this.active = true
     if (this.closed) return
     if (this.res === Res.Raw) {
       this.toClient(chunk)
@@ -590,22 +678,22 @@ export class FastConnection {
       } else if (state === Res.UntilClose) {
         i = length
       } else {
-        let head: ReturnType<typeof scanResponseHead>
-        let next: number
+        let head: ResponseHead | null | undefined
+        let next = 0
         if (this.resHead === undefined) {
-          const end = chunk.indexOf(CRLFCRLF, i)
-          if (end === -1) {
-            this.resHead = chunk.subarray(i)
+          head = scanResponseHead(chunk, i)
+          if (head === null) {
+            // a copy: the read buffer is used again
+            this.resHead = Buffer.from(chunk.subarray(i))
             i = length
             break
           }
-          head = scanResponseHead(chunk, i, end)
-          next = end + 4
+          if (head !== undefined) next = head.end
         } else {
           const before = this.resHead.length
           const joined = Buffer.concat([this.resHead, chunk.subarray(i)])
-          const end = joined.indexOf(CRLFCRLF, Math.max(0, before - 3))
-          if (end === -1) {
+          head = scanResponseHead(joined, 0)
+          if (head === null) {
             if (joined.length > MAX_HEAD_BYTES) {
               broken = true
               break
@@ -615,8 +703,7 @@ export class FastConnection {
             break
           }
           this.resHead = undefined
-          head = scanResponseHead(joined, 0, end)
-          next = i + end + 4 - before
+          if (head !== undefined) next = i + head.end - before
         }
         if (head === undefined) {
           broken = true
@@ -692,7 +779,6 @@ export class FastConnection {
     this.res = Res.Raw
     this.req = Req.Raw
     this.blocked = false
-    this.client.setTimeout(0)
     if (this.buf !== undefined) {
       this.toBackend(this.buf)
       this.buf = undefined
@@ -752,7 +838,7 @@ export class FastConnection {
     const replay = p.replay!
     this.pending.length = 0
     this.block()
-    this.ctx.backends.dial(this.port, (error, socket) => {
+    this.dial(this.port, (error, socket) => {
       if (this.closed) {
         socket?.destroy()
         return
@@ -776,8 +862,7 @@ export class FastConnection {
     target: RouteTarget,
     reason: Unavailable
   ): void {
-    const table = this.ctx.routes()
-    const page = unavailablePage(table, host, target, reason, { scheme: "http", port: this.localPort })
+    const page = unavailablePage(this.ctx.routes(), host, target, reason, this.origin())
     this.closed = true
     this.pending.length = 0
     this.buf = undefined

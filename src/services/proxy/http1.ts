@@ -11,19 +11,15 @@ export const CRLFCRLF = Buffer.from("\r\n\r\n", "latin1")
 export const MAX_HEAD_BYTES = 64 * 1024
 export const HOP_HEADER = "x-berth-hops"
 
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
-const REQUEST_LINE = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) ([\x21-\x7e]+) HTTP\/1\.([01])$/
-/** Control characters other than horizontal tab are not allowed in a field value. */
-const hasControlCharacter = (value: string): boolean => {
-  for (let i = 0; i < value.length; i++) {
-    const c = value.charCodeAt(i)
-    if ((c < 32 && c !== 9) || c === 127) return true
-  }
-  return false
-}
-const DIGITS = /^\d{1,15}$/
+const isOws = (c: number | undefined): boolean => c === 32 || c === 9
+
+/** Characters allowed in a token (a method, a header name): RFC 9110's tchar. */
+const TCHAR = new Uint8Array(256)
+for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+  TCHAR[c.charCodeAt(0)] = 1
 
 export interface RequestHead {
+  readonly ok: true
   readonly method: string
   readonly target: string
   readonly minor: 0 | 1
@@ -45,34 +41,118 @@ export interface RequestHead {
   readonly kept: string
 }
 
-export type HeadResult =
-  | { readonly ok: true; readonly head: RequestHead }
-  | { readonly ok: false; readonly status: 400 | 431; readonly reason: string }
+export interface HeadRefusal {
+  readonly ok: false
+  readonly status: 400 | 431
+  readonly reason: string
+}
 
-const bad = (reason: string): HeadResult => ({ ok: false, status: 400, reason })
+export type HeadResult = RequestHead | HeadRefusal
 
-/** Headers that belong to one connection; never forwarded as received. */
-const HOP_BY_HOP = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "te",
-  "upgrade",
-  "trailer",
-  "http2-settings"
-])
+const bad = (reason: string): HeadRefusal => ({ ok: false, status: 400, reason })
 
-/** Headers the proxy sets itself. */
-const REPLACED = new Set(["x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", HOP_HEADER])
+/** What the parser does with a header line, by its name. */
+enum Field {
+  Kept,
+  /** hop-by-hop or set by the proxy: never forwarded as received */
+  Dropped,
+  Host,
+  ContentLength,
+  TransferEncoding,
+  Connection,
+  Upgrade,
+  Trailer,
+  Accept,
+  Hops,
+  ForwardedFor
+}
+
+/** Whether `t` at `at` spells `lower` (lower case letters, digits, dashes) in any case; `t` there holds tchars. */
+const spells = (t: string, at: number, lower: string): boolean => {
+  for (let i = 0; i < lower.length; i++) if ((t.charCodeAt(at + i) | 0x20) !== lower.charCodeAt(i)) return false
+  return true
+}
+
+/**
+ * The role of the header named `t[at, at + length)`, told without making a string of the name: every header line of
+ * every request passes here. Hop-by-hop: Connection, Keep-Alive, Proxy-*, TE, Upgrade, Trailer, HTTP2-Settings;
+ * set by the proxy: X-Forwarded-*, the hop counter.
+ */
+const fieldOf = (t: string, at: number, length: number): Field => {
+  switch (length) {
+    case 2:
+      if (spells(t, at, "te")) return Field.Dropped
+      break
+    case 4:
+      if (spells(t, at, "host")) return Field.Host
+      break
+    case 6:
+      if (spells(t, at, "accept")) return Field.Accept
+      break
+    case 7:
+      if (spells(t, at, "upgrade")) return Field.Upgrade
+      if (spells(t, at, "trailer")) return Field.Trailer
+      break
+    case 10:
+      if (spells(t, at, "connection")) return Field.Connection
+      if (spells(t, at, "keep-alive")) return Field.Dropped
+      break
+    case 12:
+      if (spells(t, at, HOP_HEADER)) return Field.Hops
+      break
+    case 14:
+      if (spells(t, at, "content-length")) return Field.ContentLength
+      if (spells(t, at, "http2-settings")) return Field.Dropped
+      break
+    case 15:
+      if (spells(t, at, "x-forwarded-for")) return Field.ForwardedFor
+      break
+    case 16:
+      if (spells(t, at, "x-forwarded-host")) return Field.Dropped
+      break
+    case 17:
+      if (spells(t, at, "transfer-encoding")) return Field.TransferEncoding
+      if (spells(t, at, "x-forwarded-proto")) return Field.Dropped
+      break
+  }
+  return length >= 6 && spells(t, at, "proxy-") ? Field.Dropped : Field.Kept
+}
 
 /** Never dropped because Connection names them: they frame the message or route it. */
 const PROTECTED = new Set(["host", "content-length", "transfer-encoding"])
 
-/** Parses a request head: `text` is everything before the blank line, in latin1. */
-export const parseRequestHead = (text: string): HeadResult => {
-  const lines = text.split("\r\n")
-  const requestLine = REQUEST_LINE.exec(lines[0] ?? "")
-  if (requestLine === null) return bad("malformed request line")
+/** `kept` without the lines whose (lower case) name is in `names`: what Connection names is hop-by-hop. */
+const withoutNamed = (kept: string, names: ReadonlySet<string>): string => {
+  let out = ""
+  for (const line of kept.split("\r\n")) {
+    if (line === "" || names.has(line.slice(0, line.indexOf(":")).toLowerCase())) continue
+    out += `${line}\r\n`
+  }
+  return out
+}
+
+/**
+ * Parses a request head: `t` is everything before the blank line, in latin1. One pass over the characters, strings
+ * made only of what is used (method, target, a few values, and the kept lines as runs of the original text).
+ */
+export const parseRequestHead = (t: string): HeadResult => {
+  const n = t.length
+  // request line: method SP target SP HTTP/1.x
+  let i = 0
+  while (i < n && TCHAR[t.charCodeAt(i)] === 1) i++
+  if (i === 0 || t.charCodeAt(i) !== 32) return bad("malformed request line")
+  const method = t.slice(0, i)
+  const targetStart = ++i
+  for (let c = t.charCodeAt(i); c > 0x20 && c < 0x7f; c = t.charCodeAt(++i));
+  if (i === targetStart || t.charCodeAt(i) !== 32 || !t.startsWith("HTTP/1.", i + 1)) {
+    return bad("malformed request line")
+  }
+  const minorDigit = t.charCodeAt(i + 8)
+  if (minorDigit !== 48 && minorDigit !== 49) return bad("malformed request line")
+  const target = t.slice(targetStart, i)
+  const minor = minorDigit === 49 ? 1 : 0
+  i += 9
+  if (i < n && (t.charCodeAt(i) !== 13 || t.charCodeAt(i + 1) !== 10)) return bad("malformed request line")
   let host: string | undefined
   let contentLength = -1
   let transferEncoding: string | undefined
@@ -82,61 +162,94 @@ export const parseRequestHead = (text: string): HeadResult => {
   let accept: string | undefined
   let forwardedFor: string | undefined
   let trailer: string | undefined
-  const keptNames: Array<string> = []
-  const keptLines: Array<string> = []
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i]!
-    const colon = line.indexOf(":")
-    if (colon <= 0) return bad(line.length === 0 ? "empty header line" : "header line without a colon")
-    const first = line.charCodeAt(0)
+  let kept = ""
+  /** where the lines being kept began (they pass as one slice), or -1 */
+  let run = -1
+  for (let line = i + 2; line < n; ) {
+    let lineEnd = t.indexOf("\r\n", line)
+    if (lineEnd === -1) lineEnd = n
+    const first = t.charCodeAt(line)
     if (first === 32 || first === 9) return bad("folded header line")
-    const name = line.slice(0, colon)
-    if (!TOKEN.test(name)) return bad("invalid header name")
-    const value = line.slice(colon + 1).trim()
-    if (hasControlCharacter(value)) return bad(`invalid character in ${name}`)
-    const lower = name.toLowerCase()
-    switch (lower) {
-      case "host":
-        if (host !== undefined) return bad("more than one Host header")
-        host = value
-        break
-      case "content-length": {
-        if (!DIGITS.test(value)) return bad("invalid Content-Length")
-        const n = Number(value)
-        if (contentLength !== -1 && contentLength !== n) return bad("conflicting Content-Length headers")
-        if (contentLength !== -1) continue
-        contentLength = n
-        break
-      }
-      case "transfer-encoding":
-        transferEncoding = transferEncoding === undefined ? value : `${transferEncoding}, ${value}`
-        break
-      case "connection":
-        connection = connection === "" ? value : `${connection},${value}`
-        continue
-      case "upgrade":
-        upgradeValue = value
-        continue
-      case "trailer":
-        trailer = value
-        continue
-      case "accept":
-        accept = value
-        break
-      case HOP_HEADER: {
-        const n = Number.parseInt(value, 10)
-        hops = Number.isFinite(n) && n > 0 ? Math.max(hops, n) : hops
-        continue
-      }
-      case "x-forwarded-for":
-        forwardedFor = forwardedFor === undefined ? value : `${forwardedFor}, ${value}`
-        continue
+    let colon = line
+    while (colon < lineEnd && TCHAR[t.charCodeAt(colon)] === 1) colon++
+    if (colon === lineEnd) return bad("header line without a colon")
+    if (colon === line || t.charCodeAt(colon) !== 58) return bad("invalid header name")
+    let v = colon + 1
+    while (v < lineEnd && isOws(t.charCodeAt(v))) v++
+    let vEnd = lineEnd
+    while (vEnd > v && isOws(t.charCodeAt(vEnd - 1))) vEnd--
+    // control characters other than horizontal tab (a bare CR or LF among them) are not allowed in a value
+    for (let k = v; k < vEnd; k++) {
+      const c = t.charCodeAt(k)
+      if ((c < 32 && c !== 9) || c === 127) return bad(`invalid character in ${t.slice(line, colon)}`)
     }
-    if (HOP_BY_HOP.has(lower) || REPLACED.has(lower) || lower.startsWith("proxy-")) continue
-    keptNames.push(lower)
-    keptLines.push(line)
+    const field = fieldOf(t, line, colon - line)
+    let keep = false
+    switch (field) {
+      case Field.Kept:
+        keep = true
+        break
+      case Field.Host:
+        if (host !== undefined) return bad("more than one Host header")
+        host = t.slice(v, vEnd)
+        keep = true
+        break
+      case Field.ContentLength: {
+        if (vEnd === v || vEnd - v > 15) return bad("invalid Content-Length")
+        let length = 0
+        for (let k = v; k < vEnd; k++) {
+          const d = t.charCodeAt(k) - 48
+          if (d < 0 || d > 9) return bad("invalid Content-Length")
+          length = length * 10 + d
+        }
+        if (contentLength !== -1 && contentLength !== length) return bad("conflicting Content-Length headers")
+        // a repeated, equal one is sent once
+        keep = contentLength === -1
+        contentLength = length
+        break
+      }
+      case Field.TransferEncoding: {
+        const value = t.slice(v, vEnd)
+        transferEncoding = transferEncoding === undefined ? value : `${transferEncoding}, ${value}`
+        keep = true
+        break
+      }
+      case Field.Connection: {
+        const value = t.slice(v, vEnd)
+        connection = connection === "" ? value : `${connection},${value}`
+        break
+      }
+      case Field.Upgrade:
+        upgradeValue = t.slice(v, vEnd)
+        break
+      case Field.Trailer:
+        trailer = t.slice(v, vEnd)
+        break
+      case Field.Accept:
+        accept = t.slice(v, vEnd)
+        keep = true
+        break
+      case Field.Hops: {
+        const count = Number.parseInt(t.slice(v, vEnd), 10)
+        if (Number.isFinite(count) && count > hops) hops = count
+        break
+      }
+      case Field.ForwardedFor: {
+        const value = t.slice(v, vEnd)
+        forwardedFor = forwardedFor === undefined ? value : `${forwardedFor}, ${value}`
+        break
+      }
+    }
+    if (keep) {
+      if (run === -1) run = line
+    } else if (run !== -1) {
+      kept += t.slice(run, line)
+      run = -1
+    }
+    line = lineEnd + 2
   }
-  const minor = requestLine[3] === "1" ? 1 : 0
+  // the last line has no CRLF of its own: the blank line took it
+  if (run !== -1) kept += `${t.slice(run)}\r\n`
   if (minor === 1 && host === undefined) return bad("no Host header")
   let chunked = false
   if (transferEncoding !== undefined) {
@@ -149,8 +262,8 @@ export const parseRequestHead = (text: string): HeadResult => {
   let close = false
   let keepAlive = false
   let wantsUpgrade = false
-  let dropped: Set<string> | undefined
   if (connection !== "") {
+    let named: Set<string> | undefined
     for (const raw of connection.split(",")) {
       const token = raw.trim().toLowerCase()
       if (token === "") continue
@@ -158,15 +271,11 @@ export const parseRequestHead = (text: string): HeadResult => {
       else if (token === "keep-alive") keepAlive = true
       else if (token === "upgrade") wantsUpgrade = true
       else if (!PROTECTED.has(token)) {
-        dropped ??= new Set()
-        dropped.add(token)
+        named ??= new Set()
+        named.add(token)
       }
     }
-  }
-  let kept = ""
-  for (let i = 0; i < keptLines.length; i++) {
-    if (dropped?.has(keptNames[i]!) === true) continue
-    kept += `${keptLines[i]}\r\n`
+    if (named !== undefined) kept = withoutNamed(kept, named)
   }
   // trailers travel inside the chunked body, which passes as it is
   if (chunked && trailer !== undefined) kept += `Trailer: ${trailer}\r\n`
@@ -177,21 +286,19 @@ export const parseRequestHead = (text: string): HeadResult => {
       : undefined
   return {
     ok: true,
-    head: {
-      method: requestLine[1]!,
-      target: requestLine[2]!,
-      minor,
-      host,
-      contentLength,
-      chunked,
-      upgrade,
-      close: minor === 1 ? close : !keepAlive || close,
-      keepAlive,
-      hops,
-      accept,
-      forwardedFor,
-      kept
-    }
+    method,
+    target,
+    minor,
+    host,
+    contentLength,
+    chunked,
+    upgrade,
+    close: minor === 1 ? close : !keepAlive || close,
+    keepAlive,
+    hops,
+    accept,
+    forwardedFor,
+    kept
   }
 }
 
@@ -219,6 +326,8 @@ export interface ResponseHead {
   readonly chunked: boolean
   /** The backend will close the connection after this response. */
   readonly close: boolean
+  /** Where the head's bytes end, past the blank line. */
+  readonly end: number
 }
 
 /** Whether the bytes at `at` spell `name` (lower case letters and dashes), ignoring case. */
@@ -227,15 +336,27 @@ const nameAt = (buf: Buffer, at: number, name: string): boolean => {
   return true
 }
 
-const isOws = (c: number | undefined): boolean => c === 32 || c === 9
+/** Whether `buf[from, to)` holds `word` (lower case letters and dashes), ignoring case. */
+const holds = (buf: Buffer, from: number, to: number, word: string): boolean => {
+  for (let i = from; i + word.length <= to; i++) if (nameAt(buf, i, word)) return true
+  return false
+}
 
 /**
- * Reads what framing needs from the response head in `buf[start, end)` (`end` is where the blank line starts),
- * without making strings of it: every response passes here. Undefined when it is not HTTP/1.x.
+ * Reads the response head at `buf[start…]` for what framing needs, in one pass over its bytes and without making
+ * strings of them (every response passes here, and a call into Buffer's native methods per line costs more than the
+ * loop). Null when the head does not end within `buf`; undefined when it is not HTTP/1.x or a line does not end in
+ * CRLF.
  */
-export const scanResponseHead = (buf: Buffer, start: number, end: number): ResponseHead | undefined => {
-  // HTTP/1.x SSS
-  if (end - start < 12 || !nameAt(buf, start, "http/1.") || buf[start + 8] !== 32) return undefined
+export const scanResponseHead = (buf: Buffer, start: number): ResponseHead | null | undefined => {
+  const length = buf.length
+  let lf = start
+  while (lf < length && buf[lf] !== 10) lf++
+  if (lf === length) return null
+  // HTTP/1.x SSS[ reason]CRLF
+  if (lf - start < 13 || buf[lf - 1] !== 13 || !nameAt(buf, start, "http/1.") || buf[start + 8] !== 32) {
+    return undefined
+  }
   const minorDigit = buf[start + 7]
   if (minorDigit !== 48 && minorDigit !== 49) return undefined
   let status = 0
@@ -244,16 +365,20 @@ export const scanResponseHead = (buf: Buffer, start: number, end: number): Respo
     if (d < 0 || d > 9) return undefined
     status = status * 10 + d
   }
-  if (start + 12 < end && buf[start + 12] !== 32) return undefined
+  if (start + 13 < lf && buf[start + 12] !== 32) return undefined
   let contentLength = -1
   let chunked = false
   let transferEncoding = false
   let close = minorDigit === 48
-  let line = buf.indexOf(10, start)
-  line = line === -1 || line >= end ? end : line + 1
-  while (line < end) {
-    let lineEnd = buf.indexOf(13, line)
-    if (lineEnd === -1 || lineEnd > end) lineEnd = end
+  let line = lf + 1
+  for (;;) {
+    lf = line
+    while (lf < length && buf[lf] !== 10) lf++
+    if (lf === length) return null
+    if (lf === line || buf[lf - 1] !== 13) return undefined
+    const lineEnd = lf - 1
+    // the blank line
+    if (lineEnd === line) break
     const first = buf[line]! | 0x20
     // only content-length, connection and transfer-encoding matter
     if (first === 0x63 || first === 0x74) {
@@ -278,22 +403,15 @@ export const scanResponseHead = (buf: Buffer, start: number, end: number): Respo
         chunked = buf.toString("latin1", v, vEnd).toLowerCase().split(",").at(-1)?.trim() === "chunked"
         if (!chunked) close = true
       } else if (nameLength === 10 && nameAt(buf, line, "connection")) {
-        const tokens = buf.toString("latin1", v, vEnd).toLowerCase()
-        if (tokens.includes("close")) close = true
-        else if (minorDigit === 48 && tokens.includes("keep-alive")) close = false
+        if (holds(buf, v, vEnd, "close")) close = true
+        else if (minorDigit === 48 && holds(buf, v, vEnd, "keep-alive")) close = false
       }
     }
-    line = lineEnd + 2
+    line = lf + 1
   }
   // a body with a transfer coding other than chunked runs until the connection closes
   if (transferEncoding && !chunked) contentLength = -1
-  return { status, contentLength, chunked, close }
-}
-
-/** `scanResponseHead` over text (everything before the blank line). */
-export const parseResponseHead = (text: string): ResponseHead | undefined => {
-  const buf = Buffer.from(text, "latin1")
-  return scanResponseHead(buf, 0, buf.length)
+  return { status, contentLength, chunked, close, end: lf + 1 }
 }
 
 enum Chunk {
