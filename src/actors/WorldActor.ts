@@ -879,7 +879,12 @@ export const makeWorldActor = (
       Effect.gen(function* () {
         const { g, order } = yield* withDependents(names)
         yield* stopServices(g, order)
-        yield* registry.addEvent({ worldId, service: null, kind: "restarted", message: `restarted ${order.join(", ")}` })
+        yield* registry.addEvent({
+          worldId,
+          service: null,
+          kind: "restarted",
+          message: `restarted ${order.join(", ")}`
+        })
         yield* start({ services: order, groups: [] }, lastEnv, new Map())
       })
 

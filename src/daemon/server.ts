@@ -20,7 +20,7 @@ import { WorldsLive } from "../layers/index.js"
 import { Worlds } from "../actors/Worlds.js"
 import { InternalError, InvalidRequest, InvalidWorldName, NotARepository } from "../domain/errors.js"
 import { parsePortRange } from "../domain/ports.js"
-import { Git } from "../services/Git.js"
+import type { Git } from "../services/Git.js"
 import { Home } from "../services/Home.js"
 import { Ports } from "../services/Ports.js"
 import { Processes } from "../services/Processes.js"
@@ -30,7 +30,7 @@ import { DaemonApi } from "./api.js"
 import { acquireLock, releaseLock, socketAnswers } from "./lock.js"
 import * as machine from "./machine.js"
 import type { Admission } from "../services/Admission.js"
-import { Registry } from "../services/Registry.js"
+import type { Registry } from "../services/Registry.js"
 
 /** The longest path the kernel takes (PATH_MAX); a world name is a branch, a path under `.git/refs`. */
 const PATH_MAX = 4096
