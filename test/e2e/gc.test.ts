@@ -76,6 +76,9 @@ describe("gc", () => {
     const project = `${tag}a`
     const box = await boxes.project({ "berth.toml": config(project) })
     expect((await box.run(["up", "one", "--json"], { timeoutMs: 60_000 })).code).toBe(0)
+    // the daemon sweeps on its own 2 s after it starts: let that pass first, or it may drop the leftover below before
+    // the explicit gc this test is about
+    await new Promise((resolve) => setTimeout(resolve, 3_000))
     // leftovers: one marked as this berth's (a state file lost, say), one of another berth, one of nobody
     const mine = `${project}_leftover_db`
     const theirs = `${project}_theirs_db`
