@@ -16,6 +16,7 @@ import { daemon, port } from "./commands/daemon.js"
 import { init } from "./commands/init.js"
 import { config, metrics, reserve } from "./commands/machine.js"
 import { curl } from "./commands/curl.js"
+import { reset } from "./commands/reset.js"
 import { gc, golden } from "./commands/slices.js"
 import { trust } from "./commands/trust.js"
 import { down, env, logs, reload, remove, status, up } from "./commands/worlds.js"
@@ -28,6 +29,7 @@ const berth = Command.make("berth").pipe(
     up,
     down,
     reload,
+    reset,
     remove,
     status,
     env,

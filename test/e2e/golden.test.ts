@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import pg from "pg"
@@ -93,6 +93,35 @@ describe("golden templates", () => {
     const waited = await Promise.all(names.map(async (n) => (await eventsOf(box, n)).map((e) => e.kind)))
     expect(waited.filter((kinds) => kinds.includes("golden_build"))).toHaveLength(1)
     expect(waited.filter((kinds) => kinds.includes("golden_wait")).length).toBeGreaterThan(0)
+  })
+
+  it("reset puts a world's slice back to its golden, restarting its processes around it", async () => {
+    const box = await boxes.project({ "berth.toml": config(), "migrations/001.sql": "v1\n" })
+    await up(box, "one")
+    const files = (await envOf(box, "one")).FILES_URL!
+    const pidOf = async () => {
+      const status = JSON.parse((await box.run(["status", "--json"])).stdout) as {
+        worlds: Array<{ name: string; state: string; services: Array<{ name: string; pid: number | null }> }>
+      }
+      const w = status.worlds.find((x) => x.name === "one")
+      return { state: w?.state, pid: w?.services.find((s) => s.name === "api")?.pid }
+    }
+    const before = await pidOf()
+    writeFileSync(join(files, "scratch.txt"), "made by a test run\n")
+    expect(existsSync(join(files, "scratch.txt"))).toBe(true)
+    const r = await box.run(["reset", "one", "--json"], { timeoutMs: 60_000 })
+    expect(r.code, r.stderr).toBe(0)
+    expect(existsSync(join(files, "scratch.txt"))).toBe(false)
+    expect(readFileSync(join(files, "schema.sql"), "utf8")).toBe("v1\n")
+    expect(readFileSync(join(files, "rows.txt"), "utf8")).toBe("row-1\n")
+    const after = await pidOf()
+    expect(after.state).toBe("running")
+    expect(after.pid).not.toBe(before.pid)
+    // the golden was copied, not built again
+    expect(builds(box)).toEqual(["one"])
+    const wrong = await box.run(["reset", "one", "cache"])
+    expect(wrong.code).toBe(1)
+    expect(wrong.stderr).toMatch(/no slice "cache".*slices: files/)
   })
 
   it("is rebuilt when an input file or the migrate command changes, and on request", async () => {
