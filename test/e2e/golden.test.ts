@@ -199,11 +199,11 @@ seed = "${psql("insert into t values (1)")}"
       // the spare appears in the background, marked as this installation's
       const spareOf = async () =>
         (await databases(project)).filter(([name, mark]) => name.startsWith("spare_") && mark !== null)
-      const first = await eventually(spareOf, (found) => found.length === 1)
+      const first = await eventually(spareOf, (found) => found.length === 1, 60_000)
       expect(first).toHaveLength(1)
       await up(box, "two")
       // it became world two's database; another spare replaces it
-      const next = await eventually(spareOf, (found) => found.length === 1 && found[0]![0] !== first[0]![0])
+      const next = await eventually(spareOf, (found) => found.length === 1 && found[0]![0] !== first[0]![0], 60_000)
       expect(next[0]![0]).not.toBe(first[0]![0])
       const two = (await envOf(box, "two")).DB_URL!
       expect(two.endsWith(`/${project}_two_db`)).toBe(true)
