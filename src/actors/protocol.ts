@@ -19,6 +19,7 @@ import {
   WorktreeDirty,
   WorldNotFound
 } from "../domain/errors.js"
+import { worldStates } from "../domain/world-state.js"
 
 /** Which services an `up` starts: none named means all of them. */
 export const Selection = Schema.Struct({
@@ -28,7 +29,7 @@ export const Selection = Schema.Struct({
 export type Selection = typeof Selection.Type
 
 /** The environment of the command that asked: a world keeps it for everything it does later. */
-const Env = Schema.Record({ key: Schema.String, value: Schema.String })
+export const Env = Schema.Record({ key: Schema.String, value: Schema.String })
 
 /** Everything a world's command can fail with. */
 export const WorldFailure = Schema.Union(
@@ -149,18 +150,7 @@ export const WorldCommand = Schema.Union(
 )
 export type WorldCommand = typeof WorldCommand.Type
 
-const WorldStateSchema = Schema.Literal(
-  "queued",
-  "starting",
-  "running",
-  "stopping",
-  "stopped",
-  "suspending",
-  "suspended",
-  "failed",
-  "removing",
-  "removed"
-)
+const WorldStateSchema = Schema.Literal(...worldStates)
 
 /** One move of a world's observed state: what `Worlds.changes` streams (and a cluster would publish). */
 export const WorldChange = Schema.Struct({

@@ -6,21 +6,8 @@
 import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as Schema from "effect/Schema"
-import {
-  ConfigInvalid,
-  ConfigNotFound,
-  ConfigUnreadable,
-  InternalError,
-  InvalidRequest,
-  InvalidWorldName,
-  MainCheckout,
-  NotARepository,
-  PortRangeExhausted,
-  PortUnavailable,
-  StartFailed,
-  WorktreeDirty,
-  WorldNotFound
-} from "../domain/errors.js"
+import { Env, WorldFailure } from "../actors/protocol.js"
+import { InternalError, InvalidRequest, InvalidWorldName, NotARepository, PortUnavailable } from "../domain/errors.js"
 
 export const ServiceStatus = Schema.Struct({
   name: Schema.String,
@@ -70,24 +57,10 @@ const worldRef = {
   world: Schema.optional(Schema.String)
 }
 
-const clientEnv = Schema.Record({ key: Schema.String, value: Schema.String })
+const clientEnv = Env
 
-/** Everything a world command can fail with. */
-export const WorldError = Schema.Union(
-  ConfigInvalid,
-  ConfigNotFound,
-  ConfigUnreadable,
-  NotARepository,
-  InvalidWorldName,
-  WorldNotFound,
-  WorktreeDirty,
-  MainCheckout,
-  StartFailed,
-  PortUnavailable,
-  PortRangeExhausted,
-  InvalidRequest,
-  InternalError
-)
+/** Everything a world command can fail with: what its actor answers, and what resolving the world adds. */
+export const WorldError = Schema.Union(...WorldFailure.members, NotARepository, InvalidWorldName, PortUnavailable)
 export type WorldError = typeof WorldError.Type
 
 const PortChoice = Schema.Union(Schema.Number, Schema.Literal("auto", "off"))

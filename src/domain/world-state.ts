@@ -5,20 +5,8 @@
  */
 import * as Data from "effect/Data"
 
-export type WorldState =
-  | "queued"
-  | "starting"
-  | "running"
-  | "stopping"
-  | "stopped"
-  | "suspending"
-  | "suspended"
-  | "failed"
-  | "removing"
-  | "removed"
-
 /** Every observed state, in lifecycle order (handy for tables, schemas and tests). */
-export const worldStates: ReadonlyArray<WorldState> = [
+export const worldStates = [
   "queued",
   "starting",
   "running",
@@ -29,7 +17,9 @@ export const worldStates: ReadonlyArray<WorldState> = [
   "failed",
   "removing",
   "removed"
-]
+] as const
+
+export type WorldState = (typeof worldStates)[number]
 
 /** What a user asked for; persisted, and changed only by a user's command. */
 export type WorldDesired = "up" | "down" | "removed"

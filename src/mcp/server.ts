@@ -5,7 +5,7 @@
  * While `up` waits — in line for room, or for its services' health — the client gets progress notifications when it
  * asked for them (a `progressToken`).
  */
-import { readFileSync, realpathSync } from "node:fs"
+import { realpathSync } from "node:fs"
 import * as McpSchema from "@effect/ai/McpSchema"
 import * as McpServer from "@effect/ai/McpServer"
 import * as NodeSink from "@effect/platform-node/NodeSink"
@@ -21,7 +21,7 @@ import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import { send } from "../cli/commands/curl.js"
+import { caFor, send } from "../cli/commands/curl.js"
 import type { WorldStatus } from "../daemon/api.js"
 import { splitHint, toolCallEvent, worldAt } from "../domain/agents.js"
 import { definedEnv } from "../domain/environment.js"
@@ -265,14 +265,7 @@ const Handlers = (cwd: string) =>
                 })
               }
               const target = new URL(p.path ?? "/", s.url)
-              const settings = yield* client.GetSettings()
-              const ca =
-                target.protocol === "https:"
-                  ? yield* Effect.try({
-                      try: () => readFileSync(settings.proxy.caPath, "utf8"),
-                      catch: () => new InvalidRequest({ reason: `cannot read berth's CA at ${settings.proxy.caPath}` })
-                    })
-                  : undefined
+              const ca = yield* caFor(target, (yield* client.GetSettings()).proxy.caPath)
               const body = p.body === undefined ? undefined : Buffer.from(p.body)
               const answer = yield* send(target, {
                 method: p.method ?? (body === undefined ? "GET" : "POST"),

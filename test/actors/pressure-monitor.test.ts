@@ -180,6 +180,23 @@ describe("PressureMonitor", () => {
       })
   )
 
+  it.scoped("a world idled in a tick is not also picked for pressure in it: pressure takes another", () =>
+    Effect.gen(function* () {
+      const { machine, worlds, start } = yield* monitored()
+      yield* worlds.add({ id: 1, startedAt: 0 })
+      // the newest, and idle from 63 s on; idleness is looked at every 10 s, so first at the tick of 70 s
+      yield* worlds.add({ id: 2, startedAt: 1_000, idleSuspendMs: 62_000 })
+      yield* start
+      yield* TestClock.adjust(68_500)
+      expect(yield* events(worlds)).toEqual([])
+      yield* machine.setMemoryPercent(5)
+      yield* TestClock.adjust(1_500)
+      yield* eventSeen(worlds, "idle 2")
+      yield* eventSeen(worlds, "suspend 1")
+      expect([...(yield* events(worlds))].sort()).toEqual(["idle 2", "suspend 1"])
+    })
+  )
+
   it.scoped("keeps watching after a tick that failed (the registry could not be read)", () =>
     Effect.gen(function* () {
       const { machine, worlds, start } = yield* monitored()

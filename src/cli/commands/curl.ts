@@ -24,6 +24,15 @@ interface Answer {
   readonly body: string | undefined
 }
 
+/** berth's CA, which an https route's certificate is verified against; nothing for plain http. */
+export const caFor = (target: URL, caPath: string): Effect.Effect<string | undefined, InvalidRequest> =>
+  target.protocol === "https:"
+    ? Effect.try({
+        try: () => readFileSync(caPath, "utf8"),
+        catch: () => new InvalidRequest({ reason: `cannot read berth's CA at ${caPath}` })
+      })
+    : Effect.succeed(undefined)
+
 /** Sends the request and streams the body to stdout (or collects it); resolves once the body has been read. */
 export const send = (
   url: URL,
@@ -162,14 +171,7 @@ export const curl = Command.make(
                 })
               : Effect.succeed(Option.some(Buffer.from(d)))
         })
-        const settings = yield* client.GetSettings()
-        const ca =
-          target.protocol === "https:"
-            ? yield* Effect.try({
-                try: () => readFileSync(settings.proxy.caPath, "utf8"),
-                catch: () => new InvalidRequest({ reason: `cannot read berth's CA at ${settings.proxy.caPath}` })
-              })
-            : undefined
+        const ca = yield* caFor(target, (yield* client.GetSettings()).proxy.caPath)
         const answer = yield* send(target, {
           method: Option.getOrElse(method, () => (Option.isSome(body) ? "POST" : "GET")),
           headers: Object.fromEntries(parsed),
