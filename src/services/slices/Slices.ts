@@ -11,9 +11,11 @@ import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
 import type { Adapter, AdapterError, Slice } from "../../../adapters/index.js"
 import { builtinAdapters } from "../../domain/adapters.js"
 import type * as Model from "../../domain/config/model.js"
@@ -25,7 +27,7 @@ import { sliceIdentifier } from "../../domain/names.js"
 import { hidePassword } from "../../domain/redact.js"
 import { resolveTemplate, unresolvedIn } from "../../domain/tokens.js"
 import { Home } from "../Home.js"
-import { Registry, type SliceRow } from "../Registry.js"
+import { Registry, type SliceRow, type WorldRow } from "../Registry.js"
 import { goldenInputs } from "./golden-inputs.js"
 import { implementation } from "./implementations.js"
 
@@ -210,8 +212,12 @@ const make = Effect.gen(function* () {
     )
   }
 
-  /** Marks a slice busy while `effect` runs, so that gc never drops it half-way (and waits while gc drops it). */
-  const busy = <A, E, R>(slice: Slice, effect: Effect.Effect<A, E, R>) => {
+  /**
+   * Marks a slice busy until the scope closes, so that gc never drops it half-way (and waits while gc drops it). A
+   * world's slice is held from before its row is written until it is ready: in between, its row says `provisioning`,
+   * which gc would otherwise take for a crash's leftover.
+   */
+  const hold = (slice: Slice): Effect.Effect<void, never, Scope.Scope> => {
     const key = gcInFlightKey(serverOf(slice), slice.name)
     const enter: Effect.Effect<void> = Effect.suspend(() => {
       if (dropping.has(key)) return Effect.zipRight(Effect.sleep("50 millis"), enter)
@@ -223,12 +229,12 @@ const make = Effect.gen(function* () {
       if (n <= 0) inFlight.delete(key)
       else inFlight.set(key, n)
     })
-    return Effect.acquireUseRelease(
-      enter,
-      () => effect,
-      () => leave
-    )
+    return Effect.acquireRelease(enter, () => leave)
   }
+
+  /** `effect` with its slice held (see `hold`). */
+  const busy = <A, E, R>(slice: Slice, effect: Effect.Effect<A, E, R>) =>
+    Effect.scoped(Effect.zipRight(hold(slice), effect))
 
   /** gc's side of `busy`: false (and nothing held) when the slice is being made right now. */
   const claimForDrop = (slice: Slice) =>
@@ -380,28 +386,32 @@ const make = Effect.gen(function* () {
           NAME_LIMIT
         )
       }
-      const row = yield* registry.recordSlice({
-        worldId: null,
-        project: spare.project,
-        service: service.name,
-        adapter: spare.adapter,
-        name: spare.name,
-        adminUrl: spare.adminUrl ?? null,
-        storage: spare.storage,
-        options: spare.options,
-        goldenKey: golden.key,
-        role: "spare"
-      })
-      const copy = busy(
-        spare,
-        Effect.zipRight(adapter.clone(golden.slice, spare), registry.markSliceReady(row.id))
-      ).pipe(
+      // held from before its row is written (a `provisioning` spare row nobody holds is a crash's leftover to gc)
+      // until the background copy ends; the row is written here, so a second world's replenish sees it
+      const held = yield* Scope.make()
+      yield* Scope.extend(hold(spare), held)
+      const row = yield* registry
+        .recordSlice({
+          worldId: null,
+          project: spare.project,
+          service: service.name,
+          adapter: spare.adapter,
+          name: spare.name,
+          adminUrl: spare.adminUrl ?? null,
+          storage: spare.storage,
+          options: spare.options,
+          goldenKey: golden.key,
+          role: "spare"
+        })
+        .pipe(Effect.onError(() => Scope.close(held, Exit.void)))
+      const copy = Effect.zipRight(adapter.clone(golden.slice, spare), registry.markSliceReady(row.id)).pipe(
         Effect.catchAll((e) =>
           Effect.zipRight(
             Effect.logWarning(`spare of ${golden.slice.name}: ${e.message}`),
             Effect.zipRight(Effect.ignore(adapter.teardown(spare)), Effect.ignore(registry.forgetSlice(row.id)))
           )
-        )
+        ),
+        Effect.ensuring(Scope.close(held, Exit.void))
       )
       yield* FiberSet.run(background, copy)
     })
@@ -431,7 +441,10 @@ const make = Effect.gen(function* () {
         const golden = made.slice
         // a spare copy made ahead of time is renamed into place: the new world costs a rename, not a copy
         const fromSpare = yield* takeSpare(service, adapter, made, slice)
-        const cloned = fromSpare ? Either.right(undefined) : yield* adapter.clone(golden, slice).pipe(Effect.either)
+        // the golden is held while it is copied: gc never drops it from under the copy
+        const cloned = fromSpare
+          ? Either.right(undefined)
+          : yield* busy(golden, adapter.clone(golden, slice)).pipe(Effect.either)
         if (cloned._tag === "Right") {
           yield* registry.touchSlice(made.rowId)
           yield* replenish(service, adapter, made)
@@ -493,30 +506,29 @@ const make = Effect.gen(function* () {
       const wasReady = previous?.state === "ready" && previous.name === slice.name
       // a new slice with a golden is made by copying it: no empty slice first (the copy replaces what is there)
       const copyable = service.cloneFrom === "golden" && adapter.capabilities.clone && !wasReady
-      const { row, fresh } = yield* busy(
-        slice,
-        Effect.gen(function* () {
-          const row = yield* registry.recordSlice({
-            worldId: world.id,
-            project: world.project,
-            service: service.name,
-            adapter: service.adapter,
-            name: slice.name,
-            adminUrl: slice.adminUrl ?? null,
-            storage: slice.storage,
-            options: slice.options,
-            goldenKey: null
-          })
-          yield* recordServer(slice)
-          if (copyable) return { row, fresh: true }
-          const created = yield* adapter.provision(slice).pipe(Effect.mapError(failure))
-          if (created || wasReady) return { row, fresh: created }
-          // a crash left it half-filled: drop what is there and start from empty
-          yield* adapter.teardown(slice).pipe(Effect.mapError(failure))
-          yield* adapter.provision(slice).pipe(Effect.mapError(failure))
-          return { row, fresh: true }
+      // held until the provision ends: a row left `provisioning` while another slice fills is not a crash's
+      yield* hold(slice)
+      const { row, fresh } = yield* Effect.gen(function* () {
+        const row = yield* registry.recordSlice({
+          worldId: world.id,
+          project: world.project,
+          service: service.name,
+          adapter: service.adapter,
+          name: slice.name,
+          adminUrl: slice.adminUrl ?? null,
+          storage: slice.storage,
+          options: slice.options,
+          goldenKey: null
         })
-      )
+        yield* recordServer(slice)
+        if (copyable) return { row, fresh: true }
+        const created = yield* adapter.provision(slice).pipe(Effect.mapError(failure))
+        if (created || wasReady) return { row, fresh: created }
+        // a crash left it half-filled: drop what is there and start from empty
+        yield* adapter.teardown(slice).pipe(Effect.mapError(failure))
+        yield* adapter.provision(slice).pipe(Effect.mapError(failure))
+        return { row, fresh: true }
+      })
       // a slice still to be copied may not have an address yet (a Redis DB is numbered when it is made)
       const url = copyable
         ? Option.getOrUndefined(yield* Effect.option(adapter.resolve(slice)))
@@ -531,7 +543,7 @@ const make = Effect.gen(function* () {
       }
     }
     for (const p of pending) {
-      yield* busy(p.slice, initialize(world, p.service, p.adapter, p.slice, urls, init)).pipe(
+      yield* initialize(world, p.service, p.adapter, p.slice, urls, init).pipe(
         Effect.tapError(() =>
           Effect.zipRight(Effect.ignore(p.adapter.teardown(p.slice)), Effect.ignore(registry.forgetSlice(p.rowId)))
         )
@@ -545,7 +557,7 @@ const make = Effect.gen(function* () {
       yield* registry.markSliceReady(p.rowId)
     }
     return urls
-  })
+  }, Effect.scoped)
 
   /** The addresses of slices already provisioned (for `env` of a world that is down). */
   const addresses = Effect.fn("Slices.addresses")(function* (worldId: number) {
@@ -654,26 +666,39 @@ const make = Effect.gen(function* () {
       listings.push({ server, names: listed.right })
     }
     const down = new Set(unreachable.map((u) => u.where))
-    const plan = gcPlan({
-      rows: rows.map((row) => ({
-        id: row.id,
-        worldId: row.worldId,
-        project: row.project,
-        service: row.service,
-        name: row.name,
-        server: serverOf(sliceOfRow(row)),
-        golden: row.role === "golden",
-        spare: row.role === "spare",
-        detached: row.role === "detached",
-        key: row.goldenKey,
-        state: row.state,
-        usedAt: row.usedAt
-      })),
-      listings,
-      inFlight: new Set(inFlight.keys()),
-      // the names of every existing world's slices begin so: such a name is never taken for an orphan
-      livePrefixes: (yield* registry.worlds()).map((w) => `${sliceIdentifier([w.projectName, w.slug], NAME_LIMIT)}_`)
-    })
+    const draw = (rows: ReadonlyArray<SliceRow>, worlds: ReadonlyArray<WorldRow>) =>
+      gcPlan({
+        rows: rows.map((row) => ({
+          id: row.id,
+          worldId: row.worldId,
+          project: row.project,
+          service: row.service,
+          name: row.name,
+          server: serverOf(sliceOfRow(row)),
+          golden: row.role === "golden",
+          spare: row.role === "spare",
+          detached: row.role === "detached",
+          key: row.goldenKey,
+          state: row.state,
+          usedAt: row.usedAt
+        })),
+        listings,
+        inFlight: new Set(inFlight.keys()),
+        // the names of every existing world's slices begin so: such a name is never taken for an orphan
+        livePrefixes: worlds.map((w) => `${sliceIdentifier([w.projectName, w.slug], NAME_LIMIT)}_`)
+      })
+    const plan = draw(rows, yield* registry.worlds())
+    /**
+     * The plan was drawn from rows read before the servers were asked: a provision may have ended (or begun) since.
+     * With the slice claimed, nothing can start making it, so a plan drawn again from the registry as it is now says
+     * whether the drop is still due.
+     */
+    const stillDue = (action: GcAction) =>
+      Effect.map(Effect.zip(registry.slices(), registry.worlds()), ([rows, worlds]) =>
+        draw(rows, worlds).some(
+          (a) => a.server === action.server && a.name === action.name && a.reason === action.reason
+        )
+      )
     const entries: Array<GcEntry> = []
     for (const action of plan) {
       if (automatic && action.reason === "no longer in berth.toml") continue
@@ -689,13 +714,13 @@ const make = Effect.gen(function* () {
       const claimed = yield* claimForDrop(slice)
       // made busy since the plan was drawn: a world is provisioning it now
       if (claimed === undefined) continue
-      const result = yield* adapter.teardown(slice).pipe(
-        Effect.either,
-        Effect.tap((r) =>
-          r._tag === "Right" && action.rowId !== undefined ? registry.forgetSlice(action.rowId) : Effect.void
-        ),
-        Effect.ensuring(Effect.sync(() => dropping.delete(claimed)))
-      )
+      const result = yield* Effect.gen(function* () {
+        if (!(yield* stillDue(action))) return undefined
+        const dropped = yield* Effect.either(adapter.teardown(slice))
+        if (dropped._tag === "Right" && action.rowId !== undefined) yield* registry.forgetSlice(action.rowId)
+        return dropped
+      }).pipe(Effect.ensuring(Effect.sync(() => dropping.delete(claimed))))
+      if (result === undefined) continue
       if (result._tag === "Left") {
         entries.push({ ...base, outcome: "failed", error: result.left.message })
         continue

@@ -1,0 +1,132 @@
+/**
+ * The daemon's own gc sweep against provisions in flight, over the real Slices, the real Registry (SQLite) and the
+ * embedded `dir` adapter: a world's slice is never dropped while it is being made or filled, at any moment of it.
+ */
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import type * as Model from "../../src/domain/config/model.js"
+import { Home } from "../../src/services/Home.js"
+import { Registry, RegistryLive } from "../../src/services/Registry.js"
+import { Slices, SlicesLive, type SliceWorld } from "../../src/services/slices/Slices.js"
+
+const folders: Array<string> = []
+afterAll(() => {
+  for (const f of folders) rmSync(f, { recursive: true, force: true })
+})
+
+const slice = (name: string, migrate: string): Model.SliceService => ({
+  _tag: "Slice",
+  name,
+  adapter: "dir",
+  adminUrl: undefined,
+  migrate,
+  seed: undefined,
+  cloneFrom: undefined,
+  goldenInputs: [],
+  options: {},
+  dependsOn: [],
+  groups: []
+})
+
+/** Run when gc asks for the slice servers: after it has read the rows, before it lists servers and draws its plan. */
+let beforeListing: Effect.Effect<void> = Effect.void
+
+const layer = () => {
+  const home = mkdtempSync(join(tmpdir(), "berth-slices-gc-"))
+  folders.push(home)
+  const registry = Layer.effect(
+    Registry,
+    Effect.map(Registry, (real) => ({
+      ...real,
+      sliceServers: () =>
+        Effect.zipRight(
+          Effect.suspend(() => beforeListing),
+          real.sliceServers()
+        )
+    }))
+  ).pipe(Layer.provide(RegistryLive))
+  return SlicesLive.pipe(Layer.provideMerge(registry), Layer.provideMerge(Home.layerAt(home)))
+}
+
+const world = Effect.gen(function* () {
+  const registry = yield* Registry
+  const project = yield* registry.upsertProject({
+    name: "shop",
+    mainRoot: "/nowhere/shop",
+    commonDir: "/nowhere/shop/.git"
+  })
+  const row = yield* registry.createWorld({
+    projectId: project.id,
+    name: "one",
+    path: "/nowhere/shop",
+    branch: "one",
+    isMain: false
+  })
+  return { id: row.id, project: project.label, name: row.name, slug: row.slug, path: row.path } satisfies SliceWorld
+})
+
+describe("gc while a world's slices are provisioned", () => {
+  it.effect(
+    "drops neither the slice being filled nor one waiting its turn to be filled",
+    () =>
+      Effect.gen(function* () {
+        const slices = yield* Slices
+        const registry = yield* Registry
+        const w = yield* world
+        const filling = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        // the first slice's migrate blocks until the test lets it go; the second waits behind it
+        const init = (service: Model.SliceService) =>
+          service.name === "first"
+            ? Effect.zipRight(Deferred.succeed(filling, undefined), Deferred.await(release))
+            : Effect.void
+        const provision = yield* Effect.fork(
+          slices.provision(w, [slice("first", "block"), slice("second", "true")], () => undefined, init)
+        )
+        yield* Deferred.await(filling)
+        // the daemon's own sweep, now: both rows are provisioning and both are being made
+        const swept = yield* slices.gc(false, {}, true)
+        expect(swept.entries).toEqual([])
+        yield* Deferred.succeed(release, undefined)
+        const urls = yield* Fiber.join(provision)
+        expect([...urls.keys()].sort()).toEqual(["first", "second"])
+        const rows = yield* registry.slices(w.id)
+        expect(rows.map((r) => [r.service, r.state]).sort()).toEqual([
+          ["first", "ready"],
+          ["second", "ready"]
+        ])
+        expect((yield* slices.gc(false, {}, true)).entries).toEqual([])
+      }).pipe(Effect.provide(layer())),
+    20_000
+  )
+
+  it.effect(
+    "drops no slice whose provision ended after the sweep read the registry",
+    () =>
+      Effect.gen(function* () {
+        const slices = yield* Slices
+        const registry = yield* Registry
+        const w = yield* world
+        const filling = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const init = () => Effect.zipRight(Deferred.succeed(filling, undefined), Deferred.await(release))
+        const provision = yield* Effect.fork(slices.provision(w, [slice("only", "block")], () => undefined, init))
+        yield* Deferred.await(filling)
+        // the sweep reads the rows (provisioning), then the provision ends before the sweep acts on what it read
+        beforeListing = Effect.zipRight(Deferred.succeed(release, undefined), Effect.asVoid(Fiber.await(provision)))
+        const swept = yield* slices
+          .gc(false, {}, true)
+          .pipe(Effect.ensuring(Effect.sync(() => (beforeListing = Effect.void))))
+        expect(swept.entries).toEqual([])
+        yield* Fiber.join(provision)
+        expect((yield* registry.slices(w.id)).map((r) => [r.service, r.state])).toEqual([["only", "ready"]])
+      }).pipe(Effect.provide(layer())),
+    20_000
+  )
+})
