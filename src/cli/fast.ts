@@ -9,6 +9,8 @@ import { exchange, type WireReply } from "../daemon/wire.js"
 import { definedEnv } from "../domain/environment.js"
 import { homePaths, resolveHome } from "../services/homePaths.js"
 import { isThisBuild } from "../version.js"
+import { expandAlias } from "./aliases.js"
+import { envDocument, formatDocument, formatErrorLine, worldDocument, worldsDocument } from "./documents.js"
 import { queueLine, renderDown, renderWorld, worldOf } from "./render.js"
 
 interface Lean {
@@ -55,8 +57,6 @@ const parse = (argv: ReadonlyArray<string>, flags: ReadonlyArray<string>, valued
   return { command, positional, flags: seen, values } satisfies Parsed
 }
 
-const pretty = (value: unknown) => JSON.stringify(value, null, 2)
-
 /** The working directory, or undefined when it cannot be read (deleted under the shell): the full CLI says so. */
 const workingDirectory = (): string | undefined => {
   try {
@@ -80,8 +80,8 @@ export const absolutePath = (path: string, cwd: string): string => {
   return `/${parts.join("/")}`
 }
 
-const match = (argv: ReadonlyArray<string>): Lean | undefined => {
-  const p = parse(argv, ["--json", "--all"], {
+const match = (given: ReadonlyArray<string>): Lean | undefined => {
+  const p = parse(expandAlias(given), ["--json", "--all"], {
     "--service": "service",
     "-s": "service",
     "--group": "group",
@@ -98,7 +98,7 @@ const match = (argv: ReadonlyArray<string>): Lean | undefined => {
       return {
         tag: "UpPlain",
         payload: { cwd, ...world, env, services: p.values.get("service") ?? [], groups: p.values.get("group") ?? [] },
-        print: (value) => (json ? pretty(value) : renderWorld(value as WorldStatus).join("\n")),
+        print: (value) => (json ? formatDocument(worldDocument(value)) : renderWorld(value as WorldStatus).join("\n")),
         plain: true,
         line: json ? undefined : { cwd, world: p.positional[0] }
       }
@@ -108,7 +108,10 @@ const match = (argv: ReadonlyArray<string>): Lean | undefined => {
       return {
         tag: "DownPlain",
         payload: { cwd, ...world, all: p.flags.has("--all") },
-        print: (value) => (json ? pretty({ worlds: value }) : renderDown(value as ReadonlyArray<WorldStatus>)),
+        print: (value) =>
+          json
+            ? formatDocument(worldsDocument(value as ReadonlyArray<WorldStatus>))
+            : renderDown(value as ReadonlyArray<WorldStatus>),
         plain: true
       }
     case "env":
@@ -116,15 +119,20 @@ const match = (argv: ReadonlyArray<string>): Lean | undefined => {
       return {
         tag: "Env",
         payload: { cwd, ...world },
-        print: (v) => pretty((v as { vars: unknown }).vars),
+        print: (v) => {
+          const { vars, world } = v as { readonly world: string; readonly vars: Record<string, string> }
+          return formatDocument(envDocument(world, vars))
+        },
         plain: false
       }
     case "status": {
       if (!json || p.values.size > 0 || p.flags.has("--all")) return undefined
       const path = p.positional[0]
-      if (path === undefined) return { tag: "Status", payload: {}, print: pretty, plain: false }
+      const print = (v: unknown) =>
+        formatDocument(worldsDocument((v as { readonly worlds: ReadonlyArray<WorldStatus> }).worlds))
+      if (path === undefined) return { tag: "Status", payload: {}, print, plain: false }
       if (!path.startsWith("/") && cwd === undefined) return undefined
-      return { tag: "Status", payload: { cwd: absolutePath(path, cwd ?? "/") }, print: pretty, plain: false }
+      return { tag: "Status", payload: { cwd: absolutePath(path, cwd ?? "/") }, print, plain: false }
     }
     default:
       return undefined
@@ -194,9 +202,7 @@ export const tryFast = async (argv: ReadonlyArray<string>): Promise<boolean> => 
     // the change was sent: sending it again to another daemon could act twice, so say what happened instead
     const message = `the daemon stopped while handling \`${argv.join(" ")}\` (${reply.reason}); run \`berth status\` to see where the world is, then retry`
     process.stderr.write(
-      argv.includes("--json")
-        ? `${JSON.stringify({ error: { tag: "DaemonUnavailable", message } })}\n`
-        : `error: ${message}\n`
+      argv.includes("--json") ? `${formatErrorLine("DaemonUnavailable", message)}\n` : `error: ${message}\n`
     )
     process.exitCode = 1
     return true
@@ -212,9 +218,7 @@ export const tryFast = async (argv: ReadonlyArray<string>): Promise<boolean> => 
     return true
   }
   process.stderr.write(
-    argv.includes("--json")
-      ? `${JSON.stringify({ error: { tag: outcome.tag, message: outcome.message } })}\n`
-      : `error: ${outcome.message}\n`
+    argv.includes("--json") ? `${formatErrorLine(outcome.tag, outcome.message)}\n` : `error: ${outcome.message}\n`
   )
   process.exitCode = 1
   return true

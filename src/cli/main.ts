@@ -20,6 +20,7 @@ import { reset } from "./commands/reset.js"
 import { gc, golden } from "./commands/slices.js"
 import { trust } from "./commands/trust.js"
 import { down, env, logs, reload, remove, status, up } from "./commands/worlds.js"
+import { expandAlias } from "./aliases.js"
 import { reportFailure, UsageError, wantsJson, withCliConsole } from "./output.js"
 import { findUsageProblem } from "./usage.js"
 
@@ -55,7 +56,7 @@ const cli = Command.run(berth, { name: "berth", version })
 
 export const run = (given: ReadonlyArray<string>): void => {
   // `berth` alone shows the help rather than a "missing command" error
-  const argv = given.length === 0 ? ["--help"] : given
+  const argv = given.length === 0 ? ["--help"] : expandAlias(given)
   const problem = findUsageProblem(berth, argv)
   const main: Effect.Effect<void, unknown, Layer.Layer.Success<typeof CliLive>> = problem === undefined
     ? cli(["node", "berth", ...argv])

@@ -1,6 +1,7 @@
 /**
  * How the CLI speaks: plain text for people, JSON for programs (`--json`), never a stack trace. Errors become one
- * clear message on stderr (or `{ "error": { "tag", "message" } }` in JSON mode) and an exit code: 1 for a failure,
+ * clear message on stderr (or `{ "schema": 1, "error": { "tag", "message", "hint" } }` in JSON mode) and an exit code:
+ * 1 for a failure,
  * 2 for a usage error.
  */
 import * as HelpDoc from "@effect/cli/HelpDoc"
@@ -9,6 +10,7 @@ import * as ValidationError from "@effect/cli/ValidationError"
 import * as Console from "effect/Console"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import { formatErrorLine } from "./documents.js"
 
 export const json = Options.boolean("json").pipe(Options.withDescription("Print machine-readable JSON"))
 
@@ -48,8 +50,6 @@ export const printError = (line: string) =>
 
 /** A usage mistake found before @effect/cli runs (unknown command or option). */
 export class UsageError extends Data.TaggedError("UsageError")<{ readonly message: string }> {}
-
-export const printJson = (value: unknown) => Console.log(JSON.stringify(value, null, 2))
 
 export interface Failure {
   readonly tag: string
@@ -102,7 +102,7 @@ export const reportFailure = (error: unknown, jsonMode: boolean) =>
   Effect.sync(() => {
     const failure = describeFailure(error)
     if (jsonMode) {
-      process.stderr.write(`${JSON.stringify({ error: { tag: failure.tag, message: failure.message } })}\n`)
+      process.stderr.write(`${formatErrorLine(failure.tag, failure.message)}\n`)
     } else {
       const prefix = failure.exitCode === 2 ? "berth: " : "error: "
       process.stderr.write(`${prefix}${failure.message}\n`)

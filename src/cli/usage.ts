@@ -7,6 +7,7 @@ import * as Descriptor from "@effect/cli/CommandDescriptor"
 import type * as Usage from "@effect/cli/Usage"
 import * as HashSet from "effect/HashSet"
 import { closestName } from "../domain/names.js"
+import { commandAliases } from "./aliases.js"
 
 /** Options every command accepts from @effect/cli itself. */
 const builtIn = ["--help", "-h", "--version", "--wizard", "--completions", "--log-level"]
@@ -73,7 +74,9 @@ export const findUsageProblem = (
     const next = children.find((c) => nameOf(c).includes(arg))
     if (next === undefined) {
       const names = children.flatMap(nameOf)
-      const guess = closestName(arg, names)
+      // at the top, the aliases are guesses too (`lst` → `ls`)
+      const aliases = path === "berth" ? Object.keys(commandAliases) : []
+      const guess = closestName(arg, [...names, ...aliases])
       return {
         message:
           guess === undefined

@@ -59,16 +59,8 @@ export class LineTail {
 
 const cut = (line: string) => (line.length > MAX_LINE ? `${line.slice(0, MAX_LINE)}…` : line)
 
-/**
- * berth's error messages end with `\n  hint: …`; structured results carry the advice apart from the message so an
- * agent can act on it.
- */
-export const splitHint = (text: string): { readonly message: string; readonly hint: string | undefined } => {
-  const at = text.lastIndexOf("\n  hint: ")
-  return at === -1
-    ? { message: text, hint: undefined }
-    : { message: text.slice(0, at), hint: text.slice(at + "\n  hint: ".length).trim() }
-}
+// in a module of its own so the CLI's lean path can split hints without loading this one
+export { splitHint } from "./hint.js"
 
 /** The world whose worktree holds `folder`: the deepest one (a worktree may sit inside the main checkout). */
 export const worldAt = <W extends { readonly path: string }>(

@@ -30,6 +30,7 @@ import { ConfigFiles } from "../services/ConfigFiles.js"
 import { version } from "../version.js"
 import { DaemonSession } from "./daemon.js"
 import { runCommand } from "./run.js"
+import { waitingLine } from "./progress.js"
 import { BerthTools, ToolFailure } from "./tools.js"
 import { runVerify, verifyCommands, worldContext } from "./world.js"
 
@@ -124,15 +125,6 @@ const outcomeOf = (exit: Exit.Exit<unknown, ToolFailure>): string => {
   return "ok"
 }
 
-/** The line shown while `up` waits: its place in line, or which services are not ready yet. */
-const waitingLine = (w: WorldStatus): string => {
-  if (w.queue !== undefined) return `${w.name}: #${w.queue.position} in line, waiting for ${w.queue.waitingFor}`
-  const pending = w.services.filter((s) => s.kind === "process" && s.state !== "running" && s.state !== "healthy")
-  return pending.length === 0
-    ? `${w.name}: ${w.state}`
-    : `${w.name}: ${w.state}; waiting for ${pending.map((s) => `${s.name} (${s.state})`).join(", ")}`
-}
-
 const folderOf = (cwd: string) => {
   try {
     return realpathSync(cwd)
@@ -221,6 +213,9 @@ const Handlers = (cwd: string) =>
           session.use((client) => Effect.map(client.Down({ ...ref(p.world), all: false }), (worlds) => ({ worlds })))
         ),
         reload: tool("reload")((p) => session.use((client) => client.Reload({ ...ref(p.world), env }))),
+        reset: tool("reset")((p) =>
+          session.use((client) => client.Reset({ ...ref(p.world), env, slices: p.slices ?? [] }))
+        ),
         status: tool("status")((p) =>
           session.use((client) =>
             Effect.gen(function* () {

@@ -87,6 +87,21 @@ export const Reload = Tool.make("reload", {
   hints({ title: "Restart a world", readOnly: false, destructive: true, idempotent: false, openWorld: false })
 )
 
+export const Reset = Tool.make("reset", {
+  description:
+    "Put the world's data slices (all, or those named) back to their golden copy — or a fresh migrate + seed where there is none — stopping its processes first and starting them again after. Ports and files stay; whatever the world wrote into those slices is gone.",
+  parameters: {
+    world,
+    slices: Schema.optional(
+      Schema.Array(Schema.String).annotations({ description: "only these slice services (default: every slice)" })
+    )
+  },
+  success: WorldStatus,
+  failure: ToolFailure
+}).annotateContext(
+  hints({ title: "Reset a world's data", readOnly: false, destructive: true, idempotent: true, openWorld: false })
+)
+
 export const Status = Tool.make("status", {
   description:
     "The world's state and its services: state, pid, port, URL, restarts, the reason and last log lines of a failed one, and the world's recent events. With project: true, every world of the project.",
@@ -192,4 +207,4 @@ export const Exec = Tool.make("exec", {
   hints({ title: "Run a command in the world", readOnly: false, destructive: true, idempotent: false, openWorld: true })
 )
 
-export const BerthTools = Toolkit.make(Up, Down, Reload, Status, Env, Logs, Curl, Verify, Exec)
+export const BerthTools = Toolkit.make(Up, Down, Reload, Reset, Status, Env, Logs, Curl, Verify, Exec)

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { type Sandbox, sandboxes } from "../e2e/harness.js"
+import { type Sandbox, sandboxes, varsFrom } from "../e2e/harness.js"
 import { browserHome, hasChromium, launch, render } from "./chromium.js"
 
 const boxes = sandboxes()
@@ -74,7 +74,7 @@ url = "web"
 const up = async (box: Sandbox, world: string) => {
   const r = await box.run(["up", world, "--json"], { timeoutMs: 60_000 })
   expect(r.code, r.stderr).toBe(0)
-  const env = JSON.parse((await box.run(["env", world, "--json"])).stdout) as Record<string, string>
+  const env = varsFrom((await box.run(["env", world, "--json"])).stdout)
   return env.WEB_URL!
 }
 

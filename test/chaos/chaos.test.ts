@@ -278,8 +278,9 @@ describe("chaos", () => {
           return
         }
         try {
-          const out = JSON.parse(r.stdout) as { worlds?: ReadonlyArray<WorldJson> } & Partial<WorldJson>
-          for (const w of out.worlds ?? [out]) {
+          // up and reload print { world }, down { worlds }
+          const out = JSON.parse(r.stdout) as { worlds?: ReadonlyArray<WorldJson>; world?: WorldJson }
+          for (const w of out.worlds ?? (out.world === undefined ? [] : [out.world])) {
             if (typeof w.name === "string" && typeof w.state === "string") model.set(w.name, w.state)
           }
         } catch {

@@ -2,12 +2,12 @@
  * What agents use, through the built binary: `berth exec`, `berth verify`, and `berth mcp` driven by the official MCP
  * SDK's client over stdio, as Claude Code or any MCP client drives it.
  */
-import { existsSync, readFileSync, realpathSync } from "node:fs"
+import { existsSync, readFileSync, realpathSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
-import { berthBin, ended, type Sandbox, sandboxes, type WorldJson } from "./harness.js"
+import { berthBin, ended, type Sandbox, sandboxes, type WorldJson, varsFrom } from "./harness.js"
 
 const boxes = sandboxes()
 let box: Sandbox
@@ -16,7 +16,7 @@ let box: Sandbox
 const slowServer = `await new Promise((r) => setTimeout(r, 1200))\nawait import("./server.mjs")\n`
 
 const config = (verify: ReadonlyArray<string>) =>
-  `[services.web]\ncmd = "node slow.mjs"\nurl = "web"\nhealth = { http = "/healthz" }\n\n[agents]\nverify = ${JSON.stringify(verify)}\n`
+  `[services.web]\ncmd = "node slow.mjs"\nurl = "web"\nhealth = { http = "/healthz" }\n\n[services.files]\nadapter = "dir"\nseed = "echo seeded > \${files.url}/seeded.txt"\n\n[agents]\nverify = ${JSON.stringify(verify)}\n`
 
 const passing = ['echo "checking $WEB_PORT"', 'test -n "$WEB_URL" && test "$AGENT_FLAG" = on']
 
@@ -27,7 +27,7 @@ beforeAll(async () => {
 })
 afterAll(() => boxes.cleanup())
 
-const worldEnv = async () => JSON.parse((await box.run(["env", "--json"])).stdout) as Record<string, string>
+const worldEnv = async () => varsFrom((await box.run(["env", "--json"])).stdout)
 
 describe("berth exec", () => {
   it("runs a command in the world's worktree with the user's environment and the world's variables", async () => {
@@ -114,7 +114,7 @@ describe("berth verify", () => {
     }
     // the commands' output went to stderr, the report alone to stdout; the failure is told in JSON on stderr too
     expect(j.stderr).toContain("bad\n")
-    expect(j.stderr.trimEnd().split("\n").at(-1)).toMatch(/^\{"error":\{"tag":"VerifyFailed"/)
+    expect(j.stderr.trimEnd().split("\n").at(-1)).toMatch(/^\{"schema":1,"error":\{"tag":"VerifyFailed"/)
   })
 
   it("says when there is nothing to verify", async () => {
@@ -176,7 +176,7 @@ describe("berth mcp", () => {
     const { tools } = await client.listTools()
     const byName = new Map(tools.map((t) => [t.name, t]))
     expect([...byName.keys()].sort()).toEqual(
-      ["curl", "down", "env", "exec", "logs", "reload", "status", "up", "verify"].sort()
+      ["curl", "down", "env", "exec", "logs", "reload", "reset", "status", "up", "verify"].sort()
     )
     expect(byName.has("remove")).toBe(false)
     for (const name of ["status", "env", "logs"]) {
@@ -186,7 +186,7 @@ describe("berth mcp", () => {
         openWorldHint: false
       })
     }
-    for (const name of ["down", "reload"]) {
+    for (const name of ["down", "reload", "reset"]) {
       expect(byName.get(name)?.annotations).toMatchObject({
         readOnlyHint: false,
         destructiveHint: true,
@@ -202,7 +202,7 @@ describe("berth mcp", () => {
     expect(byName.get("exec")?.inputSchema).toMatchObject({ required: ["command"] })
   })
 
-  it("drives a world: up (with progress) → status → env → verify → exec → down", async () => {
+  it("drives a world: up (with progress) → status → env → verify → reset → exec → down", async () => {
     const progress: Array<unknown> = []
     const up = await call("up", {}, (p) => progress.push(p))
     expect(up.isError, JSON.stringify(up)).toBe(false)
@@ -221,6 +221,24 @@ describe("berth mcp", () => {
     const verify = await call("verify")
     expect(verify.structuredContent).toMatchObject({ schema: 1, world: "main", ok: true })
     expect((verify.structuredContent.commands as ReadonlyArray<unknown>).length).toBe(2)
+
+    // what the world wrote into its slice goes with a reset; the seed's data comes back; the process is a new one
+    const files = vars.FILES_URL!
+    expect(readFileSync(join(files, "seeded.txt"), "utf8")).toBe("seeded\n")
+    writeFileSync(join(files, "scratch.txt"), "written by the agent\n")
+    const pidBefore = worlds[0]!.services.find((s) => s.name === "web")?.pid
+    const reset = await call("reset")
+    expect(reset.isError, JSON.stringify(reset)).toBe(false)
+    expect(reset.structuredContent).toMatchObject({ name: "main", state: "running" })
+    expect(existsSync(join(files, "scratch.txt"))).toBe(false)
+    expect(readFileSync(join(files, "seeded.txt"), "utf8")).toBe("seeded\n")
+    const web = (reset.structuredContent.services as ReadonlyArray<{ name: string; pid: number | null }>).find(
+      (s) => s.name === "web"
+    )
+    expect(web?.pid).not.toBe(pidBefore)
+    const unknown = await call("reset", { slices: ["nope"] })
+    expect(unknown.isError).toBe(true)
+    expect(unknown.structuredContent).toMatchObject({ message: expect.stringMatching(/no slice "nope".*files/) })
 
     const exec = await call("exec", {
       command: ["sh", "-c", 'echo "port $WEB_PORT"; echo oops >&2; exit 5', "DEPLOY_TOKEN=tok-e2e-secret"]
@@ -245,6 +263,7 @@ describe("berth mcp", () => {
     const agent = after.worlds[0]!.events.filter((e) => e.kind === "agent").map((e) => e.message)
     expect(agent).toContain("up → running")
     expect(agent).toContain("verify → ok")
+    expect(agent).toContain("reset → running")
     expect(agent.find((m) => m.startsWith("exec ") && m.endsWith("→ exit 5"))).toContain("DEPLOY_TOKEN=***")
     expect(agent.join("\n")).not.toContain("tok-e2e-secret")
   })

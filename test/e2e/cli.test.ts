@@ -102,7 +102,10 @@ describe("berth (the binary)", () => {
         expect(r.stdout).toBe("")
         if (args.includes("--json")) {
           expect(r.code).toBe(1)
-          expect(JSON.parse(r.stderr)).toEqual({ error: { tag: "WorkingDirectoryGone", message: gone.slice(7) } })
+          expect(JSON.parse(r.stderr)).toEqual({
+            schema: 1,
+            error: { tag: "WorkingDirectoryGone", message: gone.slice(7), hint: null }
+          })
         } else expect(r).toMatchObject({ code: 1, stderr: `${gone}\n` })
       }
     )

@@ -12,7 +12,8 @@ import {
   processesOf,
   type Sandbox,
   sandboxes,
-  type WorldJson
+  type WorldJson,
+  worldFrom
 } from "./harness.js"
 
 const toml = `
@@ -44,7 +45,7 @@ describe("the daemon", () => {
 
   it("survives kill -9: services keep running and the next daemon adopts them", async () => {
     const box = await project()
-    const up = JSON.parse((await box.run(["up", "adopted", "--json"], { timeoutMs: 60_000 })).stdout) as WorldJson
+    const up = worldFrom((await box.run(["up", "adopted", "--json"], { timeoutMs: 60_000 })).stdout)
     const api = up.services[0]!
     const pid = await daemonPid(box)
     expect(pid).toBeDefined()
@@ -160,7 +161,7 @@ describe("the daemon", () => {
     const names = Array.from({ length: 15 }, (_, i) => `swarm-${i}`)
     const results = await Promise.all(names.map((n) => box.run(["up", n, "--json"], { timeoutMs: 120_000 })))
     for (const r of results) expect(r.code, r.stderr).toBe(0)
-    const worlds = results.map((r) => JSON.parse(r.stdout) as WorldJson)
+    const worlds = results.map((r) => worldFrom(r.stdout))
     const ports = worlds.map((w) => w.services[0]!.port)
     expect(new Set(ports).size).toBe(15)
     for (const w of worlds) expect((await fetchJson(w.services[0]!.url!)).world).toBe(w.name)
@@ -171,7 +172,7 @@ describe("the daemon", () => {
 
   it("tears down a world whose worktree was deleted outside berth", async () => {
     const box = await project()
-    const w = JSON.parse((await box.run(["up", "doomed", "--json"], { timeoutMs: 60_000 })).stdout) as WorldJson & {
+    const w = worldFrom((await box.run(["up", "doomed", "--json"], { timeoutMs: 60_000 })).stdout) as WorldJson & {
       path: string
     }
     const { rmSync } = await import("node:fs")
@@ -205,7 +206,7 @@ cmd = "sleep 1000"
     })
     const up = await box.run(["up", "picky", "-s", "api", "-s", "job", "--json"], { timeoutMs: 60_000 })
     expect(up.code, up.stderr).toBe(0)
-    const world = JSON.parse(up.stdout) as WorldJson
+    const world = worldFrom(up.stdout)
     expect(world.services.map((s) => s.name).sort()).toEqual(["api", "job"])
     process.kill((await daemonPid(box))!, "SIGKILL")
     const job = world.services.find((s) => s.name === "job")!

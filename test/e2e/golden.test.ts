@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "no
 import { dirname, join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import pg from "pg"
-import { eventually, type Sandbox, sandboxes } from "./harness.js"
+import { eventually, type Sandbox, sandboxes, varsFrom } from "./harness.js"
 
 const boxes = sandboxes()
 afterAll(() => boxes.cleanup())
@@ -54,8 +54,7 @@ interface StatusJson {
   }>
 }
 
-const envOf = async (box: Sandbox, name: string) =>
-  JSON.parse((await box.run(["env", name, "--json"])).stdout) as Record<string, string>
+const envOf = async (box: Sandbox, name: string) => varsFrom((await box.run(["env", name, "--json"])).stdout)
 
 const builds = (box: Sandbox): Array<string> => {
   const log = join(`${box.dir}.worktrees`, "golden-builds.log")

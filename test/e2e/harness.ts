@@ -241,6 +241,13 @@ export interface WorldJson {
   readonly services: ReadonlyArray<ServiceJson>
 }
 
+/** The world of `berth up --json` or `berth reload --json`: `{ "schema": 1, "world": … }`. */
+export const worldFrom = (stdout: string): WorldJson => (JSON.parse(stdout) as { world: WorldJson }).world
+
+/** The variables of `berth env --json`: `{ "schema": 1, "world", "vars": … }`. */
+export const varsFrom = (stdout: string): Record<string, string> =>
+  (JSON.parse(stdout) as { vars: Record<string, string> }).vars
+
 /**
  * The sandboxes of one test file: each project gets the test server, a private block of ports and a daemon;
  * `cleanup` (in `afterAll`) leaves nothing behind.

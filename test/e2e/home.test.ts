@@ -1,7 +1,7 @@
 import { chmodSync, lstatSync, readdirSync } from "node:fs"
 import { join, relative } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { sandboxes, type WorldJson } from "./harness.js"
+import { sandboxes, worldFrom } from "./harness.js"
 
 const boxes = sandboxes()
 afterAll(() => boxes.cleanup())
@@ -41,7 +41,7 @@ cmd = "echo hello from chatty; exec sleep 1000"
     )
     const up = await box.run(["up", "private", "--json"], { umask, timeoutMs: 60_000 })
     expect(up.code, up.stderr).toBe(0)
-    const world = JSON.parse(up.stdout) as WorldJson
+    const world = worldFrom(up.stdout)
     expect(world.services.map((s) => s.name).sort()).toEqual(["chatty", "db", "files"])
     // a read and a write more through the daemon, so that its database and the logs have been used
     expect((await box.run(["logs", "private", "-s", "chatty", "-n", "1"], { umask })).stdout).toBe(

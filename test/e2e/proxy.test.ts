@@ -6,7 +6,7 @@ import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { createCaCertificate } from "../../src/services/proxy/ca.js"
 import { FALLBACK_HTTP_PORT, FALLBACK_HTTPS_PORT } from "../../src/services/proxy/Router.js"
-import { portBlock, type Sandbox, sandbox, sandboxes } from "./harness.js"
+import { portBlock, type Sandbox, sandbox, sandboxes, varsFrom } from "./harness.js"
 
 const boxes = sandboxes()
 const cleanups: Array<Sandbox> = []
@@ -178,7 +178,7 @@ describe("routes through the proxy", () => {
     const port = proxy.http.port!
     expect(port).toBe(Number(box.env.BERTH_PROXY_PORT))
     // ${api.url} is the route, with the proxy's port
-    const env = JSON.parse((await box.run(["env", "one", "--json"])).stdout) as Record<string, string>
+    const env = varsFrom((await box.run(["env", "one", "--json"])).stdout)
     expect(env.API_URL).toBe(`http://api.one.shop.localhost:${port}`)
     const status = JSON.parse((await box.run(["status", "--json"])).stdout) as {
       worlds: Array<{ name: string; services: Array<{ name: string; url: string | null }> }>
@@ -259,7 +259,7 @@ describe("routes through the proxy", () => {
     const box = await boxes.project({ "berth.toml": config(true), "app.mjs": app }, { proxy: true })
     await up(box, "secure")
     const { proxy } = await settingsOf(box)
-    const env = JSON.parse((await box.run(["env", "secure", "--json"])).stdout) as Record<string, string>
+    const env = varsFrom((await box.run(["env", "secure", "--json"])).stdout)
     expect(env.WEB_URL).toBe(`https://web.secure.shop.localhost:${proxy.https.port}`)
     // berth curl checks the certificate against the CA (no insecure flag exists)
     const direct = await box.run(["curl", "secure", "api"])
@@ -286,7 +286,7 @@ describe("routes through the proxy", () => {
     })
     expect(r.code, r.stderr).toBe(0)
     const { proxy } = await settingsOf(box)
-    const env = JSON.parse((await box.run(["env", "tls", "--json"])).stdout) as Record<string, string>
+    const env = varsFrom((await box.run(["env", "tls", "--json"])).stdout)
     expect(env.API_URL).toBe(`https://api.tls.shop.localhost:${proxy.https.port}`)
     // web's server-side fetch of https://api… verifies against berth's CA
     const chained = await box.run(["curl", "tls", "web", "/via-api"])
@@ -319,7 +319,7 @@ describe("routes through the proxy", () => {
       expect(settings.proxy.http.port).toBe(httpPort)
       expect(settings.proxy.https.port).toBeNull()
       await up(box, "one")
-      const env = JSON.parse((await box.run(["env", "one", "--json"])).stdout) as Record<string, string>
+      const env = varsFrom((await box.run(["env", "one", "--json"])).stdout)
       expect(env.API_URL).toBe(`http://api.one.shop.localhost:${httpPort}`)
       expect((await viaProxy(httpPort, "api.one.shop.localhost")).status).toBe(200)
       // asking again for the port berth itself holds succeeds, and changes nothing
@@ -390,7 +390,7 @@ describe("routes through the proxy", () => {
     expect(set.stdout).toMatch(new RegExp(`proxy \\(http\\): ${to - 1}\n`))
     expect(set.stdout).toMatch(new RegExp(`proxy \\(https\\): ${to}\n`))
     await up(box, "one")
-    const routed = JSON.parse((await box.run(["env", "one", "--json"])).stdout) as Record<string, string>
+    const routed = varsFrom((await box.run(["env", "one", "--json"])).stdout)
     expect(routed.API_URL).toBe(`http://api.one.shop.localhost:${to - 1}`)
     expect((await viaProxy(to - 1, `api.one.shop.localhost`)).status).toBe(200)
     const bad = await box.run(["port", "--proxy", "nonsense"])
@@ -399,7 +399,7 @@ describe("routes through the proxy", () => {
     // off: nothing listens, and URLs are direct again
     const off = await box.run(["port", "--proxy", "off"])
     expect(off.stdout).toMatch(/proxy \(http\): not listening \(off: turned off\)/)
-    const direct = JSON.parse((await box.run(["env", "one", "--json"])).stdout) as Record<string, string>
+    const direct = varsFrom((await box.run(["env", "one", "--json"])).stdout)
     expect(direct.API_URL).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/)
     // the settings survive a daemon restart
     await box.run(["daemon", "stop"])

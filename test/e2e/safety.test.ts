@@ -29,7 +29,8 @@ import {
   type Sandbox,
   sandboxes,
   serverScript,
-  type WorldJson
+  type WorldJson,
+  worldFrom
 } from "./harness.js"
 
 const boxes = sandboxes()
@@ -94,13 +95,13 @@ describe("safety", () => {
     expect((await a.run(["up", "w1"], { timeoutMs: 60_000 })).code).toBe(0)
     const upB = await b.run(["up", "w1", "--json"], { timeoutMs: 60_000 })
     expect(upB.code, upB.stderr).toBe(0)
-    const worldB = JSON.parse(upB.stdout) as WorldJson & { projectNote?: string }
+    const worldB = (JSON.parse(upB.stdout) as { world: WorldJson & { projectNote?: string } }).world
     // the second repository gets a label of its own, and is told why
     expect(worldB.project).not.toBe("app")
     expect(worldB.project).toMatch(/^app-[0-9a-z]+$/)
     expect(worldB.projectNote).toContain(a.dir)
-    const envA = json<Record<string, string>>(await a.run(["env", "w1", "--json"]))
-    const envB = json<Record<string, string>>(await b.run(["env", "w1", "--json"]))
+    const envA = json<{ vars: Record<string, string> }>(await a.run(["env", "w1", "--json"])).vars
+    const envB = json<{ vars: Record<string, string> }>(await b.run(["env", "w1", "--json"])).vars
     expect(envA.DB_URL).not.toBe(envB.DB_URL)
     expect(envA.API_URL).not.toBe(envB.API_URL)
     // each repository's curl answers from its own world
@@ -129,7 +130,7 @@ describe("safety", () => {
     })
     const withEnv = { env: { PG_ADMIN: ADMIN, APP_TOKEN: "tok-abcdef" }, timeoutMs: 60_000 }
     const without = { env: { PG_ADMIN: undefined, APP_TOKEN: undefined }, timeoutMs: 60_000 }
-    const up = json<WorldJson>(await box.run(["up", "w1", "--json"], withEnv))
+    const up = json<{ world: WorldJson }>(await box.run(["up", "w1", "--json"], withEnv)).world
     const api = up.services.find((s) => s.name === "api")!
     expect(api.state).toBe("healthy")
 
@@ -182,7 +183,7 @@ describe("safety", () => {
       "berth.toml": `[services.api]\ncmd = "node server.mjs"\nurl = "api"\nhealth = { http = "/healthz" }\nenv = { GREETING = "\${env.GREETING}" }\n`
     })
     writeFileSync(join(box.dir, ".env"), "GREETING=from-main\n")
-    const up = json<WorldJson>(await box.run(["up", "feature", "--json"], { timeoutMs: 60_000 }))
+    const up = json<{ world: WorldJson }>(await box.run(["up", "feature", "--json"], { timeoutMs: 60_000 })).world
     const seen = (await fetchJson(up.services[0]!.url!)).env as Record<string, string>
     expect(seen.GREETING).toBe("from-main")
   })
@@ -191,7 +192,7 @@ describe("safety", () => {
     const box = await boxes.project({
       "berth.toml": `[services.db]\nadapter = "sqlite"\n\n[services.files]\nadapter = "dir"\n`
     })
-    const up = json<WorldJson>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 }))
+    const up = json<{ world: WorldJson }>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 })).world
     writeFileSync(join(up.path, "berth.toml"), `[services.files]\nadapter = "dir"\n`)
     const reload = await box.run(["reload", "w1"], { timeoutMs: 60_000 })
     expect(reload.code, reload.stderr).toBe(0)
@@ -211,7 +212,7 @@ describe("safety", () => {
     const box = await boxes.project({
       "berth.toml": `[services.api]\ncmd = "node server.mjs"\nurl = "api"\nhealth = { http = "/healthz" }\n\n[services.worker]\ncmd = "sleep 600"\n`
     })
-    const up = json<WorldJson>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 }))
+    const up = json<{ world: WorldJson }>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 })).world
     const before = pidsOf(up)
     const daemon = await daemonPid(box)
     expect((await box.run(["daemon", "stop"])).code).toBe(0)
@@ -232,7 +233,7 @@ describe("safety", () => {
     const box = await boxes.project({
       "berth.toml": `[services.api]\ncmd = "node server.mjs"\nurl = "api"\nhealth = { http = "/healthz" }\n`
     })
-    const up = json<WorldJson>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 }))
+    const up = json<{ world: WorldJson }>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 })).world
     const before = pidsOf(up)
     // another build: the same program with another build id, where node_modules still resolves
     const pong = await request(join(box.home, "daemon.sock"), "Ping", undefined, 5_000)
@@ -286,9 +287,13 @@ describe("safety", () => {
     const box = await boxes.project({
       "berth.toml": `[services.api]\ncmd = "node server.mjs"\nurl = "api"\nhealth = { http = "/healthz" }\n\n[services.web]\ncmd = "node server.mjs"\nurl = "web"\nhealth = { http = "/healthz" }\n`
     })
-    const first = json<WorldJson>(await box.run(["up", "w1", "-s", "api", "--json"], { timeoutMs: 60_000 }))
+    const first = json<{ world: WorldJson }>(
+      await box.run(["up", "w1", "-s", "api", "--json"], { timeoutMs: 60_000 })
+    ).world
     expect(first.services.map((s) => s.name)).toEqual(["api"])
-    const second = json<WorldJson>(await box.run(["up", "w1", "-s", "web", "--json"], { timeoutMs: 60_000 }))
+    const second = json<{ world: WorldJson }>(
+      await box.run(["up", "w1", "-s", "web", "--json"], { timeoutMs: 60_000 })
+    ).world
     expect(second.services.map((s) => [s.name, s.state]).sort()).toEqual([
       ["api", "healthy"],
       ["web", "healthy"]
@@ -307,9 +312,9 @@ describe("safety", () => {
     })
     const r = await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 })
     expect(r.code, r.stderr).toBe(0)
-    const w = JSON.parse(r.stdout) as WorldJson
+    const w = worldFrom(r.stdout)
     expect(readFileSync(join(w.path, "setup-ran.txt"), "utf8")).toBe("w1\n")
-    const env = json<Record<string, string>>(await box.run(["env", "w1", "--json"]))
+    const env = json<{ vars: Record<string, string> }>(await box.run(["env", "w1", "--json"])).vars
     const folder = env.FILES_URL!.startsWith("file:") ? fileURLToPath(env.FILES_URL!) : env.FILES_URL!
     expect(readFileSync(join(folder, "m.txt"), "utf8")).toBe("migrated\n")
     expect(readFileSync(join(folder, "s.txt"), "utf8")).toBe("app\n")
@@ -336,10 +341,10 @@ describe("safety", () => {
     const box = await boxes.project({
       "berth.toml": `[services.api]\ncmd = "node server.mjs"\nurl = "api"\nhealth = { http = "/healthz" }\n\n[services.worker]\ncmd = "sleep 600"\n`
     })
-    const up = json<WorldJson>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 }))
+    const up = json<{ world: WorldJson }>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 })).world
     const before = pidsOf(up)
     process.kill((await daemonPid(box))!, "SIGKILL")
-    const again = json<WorldJson>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 }))
+    const again = json<{ world: WorldJson }>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 })).world
     expect(pidsOf(again)).toEqual(before)
     // exactly one process per service: the daemon and the two services' groups
     const sleeps = processesOf(box.home).filter((p) => {
@@ -356,7 +361,7 @@ describe("safety", () => {
     const box = await boxes.project({
       "berth.toml": `[services.slow]\ncmd = "trap 'sleep 3; exit 0' TERM; while true; do sleep 0.2; done"\n`
     })
-    const up = json<WorldJson>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 }))
+    const up = json<{ world: WorldJson }>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 })).world
     const pid = up.services[0]!.pid!
     const down = box.run(["down", "w1"], { timeoutMs: 30_000 })
     await eventually(

@@ -16,7 +16,7 @@ import { postgresAdapter } from "../../adapters/postgres/index.js"
 import { rabbitmqAdapter } from "../../adapters/rabbitmq/index.js"
 import { redisAdapter } from "../../adapters/redis/index.js"
 import { ownerOf } from "../../src/services/slices/Slices.js"
-import { type Sandbox, sandboxes, type WorldJson } from "./harness.js"
+import { type Sandbox, sandboxes, varsFrom, worldFrom } from "./harness.js"
 
 const repo = resolve(import.meta.dirname, "../..")
 const example = join(repo, "examples/shop")
@@ -167,13 +167,11 @@ describe("the shop example", () => {
 
     // two worlds side by side: the first builds the golden database, the second is a copy of it too
     for (const world of worlds) {
-      const up = JSON.parse(await berth(["up", world, "--json"])) as WorldJson
+      const up = worldFrom(await berth(["up", world, "--json"]))
       expect(up.services.find((s) => s.name === "app")?.state).toBe("healthy")
     }
     const coords = Object.fromEntries(
-      await Promise.all(
-        worlds.map(async (w) => [w, JSON.parse(await berth(["env", w, "--json"])) as Record<string, string>] as const)
-      )
+      await Promise.all(worlds.map(async (w) => [w, varsFrom(await berth(["env", w, "--json"]))] as const))
     ) as Record<(typeof worlds)[number], Record<string, string>>
     const { one, two } = coords
     expect(one.DB_URL).toBe(`postgres://postgres@127.0.0.1:5432/${ident}_one_db`)

@@ -2,7 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { type Sandbox, sandboxes, type WorldJson } from "./harness.js"
+import { type Sandbox, sandboxes, type WorldJson, worldFrom, varsFrom } from "./harness.js"
 
 const boxes = sandboxes()
 afterAll(() => boxes.cleanup())
@@ -25,11 +25,10 @@ env = { DATABASE_URL = "\${db.url}", FILES = "\${files.url}" }
 const up = async (box: Sandbox, name: string) => {
   const r = await box.run(["up", name, "--json"], { timeoutMs: 60_000 })
   expect(r.code, r.stderr).toBe(0)
-  return JSON.parse(r.stdout) as WorldJson
+  return worldFrom(r.stdout)
 }
 
-const envOf = async (box: Sandbox, name: string) =>
-  JSON.parse((await box.run(["env", name, "--json"])).stdout) as Record<string, string>
+const envOf = async (box: Sandbox, name: string) => varsFrom((await box.run(["env", name, "--json"])).stdout)
 
 describe("slices", () => {
   it("gives each world its own sqlite file and folder, migrated and seeded once, dropped on remove", async () => {
@@ -96,8 +95,8 @@ describe("slices", () => {
       const r = await run(["up", world])
       expect(r.code, r.stderr).toBe(0)
     }
-    const one = JSON.parse((await run(["env", "one", "--json"])).stdout) as Record<string, string>
-    const two = JSON.parse((await run(["env", "two", "--json"])).stdout) as Record<string, string>
+    const one = varsFrom((await run(["env", "one", "--json"])).stdout)
+    const two = varsFrom((await run(["env", "two", "--json"])).stdout)
     expect(one.DB_URL).toMatch(/^postgres:\/\/postgres@127\.0\.0\.1:5432\/pgshop\d+_one_db$/)
     expect(one.DB_URL).not.toBe(two.DB_URL)
     const write = new pg.Client({ connectionString: one.DB_URL })
@@ -128,8 +127,8 @@ describe("slices", () => {
       const r = await box.run(["up", world], { timeoutMs: 60_000 })
       expect(r.code, r.stderr).toBe(0)
     }
-    const one = JSON.parse((await box.run(["env", "one", "--json"])).stdout) as Record<string, string>
-    const two = JSON.parse((await box.run(["env", "two", "--json"])).stdout) as Record<string, string>
+    const one = varsFrom((await box.run(["env", "one", "--json"])).stdout)
+    const two = varsFrom((await box.run(["env", "two", "--json"])).stdout)
     expect(one.CACHE_URL).toMatch(/^redis:\/\/127\.0\.0\.1:6379\/\d+$/)
     expect(one.CACHE_URL).not.toBe(two.CACHE_URL)
     const a = new Redis(one.CACHE_URL!)

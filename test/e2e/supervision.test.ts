@@ -3,7 +3,16 @@ import * as net from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { ended, eventually, isAlive, processesOf, type Sandbox, sandboxes, type WorldJson } from "./harness.js"
+import {
+  ended,
+  eventually,
+  isAlive,
+  processesOf,
+  type Sandbox,
+  sandboxes,
+  type WorldJson,
+  worldFrom
+} from "./harness.js"
 
 const boxes = sandboxes()
 const project = (toml: string) => boxes.project({ "berth.toml": toml, ".gitignore": "*.out\n" })
@@ -43,7 +52,7 @@ restart_backoff = "20ms"
 `)
     const r = await box.run(["up", "crashy", "--service", "flaky", "--json"], { timeoutMs: 60_000 })
     expect(r.code, r.stderr).toBe(0)
-    const flaky = (JSON.parse(r.stdout) as WorldJson).services[0]!
+    const flaky = worldFrom(r.stdout).services[0]!
     expect(flaky).toMatchObject({ state: "healthy", restarts: 1 })
 
     const loop = await box.run(["up", "loopy", "--service", "loop"], { timeoutMs: 60_000 })
@@ -65,7 +74,7 @@ restart_backoff = "20ms"
 `)
     const up = await box.run(["up", "later", "--json"], { timeoutMs: 60_000 })
     expect(up.code, up.stderr).toBe(0)
-    const pid = (JSON.parse(up.stdout) as WorldJson).services[0]!.pid!
+    const pid = worldFrom(up.stdout).services[0]!.pid!
     // the whole process group, as a crash of the service would end it
     process.kill(-pid, "SIGKILL")
     const restarted = await eventually(
@@ -124,7 +133,7 @@ cmd = "sh -c 'sleep 1000; :' ${token} & exit 0"
     const r = await box.run(["up", "forks", "--json"], { timeoutMs: 60_000 })
     expect(r.code, r.stderr).toBe(0)
     // once the leader has exited, only its fork is left: then the service must still count as running
-    expect(await ended((JSON.parse(r.stdout) as WorldJson).services[0]!.pid!)).toBe(true)
+    expect(await ended(worldFrom(r.stdout).services[0]!.pid!)).toBe(true)
     expect(withToken(box.home, token).length).toBe(1)
     const w = await statusOf(box, "forks")
     expect(w.services[0]!.state).not.toBe("exited")
@@ -175,6 +184,6 @@ url = "parent"
 `)
     const r = await box.run(["up", "forked", "--json"], { timeoutMs: 60_000 })
     expect(r.code, r.stderr).toBe(0)
-    expect((JSON.parse(r.stdout) as WorldJson).services[0]!.state).toBe("healthy")
+    expect(worldFrom(r.stdout).services[0]!.state).toBe("healthy")
   })
 })

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import {
+  ended,
   berthBin,
   eventually,
   fetchJson,
@@ -11,7 +12,9 @@ import {
   type Sandbox,
   type ServiceJson,
   sandboxes,
-  type WorldJson
+  type WorldJson,
+  worldFrom,
+  varsFrom
 } from "./harness.js"
 
 const twoServices = `
@@ -38,7 +41,7 @@ afterAll(() => boxes.cleanup())
 const up = async (box: Sandbox, name?: string): Promise<WorldJson> => {
   const r = await box.run(["up", ...(name === undefined ? [] : [name]), "--json"], { timeoutMs: 60_000 })
   expect(r.code, r.stderr).toBe(0)
-  return JSON.parse(r.stdout) as WorldJson
+  return worldFrom(r.stdout)
 }
 
 const service = (w: WorldJson, name: string): ServiceJson => {
@@ -56,7 +59,7 @@ describe("worlds", () => {
       env: { NODE_EXTRA_CA_CERTS: "/etc/ssl/certs/berth-test-extra.pem" }
     })
     expect(r.code, r.stderr).toBe(0)
-    const w = JSON.parse(r.stdout) as WorldJson
+    const w = worldFrom(r.stdout)
     const seen = (await fetchJson(service(w, "api").url!)) as { env: Record<string, string> }
     expect(seen.env.NODE_EXTRA_CA_CERTS).toBe("/etc/ssl/certs/berth-test-extra.pem")
     expect(seen.env.BERTH_NODE_EXTRA_CA_CERTS).toBeUndefined()
@@ -87,7 +90,7 @@ describe("worlds", () => {
     expect(box.git("-C", a!.path, "rev-parse", "--abbrev-ref", "HEAD").trim()).toBe("login-fix")
 
     const env = await box.run(["env", "login-fix", "--json"])
-    expect(JSON.parse(env.stdout)).toEqual({
+    expect(varsFrom(env.stdout)).toEqual({
       API_URL: service(a!, "api").url,
       API_PORT: String(service(a!, "api").port),
       WEB_URL: service(a!, "web").url,
@@ -123,7 +126,7 @@ describe("worlds", () => {
     const first = await up(box, "again")
     const r = await box.run(["reload", "again", "--json"])
     expect(r.code, r.stderr).toBe(0)
-    const reloaded = JSON.parse(r.stdout) as WorldJson
+    const reloaded = worldFrom(r.stdout)
     expect(reloaded.services.map((s) => s.port)).toEqual(first.services.map((s) => s.port))
     expect(reloaded.services.map((s) => s.pid)).not.toEqual(first.services.map((s) => s.pid))
   })
@@ -172,21 +175,58 @@ describe("worlds", () => {
 cmd = "node -e 'setInterval(() => {}, 1000)'"
 groups = ["jobs"]
 `)
-    const w = JSON.parse(
-      (await box.run(["up", "only-api", "--service", "api", "--json"], { timeoutMs: 60_000 })).stdout
-    ) as WorldJson
+    const w = worldFrom((await box.run(["up", "only-api", "--service", "api", "--json"], { timeoutMs: 60_000 })).stdout)
     expect(w.services.map((s) => s.name)).toEqual(["api"])
-    const web = JSON.parse(
-      (await box.run(["up", "only-web", "-s", "web", "--json"], { timeoutMs: 60_000 })).stdout
-    ) as WorldJson
+    const web = worldFrom((await box.run(["up", "only-web", "-s", "web", "--json"], { timeoutMs: 60_000 })).stdout)
     expect(web.services.map((s) => s.name).sort()).toEqual(["api", "web"])
-    const jobs = JSON.parse(
-      (await box.run(["up", "jobs", "--group", "jobs", "--json"], { timeoutMs: 60_000 })).stdout
-    ) as WorldJson
+    const jobs = worldFrom((await box.run(["up", "jobs", "--group", "jobs", "--json"], { timeoutMs: 60_000 })).stdout)
     expect(jobs.services.map((s) => s.name)).toEqual(["worker"])
     const bad = await box.run(["up", "nope", "--service", "wbe"])
     expect(bad.code).toBe(1)
     expect(bad.stderr).toMatch(/no service "wbe"/)
+  })
+
+  it("stops and restarts one service with what depends on it (stop -s, restart -s), and up --all brings every world back", async () => {
+    const box = await project()
+    const one = await up(box, "svc-one")
+    await up(box, "svc-two")
+    // stopping api stops web, which depends on it; nothing of the other world moves
+    const stopped = await box.run(["stop", "svc-one", "-s", "api", "--json"])
+    expect(stopped.code, stopped.stderr).toBe(0)
+    const after = (JSON.parse(stopped.stdout) as { worlds: Array<WorldJson> }).worlds[0]!
+    expect(after.services.map((s) => [s.name, s.state]).sort()).toEqual([
+      ["api", "stopped"],
+      ["web", "stopped"]
+    ])
+    expect(await ended(service(one, "api").pid!)).toBe(true)
+    // restart -s api starts api again, then web, which depends on it, on the same ports
+    const restarted = await box.run(["restart", "svc-one", "-s", "api", "--json"])
+    expect(restarted.code, restarted.stderr).toBe(0)
+    const back = worldFrom(restarted.stdout)
+    expect(back.services.map((s) => [s.name, s.state]).sort()).toEqual([
+      ["api", "healthy"],
+      ["web", "healthy"]
+    ])
+    expect(service(back, "api").port).toBe(service(one, "api").port)
+    expect(service(back, "api").pid).not.toBe(service(one, "api").pid)
+    const typo = await box.run(["stop", "svc-one", "-s", "apj"])
+    expect(typo.code).toBe(1)
+    expect(typo.stderr).toMatch(/no service "apj"/)
+
+    // --all: every world of the project whose worktree exists, each as `up <name>` would
+    expect((await box.run(["down", "--all"])).code).toBe(0)
+    const all = await box.run(["up", "--all", "--json"], { timeoutMs: 90_000 })
+    expect(all.code, all.stderr).toBe(0)
+    const doc = JSON.parse(all.stdout) as { schema: number; worlds: Array<WorldJson>; failed: Array<unknown> }
+    expect(doc.schema).toBe(1)
+    expect(doc.failed).toEqual([])
+    expect(doc.worlds.map((w) => [w.name, w.state]).sort()).toEqual([
+      ["svc-one", "running"],
+      ["svc-two", "running"]
+    ])
+    const both = await box.run(["up", "svc-one", "--all"])
+    expect(both.code).toBe(2)
+    expect(both.stderr).toMatch(/a world's name or --all, not both/)
   })
 
   it("runs setup once per world before any service, and fails the up when it fails", async () => {
@@ -305,7 +345,7 @@ cmd = "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.1; done"
     const one = await box.run(["logs", "chatty", "--service", "api", "-n", "1"])
     expect(one.stdout).toBe("api says hello\n")
     const json = await box.run(["logs", "chatty", "-s", "api", "-n", "1", "--json"])
-    expect(JSON.parse(json.stdout)).toEqual({ service: "api", line: "api says hello" })
+    expect(JSON.parse(json.stdout)).toEqual({ schema: 1, service: "api", line: "api says hello" })
     // -f keeps printing lines written after it started
     const { spawn } = await import("node:child_process")
     const follow = spawn(berthBin, ["logs", "chatty", "-s", "ticker", "-n", "0", "-f"], {

@@ -15,7 +15,8 @@ import { serveMcp } from "../../mcp/server.js"
 import { runCommand } from "../../mcp/run.js"
 import { runVerify, verifyCommands, worldContext } from "../../mcp/world.js"
 import { Home } from "../../services/Home.js"
-import { json, printError, printJson, reportFailure, UsageError } from "../output.js"
+import { printDocument } from "../json.js"
+import { json, printError, reportFailure, UsageError } from "../output.js"
 import { viaDaemon, withDaemon } from "./worlds.js"
 
 const timeout = (what: string) =>
@@ -127,7 +128,7 @@ export const verify = Command.make(
         const world = yield* worldContext(client, { cwd: process.cwd(), world: Option.getOrUndefined(name) })
         const commands = yield* verifyCommands(world)
         if (commands.length === 0) {
-          if (json) return yield* printJson({ schema: 1, world: world.name, ok: true, commands: [] })
+          if (json) return yield* printDocument("verify", { world: world.name, ok: true, commands: [] })
           return yield* Console.log(
             `nothing to verify: ${world.name}'s berth.toml has no [agents] verify commands (verify = ["npm test"] adds one)`
           )
@@ -139,7 +140,7 @@ export const verify = Command.make(
           timeoutMs: ms,
           onStart: (_, command) => printError(`$ ${command}`)
         })
-        if (json) yield* printJson(report)
+        if (json) yield* printDocument("verify", report)
         const last = report.commands.at(-1)
         if (!report.ok && last !== undefined) {
           return yield* new VerifyFailed({

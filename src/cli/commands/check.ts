@@ -11,7 +11,8 @@ import { request } from "../../daemon/wire.js"
 import { projectLabel } from "../../domain/names.js"
 import { ConfigFiles } from "../../services/ConfigFiles.js"
 import { homePaths, resolveHome } from "../../services/homePaths.js"
-import { json, printError, printJson } from "../output.js"
+import { printDocument } from "../json.js"
+import { json, printError } from "../output.js"
 
 const path = Args.path({ name: "path" }).pipe(
   Args.withDescription("berth.toml, or a folder at or below the one holding it (default: the current folder)"),
@@ -40,7 +41,7 @@ export const check = Command.make("check", { path, json }, ({ json, path }) =>
     const loaded = yield* files.load(path).pipe(
       Effect.catchTag("ConfigInvalid", (invalid) =>
         Effect.gen(function* () {
-          if (json) yield* printJson({ errors: invalid.diagnostics, warnings: [] })
+          if (json) yield* printDocument("check", { errors: invalid.diagnostics, warnings: [] })
           else yield* printError(invalid.message)
           process.exitCode = 1
           return undefined
@@ -50,7 +51,8 @@ export const check = Command.make("check", { path, json }, ({ json, path }) =>
     if (loaded === undefined) return
     const warnings = yield* files.lint(loaded)
     const project = yield* sharedName(loaded.root)
-    if (json) return yield* printJson({ errors: [], warnings, ...(project === undefined ? {} : { project }) })
+    if (json)
+      return yield* printDocument("check", { errors: [], warnings, ...(project === undefined ? {} : { project }) })
     for (const warning of warnings) yield* printError(formatDiagnostic(warning))
     if (project !== undefined) {
       yield* printError(

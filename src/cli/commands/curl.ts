@@ -13,7 +13,8 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { DaemonClient } from "../../daemon/client.js"
 import { InvalidRequest } from "../../domain/errors.js"
-import { json, printJson } from "../output.js"
+import { printDocument } from "../json.js"
+import { json } from "../output.js"
 import { viaDaemon, withDaemon } from "./worlds.js"
 
 interface Answer {
@@ -181,7 +182,12 @@ export const curl = Command.make(
           collect: json
         })
         if (json)
-          yield* printJson({ url: target.href, status: answer.status, headers: answer.headers, body: answer.body })
+          yield* printDocument("curl", {
+            url: target.href,
+            status: answer.status,
+            headers: answer.headers,
+            body: answer.body ?? null
+          })
         if (fail && answer.status >= 400) {
           process.exitCode = 1
           process.stderr.write(`berth curl: ${target.href} answered ${answer.status}\n`)

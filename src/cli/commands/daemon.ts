@@ -14,21 +14,36 @@ import { request } from "../../daemon/wire.js"
 import { DaemonUnavailable, InvalidRequest } from "../../domain/errors.js"
 import { formatPortRange, parsePortRange } from "../../domain/ports.js"
 import { Home } from "../../services/Home.js"
-import { json, printJson } from "../output.js"
+import { printDocument } from "../json.js"
+import { json } from "../output.js"
 
 const ping = (socket: string) =>
   Effect.promise(() => request(socket, "Ping", undefined, 5_000)).pipe(
     Effect.map((r) =>
-      r._tag === "Success" ? Option.some(r.value as { version: string; pid: number; home: string }) : Option.none()
+      r._tag === "Success"
+        ? Option.some(r.value as { version: string; build?: string; pid: number; home: string })
+        : Option.none()
     )
   )
+
+/** `daemon start` and `daemon status` print one document: a start that found no daemon answering says running: false. */
+const printDaemonInfo = (
+  home: { readonly root: string; readonly daemonLog: string },
+  info: Option.Option<{ version: string; build?: string; pid: number; home: string }>
+) =>
+  printDocument("daemon-status", {
+    running: Option.isSome(info),
+    home: home.root,
+    log: home.daemonLog,
+    ...Option.getOrElse(info, () => ({}))
+  })
 
 const start = Command.make("start", { json }, ({ json }) =>
   Effect.gen(function* () {
     const home = yield* Home
     yield* ensureDaemon(home)
     const info = yield* ping(home.socket)
-    if (json) return yield* printJson(Option.getOrNull(info))
+    if (json) return yield* printDaemonInfo(home, info)
     yield* Console.log(
       Option.match(info, { onNone: () => "started", onSome: (i) => `running: pid ${i.pid}, berth ${i.version}` })
     )
@@ -44,7 +59,7 @@ const stop = Command.make("stop", { json }, ({ json }) =>
       catch: (e) => new DaemonUnavailable({ reason: e instanceof Error ? e.message : String(e), log: home.daemonLog })
     })
     const info = stopped === undefined ? Option.none() : Option.some(stopped)
-    if (json) return yield* printJson({ stopped: Option.isSome(info) })
+    if (json) return yield* printDocument("daemon-stop", { stopped: Option.isSome(info) })
     yield* Console.log(
       Option.isSome(info) ? "stopped (services keep running; the next daemon adopts them)" : "not running"
     )
@@ -55,14 +70,7 @@ const status = Command.make("status", { json }, ({ json }) =>
   Effect.gen(function* () {
     const home = yield* Home
     const info = yield* ping(home.socket)
-    if (json) {
-      return yield* printJson({
-        running: Option.isSome(info),
-        home: home.root,
-        log: home.daemonLog,
-        ...Option.getOrElse(info, () => ({}))
-      })
-    }
+    if (json) return yield* printDaemonInfo(home, info)
     yield* Console.log(
       Option.match(info, {
         onNone: () => `not running (home ${home.root})`,
@@ -143,7 +151,7 @@ export const port = Command.make(
         })
       }
       const settings = yield* client.GetSettings()
-      if (json) return yield* printJson(settings)
+      if (json) return yield* printDocument("port", settings)
       yield* Console.log(
         [
           `port range: ${formatPortRange(settings.portRange)}`,

@@ -15,7 +15,8 @@ import { InitFailed, InitRefused } from "../../domain/errors.js"
 import { fromPackageJson } from "../../domain/init/packageJson.js"
 import { projectLabel } from "../../domain/names.js"
 import { CONFIG_FILE, ConfigFiles } from "../../services/ConfigFiles.js"
-import { json, printJson } from "../output.js"
+import { printDocument } from "../json.js"
+import { json } from "../output.js"
 
 const dir = Args.directory({ name: "dir", exists: "yes" }).pipe(
   Args.withDescription("the repository root to write berth.toml into (default: the current folder)"),
@@ -76,7 +77,13 @@ export const init = Command.make("init", { dir, force, json }, ({ dir, force, js
     const loaded = yield* files.load(target)
     const warnings = yield* files.lint(loaded)
 
-    if (json) return yield* printJson({ file: target, source, notes: result.notes, warnings })
+    if (json)
+      return yield* printDocument("init", {
+        file: target,
+        source: source ?? "package.json",
+        notes: result.notes,
+        warnings
+      })
     const services = loaded.parsed.config.services
     const slices = services.filter((s) => s._tag === "Slice").length
     yield* Console.log(

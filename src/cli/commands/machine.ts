@@ -9,7 +9,8 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { ConfigReport, Metrics } from "../../daemon/api.js"
 import { DaemonClient } from "../../daemon/client.js"
-import { json, printJson } from "../output.js"
+import { printDocument } from "../json.js"
+import { json } from "../output.js"
 import { viaDaemon, withDaemon } from "./worlds.js"
 
 const GiB = 1024 ** 3
@@ -46,7 +47,7 @@ export const reserve = Command.make(
           diskGb: Option.getOrUndefined(disk),
           maxParallel: Option.getOrUndefined(maxParallel)
         })
-        if (json) return yield* printJson(report)
+        if (json) return yield* printDocument("reserve", report)
         yield* Console.log(renderConfig({ settings: report.settings.slice(0, 4) }))
       })
     )
@@ -62,7 +63,7 @@ export const config = Command.make("config", { json }, ({ json }) =>
     Effect.gen(function* () {
       const client = yield* DaemonClient
       const report = yield* client.Config()
-      if (json) return yield* printJson(report)
+      if (json) return yield* printDocument("config", report)
       yield* Console.log(renderConfig(report))
     })
   )
@@ -97,7 +98,7 @@ export const metrics = Command.make("metrics", { json }, ({ json }) =>
     Effect.gen(function* () {
       const client = yield* DaemonClient
       const m = yield* client.Metrics()
-      if (json) return yield* printJson(m)
+      if (json) return yield* printDocument("metrics", m)
       yield* Console.log(renderMetrics(m))
     })
   )

@@ -9,7 +9,8 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { DaemonClient } from "../../daemon/client.js"
 import { definedEnv } from "../../domain/environment.js"
-import { json, printJson } from "../output.js"
+import { printDocument } from "../json.js"
+import { json } from "../output.js"
 import { renderWorld } from "../render.js"
 import { viaDaemon, withDaemon } from "./worlds.js"
 
@@ -32,7 +33,7 @@ export const reset = Command.make("reset", { name: worldName, slices: sliceNames
         env: definedEnv(process.env),
         slices
       })
-      if (json) return yield* printJson(world)
+      if (json) return yield* printDocument("reset", { world })
       yield* Console.log(renderWorld(world).join("\n"))
     })
   )

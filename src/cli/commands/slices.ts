@@ -9,7 +9,8 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { DaemonClient } from "../../daemon/client.js"
 import { definedEnv } from "../../domain/environment.js"
-import { json, printJson } from "../output.js"
+import { printDocument } from "../json.js"
+import { json } from "../output.js"
 import { renderGc, renderWorld } from "../render.js"
 import { viaDaemon, withDaemon } from "./worlds.js"
 
@@ -24,7 +25,7 @@ export const gc = Command.make(
       Effect.gen(function* () {
         const client = yield* DaemonClient
         const report = yield* client.Gc({ dryRun, env: definedEnv(process.env) })
-        if (json) return yield* printJson(report)
+        if (json) return yield* printDocument("gc", { dryRun, ...report })
         yield* Console.log(renderGc(report, dryRun))
       })
     )
@@ -45,7 +46,7 @@ const rebuild = Command.make(
       Effect.gen(function* () {
         const client = yield* DaemonClient
         const status = yield* client.GoldenRebuild({ cwd: process.cwd(), world, service, env: definedEnv(process.env) })
-        if (json) return yield* printJson(status)
+        if (json) return yield* printDocument("golden-rebuild", { world: status })
         const built = status.events.find((e) => e.kind === "golden_ready" && e.service === service)
         yield* Console.log(built?.message ?? `rebuilt the golden of ${service}`)
         yield* Console.log(renderWorld(status).join("\n"))

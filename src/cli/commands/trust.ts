@@ -19,7 +19,8 @@ import {
   runTrust,
   type TrustCa
 } from "../../services/proxy/trust.js"
-import { json, printJson } from "../output.js"
+import { printDocument } from "../json.js"
+import { json } from "../output.js"
 
 export const trust = Command.make(
   "trust",
@@ -43,7 +44,7 @@ export const trust = Command.make(
       const facts = gatherTrustFacts()
       const plan = planTrust(facts, subject, remove ? "remove" : "install")
       if (dryRun) {
-        if (json) return yield* printJson({ ca: subject, plan })
+        if (json) return yield* printDocument("trust", { ca: subject, plan })
         const lines = [
           `berth's CA: ${ca.certPath} (${ca.commonName})`,
           ...plan.steps.map((s) => `${s.root && !facts.isRoot ? "sudo " : ""}${commandLine(s.argv)}    # ${s.store}`),
@@ -52,7 +53,7 @@ export const trust = Command.make(
         return yield* Console.log(lines.join("\n"))
       }
       const report = yield* runTrust(plan, { isRoot: facts.isRoot })
-      if (json) yield* printJson({ ca: subject, report })
+      if (json) yield* printDocument("trust", { ca: subject, report })
       else yield* Console.log(`berth's CA: ${ca.certPath} (${ca.commonName})\n${formatTrustReport(report)}`)
       if (report.failed.length > 0) process.exitCode = 1
     })

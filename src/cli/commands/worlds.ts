@@ -2,6 +2,7 @@
  * The world commands: thin clients of the daemon. Each sends one request and prints the answer, for people or
  * (with --json) for programs.
  */
+import { existsSync } from "node:fs"
 import { resolve } from "node:path"
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
@@ -16,8 +17,9 @@ import { Home } from "../../services/Home.js"
 import * as Layer from "effect/Layer"
 import type { WorldStatus } from "../../daemon/api.js"
 import { definedEnv } from "../../domain/environment.js"
-import { DaemonUnavailable } from "../../domain/errors.js"
-import { json, printJson } from "../output.js"
+import { DaemonUnavailable, InvalidRequest } from "../../domain/errors.js"
+import { printDocument, printDocumentLine } from "../json.js"
+import { describeFailure, json, UsageError } from "../output.js"
 import { queueLine, renderDown, renderEnv, renderStatus, renderWorld, worldOf } from "../render.js"
 
 const worldName = Args.text({ name: "name" }).pipe(
@@ -32,8 +34,8 @@ export const withDaemon = <Name extends string, R, E, A>(self: Command.Command<N
 
 const clientEnv = () => definedEnv(process.env)
 
-const printWorld = (json: boolean) => (world: WorldStatus) =>
-  json ? printJson(world) : Console.log(renderWorld(world).join("\n"))
+const printWorld = (json: boolean, command: "up" | "reload") => (world: WorldStatus) =>
+  json ? printDocument(command, { world }) : Console.log(renderWorld(world).join("\n"))
 
 /** A transport failure (the daemon died mid-request) is told as such, not as a protocol error. */
 export const viaDaemon = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
@@ -62,63 +64,161 @@ const noWait = Options.boolean("no-wait").pipe(
   Options.withDescription("answer at once, even while the world waits in line for room or is still starting")
 )
 
+/** The up that waits: its world's place in line shown meanwhile (a live line on a terminal, a line per change piped). */
+const upWaiting = (
+  request: {
+    readonly cwd: string
+    readonly world: string | undefined
+    readonly env: Readonly<Record<string, string>>
+    readonly services: ReadonlyArray<string>
+    readonly groups: ReadonlyArray<string>
+  },
+  json: boolean
+) =>
+  Effect.gen(function* () {
+    const client = yield* DaemonClient
+    // the up stays in flight (Ctrl-C ends it, and that takes the world out of the line) while the line is shown
+    const waiting = yield* Effect.fork(client.Up(request))
+    const tty = process.stderr.isTTY === true
+    let said: string | undefined
+    const show = Effect.gen(function* () {
+      const { worlds } = yield* client.Status({ cwd: request.cwd })
+      const line = queueLine(worldOf(worlds, request.world, request.cwd))
+      if (line === undefined || line === said || json) return
+      said = line
+      yield* Effect.sync(() => process.stderr.write(tty ? `\r\u001b[2K${line}` : `${line}\n`))
+    }).pipe(Effect.ignore)
+    const progress = yield* Effect.fork(
+      Effect.zipRight(Effect.sleep("300 millis"), Effect.forever(Effect.zipRight(show, Effect.sleep("1 second"))))
+    )
+    const world = yield* Fiber.join(waiting).pipe(Effect.ensuring(Fiber.interrupt(progress)))
+    if (tty && said !== undefined) process.stderr.write("\r\u001b[2K")
+    return world
+  })
+
+/**
+ * `up --all`: every world of the project whose worktree is still there, brought up together (the gate decides who
+ * runs first). Each is asked for by name, as `berth up <name>` would; one failing does not stop the others.
+ */
+const upAll = (request: {
+  readonly cwd: string
+  readonly env: Readonly<Record<string, string>>
+  readonly services: ReadonlyArray<string>
+  readonly groups: ReadonlyArray<string>
+  readonly wait: boolean
+}) =>
+  Effect.gen(function* () {
+    const client = yield* DaemonClient
+    const { worlds } = yield* client.Status({ cwd: request.cwd })
+    const present = worlds.filter((w) => existsSync(w.path))
+    const outcomes = yield* Effect.forEach(present, (w) => Effect.either(client.Up({ ...request, world: w.name })), {
+      concurrency: "unbounded"
+    })
+    const started: Array<WorldStatus> = []
+    const failed: Array<{ readonly name: string; readonly message: string }> = []
+    outcomes.forEach((outcome, i) => {
+      if (outcome._tag === "Right") started.push(outcome.right)
+      else failed.push({ name: present[i]!.name, message: describeFailure(outcome.left).message })
+    })
+    return { started, failed }
+  })
+
 export const up = Command.make(
   "up",
-  { name: worldName, services, groups, noWait, json },
-  ({ groups, json, name, noWait, services }) =>
+  {
+    name: worldName,
+    services,
+    groups,
+    noWait,
+    all: Options.boolean("all").pipe(
+      Options.withDescription("every world of this project whose worktree exists (not with a name)")
+    ),
+    json
+  },
+  ({ all, groups, json, name, noWait, services }) =>
     viaDaemon(
       Effect.gen(function* () {
         const client = yield* DaemonClient
         const request = { ...ref(name), env: clientEnv(), services, groups }
-        if (noWait) return yield* printWorld(json)(yield* client.Up({ ...request, wait: false }))
-        // the up that waits stays in flight (Ctrl-C ends it, and that takes the world out of the line) while the
-        // world's place in line is shown: one live line on a terminal, a line per change when piped
-        const waiting = yield* Effect.fork(client.Up(request))
-        const tty = process.stderr.isTTY === true
-        let said: string | undefined
-        const show = Effect.gen(function* () {
-          const { worlds } = yield* client.Status({ cwd: request.cwd })
-          const line = queueLine(worldOf(worlds, name._tag === "Some" ? name.value : undefined, request.cwd))
-          if (line === undefined || line === said || json) return
-          said = line
-          yield* Effect.sync(() => process.stderr.write(tty ? `\r\u001b[2K${line}` : `${line}\n`))
-        }).pipe(Effect.ignore)
-        const progress = yield* Effect.fork(
-          Effect.zipRight(Effect.sleep("300 millis"), Effect.forever(Effect.zipRight(show, Effect.sleep("1 second"))))
-        )
-        const world = yield* Fiber.join(waiting).pipe(Effect.ensuring(Fiber.interrupt(progress)))
-        if (tty && said !== undefined) process.stderr.write("\r\u001b[2K")
-        yield* printWorld(json)(world)
+        if (all) {
+          if (Option.isSome(name)) {
+            return yield* new UsageError({ message: "up: give a world's name or --all, not both" })
+          }
+          const { failed, started } = yield* upAll({ ...request, wait: !noWait })
+          if (json) yield* printDocument("up-all", { worlds: started, failed })
+          else {
+            for (const w of started) yield* Console.log(renderWorld(w).join("\n"))
+            if (started.length === 0 && failed.length === 0)
+              yield* Console.log("no worlds yet: berth up <branch> makes one")
+          }
+          if (failed.length > 0) {
+            return yield* new InvalidRequest({
+              reason: failed.map((f) => `world ${f.name}: ${f.message}`).join("\n")
+            })
+          }
+          return
+        }
+        if (noWait) return yield* printWorld(json, "up")(yield* client.Up({ ...request, wait: false }))
+        yield* printWorld(json, "up")(yield* upWaiting(request, json))
       })
     )
 ).pipe(Command.withDescription("Start a world: its worktree, ports, services and routes"), withDaemon)
+
+const servicesAndDependents = (what: string) =>
+  Options.text("service").pipe(
+    Options.withAlias("s"),
+    Options.withDescription(`${what} only this service and what depends on it (repeatable)`),
+    Options.repeated
+  )
 
 export const down = Command.make(
   "down",
   {
     name: worldName,
     all: Options.boolean("all").pipe(Options.withDescription("every world of this project")),
+    services: servicesAndDependents("stop"),
     json
   },
-  ({ all, json, name }) =>
+  ({ all, json, name, services }) =>
     viaDaemon(
       Effect.gen(function* () {
         const client = yield* DaemonClient
+        if (services.length > 0) {
+          if (all) return yield* new UsageError({ message: "down: --service acts on one world, not with --all" })
+          const world = yield* client.StopServices({ ...ref(name), services })
+          if (json) return yield* printDocument("down", { worlds: [world] })
+          return yield* Console.log(renderWorld(world).join("\n"))
+        }
         const worlds = yield* client.Down({ ...ref(name), all })
-        if (json) return yield* printJson({ worlds })
+        if (json) return yield* printDocument("down", { worlds })
         yield* Console.log(renderDown(worlds))
       })
     )
-).pipe(Command.withDescription("Stop a world's processes; keep its files, ports and data"), withDaemon)
+).pipe(
+  Command.withDescription("Stop a world's processes (or, with -s, some services); keep its files, ports and data"),
+  withDaemon
+)
 
-export const reload = Command.make("reload", { name: worldName, json }, ({ json, name }) =>
-  viaDaemon(
-    Effect.gen(function* () {
-      const client = yield* DaemonClient
-      yield* printWorld(json)(yield* client.Reload({ ...ref(name), env: clientEnv() }))
-    })
-  )
-).pipe(Command.withDescription("Stop a world, then start it again on the same ports and data"), withDaemon)
+export const reload = Command.make(
+  "reload",
+  { name: worldName, services: servicesAndDependents("restart"), json },
+  ({ json, name, services }) =>
+    viaDaemon(
+      Effect.gen(function* () {
+        const client = yield* DaemonClient
+        const world =
+          services.length > 0
+            ? yield* client.RestartServices({ ...ref(name), services })
+            : yield* client.Reload({ ...ref(name), env: clientEnv() })
+        yield* printWorld(json, "reload")(world)
+      })
+    )
+).pipe(
+  Command.withDescription(
+    "Stop a world, then start it again on the same ports and data (or, with -s, restart some services)"
+  ),
+  withDaemon
+)
 
 export const remove = Command.make(
   "remove",
@@ -132,7 +232,7 @@ export const remove = Command.make(
       Effect.gen(function* () {
         const client = yield* DaemonClient
         const removed = yield* client.Remove({ ...ref(name), force })
-        if (json) return yield* printJson(removed)
+        if (json) return yield* printDocument("remove", { removed })
         yield* Console.log(`removed ${removed.name} (${removed.path})`)
       })
     )
@@ -153,7 +253,7 @@ export const status = Command.make(
         const client = yield* DaemonClient
         // the daemon runs in another folder: a relative path means one under the CLI's
         const { worlds } = yield* client.Status({ cwd: Option.getOrUndefined(Option.map(path, (p) => resolve(p))) })
-        if (json) return yield* printJson({ worlds })
+        if (json) return yield* printDocument("status", { worlds })
         yield* Console.log(renderStatus(worlds))
       })
     )
@@ -171,8 +271,8 @@ export const env = Command.make(
     viaDaemon(
       Effect.gen(function* () {
         const client = yield* DaemonClient
-        const { vars } = yield* client.Env(ref(name))
-        if (json) return yield* printJson(vars)
+        const { vars, world } = yield* client.Env(ref(name))
+        if (json) return yield* printDocument("env", { world, vars })
         yield* Console.log(renderEnv(vars, shell ? "shell" : dotenv ? "dotenv" : "plain"))
       })
     )
@@ -197,7 +297,7 @@ export const logs = Command.make(
           .pipe(
             Stream.runForEach((l) =>
               json
-                ? Console.log(JSON.stringify(l))
+                ? printDocumentLine("logs", l)
                 : Console.log(only === undefined ? `${l.service} | ${l.line}` : l.line)
             )
           )

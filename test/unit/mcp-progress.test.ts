@@ -1,0 +1,62 @@
+import { describe, expect, it } from "@effect/vitest"
+import type { ServiceStatus, WorldEvent, WorldStatus } from "../../src/daemon/api.js"
+import { waitingLine } from "../../src/mcp/progress.js"
+
+const service = (name: string, kind: "process" | "slice", state: string): ServiceStatus => ({
+  name,
+  kind,
+  state,
+  pid: null,
+  port: null,
+  ports: {},
+  url: null,
+  restarts: 0,
+  reason: null,
+  logTail: []
+})
+
+const event = (service: string, kind: string, at: number): WorldEvent => ({ service, kind, message: kind, at })
+
+const world = (over: Partial<WorldStatus>): WorldStatus => ({
+  project: "shop",
+  name: "one",
+  slug: "one",
+  path: "/w/one",
+  branch: "one",
+  main: false,
+  desired: "up",
+  state: "starting",
+  reason: null,
+  services: [],
+  events: [],
+  ...over
+})
+
+describe("what up says while it waits", () => {
+  it("its place in line first", () => {
+    expect(waitingLine(world({ state: "queued", queue: { position: 2, waitingFor: "a slot (2 of 2 running)" } }))).toBe(
+      "one: #2 in line, waiting for a slot (2 of 2 running)"
+    )
+  })
+
+  it("a golden being built, until it is ready", () => {
+    const building = world({
+      services: [service("db", "slice", "provisioning"), service("api", "process", "pending")],
+      events: [event("db", "golden_build", 2), event("db", "golden_ready", 1), event("db", "golden_build", 0)]
+    })
+    expect(waitingLine(building)).toBe("one: starting; building the golden of db")
+    const built = world({
+      services: [service("db", "slice", "provisioning"), service("api", "process", "pending")],
+      events: [event("db", "golden_ready", 3), event("db", "golden_build", 2)]
+    })
+    expect(waitingLine(built)).toBe("one: starting; waiting for db (provisioning), api (pending)")
+  })
+
+  it("the services not ready yet, then the state alone", () => {
+    const w = world({ services: [service("db", "slice", "ready"), service("api", "process", "starting")] })
+    expect(waitingLine(w)).toBe("one: starting; waiting for api (starting)")
+    expect(waitingLine(world({ state: "running", services: [service("api", "process", "healthy")] }))).toBe(
+      "one: running"
+    )
+  })
+})
