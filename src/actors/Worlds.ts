@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as FiberMap from "effect/FiberMap"
 import * as PubSub from "effect/PubSub"
 import * as Runtime from "effect/Runtime"
+import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import type { ServiceStatus, WorldStatus } from "../daemon/api.js"
 import { coordinates, groupPorts, portRequests, routeUrl, worldVariables } from "../domain/coordinates.js"
@@ -24,7 +25,7 @@ import { Home } from "../services/Home.js"
 import * as LogFiles from "../services/LogFiles.js"
 import { Ports } from "../services/Ports.js"
 import { Processes } from "../services/Processes.js"
-import { type ProjectRow, Registry, type ServiceRow, type WorldRow } from "../services/Registry.js"
+import { type EventRow, type ProjectRow, Registry, type ServiceRow, type WorldRow } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
 import { Slices } from "../services/slices/Slices.js"
 import { Admission } from "../services/Admission.js"
@@ -45,6 +46,9 @@ export interface WorldRef {
 }
 
 const REPO_CACHE_MS = 3_000
+
+/** The pseudo-service whose log is the world's history: `berth logs -s berth`. */
+const HISTORY = "berth"
 
 const internal = (e: { readonly message: string }) => new InternalError({ reason: e.message })
 
@@ -373,6 +377,31 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
     })
 
     const home = yield* Home
+
+    /** A world's events as log lines of the pseudo-service `berth`, oldest first; following polls for new ones. */
+    const history = (worldId: number, options: { follow: boolean; lines: number }) => {
+      const line = (e: EventRow) => ({
+        service: HISTORY,
+        line: `${new Date(e.at).toISOString()} ${e.service === null ? "" : `${e.service} `}${e.kind}: ${e.message}`
+      })
+      return Stream.unwrap(
+        Effect.gen(function* () {
+          const past = [...(yield* registry.events(worldId, options.lines))].reverse()
+          if (!options.follow) return Stream.fromIterable(past.map(line))
+          let seen = past.at(-1)?.id ?? (yield* registry.events(worldId, 1))[0]?.id ?? 0
+          const next = Effect.map(registry.events(worldId, 1000, seen), (rows) => {
+            const fresh = [...rows].reverse()
+            seen = fresh.at(-1)?.id ?? seen
+            return fresh.map(line)
+          })
+          const polled = Stream.repeatEffectWithSchedule(next, Schedule.spaced("1 second")).pipe(
+            Stream.flattenIterables
+          )
+          return Stream.concat(Stream.fromIterable(past.map(line)), polled)
+        })
+      )
+    }
+
     const logs = (ref: WorldRef, options: { service?: string | undefined; follow: boolean; lines: number }) =>
       Stream.unwrap(
         Effect.gen(function* () {
@@ -382,6 +411,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
             ...(yield* registry.slices(w.id)).map((s) => s.service),
             ...(yield* registry.services(w.id)).map((s) => s.name)
           ]
+          // `-s berth`: the world's history (berth's own events, agents' tool calls), unless a service has that name
+          if (options.service === HISTORY && !all.includes(HISTORY)) return history(w.id, options)
           const names = all.filter((n) => options.service === undefined || n === options.service)
           if (options.service !== undefined && names.length === 0) {
             return yield* new InvalidRequest({

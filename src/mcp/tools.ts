@@ -129,7 +129,11 @@ export const Logs = Tool.make("logs", {
   description: "The last lines of the world's service logs (slices' migrate and seed output included).",
   parameters: {
     world,
-    service: Schema.optional(Schema.String.annotations({ description: "only this service's log" })),
+    service: Schema.optional(
+      Schema.String.annotations({
+        description: "only this service's log; \"berth\" is the world's history (berth's events, agents' tool calls)"
+      })
+    ),
     lines: Schema.optional(
       Schema.Int.pipe(Schema.between(1, 1000)).annotations({ description: "lines per service, default 100" })
     )

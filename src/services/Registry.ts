@@ -372,6 +372,8 @@ const checkHeader = (file: string): string | undefined => {
 
 /** An event of a world's history, as `status` shows it. */
 export interface EventRow {
+  /** increasing: what a follower has seen */
+  readonly id: number
   readonly service: string | null
   readonly kind: string
   readonly message: string
@@ -469,8 +471,12 @@ export interface RegistryService {
     readonly kind: string
     readonly message: string
   }) => Effect.Effect<void, InternalError>
-  /** A world's latest events, newest first. */
-  readonly events: (worldId: number, limit?: number) => Effect.Effect<ReadonlyArray<EventRow>, InternalError>
+  /** A world's latest events (those after the event `after`, when given), newest first. */
+  readonly events: (
+    worldId: number,
+    limit?: number,
+    after?: number
+  ) => Effect.Effect<ReadonlyArray<EventRow>, InternalError>
   /** A machine-wide setting's stored JSON value; undefined when it was never set. */
   readonly getSetting: (key: string) => Effect.Effect<unknown, InternalError>
   readonly setSetting: (key: string, value: unknown) => Effect.Effect<void, InternalError>
@@ -721,9 +727,9 @@ const makeRegistry = Effect.gen(function* () {
     sql`INSERT INTO events (world_id, service, kind, message, at) VALUES (${e.worldId}, ${e.service}, ${e.kind},
       ${e.message}, ${Date.now()})`.pipe(Effect.asVoid)
 
-  const events = Effect.fn("Registry.events")(function* (worldId: number, limit = 50) {
-    return yield* sql<EventRow>`SELECT service, kind,
-      message, at FROM events WHERE world_id = ${worldId} ORDER BY id DESC LIMIT ${limit}`
+  const events = Effect.fn("Registry.events")(function* (worldId: number, limit = 50, after = 0) {
+    return yield* sql<EventRow>`SELECT id, service, kind,
+      message, at FROM events WHERE world_id = ${worldId} AND id > ${after} ORDER BY id DESC LIMIT ${limit}`
   })
 
   const getSetting = Effect.fn("Registry.getSetting")(function* (key: string) {

@@ -266,6 +266,15 @@ describe("berth mcp", () => {
     expect(agent).toContain("reset → running")
     expect(agent.find((m) => m.startsWith("exec ") && m.endsWith("→ exit 5"))).toContain("DEPLOY_TOKEN=***")
     expect(agent.join("\n")).not.toContain("tok-e2e-secret")
+    // and in its log: `berth logs -s berth` is the world's history, oldest first
+    const history = await box.run(["logs", "-s", "berth", "-n", "200"])
+    expect(history.code, history.stderr).toBe(0)
+    const lines = history.stdout.trimEnd().split("\n")
+    expect(lines.find((l) => l.endsWith("agent: up → running"))).toMatch(/^\d{4}-\d\d-\d\dT/)
+    expect(lines.findIndex((l) => l.endsWith("agent: up → running"))).toBeLessThan(
+      lines.findIndex((l) => l.endsWith("agent: reset → running"))
+    )
+    expect(history.stdout).not.toContain("tok-e2e-secret")
   })
 
   it("answers a failing call with a structured error", async () => {
