@@ -82,8 +82,12 @@ export const makeRuntime = (plan: ServicePlan, initial: ServiceSnapshot = initia
 const TAIL_LINES = 20
 /** How long a service without a health check must stay up to count as started: a crash at start comes sooner. */
 export const SETTLE_MS = 500
-/** How long a service must stay up after its check first passed before an `up` counts it ready. */
-export const CONFIRM_MS = 100
+/**
+ * How long a service must stay up after its check first passed before an `up` counts it ready: long enough for a
+ * crash on the heels of its first answer (a second bind, an init that throws) to fail the `up`, short enough to stay
+ * out of a warm `up`'s way. Where /proc tells, a pass from another process's listener is refused outright.
+ */
+export const CONFIRM_MS = 50
 /** How often a ready service's check is repeated to notice it turning unhealthy. */
 export const WATCH_INTERVAL_MS = 5_000
 
