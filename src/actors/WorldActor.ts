@@ -6,7 +6,7 @@
  * Its observed state has one writer, `apply`, which moves it only along `domain/world-state.ts`'s `transition` (an
  * illegal event is ignored) and announces every move to whoever watches (`Worlds.changes`).
  */
-import { existsSync } from "node:fs"
+import { existsSync, readFileSync } from "node:fs"
 import { basename, dirname, join, resolve } from "node:path"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -93,6 +93,18 @@ const SETUP = "setup"
 const IN_FLIGHT: ReadonlySet<string> = new Set(["starting", "stopping", "restarting", "pending"])
 
 const daemonEnv = () => definedEnv(process.env)
+
+/** The scripts of `folder`'s package.json, where a dev server may be named (`domain/frameworks.ts`); none if unreadable. */
+const packageScripts = (folder: string) =>
+  Effect.sync((): Readonly<Record<string, string>> => {
+    try {
+      const scripts = (JSON.parse(readFileSync(join(folder, "package.json"), "utf8")) as { scripts?: unknown }).scripts
+      if (typeof scripts !== "object" || scripts === null) return {}
+      return Object.fromEntries(Object.entries(scripts).filter((e): e is [string, string] => typeof e[1] === "string"))
+    } catch {
+      return {}
+    }
+  })
 
 /**
  * The recorded processes of a world: those still alive (pid and start time match) and those that died. Only a service
@@ -462,13 +474,23 @@ export const makeWorldActor = (
               reason: `services.${name}.dir ${JSON.stringify(service.dir)} leaves the worktree`
             })
           }
-          const l = launch(service, identity(w), coords, userEnv, dotenv)
+          const cwd = service.dir === undefined ? w.path : resolve(w.path, service.dir)
+          const l = launch(service, identity(w), coords, userEnv, dotenv, yield* packageScripts(cwd))
+          if (l.framework !== undefined) {
+            // status shows what was started: the command berth gave the dev server's flags to
+            yield* registry.addEvent({
+              worldId,
+              service: name,
+              kind: "dev_server",
+              message: `${l.framework}: started as \`${redact(l.command, [...l.secrets, ...secretsOf(userEnv)])}\` (inject = false in berth.toml starts cmd as written)`
+            })
+          }
           const rt = yield* makeRuntime({
             world: w.name,
             service,
             command: l.command,
             setup: l.setup,
-            cwd: service.dir === undefined ? w.path : resolve(w.path, service.dir),
+            cwd,
             env: l.env,
             port: portMap.get(name)?.main,
             logFile: home.serviceLog(worldId, name),

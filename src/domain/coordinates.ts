@@ -4,6 +4,7 @@
  */
 import * as Model from "./config/model.js"
 import { envKey } from "./names.js"
+import { allowedHostsEnv, injectDevServer } from "./frameworks.js"
 import { resolveTemplate, type ServiceCoordinates, type TokenContext } from "./tokens.js"
 
 export interface WorldIdentity {
@@ -97,7 +98,10 @@ export const coordinates = (
 }
 
 export interface ProcessLaunch {
+  /** as started: tokens resolved, and a recognised dev server's flags appended */
   readonly command: string
+  /** the dev server berth recognised in the command and gave its flags to */
+  readonly framework: string | undefined
   readonly setup: string | undefined
   readonly env: Readonly<Record<string, string>>
   /** values that came from `${env.…}`: kept out of anything berth itself prints or writes */
@@ -115,7 +119,9 @@ export const launch = (
   world: WorldIdentity,
   coords: ReadonlyMap<string, ServiceCoordinates>,
   userEnv: Readonly<Record<string, string>>,
-  dotenv: ReadonlyMap<string, string>
+  dotenv: ReadonlyMap<string, string>,
+  /** the package.json scripts of the service's folder, where a dev server may be named */
+  scripts: Readonly<Record<string, string>> = {}
 ): ProcessLaunch => {
   const ctx: TokenContext = {
     self: service.name,
@@ -139,8 +145,12 @@ export const launch = (
   env.BERTH_WORLD = world.name
   env.BERTH_PROJECT = world.project
   env.BERTH_SERVICE = service.name
+  const command = resolve(service.cmd, true)
+  const server = service.inject && own?.port !== undefined ? injectDevServer(command, own.port, scripts) : undefined
+  if (server !== undefined && own?.host !== undefined) Object.assign(env, allowedHostsEnv(server, own.host))
   return {
-    command: resolve(service.cmd, true),
+    command: server?.command ?? command,
+    framework: server?.framework,
     setup: service.setup === undefined ? undefined : resolve(service.setup, true),
     env,
     secrets: [...secrets],

@@ -48,6 +48,7 @@ const service = (name: string, overrides: Partial<ProcessService> = {}): Process
   restartBackoffMs: 100,
   stopGraceMs: 1_234,
   groups: [],
+  inject: true,
   ...overrides
 })
 

@@ -40,7 +40,8 @@ const staged = async (freePercent: number) => {
   const env = { BERTH_READINGS_FILE: readings, BERTH_PRESSURE_SETTLE_MS: "500", BERTH_PRESSURE_DWELL_MS: "0" }
   // the daemon reads the file: start it with that environment
   await box.run(["daemon", "stop"])
-  const run = (args: ReadonlyArray<string>, timeoutMs = 60_000) => box.run(args, { env, timeoutMs })
+  const run = (args: ReadonlyArray<string>, timeoutMs = 60_000, onStderr?: (text: string) => void) =>
+    box.run(args, { env, timeoutMs, ...(onStderr === undefined ? {} : { onStderr }) })
   expect((await run(["daemon", "start"])).code).toBe(0)
   return { box, set, run }
 }
@@ -51,9 +52,22 @@ describe("admission", () => {
     expect((await run(["reserve", "--max-parallel", "2"])).code).toBe(0)
     const names = ["q1", "q2", "q3", "q4", "q5"]
     const ups: Array<Promise<RunResult>> = []
+    /** what q5's up has written on stderr so far: the test moves on once it has told each place in line */
+    let q5said = ""
+    const q5told = (place: number) =>
+      eventually(
+        async () => q5said,
+        (text) => new RegExp(`^q5: (queued|stopped), #${place} in line, waiting for a slot`, "m").test(text)
+      )
     for (const name of names) {
       // q5's up is a plain one, piped: it says where it stands in line, a line per change
-      ups.push(run(["up", name, ...(name === "q5" ? [] : ["--json"])], 120_000))
+      ups.push(
+        name === "q5"
+          ? run(["up", name], 120_000, (text) => {
+              q5said = text
+            })
+          : run(["up", name, "--json"], 120_000)
+      )
       // arrival order is the order the daemon hears them in
       await eventually(
         () => statusOf(box),
@@ -69,10 +83,12 @@ describe("admission", () => {
     expect(names.slice(2).map((n) => byName(queued, n)?.queue?.position)).toEqual([1, 2, 3])
     expect(byName(queued, "q3")?.queue?.waitingFor).toMatch(/slot/)
     // a down of a queued world takes it out of the line
+    await q5told(3)
     expect((await run(["down", "q4"])).code).toBe(0)
     const afterDown = await statusOf(box)
     expect(byName(afterDown, "q4")?.state).toBe("stopped")
     expect(byName(afterDown, "q5")?.queue?.position).toBe(2)
+    await q5told(2)
     // each starts as one stops, in order
     expect((await run(["down", "q1"])).code).toBe(0)
     await eventually(
@@ -80,6 +96,7 @@ describe("admission", () => {
       (ws) => byName(ws, "q3")?.state === "running"
     )
     expect(byName(await statusOf(box), "q5")?.state).toBe("queued")
+    await q5told(1)
     expect((await run(["down", "q2"])).code).toBe(0)
     await eventually(
       () => statusOf(box),
@@ -93,9 +110,10 @@ describe("admission", () => {
       } else expect(r.code, `${names[i]}: ${r.stderr}`).toBe(0)
     }
     const q5 = results[4]!
-    // its place is taken in the same step that moves it to `queued`: a status read between the two may still say
-    // stopped; its first line comes 300 ms after it asked, by when the down of q4 may already have moved it up
-    expect(q5.stderr).toMatch(/^q5: (queued|stopped), #[23] in line, waiting for a slot \(2 of 2 worlds run\)$/m)
+    // a line per change of its place (its place is taken in the same step that moves it to `queued`: a status read
+    // between the two may still say stopped)
+    expect(q5.stderr).toMatch(/^q5: (queued|stopped), #3 in line, waiting for a slot \(2 of 2 worlds run\)$/m)
+    expect(q5.stderr).toMatch(/^q5: queued, #2 in line, waiting for a slot/m)
     expect(q5.stderr).toMatch(/^q5: queued, #1 in line, waiting for a slot/m)
     expect(q5.stdout).toMatch(/q5/)
   }, 180_000)

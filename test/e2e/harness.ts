@@ -39,6 +39,8 @@ export interface RunOptions {
   readonly umask?: number
   /** another berth binary to run (another build, say); dist/berth when unset */
   readonly bin?: string
+  /** sees stderr as it comes, for a test that acts on what a running command has said so far */
+  readonly onStderr?: (text: string) => void
 }
 
 export const runBerth = (args: ReadonlyArray<string>, cwd: string, home: string, options?: RunOptions) =>
@@ -76,6 +78,7 @@ export const runBerth = (args: ReadonlyArray<string>, cwd: string, home: string,
     })
     child.stderr.on("data", (d: Buffer) => {
       stderr += d.toString()
+      options?.onStderr?.(stderr)
     })
     const timer = setTimeout(() => {
       child.kill("SIGKILL")

@@ -50,6 +50,7 @@ const service = (name: string, overrides: Partial<ProcessService> = {}): Process
   restartBackoffMs: 50,
   stopGraceMs: 1_000,
   groups: [],
+  inject: true,
   ...overrides
 })
 

@@ -71,6 +71,25 @@ const world = Effect.gen(function* () {
   return { id: row.id, project: project.label, name: row.name, slug: row.slug, path: row.path } satisfies SliceWorld
 })
 
+/**
+ * A provision of `services` into a new world, forked, whose slice `blocked` stops in its migrate until `release`; it
+ * is there once the call returns.
+ */
+const provisionBlocked = (services: ReadonlyArray<Model.SliceService>, blocked: string) =>
+  Effect.gen(function* () {
+    const slices = yield* Slices
+    const w = yield* world
+    const filling = yield* Deferred.make<void>()
+    const release = yield* Deferred.make<void>()
+    const init = (service: Model.SliceService) =>
+      service.name === blocked
+        ? Effect.zipRight(Deferred.succeed(filling, undefined), Deferred.await(release))
+        : Effect.void
+    const provision = yield* Effect.fork(slices.provision(w, services, () => undefined, init))
+    yield* Deferred.await(filling)
+    return { w, provision, release: Deferred.succeed(release, undefined) }
+  })
+
 describe("gc while a world's slices are provisioned", () => {
   it.effect(
     "drops neither the slice being filled nor one waiting its turn to be filled",
@@ -78,22 +97,15 @@ describe("gc while a world's slices are provisioned", () => {
       Effect.gen(function* () {
         const slices = yield* Slices
         const registry = yield* Registry
-        const w = yield* world
-        const filling = yield* Deferred.make<void>()
-        const release = yield* Deferred.make<void>()
         // the first slice's migrate blocks until the test lets it go; the second waits behind it
-        const init = (service: Model.SliceService) =>
-          service.name === "first"
-            ? Effect.zipRight(Deferred.succeed(filling, undefined), Deferred.await(release))
-            : Effect.void
-        const provision = yield* Effect.fork(
-          slices.provision(w, [slice("first", "block"), slice("second", "true")], () => undefined, init)
+        const { provision, release, w } = yield* provisionBlocked(
+          [slice("first", "block"), slice("second", "true")],
+          "first"
         )
-        yield* Deferred.await(filling)
         // the daemon's own sweep, now: both rows are provisioning and both are being made
         const swept = yield* slices.gc(false, {}, true)
         expect(swept.entries).toEqual([])
-        yield* Deferred.succeed(release, undefined)
+        yield* release
         const urls = yield* Fiber.join(provision)
         expect([...urls.keys()].sort()).toEqual(["first", "second"])
         const rows = yield* registry.slices(w.id)
@@ -112,14 +124,9 @@ describe("gc while a world's slices are provisioned", () => {
       Effect.gen(function* () {
         const slices = yield* Slices
         const registry = yield* Registry
-        const w = yield* world
-        const filling = yield* Deferred.make<void>()
-        const release = yield* Deferred.make<void>()
-        const init = () => Effect.zipRight(Deferred.succeed(filling, undefined), Deferred.await(release))
-        const provision = yield* Effect.fork(slices.provision(w, [slice("only", "block")], () => undefined, init))
-        yield* Deferred.await(filling)
+        const { provision, release, w } = yield* provisionBlocked([slice("only", "block")], "only")
         // the sweep reads the rows (provisioning), then the provision ends before the sweep acts on what it read
-        beforeListing = Effect.zipRight(Deferred.succeed(release, undefined), Effect.asVoid(Fiber.await(provision)))
+        beforeListing = Effect.zipRight(release, Effect.asVoid(Fiber.await(provision)))
         const swept = yield* slices
           .gc(false, {}, true)
           .pipe(Effect.ensuring(Effect.sync(() => (beforeListing = Effect.void))))

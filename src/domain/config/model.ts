@@ -33,6 +33,8 @@ export interface ProcessService {
   readonly restartBackoffMs: number
   readonly stopGraceMs: number
   readonly groups: ReadonlyArray<string>
+  /** a dev server berth recognises in `cmd` gets its port, strict-port and host flags (`domain/frameworks.ts`) */
+  readonly inject: boolean
 }
 
 export interface SliceService {

@@ -125,7 +125,8 @@ const toProcess = (name: string, s: S.ProcessServiceInput): Model.ProcessService
   maxRestarts: s.max_restarts ?? Model.defaults.maxRestarts,
   restartBackoffMs: s.restart_backoff ?? Model.defaults.restartBackoffMs,
   stopGraceMs: s.stop_grace ?? Model.defaults.stopGraceMs,
-  groups: s.groups ?? []
+  groups: s.groups ?? [],
+  inject: s.inject ?? true
 })
 
 /** A slice of a built-in adapter accepts the common keys plus its own; an external adapter's keys pass through. */

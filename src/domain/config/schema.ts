@@ -134,7 +134,8 @@ export const ProcessService = describe(
     ),
     restart_backoff: Schema.optional(Duration),
     stop_grace: Schema.optional(Duration),
-    groups: Schema.optional(describe(Schema.Array(Label), "a list of group names"))
+    groups: Schema.optional(describe(Schema.Array(Label), "a list of group names")),
+    inject: Schema.optional(describe(Schema.Boolean, "true or false"))
   }),
   "a service table"
 )

@@ -27,7 +27,7 @@ import { sliceIdentifier } from "../../domain/names.js"
 import { hidePassword } from "../../domain/redact.js"
 import { resolveTemplate, unresolvedIn } from "../../domain/tokens.js"
 import { Home } from "../Home.js"
-import { Registry, type SliceRow, type WorldRow } from "../Registry.js"
+import { type NewSlice, Registry, type SliceRow, type WorldRow } from "../Registry.js"
 import { goldenInputs } from "./golden-inputs.js"
 import { implementation } from "./implementations.js"
 
@@ -260,6 +260,27 @@ const make = Effect.gen(function* () {
       })
     })
 
+  /**
+   * Writes the row of a slice about to be made, before anything is made: a crash mid-way leaves a row that teardown
+   * or gc can act on. Which world it is (none for a golden or a spare) and the golden it copies come with it.
+   */
+  const recordRow = (
+    slice: Slice,
+    of: Pick<NewSlice, "worldId" | "goldenKey"> & { readonly role?: "golden" | "spare" }
+  ) =>
+    registry.recordSlice({
+      worldId: of.worldId,
+      project: slice.project,
+      service: slice.service,
+      adapter: slice.adapter,
+      name: slice.name,
+      adminUrl: slice.adminUrl ?? null,
+      storage: slice.storage,
+      options: slice.options,
+      goldenKey: of.goldenKey,
+      ...(of.role === undefined ? {} : { role: of.role })
+    })
+
   /** Builds (or finds, or waits for) the golden of `service`: provision, then migrate and seed, on a slice of no world. */
   const ensureGolden = (
     world: SliceWorld,
@@ -305,17 +326,7 @@ const make = Effect.gen(function* () {
             yield* registry.forgetSlice(row.id)
           }
           yield* event(world, service.name, "golden_build", `building the golden ${golden.name}`)
-          const row = yield* registry.recordSlice({
-            worldId: null,
-            project: world.project,
-            service: service.name,
-            adapter: service.adapter,
-            name: golden.name,
-            adminUrl: golden.adminUrl ?? null,
-            storage: golden.storage,
-            options: golden.options,
-            goldenKey: key
-          })
+          const row = yield* recordRow(golden, { worldId: null, goldenKey: key })
           yield* recordServer(golden)
           const made = yield* adapter.provision(golden).pipe(Effect.mapError(failure))
           if (!made) {
@@ -390,20 +401,9 @@ const make = Effect.gen(function* () {
       // until the background copy ends; the row is written here, so a second world's replenish sees it
       const held = yield* Scope.make()
       yield* Scope.extend(hold(spare), held)
-      const row = yield* registry
-        .recordSlice({
-          worldId: null,
-          project: spare.project,
-          service: service.name,
-          adapter: spare.adapter,
-          name: spare.name,
-          adminUrl: spare.adminUrl ?? null,
-          storage: spare.storage,
-          options: spare.options,
-          goldenKey: golden.key,
-          role: "spare"
-        })
-        .pipe(Effect.onError(() => Scope.close(held, Exit.void)))
+      const row = yield* recordRow(spare, { worldId: null, goldenKey: golden.key, role: "spare" }).pipe(
+        Effect.onError(() => Scope.close(held, Exit.void))
+      )
       const copy = Effect.zipRight(adapter.clone(golden.slice, spare), registry.markSliceReady(row.id)).pipe(
         Effect.catchAll((e) =>
           Effect.zipRight(
@@ -509,17 +509,7 @@ const make = Effect.gen(function* () {
       // held until the provision ends: a row left `provisioning` while another slice fills is not a crash's
       yield* hold(slice)
       const { row, fresh } = yield* Effect.gen(function* () {
-        const row = yield* registry.recordSlice({
-          worldId: world.id,
-          project: world.project,
-          service: service.name,
-          adapter: service.adapter,
-          name: slice.name,
-          adminUrl: slice.adminUrl ?? null,
-          storage: slice.storage,
-          options: slice.options,
-          goldenKey: null
-        })
+        const row = yield* recordRow(slice, { worldId: world.id, goldenKey: null })
         yield* recordServer(slice)
         if (copyable) return { row, fresh: true }
         const created = yield* adapter.provision(slice).pipe(Effect.mapError(failure))
