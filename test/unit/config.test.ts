@@ -228,6 +228,20 @@ describe("lintConfig", () => {
     expect(warnings(`[services.api]\ncmd = "x"\nenv_file = []\n[agents]\nverify = []\n`)).toEqual([])
   })
 
+  it("warns about a dev server that ignores PORT when inject = false, at the key, with the flags to write", () => {
+    const [w, ...rest] = warnings(`[services.web]\ncmd = "vite dev"\nurl = "web"\ninject = false\n`)
+    expect(rest).toEqual([])
+    expect(w).toMatchObject({ line: 4, path: "services.web.inject" })
+    expect(w!.message).toMatch(/runs vite, which ignores PORT/)
+    expect(w!.hint).toBe(
+      "remove inject = false, or pass the port yourself: --port ${self.port} --strictPort --host 127.0.0.1"
+    )
+    // berth injects, the user placed the port, or it is no dev server: nothing to say
+    expect(warnings(`[services.web]\ncmd = "vite dev"\nurl = "web"\n`)).toEqual([])
+    expect(warnings(`[services.web]\ncmd = "vite --port \${self.port}"\nurl = "web"\ninject = false\n`)).toEqual([])
+    expect(warnings(`[services.web]\ncmd = "node server.js"\nurl = "web"\ninject = false\n`)).toEqual([])
+  })
+
   it("says when a file defines no services", () => {
     for (const text of ["", '[project]\nname = "empty"\n']) {
       const ws = warnings(text)

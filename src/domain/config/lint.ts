@@ -3,11 +3,15 @@
  * Pure: whatever needs the machine (is an adapter executable on PATH, is a variable set) comes in as a function.
  */
 import { builtinAdapters, externalAdapterCommand } from "../adapters.js"
+import { injectDevServer } from "../frameworks.js"
 import { closestName } from "../names.js"
 import { tokensOf } from "../tokens.js"
 import { byPosition, type Diagnostic, didYouMean, formatPath, type KeyPath } from "./diagnostic.js"
 import * as Model from "./model.js"
 import { dirEscapes, type ParsedConfig } from "./parse.js"
+
+/** Stands for the leased port in a hint, replaced by `${self.port}` there. */
+const PORT_PLACEHOLDER = 65_535
 
 export interface LintEnvironment {
   /** is an executable of this name on PATH? */
@@ -157,6 +161,14 @@ export const lintConfig = (parsed: ParsedConfig, environment: LintEnvironment): 
         warn([...at, "env_file"], {
           message: `env_file has no effect yet: berth does not read ${service.envFiles.map((f) => `"${f}"`).join(", ")} into "${service.name}"'s environment`,
           hint: "write the variables in env = { … } until it does (${env.NAME} reads a value from the project's .env)"
+        })
+      }
+      // with inject = false, a dev server that ignores PORT listens where it likes: the route points at nothing
+      const server = service.inject ? undefined : injectDevServer(service.cmd, PORT_PLACEHOLDER)
+      if (server !== undefined && Model.hasPort(service) && !/\$\{self\.port\}/.test(service.cmd)) {
+        warn([...at, "inject"], {
+          message: `"${service.name}" runs ${server.framework}, which ignores PORT, and inject = false: it will not listen on the port berth leases it`,
+          hint: `remove inject = false, or pass the port yourself: ${server.flags.join(" ").replace(String(PORT_PLACEHOLDER), "${self.port}")}`
         })
       }
       if (service.dir !== undefined && dirEscapes(service.dir)) {
