@@ -18,6 +18,7 @@ import * as Exit from "effect/Exit"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import type * as Model from "../domain/config/model.js"
 import { redact } from "../domain/coordinates.js"
+import { elsewhereReason } from "../domain/proc.js"
 import { decideRestart, exitDescription, type ExitStatus } from "../domain/restart.js"
 import {
   livenessStep,
@@ -257,7 +258,19 @@ export const runService = (
                 )
               })
             if (verdict._tag === "Left") {
-              if (!alreadyReady) return yield* giveUp(verdict.left.message)
+              if (!alreadyReady) {
+                // a service listening, but elsewhere, says where: the usual cause is a command that ignores PORT
+                const elsewhere =
+                  plan.port === undefined
+                    ? undefined
+                    : elsewhereReason(
+                        plan.port,
+                        yield* health.listeningPorts(yield* processes.groupMembers(handle.pgid))
+                      )
+                return yield* giveUp(
+                  elsewhere === undefined ? verdict.left.message : `${verdict.left.message}; ${elsewhere}`
+                )
+              }
               // restarted after it was ready, and its check did not pass in time: unhealthy, but still watched, so a
               // late start heals it rather than leaving it out of the routes until it exits
               yield* apply(

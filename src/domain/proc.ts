@@ -73,6 +73,30 @@ export const listeningInodes = (text: string, port: number): ReadonlyArray<strin
   return inodes
 }
 
+/** Every listening socket in the text of `/proc/net/tcp` or `/proc/net/tcp6`: its inode and its port. */
+export const listeningSockets = (text: string): ReadonlyArray<{ readonly inode: string; readonly port: number }> => {
+  const out: Array<{ inode: string; port: number }> = []
+  for (const line of text.split("\n").slice(1)) {
+    const cols = line.trim().split(/\s+/)
+    const local = cols[1]
+    const inode = cols[9]
+    if (local === undefined || cols[3] !== TCP_LISTEN || inode === undefined || !/^\d+$/.test(inode)) continue
+    const hex = local.slice(local.lastIndexOf(":") + 1)
+    if (/^[0-9A-Fa-f]{1,4}$/.test(hex) && inode !== "0") out.push({ inode, port: Number.parseInt(hex, 16) })
+  }
+  return out
+}
+
+/**
+ * What a service that never answered on its port says instead: the ports its group listens on, when none is the
+ * one berth leased it (a dev server that ignores PORT, say). Undefined when that tells nothing.
+ */
+export const elsewhereReason = (expected: number, listening: ReadonlyArray<number>): string | undefined => {
+  const ports = [...new Set(listening)].sort((a, b) => a - b)
+  if (ports.length === 0 || ports.includes(expected)) return undefined
+  return `it is listening on ${ports.join(", ")}, expected ${expected}: does its command ignore PORT? pass \${self.port} to it`
+}
+
 /** `socket:[123]`, the target of a socket's `/proc/<pid>/fd/<n>` link → `"123"`. */
 export const socketInode = (link: string): string | undefined => /^socket:\[(\d+)\]$/.exec(link)?.[1]
 

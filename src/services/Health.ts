@@ -26,6 +26,7 @@ import {
   type ListenerHolder,
   type ListenerVerdict,
   listeningInodes,
+  listeningSockets,
   parseStat,
   socketInode
 } from "../domain/proc.js"
@@ -359,6 +360,14 @@ const findHolder = async (
  * the pids of the service's group each time its check passes. Finding the holder of a socket outside the group scans
  * every process's fds, so it is remembered per socket: a service waiting behind another's listener costs one scan.
  */
+const groupListeningPorts = (group: ReadonlyArray<number>): Effect.Effect<ReadonlyArray<number>> =>
+  Effect.promise(async () => {
+    const tables = await Promise.all(["/proc/net/tcp", "/proc/net/tcp6"].map(readText))
+    const sockets = tables.flatMap((t) => (t === undefined ? [] : listeningSockets(t)))
+    const owned = new Set((await Promise.all(group.map(socketsOf))).flatMap((s) => s ?? []))
+    return sockets.filter((s) => owned.has(s.inode)).map((s) => s.port)
+  })
+
 const makeListenerJudge = (port: number, serviceStartTime: string) =>
   Effect.sync(() => {
     const holders = new Map<string, ListenerHolder | undefined>()
@@ -457,6 +466,8 @@ export interface HealthService {
     port: number,
     serviceStartTime: string
   ) => Effect.Effect<(group: ReadonlyArray<number>) => Effect.Effect<ListenerVerdict>>
+  /** The TCP ports the processes `group` listen on (from /proc; none where it cannot tell). */
+  readonly listeningPorts: (group: ReadonlyArray<number>) => Effect.Effect<ReadonlyArray<number>>
 }
 
 export class Health extends Context.Tag("berth/Health")<Health, HealthService>() {}
@@ -491,7 +502,8 @@ const make = Effect.sync((): HealthService => {
     waitHealthy,
     defaultCheck,
     makeLogWatcher,
-    listenerJudge: makeListenerJudge
+    listenerJudge: makeListenerJudge,
+    listeningPorts: groupListeningPorts
   }
 })
 

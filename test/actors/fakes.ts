@@ -294,7 +294,8 @@ export const makeFakeHealth = Effect.sync(() => {
     waitHealthy: (check, ctx, confirm) => pollUntilHealthy(check, attempt(ctx), confirm),
     defaultCheck,
     makeLogWatcher,
-    listenerJudge: () => Effect.succeed(() => Effect.sync(() => listener))
+    listenerJudge: () => Effect.succeed(() => Effect.sync(() => listener)),
+    listeningPorts: () => Effect.succeed([])
   }
 
   const control: FakeHealthControl = {

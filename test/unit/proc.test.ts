@@ -1,10 +1,12 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import {
+  elsewhereReason,
   isDefunct,
   judgeListener,
   type ListenerFacts,
   listeningInodes,
+  listeningSockets,
   parseStat,
   socketInode,
   startedBefore
@@ -95,6 +97,31 @@ const TCP6 = [
   "   1: 00000000000000000000000000000000:0BB8 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 9002 1 0000000000000000 100 0 0 10 0",
   ""
 ].join("\n")
+
+describe("listeningSockets", () => {
+  it("lists every LISTEN socket with its port, and agrees with listeningInodes", () => {
+    const all = [...listeningSockets(TCP), ...listeningSockets(TCP6)]
+    for (const port of [8080, 3000]) {
+      expect(all.filter((s) => s.port === port).map((s) => s.inode)).toEqual([
+        ...listeningInodes(TCP, port),
+        ...listeningInodes(TCP6, port)
+      ])
+    }
+    expect(all.every((s) => s.inode !== "0")).toBe(true)
+    expect(listeningSockets("")).toEqual([])
+  })
+})
+
+describe("elsewhereReason", () => {
+  it("says where a service listens when it is not its port, and nothing otherwise", () => {
+    expect(elsewhereReason(4123, [5173, 5173])).toBe(
+      "it is listening on 5173, expected 4123: does its command ignore PORT? pass ${self.port} to it"
+    )
+    expect(elsewhereReason(4123, [9229, 5173])).toMatch(/^it is listening on 5173, 9229, expected 4123/)
+    expect(elsewhereReason(4123, [4123, 9229])).toBeUndefined()
+    expect(elsewhereReason(4123, [])).toBeUndefined()
+  })
+})
 
 describe("listeningInodes", () => {
   it("finds the LISTEN sockets of one port in /proc/net/tcp and tcp6, nothing else", () => {
