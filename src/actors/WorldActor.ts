@@ -33,6 +33,7 @@ import { definedEnv } from "../domain/environment.js"
 import { closure, dependentsClosure } from "../domain/graph.js"
 import { decide, finishesRemoval, transition, WorldEvent, type WorldState } from "../domain/world-state.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
+import { bringIntoWorktree } from "../services/worktree/files.js"
 import { Git } from "../services/Git.js"
 import { Home } from "../services/Home.js"
 import * as LogFiles from "../services/LogFiles.js"
@@ -220,10 +221,37 @@ export const makeWorldActor = (
       yield* Scope.close(g.scope, Exit.void)
     })
 
-    const ensureWorktree = (w: WorldRow) =>
+    /**
+     * The worktree, made if it is missing; a new one first gets what `[project] copy` and `link` bring from the main
+     * checkout (its gitignored `.env`, say), before any `setup`. Marked ready once that is done, so it is done once.
+     */
+    const ensureWorktree = (w: WorldRow, config: () => Effect.Effect<Model.Config, WorldError>) =>
       Effect.gen(function* () {
         yield* ensureWorktreeFolder(w)
-        if (!w.worktreeReady) yield* registry.markWorktreeReady(worldId)
+        if (w.worktreeReady) return
+        const project = (yield* config()).project
+        if (!w.isMain && project.copy.length + project.link.length > 0) {
+          const brought = yield* Effect.try({
+            try: () => bringIntoWorktree(w.mainRoot, w.path, project),
+            catch: (e) =>
+              new InvalidRequest({
+                reason: `world ${w.name}: bringing [project] copy/link files from ${w.mainRoot}: ${e instanceof Error ? e.message : String(e)}`
+              })
+          })
+          const said = [
+            brought.copied.length === 0 ? [] : [`copied ${brought.copied.join(", ")}`],
+            brought.linked.length === 0 ? [] : [`linked ${brought.linked.join(", ")}`]
+          ].flat()
+          if (said.length > 0) {
+            yield* registry.addEvent({
+              worldId,
+              service: null,
+              kind: "worktree_files",
+              message: `${said.join("; ")} from the main checkout`
+            })
+          }
+        }
+        yield* registry.markWorktreeReady(worldId)
       })
 
     const ensureWorktreeFolder = (w: WorldRow) =>
@@ -390,7 +418,7 @@ export const makeWorldActor = (
     const prepare = (sel: Selection, givenEnv: Readonly<Record<string, string>>) =>
       Effect.gen(function* () {
         const w = yield* row
-        yield* ensureWorktree(w)
+        yield* ensureWorktree(w, () => Effect.map(loadConfig(w), (c) => c.config))
         const { loaded, config, dotenv } = yield* loadConfig(w)
         const names = yield* selected(config, sel)
         const routing = router.routing(config, w.projectName, w.slug)

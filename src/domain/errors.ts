@@ -4,6 +4,7 @@
  */
 import * as Schema from "effect/Schema"
 import { formatDiagnostic } from "./config/diagnostic.js"
+import { closestName } from "./names.js"
 
 export const DiagnosticSchema = Schema.Struct({
   severity: Schema.Literal("error", "warning"),
@@ -85,7 +86,11 @@ export class WorldNotFound extends Schema.TaggedError<WorldNotFound>()("WorldNot
 }) {
   override get message(): string {
     const known = this.known.length === 0 ? "it has none yet" : `its worlds: ${this.known.join(", ")}`
-    return `project ${this.project} has no world ${JSON.stringify(this.name)}; ${known}\n  hint: berth up ${this.name}`
+    // a typo of a world that exists is far likelier than a new branch: say so first
+    const near = closestName(this.name, this.known)
+    const hint =
+      near === undefined ? `berth up ${this.name}` : `did you mean ${near}? (berth up ${this.name} makes a new world)`
+    return `project ${this.project} has no world ${JSON.stringify(this.name)}; ${known}\n  hint: ${hint}`
   }
 }
 

@@ -66,7 +66,10 @@ describe("parseConfig", () => {
       domain: "localhost",
       worktrees: undefined,
       setup: "npm ci",
-      https: false
+      https: false,
+      idleSuspendMs: undefined,
+      copy: [],
+      link: []
     })
     expect(config.services.map((s) => `${s._tag}:${s.name}`)).toEqual([
       "Process:web",

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
+import { WorldNotFound } from "../../src/domain/errors.js"
 import * as FastCheck from "effect/FastCheck"
 import { fnv1a32, shortHash } from "../../src/domain/hash.js"
 import {
@@ -391,6 +392,18 @@ describe("closestName", () => {
         }
       }),
       RUNS
+    )
+  })
+})
+
+describe("WorldNotFound", () => {
+  it("points at the closest existing world before offering to make a new one", () => {
+    const typo = new WorldNotFound({ project: "shop", name: "featur-a", known: ["main", "feature-a", "feature-b"] })
+    expect(typo.message).toBe(
+      'project shop has no world "featur-a"; its worlds: main, feature-a, feature-b\n  hint: did you mean feature-a? (berth up featur-a makes a new world)'
+    )
+    expect(new WorldNotFound({ project: "shop", name: "brand-new", known: ["main"] }).message).toMatch(
+      /hint: berth up brand-new$/
     )
   })
 })

@@ -4,6 +4,7 @@
  */
 import { builtinAdapters, externalAdapterCommand } from "../adapters.js"
 import { injectDevServer } from "../frameworks.js"
+import { escapesWorktree } from "../golden.js"
 import { closestName } from "../names.js"
 import { tokensOf } from "../tokens.js"
 import { byPosition, type Diagnostic, didYouMean, formatPath, type KeyPath } from "./diagnostic.js"
@@ -151,6 +152,15 @@ export const lintConfig = (parsed: ParsedConfig, environment: LintEnvironment): 
     warn([], {
       message: "this file defines no services: berth up would start nothing",
       hint: 'add a [services.<name>] table with cmd = "…" (or adapter = "…" for a slice), or run berth init'
+    })
+  }
+  for (const key of ["copy", "link"] as const) {
+    config.project[key].forEach((pattern, i) => {
+      if (!escapesWorktree(pattern)) return
+      warn(["project", key, i], {
+        message: `[project] ${key} "${pattern}" reaches outside the repository: berth skips it`,
+        hint: "name paths relative to the repository root, without .."
+      })
     })
   }
   const urls = new Map<string, string>()

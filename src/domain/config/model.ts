@@ -75,6 +75,10 @@ export interface ProjectConfig {
   readonly https: boolean
   /** suspend a world whose routes saw no request for this long (ms); undefined: never */
   readonly idleSuspendMs: number | undefined
+  /** copied from the main checkout into each new worktree before `setup`, never over a file it has */
+  readonly copy: ReadonlyArray<string>
+  /** the same, as symlinks to the main checkout's */
+  readonly link: ReadonlyArray<string>
 }
 
 export interface Config {

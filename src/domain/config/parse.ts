@@ -297,7 +297,9 @@ export const parseConfig = (text: string, file: string): Either.Either<ParsedCon
       worktrees: project.worktrees,
       setup: project.setup,
       https: project.https ?? false,
-      idleSuspendMs: project.idle_suspend
+      idleSuspendMs: project.idle_suspend,
+      copy: project.copy ?? [],
+      link: project.link ?? []
     },
     services: names.map((n) => services.get(n)!),
     agents: { verify: agents.verify ?? [] },

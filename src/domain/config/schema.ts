@@ -170,7 +170,11 @@ export const Project = describe(
     setup: Schema.optional(Command),
     https: Schema.optional(describe(Schema.Boolean, "true or false")),
     /** a world whose routes saw no request for this long is suspended, and woken by its next request */
-    idle_suspend: Schema.optional(Duration)
+    idle_suspend: Schema.optional(Duration),
+    /** paths or globs of the main checkout copied into each new worktree (gitignored files such as .env) */
+    copy: Schema.optional(describe(Schema.Array(Text), "a list of paths or globs")),
+    /** the same, symlinked instead of copied */
+    link: Schema.optional(describe(Schema.Array(Text), "a list of paths or globs"))
   }),
   "the [project] table"
 )
