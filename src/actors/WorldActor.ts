@@ -6,7 +6,7 @@
  * Its observed state has one writer, `apply`, which moves it only along `domain/world-state.ts`'s `transition` (an
  * illegal event is ignored) and announces every move to whoever watches (`Worlds.changes`).
  */
-import { existsSync, readFileSync } from "node:fs"
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { basename, dirname, join, resolve } from "node:path"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -27,6 +27,7 @@ import {
 } from "../domain/coordinates.js"
 import { resolveTemplate, type ServiceCoordinates, type TokenContext, unresolvedIn } from "../domain/tokens.js"
 import { redact } from "../domain/coordinates.js"
+import { createdByBerth, renderEnvFile, withoutEnvBlock } from "../domain/env-file.js"
 import { secretsOf, urlSecrets } from "../domain/redact.js"
 import { InternalError, InvalidRequest, StartFailed, WorktreeDirty, WorldNotFound } from "../domain/errors.js"
 import { definedEnv } from "../domain/environment.js"
@@ -94,6 +95,15 @@ const SETUP = "setup"
 const IN_FLIGHT: ReadonlySet<string> = new Set(["starting", "stopping", "restarting", "pending"])
 
 const daemonEnv = () => definedEnv(process.env)
+
+/** An untracked file that is an env_file berth made (its first line says so). */
+const madeByBerth = (path: string): boolean => {
+  try {
+    return createdByBerth(readFileSync(path, "utf8").slice(0, 4096))
+  } catch {
+    return false
+  }
+}
 
 /** The scripts of `folder`'s package.json, where a dev server may be named (`domain/frameworks.ts`); none if unreadable. */
 const packageScripts = (folder: string) =>
@@ -220,6 +230,69 @@ export const makeWorldActor = (
       }
       yield* Scope.close(g.scope, Exit.void)
     })
+
+    /**
+     * `env_file`: the service's own variables (its `env`, resolved, and PORT) written into each file's berth block
+     * before it starts, so tools that read `.env` themselves see the world's database. A path may not leave the worktree.
+     */
+    const writeEnvFiles = (
+      w: WorldRow,
+      service: Model.ProcessService,
+      cwd: string,
+      env: Readonly<Record<string, string>>
+    ) =>
+      Effect.forEach(
+        service.envFiles,
+        (file) =>
+          Effect.gen(function* () {
+            const path = resolve(cwd, file)
+            if (path !== w.path && !path.startsWith(`${w.path}/`)) {
+              return yield* new InvalidRequest({
+                reason: `services.${service.name}.env_file ${JSON.stringify(file)} leaves the worktree`
+              })
+            }
+            const vars = Object.fromEntries(
+              [...Object.keys(service.env), "PORT"].flatMap((k) =>
+                env[k] === undefined ? [] : [[k, env[k]!] as const]
+              )
+            )
+            yield* Effect.try({
+              try: () => {
+                const existing = existsSync(path) ? readFileSync(path, "utf8") : undefined
+                mkdirSync(dirname(path), { recursive: true })
+                writeFileSync(path, renderEnvFile(existing, vars, w.name), { mode: 0o600 })
+              },
+              catch: (e) =>
+                new InvalidRequest({
+                  reason: `services.${service.name}.env_file ${path}: ${e instanceof Error ? e.message : String(e)}`
+                })
+            })
+          }),
+        { discard: true }
+      )
+
+    /** What `env_file` wrote, taken back where the files stay (the main checkout): a file berth made goes. */
+    const retractEnvFiles = (w: WorldRow) =>
+      Effect.gen(function* () {
+        const loaded = yield* Effect.either(loadConfig(w))
+        if (loaded._tag === "Left") return
+        for (const service of Model.processes(loaded.right.config)) {
+          const cwd = service.dir === undefined ? w.path : resolve(w.path, service.dir)
+          for (const file of service.envFiles) {
+            const path = resolve(cwd, file)
+            if (!path.startsWith(`${w.path}/`)) continue
+            yield* Effect.sync(() => {
+              try {
+                const left = withoutEnvBlock(readFileSync(path, "utf8"))
+                if (left === undefined) rmSync(path, { force: true })
+                else writeFileSync(path, left)
+              } catch {
+                // no file, or one berth cannot read: nothing of berth's to take back
+              }
+            })
+          }
+        }
+      })
 
     /**
      * The worktree, made if it is missing; a new one first gets what `[project] copy` and `link` bring from the main
@@ -504,6 +577,7 @@ export const makeWorldActor = (
           }
           const cwd = service.dir === undefined ? w.path : resolve(w.path, service.dir)
           const l = launch(service, identity(w), coords, userEnv, dotenv, yield* packageScripts(cwd))
+          yield* writeEnvFiles(w, service, cwd, l.env)
           if (l.framework !== undefined) {
             // status shows what was started: the command berth gave the dev server's flags to
             yield* registry.addEvent({
@@ -826,7 +900,9 @@ export const makeWorldActor = (
       Effect.gen(function* () {
         const w = yield* row
         if (!force && existsSync(w.path) && !w.isMain) {
-          const changes = yield* git.changes(w.path).pipe(Effect.orElseSucceed(() => []))
+          const all = yield* git.changes(w.path).pipe(Effect.orElseSucceed(() => []))
+          // an env_file berth made is berth's, not the user's work: it goes with the worktree
+          const changes = all.filter((c) => !(c.status === "??" && madeByBerth(join(w.path, c.file))))
           if (changes.length > 0) {
             return yield* new WorktreeDirty({
               world: w.name,
@@ -836,6 +912,8 @@ export const makeWorldActor = (
           }
         }
         yield* registry.setDesired(worldId, "removed")
+        // the main checkout's files stay: only what env_file wrote into them is taken back
+        if (w.isMain) yield* retractEnvFiles(w)
         yield* forget(true, force)
       })
 

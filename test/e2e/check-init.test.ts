@@ -71,15 +71,15 @@ describe("berth check", () => {
     ])
   })
 
-  it("warns that env_file has no effect yet (not [agents] verify: berth verify runs it), and says when there are no services", async () => {
+  it("warns about an env_file outside the worktree (not [agents] verify: berth verify runs it), and says when there are no services", async () => {
     const b = box({
-      "berth.toml": `[services.api]\ncmd = "node api.js"\nenv_file = ".env.api"\n\n[agents]\nverify = ["npm test"]\n`
+      "berth.toml": `[services.api]\ncmd = "node api.js"\nenv_file = "../.env.api"\n\n[agents]\nverify = ["npm test"]\n`
     })
     const r = await b.run(["check"])
     expect(r.code, r.stderr).toBe(0)
     expect(r.stdout).toBe("berth.toml: valid (1 service, 1 warning)\n")
     expect(r.stderr).toContain(
-      `berth.toml:3:1: warning: env_file has no effect yet: berth does not read ".env.api" into "api"'s environment (services.api.env_file)\n  hint: `
+      `berth.toml:3:1: warning: env_file "../.env.api" is outside the worktree; berth up will refuse to start "api" (services.api.env_file)\n  hint: `
     )
     expect(r.stderr).not.toContain("agents.verify")
 

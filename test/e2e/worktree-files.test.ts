@@ -61,3 +61,48 @@ describe("[project] copy and link", () => {
     expect(() => lstatSync(join(path, ".env.local"))).toThrow()
   })
 })
+
+describe("env_file", () => {
+  it("writes the service's own variables into a marked block before it starts, keeps the user's lines, and takes it back", async () => {
+    const box = await boxes.project({
+      "berth.toml": `[services.files]\nadapter = "dir"\n\n[services.api]\ncmd = "node server.mjs"\nurl = "api"\nenv = { FILES_DIR = "\${files.url}", MODE = "dev mode" }\nenv_file = [".env", "made.env"]\n`,
+      ".env": "# the user's own\nAPI_KEY=kept\nMODE=from-the-user\n",
+      ".gitignore": "made.env\n"
+    })
+    // a new worktree: .env comes from git, made.env is berth's
+    const r = await box.run(["up", "feature", "--json"], { timeoutMs: 60_000 })
+    expect(r.code, r.stderr).toBe(0)
+    const w = worldFrom(r.stdout)
+    const port = w.services.find((s) => s.name === "api")!.port!
+    const env = readFileSync(join(w.path, ".env"), "utf8")
+    const files = w.services.find((s) => s.name === "files")!.url!
+    expect(env).toBe(
+      [
+        "# the user's own",
+        "API_KEY=kept",
+        "# berth set this aside while its block stands: MODE=from-the-user",
+        "# >>> berth: world feature, written at every start",
+        `FILES_DIR=${files}`,
+        'MODE="dev mode"',
+        `PORT=${port}`,
+        "# <<< berth",
+        ""
+      ].join("\n")
+    )
+    const made = readFileSync(join(w.path, "made.env"), "utf8")
+    expect(made.split("\n")[0]).toBe("# >>> berth: world feature, written at every start (berth created this file)")
+    expect(lstatSync(join(w.path, "made.env")).mode & 0o777).toBe(0o600)
+    // .env is a change of the user's (a tracked file, edited): remove refuses; made.env alone would not count
+    const refused = await box.run(["remove", "feature"])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toMatch(/M .env/)
+    expect(refused.stderr).not.toMatch(/made\.env/)
+
+    // the main checkout keeps its files: remove takes back berth's block, and the file berth made
+    expect((await box.run(["up", "--json"], { timeoutMs: 60_000 })).code).toBe(0)
+    expect(readFileSync(join(box.dir, ".env"), "utf8")).toContain("# >>> berth: world main")
+    expect((await box.run(["remove", "--force"])).code).toBe(0)
+    expect(readFileSync(join(box.dir, ".env"), "utf8")).toBe("# the user's own\nAPI_KEY=kept\nMODE=from-the-user\n")
+    expect(() => lstatSync(join(box.dir, "made.env"))).toThrow()
+  })
+})

@@ -215,19 +215,12 @@ describe("lintConfig", () => {
     expect(ws).toEqual([])
   })
 
-  it("warns that env_file has no effect yet, at the key; [agents] verify is berth verify's, no warning", () => {
+  it("warns about an env_file outside the worktree, at the key; [agents] verify is berth verify's, no warning", () => {
     const ws = warnings(
-      `[services.api]\ncmd = "x"\nenv_file = [".env.api", ".env.local"]\n\n[services.web]\ncmd = "y"\nenv_file = ".env.web"\n\n[agents]\nverify = ["npm test"]\n`
+      `[services.api]\ncmd = "x"\nenv_file = [".env.api", "../.env"]\n\n[services.web]\ncmd = "y"\nenv_file = ".env.web"\n\n[agents]\nverify = ["npm test"]\n`
     )
-    expect(ws.map((w) => [w.line, w.column, w.path])).toEqual([
-      [3, 1, "services.api.env_file"],
-      [7, 1, "services.web.env_file"]
-    ])
-    expect(ws[0]!.message).toBe(
-      'env_file has no effect yet: berth does not read ".env.api", ".env.local" into "api"\'s environment'
-    )
-    expect(ws[0]!.hint).toMatch(/env = \{/)
-    // an empty list asks for nothing
+    expect(ws.map((w) => [w.line, w.path])).toEqual([[3, "services.api.env_file"]])
+    expect(ws[0]!.message).toBe('env_file "../.env" is outside the worktree; berth up will refuse to start "api"')
     expect(warnings(`[services.api]\ncmd = "x"\nenv_file = []\n[agents]\nverify = []\n`)).toEqual([])
   })
 

@@ -108,11 +108,10 @@ describe("fromCompose: berth's own config check accepts every fixture's output",
     const { result } = loadFixture(name)
     const checked = parseConfig(result.toml, "berth.toml")
     if (Either.isLeft(checked)) expect.fail(checked.left.map((d) => `${d.path}: ${d.message}`).join("\n"))
-    // Only warnings that depend on the machine are expected: unset variables and adapters not installed; and that
-    // the env_file carried over from compose has no effect yet.
+    // Only warnings that depend on the machine are expected: unset variables and adapters not installed.
     const warnings = lintConfig(checked.right, { onPath: () => false, env: () => undefined })
       .map((w) => w.message)
-      .filter((message) => !/ is not set$| is not on PATH$|^env_file has no effect yet/.test(message))
+      .filter((message) => !/ is not set$| is not on PATH$/.test(message))
     expect(warnings).toEqual([])
   })
 })

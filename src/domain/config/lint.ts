@@ -167,10 +167,11 @@ export const lintConfig = (parsed: ParsedConfig, environment: LintEnvironment): 
   for (const service of config.services) {
     const at = ["services", service.name]
     if (service._tag === "Process") {
-      if (service.envFiles.length > 0) {
+      for (const file of service.envFiles) {
+        if (!dirEscapes(file)) continue
         warn([...at, "env_file"], {
-          message: `env_file has no effect yet: berth does not read ${service.envFiles.map((f) => `"${f}"`).join(", ")} into "${service.name}"'s environment`,
-          hint: "write the variables in env = { … } until it does (${env.NAME} reads a value from the project's .env)"
+          message: `env_file "${file}" is outside the worktree; berth up will refuse to start "${service.name}"`,
+          hint: "name a file in the service's folder, such as .env"
         })
       }
       // with inject = false, a dev server that ignores PORT listens where it likes: the route points at nothing
