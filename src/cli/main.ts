@@ -22,9 +22,10 @@ import { trust } from "./commands/trust.js"
 import { down, env, logs, reload, remove, status, up } from "./commands/worlds.js"
 import { expandAlias } from "./aliases.js"
 import { reportFailure, UsageError, wantsJson, withCliConsole } from "./output.js"
+import { helpFor } from "./help.js"
 import { findUsageProblem } from "./usage.js"
 
-const berth = Command.make("berth").pipe(
+export const berth = Command.make("berth").pipe(
   Command.withDescription("One isolated local world per git worktree"),
   Command.withSubcommands([
     up,
@@ -58,6 +59,12 @@ export const run = (given: ReadonlyArray<string>): void => {
   // `berth` alone shows the help rather than a "missing command" error
   const argv = given.length === 0 ? ["--help"] : expandAlias(given)
   const problem = findUsageProblem(berth, argv)
+  // help in berth's own layout (@effect/cli's pads every option with generic text)
+  const help = problem === undefined ? helpFor(berth, argv) : undefined
+  if (help !== undefined) {
+    process.stdout.write(`${help}\n`)
+    return
+  }
   const main: Effect.Effect<void, unknown, Layer.Layer.Success<typeof CliLive>> = problem === undefined
     ? cli(["node", "berth", ...argv])
     : Effect.fail(new UsageError(problem))

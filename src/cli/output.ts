@@ -12,7 +12,9 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { formatErrorLine } from "./documents.js"
 
-export const json = Options.boolean("json").pipe(Options.withDescription("Print machine-readable JSON"))
+export const json = Options.boolean("json").pipe(
+  Options.withDescription("print machine-readable JSON (one document, described in docs/json)")
+)
 
 /** JSON mode is decided from argv so that even a usage error, found before options are parsed, is reported in it. */
 export const wantsJson = (argv: ReadonlyArray<string>): boolean => {

@@ -35,24 +35,25 @@ export interface UsageProblem {
  * The descriptor nodes @effect/cli builds: `Subcommands` (a parent and its children) and `Map` (a transformed
  * command) wrap the `Standard` leaves. Their fields are not in the public types, so they are read structurally.
  */
-interface Node {
+export interface Node {
   readonly _tag: string
   readonly command?: Node
   readonly parent?: Node
   readonly children?: ReadonlyArray<Node>
 }
 
-const unwrap = (node: Node): Node => (node._tag === "Map" && node.command !== undefined ? unwrap(node.command) : node)
+export const unwrap = (node: Node): Node =>
+  node._tag === "Map" && node.command !== undefined ? unwrap(node.command) : node
 
-const childrenOf = (node: Node): ReadonlyArray<Node> => unwrap(node).children ?? []
+export const childrenOf = (node: Node): ReadonlyArray<Node> => unwrap(node).children ?? []
 
 /** The node whose options apply once this command is chosen: a parent's own, not its children's. */
-const ownOptions = (node: Node): Descriptor.Command<unknown> => {
+export const ownOptions = (node: Node): Descriptor.Command<unknown> => {
   const n = unwrap(node)
   return (n._tag === "Subcommands" && n.parent !== undefined ? n.parent : n) as unknown as Descriptor.Command<unknown>
 }
 
-const nameOf = (node: Node): ReadonlyArray<string> => [
+export const nameOf = (node: Node): ReadonlyArray<string> => [
   ...HashSet.values(Descriptor.getNames(node as unknown as Descriptor.Command<unknown>))
 ]
 

@@ -28,7 +28,9 @@ describe("berth (the binary)", () => {
     }
     const sub = await box.run(["check", "--help"])
     expect(sub.code).toBe(0)
+    expect(sub.stdout).toMatch(/^Usage: berth check \[<path>\] \[options\]\n/)
     expect(sub.stdout).toMatch(/--json/)
+    expect(sub.stdout).not.toMatch(/A user-defined piece of text/)
     expect(sub.stdout).not.toMatch(ansi)
   })
 

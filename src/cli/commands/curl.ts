@@ -122,13 +122,21 @@ export const curl = Command.make(
     world: Args.text({ name: "world" }).pipe(Args.withDescription("the world (a branch name)")),
     service: Args.text({ name: "service" }).pipe(Args.withDescription("a service with a url or a port")),
     path: Args.text({ name: "path" }).pipe(Args.withDescription("the path, default /"), Args.optional),
-    method: Options.text("request").pipe(Options.withAlias("X"), Options.optional),
+    method: Options.text("request").pipe(
+      Options.withAlias("X"),
+      Options.withDescription("the method (default GET, or POST with -d)"),
+      Options.optional
+    ),
     data: Options.text("data").pipe(
       Options.withAlias("d"),
       Options.withDescription("the request body; @file reads it from a file"),
       Options.optional
     ),
-    headers: Options.text("header").pipe(Options.withAlias("H"), Options.repeated),
+    headers: Options.text("header").pipe(
+      Options.withAlias("H"),
+      Options.withDescription('a request header, "Name: value" (repeatable)'),
+      Options.repeated
+    ),
     include: Options.boolean("include").pipe(Options.withAlias("i"), Options.withDescription("print the headers too")),
     fail: Options.boolean("fail").pipe(
       Options.withAlias("f"),

@@ -282,9 +282,17 @@ export const logs = Command.make(
   "logs",
   {
     name: worldName,
-    service: Options.text("service").pipe(Options.withAlias("s"), Options.optional),
+    service: Options.text("service").pipe(
+      Options.withAlias("s"),
+      Options.withDescription("only this service's log (berth: the world's history)"),
+      Options.optional
+    ),
     follow: Options.boolean("follow").pipe(Options.withAlias("f"), Options.withDescription("keep printing new lines")),
-    lines: Options.integer("lines").pipe(Options.withAlias("n"), Options.withDefault(50)),
+    lines: Options.integer("lines").pipe(
+      Options.withAlias("n"),
+      Options.withDescription("how many of the last lines of each log (default 50)"),
+      Options.withDefault(50)
+    ),
     json
   },
   ({ follow, json, lines, name, service }) =>
