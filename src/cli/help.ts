@@ -95,6 +95,7 @@ const EXAMPLES: Readonly<Record<string, ReadonlyArray<string>>> = {
   exec: ["berth exec -- npm test", "berth exec login-fix --timeout 5m -- sh -c 'npm run e2e'"],
   verify: ["berth verify --json"],
   curl: ["berth curl login-fix api /healthz", "berth curl login-fix api /items -X POST -d '{\"a\":1}'"],
+  open: ["berth open", "berth open login-fix api"],
   check: ["berth check", "berth check --json"],
   init: ["berth init"],
   gc: ["berth gc --dry-run"],

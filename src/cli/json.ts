@@ -70,6 +70,12 @@ export const documents = {
     title: "berth verify --json",
     description: "the commands of [agents] verify that ran; the last one failed when ok is false"
   }),
+  open: doc("berth open --json", "the URL opened, and whether a browser could be started for it", {
+    world: Schema.String,
+    service: Schema.String,
+    url: Schema.String,
+    opened: Schema.Boolean
+  }),
   check: doc("berth check --json", "berth.toml's errors and warnings", {
     errors: Schema.Array(DiagnosticSchema),
     warnings: Schema.Array(DiagnosticSchema),

@@ -14,6 +14,7 @@ import { exec, mcp, verify } from "./commands/agents.js"
 import { check } from "./commands/check.js"
 import { daemon, port } from "./commands/daemon.js"
 import { init } from "./commands/init.js"
+import { open } from "./commands/open.js"
 import { config, metrics, reserve } from "./commands/machine.js"
 import { curl } from "./commands/curl.js"
 import { reset } from "./commands/reset.js"
@@ -39,6 +40,7 @@ export const berth = Command.make("berth").pipe(
     exec,
     verify,
     curl,
+    open,
     gc,
     golden,
     check,
