@@ -11,7 +11,7 @@ import { homePaths, resolveHome } from "../services/homePaths.js"
 import { isThisBuild } from "../version.js"
 import { expandAlias } from "./aliases.js"
 import { envDocument, formatDocument, formatErrorLine, worldDocument, worldsDocument } from "./documents.js"
-import { queueLine, renderDown, renderWorld, worldOf } from "./render.js"
+import { interruptedLine, queueLine, renderDown, renderWorld, worldOf } from "./render.js"
 
 interface Lean {
   readonly tag: string
@@ -172,11 +172,29 @@ const showingLine = async <A>(socket: string, lean: Lean, pending: Promise<A>): 
     )
   }
   tick()
+  // Ctrl-C: say what stays behind, then go (closing the socket is what withdraws a world still in line)
+  const onInterrupt = () => {
+    done = true
+    clearTimeout(timer)
+    exchange(socket, [{ tag: "Status", payload: { cwd: line.cwd } }], 1_000)
+      .then(([reply]) =>
+        reply?._tag === "Success"
+          ? worldOf((reply.value as { readonly worlds: ReadonlyArray<WorldStatus> }).worlds, line.world, line.cwd)
+          : undefined
+      )
+      .catch(() => undefined)
+      .then((w) => {
+        process.stderr.write(`${tty ? "\r\u001b[2K" : ""}${interruptedLine(w)}\n`)
+        process.exit(130)
+      })
+  }
+  process.once("SIGINT", onInterrupt)
   try {
     return await pending
   } finally {
     done = true
     clearTimeout(timer)
+    process.removeListener("SIGINT", onInterrupt)
     if (tty && said !== undefined) process.stderr.write("\r\u001b[2K")
   }
 }

@@ -66,6 +66,19 @@ export const queueLine = (w: WorldStatus | undefined): string | undefined =>
     : `${w.name}: ${w.state}, #${w.queue.position} in line, waiting for ${w.queue.waitingFor}`
 
 /**
+ * What a Ctrl-C of a waiting `up` leaves behind, said on stderr: a world still in line is taken out of it (the daemon
+ * withdraws it when the request goes); one already starting keeps starting, since its processes may be half up.
+ */
+export const interruptedLine = (w: WorldStatus | undefined): string => {
+  if (w === undefined) return "berth: stopped waiting; what the daemon started stays (berth status shows it)"
+  if (w.queue !== undefined || w.state === "queued") {
+    return `berth: stopped waiting; ${w.name} is taken out of the line (berth up ${w.name} puts it back)`
+  }
+  if (w.state === "running") return `berth: stopped waiting; ${w.name} is running`
+  return `berth: stopped waiting; ${w.name} keeps starting in the daemon (berth status shows it, berth down ${w.name} stops it)`
+}
+
+/**
  * The world an `up` means among a project's statuses: the one named, or the one whose worktree holds `cwd` (the
  * deepest, since worktrees may sit inside the main checkout).
  */

@@ -221,13 +221,21 @@ describe("admission", () => {
         BERTH_PROXY_PORT: "off",
         BERTH_HTTPS_PORT: "off"
       },
-      stdio: "ignore"
+      stdio: ["ignore", "ignore", "pipe"]
     })
+    let said = ""
+    child.stderr!.on("data", (d: Buffer) => {
+      said += d.toString()
+    })
+    const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)))
     await eventually(
       () => statusOf(box),
       (ws) => byName(ws, "second")?.state === "queued"
     )
     child.kill("SIGINT")
+    // it says what it leaves behind
+    expect(await exited).toBe(130)
+    expect(said).toMatch(/^berth: stopped waiting; second is taken out of the line \(berth up second puts it back\)$/m)
     const after = await eventually(
       () => statusOf(box),
       (ws) => byName(ws, "second")?.state === "stopped"

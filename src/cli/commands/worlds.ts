@@ -20,7 +20,7 @@ import { definedEnv } from "../../domain/environment.js"
 import { DaemonUnavailable, InvalidRequest } from "../../domain/errors.js"
 import { printDocument, printDocumentLine } from "../json.js"
 import { describeFailure, json, UsageError } from "../output.js"
-import { queueLine, renderDown, renderEnv, renderStatus, renderWorld, worldOf } from "../render.js"
+import { interruptedLine, queueLine, renderDown, renderEnv, renderStatus, renderWorld, worldOf } from "../render.js"
 
 const worldName = Args.text({ name: "name" }).pipe(
   Args.withDescription("the world: a branch name (default: the worktree you are in)"),
@@ -91,7 +91,22 @@ const upWaiting = (
     const progress = yield* Effect.fork(
       Effect.zipRight(Effect.sleep("300 millis"), Effect.forever(Effect.zipRight(show, Effect.sleep("1 second"))))
     )
-    const world = yield* Fiber.join(waiting).pipe(Effect.ensuring(Fiber.interrupt(progress)))
+    const world = yield* Fiber.join(waiting).pipe(
+      Effect.ensuring(Fiber.interrupt(progress)),
+      // Ctrl-C: say what stays behind (the request's end is what withdraws a world still in line)
+      Effect.onInterrupt(() =>
+        json
+          ? Effect.void
+          : client.Status({ cwd: request.cwd }).pipe(
+              Effect.map(({ worlds }) => worldOf(worlds, request.world, request.cwd)),
+              Effect.timeout("1 second"),
+              Effect.orElseSucceed(() => undefined),
+              Effect.flatMap((w) =>
+                Effect.sync(() => process.stderr.write(`${tty ? "\r\u001b[2K" : ""}${interruptedLine(w)}\n`))
+              )
+            )
+      )
+    )
     if (tty && said !== undefined) process.stderr.write("\r\u001b[2K")
     return world
   })

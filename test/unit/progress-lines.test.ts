@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import type { ServiceStatus, WorldEvent, WorldStatus } from "../../src/daemon/api.js"
+import { interruptedLine } from "../../src/cli/render.js"
 import { waitingLine } from "../../src/mcp/progress.js"
 
 const service = (name: string, kind: "process" | "slice", state: string): ServiceStatus => ({
@@ -58,5 +59,18 @@ describe("what up says while it waits", () => {
     expect(waitingLine(world({ state: "running", services: [service("api", "process", "healthy")] }))).toBe(
       "one: running"
     )
+  })
+})
+
+describe("what a Ctrl-C of up leaves behind", () => {
+  it("says a queued world leaves the line, a starting one keeps starting, a running one runs", () => {
+    expect(interruptedLine(world({ state: "queued", queue: { position: 1, waitingFor: "a slot" } }))).toBe(
+      "berth: stopped waiting; one is taken out of the line (berth up one puts it back)"
+    )
+    expect(interruptedLine(world({ state: "starting" }))).toBe(
+      "berth: stopped waiting; one keeps starting in the daemon (berth status shows it, berth down one stops it)"
+    )
+    expect(interruptedLine(world({ state: "running" }))).toBe("berth: stopped waiting; one is running")
+    expect(interruptedLine(undefined)).toMatch(/berth status shows it/)
   })
 })
