@@ -49,6 +49,8 @@ const REPO_CACHE_MS = 3_000
 
 /** The pseudo-service whose log is the world's history: `berth logs -s berth`. */
 const HISTORY = "berth"
+/** The log of the project's `setup` (`berth logs -s setup`), where the world actor writes it. */
+const SETUP_LOG = "setup"
 
 const internal = (e: { readonly message: string }) => new InternalError({ reason: e.message })
 
@@ -406,10 +408,12 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       Stream.unwrap(
         Effect.gen(function* () {
           const w = yield* resolve(ref, false)
-          // slices have logs too: their migrate and seed output, and berth's notes about them
+          // slices have logs too: their migrate and seed output, and berth's notes about them; so has the project's
+          // setup, once it ran
           const all = [
             ...(yield* registry.slices(w.id)).map((s) => s.service),
-            ...(yield* registry.services(w.id)).map((s) => s.name)
+            ...(yield* registry.services(w.id)).map((s) => s.name),
+            ...(existsSync(home.serviceLog(w.id, SETUP_LOG)) ? [SETUP_LOG] : [])
           ]
           // `-s berth`: the world's history (berth's own events, agents' tool calls), unless a service has that name
           if (options.service === HISTORY && !all.includes(HISTORY)) return history(w.id, options)

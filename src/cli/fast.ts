@@ -11,7 +11,7 @@ import { homePaths, resolveHome } from "../services/homePaths.js"
 import { isThisBuild } from "../version.js"
 import { expandAlias } from "./aliases.js"
 import { envDocument, formatDocument, formatErrorLine, worldDocument, worldsDocument } from "./documents.js"
-import { interruptedLine, queueLine, renderDown, renderWorld, worldOf } from "./render.js"
+import { interruptedLine, progressLine, queueLine, renderDown, renderWorld, worldOf } from "./render.js"
 
 interface Lean {
   readonly tag: string
@@ -147,13 +147,15 @@ const showingLine = async <A>(socket: string, lean: Lean, pending: Promise<A>): 
   const line = lean.line
   if (line === undefined) return pending
   const tty = process.stderr.isTTY === true
+  const began = Date.now()
   let said: string | undefined
   let done = false
   const show = async () => {
     const [reply] = await exchange(socket, [{ tag: "Status", payload: { cwd: line.cwd } }], 5_000)
     if (done || reply?._tag !== "Success") return
     const { worlds } = reply.value as { readonly worlds: ReadonlyArray<WorldStatus> }
-    const text = queueLine(worldOf(worlds, line.world, line.cwd))
+    const w = worldOf(worlds, line.world, line.cwd)
+    const text = tty ? progressLine(w, Date.now() - began) : queueLine(w)
     if (text === undefined || text === said) return
     said = text
     process.stderr.write(tty ? `\r\u001b[2K${text}` : `${text}\n`)

@@ -1,6 +1,7 @@
 /**
  * How worlds look in a terminal. Plain text, aligned columns, no colour needed to read it.
  */
+import { waitingLine } from "../mcp/progress.js"
 import type { GcReport, ServiceStatus, WorldStatus } from "../daemon/api.js"
 
 /** Events worth a line under the world: what changed how it was made, not routine progress. */
@@ -64,6 +65,19 @@ export const queueLine = (w: WorldStatus | undefined): string | undefined =>
   w?.queue === undefined
     ? undefined
     : `${w.name}: ${w.state}, #${w.queue.position} in line, waiting for ${w.queue.waitingFor}`
+
+/**
+ * The live line of a waiting `up` on a terminal: its place in line, else what it waits for now (a golden being
+ * built, services not ready yet), with the time since it asked. Piped, only the place in line is told, a line per
+ * change (`queueLine`).
+ */
+export const progressLine = (w: WorldStatus | undefined, elapsedMs: number): string | undefined => {
+  if (w === undefined) return undefined
+  const queued = queueLine(w)
+  if (queued !== undefined) return queued
+  if (w.state !== "starting" && w.state !== "queued") return undefined
+  return `${waitingLine(w)} (${(elapsedMs / 1000).toFixed(1)} s)`
+}
 
 /**
  * What a Ctrl-C of a waiting `up` leaves behind, said on stderr: a world still in line is taken out of it (the daemon

@@ -23,10 +23,9 @@ export const waitingLine = (w: WorldStatus): string => {
   if (w.queue !== undefined) return `${w.name}: #${w.queue.position} in line, waiting for ${w.queue.waitingFor}`
   const goldens = buildingGoldens(w)
   if (goldens.length > 0) return `${w.name}: ${w.state}; building the golden of ${goldens.join(", ")}`
-  const pending = w.services.filter((s) =>
-    s.kind === "slice" ? s.state !== "ready" : s.state !== "running" && s.state !== "healthy"
-  )
+  // a process is ready once healthy (a service with no check too, after its settle time): `running` is spawned only
+  const pending = w.services.filter((s) => (s.kind === "slice" ? s.state !== "ready" : s.state !== "healthy"))
   return pending.length === 0
     ? `${w.name}: ${w.state}`
-    : `${w.name}: ${w.state}; waiting for ${pending.map((s) => `${s.name} (${s.state})`).join(", ")}`
+    : `${w.name}: ${w.state}; waiting for ${pending.map((s) => `${s.name} (${s.state === "running" ? "not ready yet" : s.state})`).join(", ")}`
 }

@@ -248,6 +248,10 @@ groups = ["jobs"]
     expect(failed.code).toBe(1)
     expect(failed.stderr).toMatch(/setup .* failed \(exit code 3\)/)
     expect(failed.stderr).toContain("setting up")
+    // its output stays readable afterwards
+    const log = await box.run(["logs", "broken-setup", "-s", "setup"])
+    expect(log.code, log.stderr).toBe(0)
+    expect(log.stdout).toContain("setting up")
   })
 
   it("quotes branch names with shell metacharacters: nothing unintended runs", async () => {

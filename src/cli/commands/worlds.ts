@@ -20,7 +20,16 @@ import { definedEnv } from "../../domain/environment.js"
 import { DaemonUnavailable, InvalidRequest } from "../../domain/errors.js"
 import { printDocument, printDocumentLine } from "../json.js"
 import { describeFailure, json, UsageError } from "../output.js"
-import { interruptedLine, queueLine, renderDown, renderEnv, renderStatus, renderWorld, worldOf } from "../render.js"
+import {
+  interruptedLine,
+  progressLine,
+  queueLine,
+  renderDown,
+  renderEnv,
+  renderStatus,
+  renderWorld,
+  worldOf
+} from "../render.js"
 
 const worldName = Args.text({ name: "name" }).pipe(
   Args.withDescription("the world: a branch name (default: the worktree you are in)"),
@@ -80,10 +89,12 @@ const upWaiting = (
     // the up stays in flight (Ctrl-C ends it, and that takes the world out of the line) while the line is shown
     const waiting = yield* Effect.fork(client.Up(request))
     const tty = process.stderr.isTTY === true
+    const began = Date.now()
     let said: string | undefined
     const show = Effect.gen(function* () {
       const { worlds } = yield* client.Status({ cwd: request.cwd })
-      const line = queueLine(worldOf(worlds, request.world, request.cwd))
+      const w = worldOf(worlds, request.world, request.cwd)
+      const line = tty ? progressLine(w, Date.now() - began) : queueLine(w)
       if (line === undefined || line === said || json) return
       said = line
       yield* Effect.sync(() => process.stderr.write(tty ? `\r\u001b[2K${line}` : `${line}\n`))
