@@ -44,7 +44,7 @@ const text = (doc: HelpDoc.HelpDoc | undefined): string =>
         .trim()
         .replace(/\s*\n\s*/g, " ")
 
-const valueOf = (single: Part): string | undefined => {
+const placeholderOf = (single: Part): string | undefined => {
   const type = single.primitiveType
   if (type?._tag === "Bool") return undefined
   if (type?._tag === "Choice" && type.alternatives !== undefined) return type.alternatives.map(([k]) => k).join("|")
@@ -61,7 +61,7 @@ const entries = (part: Part | undefined, repeated = false, optional = false): Ar
         {
           name: part.fullName ?? (part.name ?? "").replace(/^<(.*)>$/, "$1"),
           aliases: (part.aliases ?? []).map((a) => (a.length === 1 ? `-${a}` : `--${a}`)),
-          value: part.fullName === undefined ? undefined : valueOf(part),
+          value: part.fullName === undefined ? undefined : placeholderOf(part),
           description: text(part.description),
           repeated,
           optional
