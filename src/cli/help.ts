@@ -96,6 +96,7 @@ const EXAMPLES: Readonly<Record<string, ReadonlyArray<string>>> = {
   verify: ["berth verify --json"],
   curl: ["berth curl login-fix api /healthz", "berth curl login-fix api /items -X POST -d '{\"a\":1}'"],
   open: ["berth open", "berth open login-fix api"],
+  doctor: ["berth doctor", "berth doctor --json"],
   check: ["berth check", "berth check --json"],
   init: ["berth init"],
   gc: ["berth gc --dry-run"],

@@ -76,6 +76,17 @@ export const documents = {
     url: Schema.String,
     opened: Schema.Boolean
   }),
+  doctor: doc("berth doctor --json", "what doctor looked at and found; ok is false when something is broken (exit 1)", {
+    ok: Schema.Boolean,
+    findings: Schema.Array(
+      Schema.Struct({
+        check: Schema.String,
+        verdict: Schema.Literal("ok", "warn", "fail"),
+        detail: Schema.String,
+        fix: Schema.optional(Schema.String)
+      })
+    )
+  }),
   check: doc("berth check --json", "berth.toml's errors and warnings", {
     errors: Schema.Array(DiagnosticSchema),
     warnings: Schema.Array(DiagnosticSchema),

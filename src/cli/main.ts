@@ -13,6 +13,7 @@ import { version } from "../version.js"
 import { exec, mcp, verify } from "./commands/agents.js"
 import { check } from "./commands/check.js"
 import { daemon, port } from "./commands/daemon.js"
+import { doctor } from "./commands/doctor.js"
 import { init } from "./commands/init.js"
 import { open } from "./commands/open.js"
 import { config, metrics, reserve } from "./commands/machine.js"
@@ -44,6 +45,7 @@ export const berth = Command.make("berth").pipe(
     gc,
     golden,
     check,
+    doctor,
     init,
     trust,
     daemon,

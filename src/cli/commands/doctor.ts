@@ -1,0 +1,198 @@
+/**
+ * `berth doctor [--json]`: looks at everything berth depends on — git, berth.toml, BERTH_HOME, the daemon and its
+ * socket, the proxy's listeners, every server a slice names, `*.localhost` resolution, stale worktrees — and says
+ * what is wrong with the fix for each. Starts no daemon: a doctor must not change what it examines.
+ */
+import { execFileSync } from "node:child_process"
+import { lookup } from "node:dns/promises"
+import { existsSync, statSync } from "node:fs"
+import * as net from "node:net"
+import * as Command from "@effect/cli/Command"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import { request } from "../../daemon/wire.js"
+import * as Model from "../../domain/config/model.js"
+import { exitCodeOf, type Finding, fail, ok, renderFindings, serverAddress, warn } from "../../domain/doctor.js"
+import { resolveTemplate, unresolvedIn } from "../../domain/tokens.js"
+import { ConfigFiles } from "../../services/ConfigFiles.js"
+import { homePaths, resolveHome } from "../../services/homePaths.js"
+import { isThisBuild } from "../../version.js"
+import { printDocument } from "../json.js"
+import { json } from "../output.js"
+
+const git = (args: ReadonlyArray<string>, cwd?: string) =>
+  execFileSync("git", [...args], { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim()
+
+const reachable = (host: string, port: number, timeoutMs = 2_000) =>
+  new Promise<string | undefined>((done) => {
+    const socket = net.connect({ host, port })
+    const finish = (why: string | undefined) => {
+      socket.destroy()
+      done(why)
+    }
+    socket.setTimeout(timeoutMs, () => finish(`no answer within ${timeoutMs / 1000} s`))
+    socket.once("connect", () => finish(undefined))
+    socket.once("error", (e: NodeJS.ErrnoException) => finish(e.code ?? e.message))
+  })
+
+const mode = (path: string) => statSync(path).mode & 0o777
+
+const checkGit = (cwd: string): ReadonlyArray<Finding> => {
+  try {
+    const version = git(["--version"])
+    try {
+      const top = git(["rev-parse", "--show-toplevel"], cwd)
+      const prunable = git(["worktree", "list", "--porcelain"], cwd)
+        .split("\n\n")
+        .filter((entry) => /^prunable/m.test(entry))
+        .map((entry) => /^worktree (.*)$/m.exec(entry)?.[1] ?? "?")
+      return [
+        ok("git", `${version}; repository ${top}`),
+        prunable.length === 0
+          ? ok("worktrees", "every worktree git knows is there")
+          : warn(
+              "worktrees",
+              `git lists worktrees whose folders are gone: ${prunable.join(", ")}`,
+              "git worktree prune"
+            )
+      ]
+    } catch {
+      return [ok("git", version), warn("repository", `${cwd} is not in a git repository`, "run berth in your project")]
+    }
+  } catch {
+    return [fail("git", "git is not on PATH", "install git (apt-get install git, brew install git)")]
+  }
+}
+
+export const doctor = Command.make("doctor", { json }, ({ json }) =>
+  Effect.gen(function* () {
+    const cwd = process.cwd()
+    const findings: Array<Finding> = [...checkGit(cwd)]
+
+    // berth.toml, and the servers its slices name
+    const files = yield* ConfigFiles
+    const loaded = yield* Effect.either(files.load(cwd))
+    if (loaded._tag === "Left") {
+      const e = loaded.left
+      findings.push(
+        e._tag === "ConfigNotFound"
+          ? warn("config", "no berth.toml here or above", "berth init writes one")
+          : fail("config", e.message.split("\n")[0] ?? e.message, "berth check lists every error with its line")
+      )
+    } else {
+      const warnings = yield* files.lint(loaded.right)
+      findings.push(
+        warnings.length === 0
+          ? ok("config", `${loaded.right.file} is valid`)
+          : warn(
+              "config",
+              `${loaded.right.file} is valid, with ${warnings.length} warning(s)`,
+              "berth check shows them"
+            )
+      )
+      for (const slice of Model.slices(loaded.right.parsed.config)) {
+        if (slice.adminUrl === undefined) continue
+        const resolved = resolveTemplate(slice.adminUrl, { services: new Map(), env: (n) => process.env[n] })
+        const missing = unresolvedIn(resolved)
+        const check = `slice ${slice.name}`
+        if (missing.length > 0) {
+          const name = /^\$\{env\.(.+)\}$/.exec(missing[0] ?? "")?.[1] ?? missing[0]
+          findings.push(fail(check, `admin_url needs ${missing.join(", ")}, not set here`, `export ${name}=…`))
+          continue
+        }
+        const address = serverAddress(resolved.value)
+        if (address === undefined) continue
+        const why = yield* Effect.promise(() => reachable(address.host, address.port))
+        findings.push(
+          why === undefined
+            ? ok(check, `${slice.adapter} server at ${address.host}:${address.port} answers`)
+            : fail(
+                check,
+                `${slice.adapter} server at ${address.host}:${address.port} does not answer (${why})`,
+                `start it, or point admin_url at one that runs`
+              )
+        )
+      }
+    }
+
+    // BERTH_HOME and the daemon
+    const home = homePaths(resolveHome())
+    if (!existsSync(home.root)) findings.push(ok("home", `${home.root} (made on first use)`))
+    else {
+      const m = mode(home.root)
+      findings.push(
+        (m & 0o077) === 0
+          ? ok("home", `${home.root}, owner-only`)
+          : fail(
+              "home",
+              `${home.root} is mode ${m.toString(8)}: others can read berth's state`,
+              `chmod 700 ${home.root}`
+            )
+      )
+    }
+    const pong = yield* Effect.promise(() => request(home.socket, "Ping", undefined, 3_000))
+    if (pong._tag !== "Success") {
+      findings.push(ok("daemon", "not running: any command starts it"))
+    } else {
+      const info = pong.value as { readonly version: string; readonly pid: number }
+      findings.push(
+        isThisBuild(pong.value)
+          ? ok("daemon", `running, pid ${info.pid}, berth ${info.version}`)
+          : warn("daemon", `pid ${info.pid} is another build (berth ${info.version})`, "the next command replaces it")
+      )
+      const m = mode(home.socket)
+      if ((m & 0o077) !== 0) {
+        findings.push(
+          fail("socket", `${home.socket} is mode ${m.toString(8)}`, "berth daemon stop; berth daemon start")
+        )
+      }
+      const settings = yield* Effect.promise(() => request(home.socket, "GetSettings", undefined, 3_000))
+      if (settings._tag === "Success") {
+        const proxy = (
+          settings.value as {
+            readonly proxy: Record<
+              "http" | "https",
+              { readonly wanted: number | string; readonly port: number | null; readonly error: string | null }
+            >
+          }
+        ).proxy
+        for (const scheme of ["http", "https"] as const) {
+          const l = proxy[scheme]
+          const check = `proxy ${scheme}`
+          if (l.wanted === "off") findings.push(ok(check, "off"))
+          else if (l.port !== null) findings.push(ok(check, `listening on 127.0.0.1:${l.port}`))
+          else {
+            findings.push(
+              fail(
+                check,
+                `not listening (${l.wanted}): ${l.error ?? "unknown"}`,
+                `free the port, or berth port --${scheme === "http" ? "proxy" : "https"} auto`
+              )
+            )
+          }
+        }
+      }
+    }
+
+    // *.localhost: browsers and berth's Node processes resolve it themselves; other programs ask the system
+    const resolved = yield* Effect.promise(() =>
+      lookup("berth-doctor.localhost").then(
+        (r) => r.address,
+        () => undefined
+      )
+    )
+    findings.push(
+      resolved !== undefined
+        ? ok("*.localhost", `the system resolves it (${resolved})`)
+        : warn(
+            "*.localhost",
+            "the system does not resolve *.localhost: programs that are not Node (curl, Python) cannot reach routes by name",
+            "install nss-myhostname (libnss-myhostname), or use the route's port on 127.0.0.1 with a Host header"
+          )
+    )
+
+    if (json) yield* printDocument("doctor", { ok: exitCodeOf(findings) === 0, findings })
+    else yield* Console.log(renderFindings(findings))
+    process.exitCode = exitCodeOf(findings)
+  })
+).pipe(Command.withDescription("Find what is wrong with berth on this machine, with the fix for each finding"))
