@@ -891,6 +891,9 @@ export const makeWorldActor = (
           yield* git
             .removeWorktree(w.mainRoot, w.path, force)
             .pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
+        } else if (!w.isMain && w.path !== "" && !existsSync(w.path)) {
+          // its folder was deleted outside berth: git's record of it goes too (only a prune: nothing is there)
+          yield* git.removeWorktree(w.mainRoot, w.path, true).pipe(Effect.ignore)
         }
         yield* apply(WorldEvent.Removed())
         yield* registry.deleteWorld(worldId)

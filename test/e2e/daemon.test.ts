@@ -186,6 +186,8 @@ describe("the daemon", () => {
       30_000
     )
     expect(names).not.toContain("doomed")
+    // git's record of the worktree went too
+    expect(box.git("worktree", "list", "--porcelain")).not.toMatch(/prunable/)
     // its port was released: a new world may lease it again
     const socket = net.connect({ port: w.services[0]!.port!, host: "127.0.0.1" })
     await new Promise<void>((resolve) => socket.once("error", () => resolve()).once("connect", () => resolve()))
