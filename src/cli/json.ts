@@ -87,6 +87,14 @@ export const documents = {
       })
     )
   }),
+  hooks: doc(
+    "berth hooks install|status|uninstall --json",
+    "the post-checkout hook file, and whether berth's block is in it",
+    {
+      file: Schema.String,
+      installed: Schema.Boolean
+    }
+  ),
   check: doc("berth check --json", "berth.toml's errors and warnings", {
     errors: Schema.Array(DiagnosticSchema),
     warnings: Schema.Array(DiagnosticSchema),

@@ -14,6 +14,7 @@ import { exec, mcp, verify } from "./commands/agents.js"
 import { check } from "./commands/check.js"
 import { daemon, port } from "./commands/daemon.js"
 import { doctor } from "./commands/doctor.js"
+import { hooks } from "./commands/hooks.js"
 import { init } from "./commands/init.js"
 import { open } from "./commands/open.js"
 import { config, metrics, reserve } from "./commands/machine.js"
@@ -46,6 +47,7 @@ export const berth = Command.make("berth").pipe(
     golden,
     check,
     doctor,
+    hooks,
     init,
     trust,
     daemon,
