@@ -95,6 +95,10 @@ export const documents = {
       installed: Schema.Boolean
     }
   ),
+  hosts: doc("berth hosts sync|clean --json", "the hosts file, and the route names berth's block holds in it now", {
+    file: Schema.String,
+    names: Schema.Array(Schema.String)
+  }),
   check: doc("berth check --json", "berth.toml's errors and warnings", {
     errors: Schema.Array(DiagnosticSchema),
     warnings: Schema.Array(DiagnosticSchema),

@@ -15,6 +15,7 @@ import { check } from "./commands/check.js"
 import { daemon, port } from "./commands/daemon.js"
 import { doctor } from "./commands/doctor.js"
 import { hooks } from "./commands/hooks.js"
+import { hosts } from "./commands/hosts.js"
 import { init } from "./commands/init.js"
 import { open } from "./commands/open.js"
 import { config, metrics, reserve } from "./commands/machine.js"
@@ -48,6 +49,7 @@ export const berth = Command.make("berth").pipe(
     check,
     doctor,
     hooks,
+    hosts,
     init,
     trust,
     daemon,

@@ -187,7 +187,7 @@ export const doctor = Command.make("doctor", { json }, ({ json }) =>
         : warn(
             "*.localhost",
             "the system does not resolve *.localhost: programs that are not Node (curl, Python) cannot reach routes by name",
-            "install nss-myhostname (libnss-myhostname), or use the route's port on 127.0.0.1 with a Host header"
+            "berth hosts sync writes the route names into /etc/hosts (or install libnss-myhostname)"
           )
     )
 
