@@ -11,7 +11,7 @@ import { homePaths, resolveHome } from "../services/homePaths.js"
 import { isThisBuild } from "../version.js"
 import { expandAlias } from "./aliases.js"
 import { envDocument, formatDocument, formatErrorLine, worldDocument, worldsDocument } from "./documents.js"
-import { interruptedLine, progressLine, queueLine, renderDown, renderWorld, worldOf } from "./render.js"
+import { errorPrefix, interruptedLine, progressLine, queueLine, renderDown, renderWorld, worldOf } from "./render.js"
 
 interface Lean {
   readonly tag: string
@@ -222,7 +222,9 @@ export const tryFast = async (argv: ReadonlyArray<string>): Promise<boolean> => 
     // the change was sent: sending it again to another daemon could act twice, so say what happened instead
     const message = `the daemon stopped while handling \`${argv.join(" ")}\` (${reply.reason}); run \`berth status\` to see where the world is, then retry`
     process.stderr.write(
-      argv.includes("--json") ? `${formatErrorLine("DaemonUnavailable", message)}\n` : `error: ${message}\n`
+      argv.includes("--json")
+        ? `${formatErrorLine("DaemonUnavailable", message)}\n`
+        : `${errorPrefix("error:")} ${message}\n`
     )
     process.exitCode = 1
     return true
@@ -238,7 +240,9 @@ export const tryFast = async (argv: ReadonlyArray<string>): Promise<boolean> => 
     return true
   }
   process.stderr.write(
-    argv.includes("--json") ? `${formatErrorLine(outcome.tag, outcome.message)}\n` : `error: ${outcome.message}\n`
+    argv.includes("--json")
+      ? `${formatErrorLine(outcome.tag, outcome.message)}\n`
+      : `${errorPrefix("error:")} ${outcome.message}\n`
   )
   process.exitCode = 1
   return true

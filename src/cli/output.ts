@@ -11,6 +11,7 @@ import * as Console from "effect/Console"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { formatErrorLine } from "./documents.js"
+import { errorPrefix, wantsColour } from "./render.js"
 
 export const json = Options.boolean("json").pipe(
   Options.withDescription("print machine-readable JSON (one document, described in docs/json)")
@@ -22,7 +23,7 @@ export const wantsJson = (argv: ReadonlyArray<string>): boolean => {
   return (end === -1 ? argv : argv.slice(0, end)).includes("--json")
 }
 
-export const useColor = (): boolean => process.stdout.isTTY === true && process.env.NO_COLOR === undefined
+export const useColor = (): boolean => wantsColour()
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching ANSI escapes is the point
 const ansi = /\u001b\[[0-9;]*m/g
@@ -106,8 +107,7 @@ export const reportFailure = (error: unknown, jsonMode: boolean) =>
     if (jsonMode) {
       process.stderr.write(`${formatErrorLine(failure.tag, failure.message)}\n`)
     } else {
-      const prefix = failure.exitCode === 2 ? "berth: " : "error: "
-      process.stderr.write(`${prefix}${failure.message}\n`)
+      process.stderr.write(`${errorPrefix(failure.exitCode === 2 ? "berth:" : "error:")} ${failure.message}\n`)
     }
     process.exitCode = failure.exitCode
   })

@@ -1,5 +1,6 @@
 /**
- * How worlds look in a terminal. Plain text, aligned columns, no colour needed to read it.
+ * How worlds look in a terminal: aligned columns, readable without colour; on a terminal (and without NO_COLOR)
+ * states and URLs are coloured too.
  */
 import { waitingLine } from "../mcp/progress.js"
 import type { GcReport, ServiceStatus, WorldStatus } from "../daemon/api.js"
@@ -7,31 +8,66 @@ import type { GcReport, ServiceStatus, WorldStatus } from "../daemon/api.js"
 /** Events worth a line under the world: what changed how it was made, not routine progress. */
 const NOTABLE_EVENTS: ReadonlySet<string> = new Set(["clone_fallback", "golden_wait"])
 
+/** Colour for a terminal that wants it: stdout a TTY, NO_COLOR unset, TERM not dumb. */
+export const wantsColour = (stream: { readonly isTTY?: boolean } = process.stdout): boolean =>
+  stream.isTTY === true && process.env.NO_COLOR === undefined && process.env.TERM !== "dumb"
+
+const GOOD = new Set(["running", "healthy", "ready"])
+const MOVING = new Set([
+  "starting",
+  "queued",
+  "pending",
+  "restarting",
+  "stopping",
+  "suspending",
+  "provisioning",
+  "removing"
+])
+const BAD = new Set(["failed", "unhealthy", "exited"])
+
+const paint = (code: string, text: string) => `\u001b[${code}m${text}\u001b[0m`
+
+/** A state word, coloured by what it means: green for up, yellow for under way, red for failed, dim for stopped. */
+const stateWord = (state: string, colour: boolean): string =>
+  !colour
+    ? state
+    : GOOD.has(state)
+      ? paint("32", state)
+      : MOVING.has(state)
+        ? paint("33", state)
+        : BAD.has(state)
+          ? paint("31", state)
+          : paint("2", state)
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: measuring past ANSI escapes is the point
+const visibleLength = (cell: string) => cell.replace(/\u001b\[[0-9;]*m/g, "").length
+
 const pad = (rows: ReadonlyArray<ReadonlyArray<string>>): Array<string> => {
   const widths: Array<number> = []
   for (const row of rows) {
-    for (const [i, cell] of row.entries()) widths[i] = Math.max(widths[i] ?? 0, cell.length)
+    for (const [i, cell] of row.entries()) widths[i] = Math.max(widths[i] ?? 0, visibleLength(cell))
   }
   return rows.map((row) =>
     row
-      .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+      .map((cell, i) => (i === row.length - 1 ? cell : cell + " ".repeat((widths[i] ?? 0) - visibleLength(cell))))
       .join("  ")
       .trimEnd()
   )
 }
 
-const serviceRow = (s: ServiceStatus): Array<string> => [
+const serviceRow = (s: ServiceStatus, colour: boolean): Array<string> => [
   s.name,
-  s.state,
+  stateWord(s.state, colour),
   s.pid === null ? "" : `pid ${s.pid}`,
   s.port === null ? "" : `:${s.port}`,
-  s.url ?? "",
+  s.url === null ? "" : colour ? paint("36", s.url) : s.url,
   s.reason ?? ""
 ]
 
-export const renderWorld = (w: WorldStatus, indent = ""): Array<string> => {
-  const head = `${indent}${w.name}  ${w.state}${w.reason === null ? "" : ` (${w.reason})`}  ${w.path}`
-  const services = pad(w.services.map(serviceRow)).map((line) => `${indent}  ${line}`)
+export const renderWorld = (w: WorldStatus, indent = "", colour = wantsColour()): Array<string> => {
+  const name = colour ? paint("1", w.name) : w.name
+  const head = `${indent}${name}  ${stateWord(w.state, colour)}${w.reason === null ? "" : ` (${w.reason})`}  ${w.path}`
+  const services = pad(w.services.map((s) => serviceRow(s, colour))).map((line) => `${indent}  ${line}`)
   const failed = w.services
     .filter((s) => s.state === "failed" && s.logTail.length > 0)
     .flatMap((s) => [`${indent}  last lines of ${s.name}:`, ...s.logTail.slice(-5).map((l) => `${indent}    ${l}`)])
@@ -107,8 +143,12 @@ export const worldOf = (
         .filter((w) => w.path !== "" && (cwd === w.path || cwd.startsWith(`${w.path}/`)))
         .sort((a, b) => b.path.length - a.path.length)[0]
 
-export const renderDown = (worlds: ReadonlyArray<WorldStatus>): string =>
-  worlds.map((w) => `${w.name}: ${w.state}`).join("\n")
+export const renderDown = (worlds: ReadonlyArray<WorldStatus>, colour = wantsColour()): string =>
+  worlds.map((w) => `${w.name}: ${stateWord(w.state, colour)}`).join("\n")
+
+/** The word before a failure on stderr: red on a terminal that wants colour. */
+export const errorPrefix = (prefix: "error:" | "berth:"): string =>
+  wantsColour(process.stderr) ? paint("31", prefix) : prefix
 
 /** Worlds grouped by project. */
 export const renderStatus = (worlds: ReadonlyArray<WorldStatus>): string => {

@@ -11,7 +11,7 @@ afterAll(() => boxes.cleanup())
 const hasScript = spawnSync("sh", ["-c", "command -v script"]).status === 0
 
 describe.skipIf(!hasScript)("on a terminal", () => {
-  it("a waiting up shows one live line of what it waits for, with the time, and clears it when done", async () => {
+  it("a waiting up shows one live line of what it waits for, with the time, and clears it; states and errors in colour", async () => {
     const box = await boxes.project({
       "berth.toml": `[services.slow]\ncmd = "node slow.mjs"\nurl = "slow"\n`,
       "slow.mjs": `setTimeout(async () => { await import("./server.mjs") }, 2500)\n`
@@ -30,6 +30,25 @@ describe.skipIf(!hasScript)("on a terminal", () => {
     const rewrite = "\r\u001b[2K"
     expect(r.stdout).toMatch(/tty: starting; waiting for slow \(not ready yet\) \(\d+\.\d s\)/)
     expect(r.stdout.split(`${rewrite}tty: starting`).length - 1).toBeGreaterThan(1)
-    expect(r.stdout).toContain(`${rewrite}tty  running`)
+    // the world's state and its URLs in colour, on a terminal only, and never with NO_COLOR
+    expect(r.stdout).toContain("\u001b[32mrunning\u001b[0m")
+    expect(r.stdout).toContain("\u001b[32mhealthy\u001b[0m")
+    const env = { ...process.env, ...box.env, BERTH_HOME: box.home, BERTH_PROXY_PORT: "off", BERTH_HTTPS_PORT: "off" }
+    const status = (extra: Record<string, string>) =>
+      spawnSync("script", ["-qec", `${berthBin} status`, "/dev/null"], {
+        cwd: box.dir,
+        env: { ...env, ...extra },
+        encoding: "utf8",
+        timeout: 30_000
+      }).stdout
+    expect(status({})).toContain("\u001b[32mhealthy\u001b[0m")
+    expect(status({ NO_COLOR: "1" })).not.toContain("\u001b[")
+    expect((await box.run(["status"])).stdout).not.toContain("\u001b[")
+    const missing = spawnSync("script", ["-qec", `${berthBin} env nosuch`, "/dev/null"], {
+      cwd: box.dir,
+      env,
+      encoding: "utf8"
+    })
+    expect(missing.stdout).toContain("\u001b[31merror:\u001b[0m project")
   })
 })
