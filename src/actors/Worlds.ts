@@ -286,18 +286,32 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
           Effect.onInterrupt(() => send(id, new Protocol.Withdraw()).pipe(Effect.ignore)),
           Effect.ensuring(router.refresh.pipe(Effect.ignore))
         )
-      yield* Effect.zipRight(send(w.id, new Protocol.Up({ selection, env })), wait ? settle(w.id) : Effect.void).pipe(
-        Effect.tapError(() =>
-          // an up refused before its worktree ever existed (git could not make it) leaves no world behind
-          Effect.gen(function* () {
-            const now = yield* registry.world(w.id)
-            if (now === undefined || now.worktreeReady || now.isMain || (now.path !== "" && existsSync(now.path)))
-              return
-            yield* send(w.id, new Protocol.Vanished())
-          }).pipe(Effect.ignore)
+      const upOnce = (id: number) =>
+        Effect.zipRight(send(id, new Protocol.Up({ selection, env })), wait ? settle(id) : Effect.void).pipe(
+          Effect.tapError(() =>
+            // an up refused before its worktree ever existed (git could not make it) leaves no world behind
+            Effect.gen(function* () {
+              const now = yield* registry.world(id)
+              if (now === undefined || now.worktreeReady || now.isMain || (now.path !== "" && existsSync(now.path)))
+                return
+              yield* send(id, new Protocol.Vanished())
+            }).pipe(Effect.ignore)
+          ),
+          Effect.as(id)
+        )
+      // the world found may be going: a removal a crash cut short, which the daemon finishes before any command (or
+      // one asked for just before). This up comes after it, so it brings up a new world of that name.
+      const id = yield* upOnce(w.id).pipe(
+        Effect.catchIf(
+          (e) => e._tag === "WorldNotFound",
+          (e) =>
+            Effect.gen(function* () {
+              if ((yield* registry.world(w.id)) !== undefined) return yield* e
+              return yield* upOnce((yield* resolve(ref, true)).id)
+            })
         )
       )
-      return yield* statusOf(w.id)
+      return yield* statusOf(id)
     })
 
     /**

@@ -20,6 +20,7 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import { request } from "../../src/daemon/wire.js"
 import {
   berthBin,
+  ended,
   eventually,
   fetchJson,
   isAlive,
@@ -355,6 +356,28 @@ describe("safety", () => {
       }
     })
     expect(sleeps).toHaveLength(1)
+  })
+
+  it("brings up a new world when its up reaches a daemon finishing a removal a crash cut short", async () => {
+    const box = await boxes.project({
+      "berth.toml": `[services.slow]\ncmd = "trap 'sleep 2; exit 0' TERM; while true; do sleep 0.2; done"\n`
+    })
+    const first = json<{ world: WorldJson }>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 })).world
+    // the removal stops the service first (2 s): the daemon dies in the middle of it
+    const removing = box.run(["remove", "w1"], { timeoutMs: 30_000 })
+    await eventually(
+      () => statusOf(box),
+      (ws) => ws[0]?.state === "removing" || (ws[0] as { desired?: string } | undefined)?.desired === "removed"
+    )
+    process.kill((await daemonPid(box))!, "SIGKILL")
+    expect((await removing).code).toBe(1)
+    // the next daemon finishes the removal before anything else; this up comes after it: a new world
+    const again = await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 })
+    expect(again.code, again.stderr).toBe(0)
+    const w = json<{ world: WorldJson }>(again).world
+    expect(w.state).toBe("running")
+    expect(w.services[0]!.pid).not.toBe(first.services[0]!.pid)
+    expect(await ended(first.services[0]!.pid!)).toBe(true)
   })
 
   it("settles a world a crash left stopping", async () => {
