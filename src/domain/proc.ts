@@ -56,24 +56,10 @@ export const isDefunct = (stat: ProcStat): boolean => stat.state === "Z" || stat
 const TCP_LISTEN = "0A"
 
 /**
- * The inodes of the sockets listening on `port` in the text of `/proc/net/tcp` or `/proc/net/tcp6`. Columns: `sl`,
+ * Every listening socket in the text of `/proc/net/tcp` or `/proc/net/tcp6`: its inode and its port. Columns: `sl`,
  * `local_address` (ADDRESS:PORT in hex), `rem_address`, `st`, …, `inode` (the tenth). Inode 0 names no open file, so
  * it cannot be matched to a process and is left out.
  */
-export const listeningInodes = (text: string, port: number): ReadonlyArray<string> => {
-  const inodes: Array<string> = []
-  for (const line of text.split("\n").slice(1)) {
-    const cols = line.trim().split(/\s+/)
-    const local = cols[1]
-    const inode = cols[9]
-    if (local === undefined || cols[3] !== TCP_LISTEN || inode === undefined || !/^\d+$/.test(inode)) continue
-    const hex = local.slice(local.lastIndexOf(":") + 1)
-    if (/^[0-9A-Fa-f]{1,4}$/.test(hex) && Number.parseInt(hex, 16) === port && inode !== "0") inodes.push(inode)
-  }
-  return inodes
-}
-
-/** Every listening socket in the text of `/proc/net/tcp` or `/proc/net/tcp6`: its inode and its port. */
 export const listeningSockets = (text: string): ReadonlyArray<{ readonly inode: string; readonly port: number }> => {
   const out: Array<{ inode: string; port: number }> = []
   for (const line of text.split("\n").slice(1)) {
@@ -86,6 +72,12 @@ export const listeningSockets = (text: string): ReadonlyArray<{ readonly inode: 
   }
   return out
 }
+
+/** The inodes of the sockets listening on `port` (see `listeningSockets`). */
+export const listeningInodes = (text: string, port: number): ReadonlyArray<string> =>
+  listeningSockets(text)
+    .filter((s) => s.port === port)
+    .map((s) => s.inode)
 
 /**
  * What a service that never answered on its port says instead: the ports its group listens on, when none is the
