@@ -1177,7 +1177,14 @@ export const makeWorldActor = (
     let closed = false
     const gone = Effect.suspend(() =>
       Effect.flatMap(registry.world(worldId), (w) =>
-        Effect.fail(new WorldNotFound({ project: w?.projectName ?? "", name: w?.name ?? `#${worldId}`, known: [] }))
+        Effect.fail(
+          // the row is gone by now: the names the actor started with say which world it was
+          new WorldNotFound({
+            project: w?.projectName ?? initial?.projectName ?? "",
+            name: w?.name ?? initial?.name ?? `#${worldId}`,
+            known: []
+          })
+        )
       )
     )
     const end = Effect.gen(function* () {

@@ -281,7 +281,7 @@ describe("safety", () => {
     const down = await box.run(["down", "w1"], { timeoutMs: 30_000 })
     expect((await remove).code).toBe(0)
     expect(down.code).toBe(1)
-    expect(down.stderr).toMatch(/no world/)
+    expect(down.stderr).toMatch(/no world "w1"/)
   })
 
   it("starts what a selection adds to a running world, and refuses an unknown service whether or not it runs", async () => {
