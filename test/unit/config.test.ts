@@ -157,6 +157,20 @@ command = "b"
     expect(d!.hint).toMatch(/belongs to a slice/)
   })
 
+  it("points misspelt keys at what berth calls them: a slice's (adaptor), another tool's name (comand), its own", () => {
+    const hintOf = (toml: string, path: string) => errors(toml).find((d) => d.path === path)?.hint
+    expect(hintOf(`[services.db]\nadaptor = "postgres"\n`, "services.db.adaptor")).toBe(
+      'did you mean "adapter"? that belongs to a slice: add adapter = "postgres" (or another adapter) to make this service a slice'
+    )
+    expect(hintOf(`[services.api]\ncomand = "node x.js"\n`, "services.api.comand")).toBe('did you mean "cmd"?')
+    expect(hintOf(`[services.api]\ncmd = "x"\nenviroment = { A = "1" }\n`, "services.api.enviroment")).toBe(
+      'did you mean "env"?'
+    )
+    expect(hintOf(`[services.api]\ncmd = "x"\nhealht = { tcp = true }\n`, "services.api.healht")).toBe(
+      'did you mean "health"?'
+    )
+  })
+
   it("checks adapter-specific keys of built-in adapters and passes external ones through", () => {
     const [d] = errors(`[services.cache]\nadapter = "redis"\nmode = "dbb"\n`)
     expect(d).toMatchObject({ path: "services.cache.mode", hint: 'did you mean "db"?' })

@@ -48,7 +48,7 @@ const decodeInto = <A, I>(
   prefix: KeyPath,
   out: Collector,
   describeTable: string,
-  extraHint?: (key: string) => string | undefined
+  extraHint?: (key: string, known: ReadonlyArray<string>) => string | undefined
 ): A | undefined => {
   const result = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "error" })(input)
   if (Either.isRight(result)) return result.right
@@ -60,7 +60,7 @@ const decodeInto = <A, I>(
       out.add(
         path,
         `unknown key "${key}" in ${describeTable}`,
-        extraHint?.(key) ?? didYouMean(closestName(key, finding.known))
+        extraHint?.(key, finding.known) ?? didYouMean(closestName(key, finding.known))
       )
     } else if (finding.kind === "missing") {
       out.add(path, `missing required key "${String(last)}" in ${describeTable}`)
@@ -92,10 +92,22 @@ const familiarKeys: Record<string, string> = {
   profiles: "groups"
 }
 
-const processHint = (key: string): string | undefined =>
-  sliceOnlyKeys.has(key)
-    ? `"${key}" belongs to a slice: add adapter = "postgres" (or another adapter) to make this service a slice`
-    : didYouMean(familiarKeys[key])
+/**
+ * The hint for an unknown key of a process service: a slice's key (or a misspelling of one: `adaptor`) says how to
+ * make the service a slice; a typo of a key berth takes is pointed at it; another tool's name for a key (or a
+ * misspelling of that: `comand`) at berth's.
+ */
+const processHint = (key: string, known: ReadonlyArray<string>): string | undefined => {
+  const asSlice = (slice: string) =>
+    `${slice === key ? `"${key}"` : `did you mean "${slice}"? that`} belongs to a slice: add adapter = "postgres" (or another adapter) to make this service a slice`
+  if (sliceOnlyKeys.has(key)) return asSlice(key)
+  const typo = closestName(key, known)
+  if (typo !== undefined) return didYouMean(typo)
+  const slice = closestName(key, sliceOnlyKeys)
+  if (slice !== undefined) return asSlice(slice)
+  const familiar = familiarKeys[key] ?? familiarKeys[closestName(key, Object.keys(familiarKeys)) ?? ""]
+  return didYouMean(familiar)
+}
 
 const toHealth = (h: S.ProcessServiceInput["health"]): Model.HealthCheck | undefined => {
   if (h === undefined) return undefined
