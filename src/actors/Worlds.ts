@@ -34,6 +34,7 @@ import * as Protocol from "./protocol.js"
 import {
   makeWorldActor,
   recordedProcesses,
+  SETUP_LOG,
   type Selection,
   type WorldActor,
   type WorldChange,
@@ -49,8 +50,6 @@ const REPO_CACHE_MS = 3_000
 
 /** The pseudo-service whose log is the world's history: `berth logs -s berth`. */
 const HISTORY = "berth"
-/** The log of the project's `setup` (`berth logs -s setup`), where the world actor writes it. */
-const SETUP_LOG = "setup"
 
 const internal = (e: { readonly message: string }) => new InternalError({ reason: e.message })
 
@@ -405,11 +404,15 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
           const past = [...(yield* registry.events(worldId, options.lines))].reverse()
           if (!options.follow) return Stream.fromIterable(past.map(line))
           let seen = past.at(-1)?.id ?? (yield* registry.events(worldId, 1))[0]?.id ?? 0
-          const next = Effect.map(registry.events(worldId, 1000, seen), (rows) => {
-            const fresh = [...rows].reverse()
-            seen = fresh.at(-1)?.id ?? seen
-            return fresh.map(line)
-          })
+          // suspended: each poll asks for what came after the last line it printed, not after the first
+          const next = Effect.map(
+            Effect.suspend(() => registry.events(worldId, 1000, seen)),
+            (rows) => {
+              const fresh = [...rows].reverse()
+              seen = fresh.at(-1)?.id ?? seen
+              return fresh.map(line)
+            }
+          )
           const polled = Stream.repeatEffectWithSchedule(next, Schedule.spaced("1 second")).pipe(
             Stream.flattenIterables
           )

@@ -7,7 +7,7 @@ import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
-import { berthBin, ended, type Sandbox, sandboxes, type WorldJson, varsFrom } from "./harness.js"
+import { berthBin, ended, eventually, type Sandbox, sandboxes, type WorldJson, varsFrom } from "./harness.js"
 
 const boxes = sandboxes()
 let box: Sandbox
@@ -253,8 +253,41 @@ describe("berth mcp", () => {
     const timedOut = await call("exec", { command: ["sleep", "30"], timeoutSeconds: 1 })
     expect(timedOut.structuredContent).toMatchObject({ exitCode: 124, timedOut: true })
 
+    // a follower of the history sees the next call as it is recorded
+    const { spawn } = await import("node:child_process")
+    const follower = spawn(berthBin, ["logs", "-s", "berth", "-f", "-n", "1"], {
+      cwd: box.dir,
+      env: { ...process.env, BERTH_HOME: box.home, NO_COLOR: "1" },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let followed = ""
+    follower.stderr.on("data", (d: Buffer) => {
+      followed += d.toString()
+    })
+    follower.stdout.on("data", (d: Buffer) => {
+      followed += d.toString()
+    })
+    // it is following once it has printed the last line so far (the exec above)
+    await eventually(
+      async () => followed,
+      (t) => /agent: exec /.test(t)
+    )
     const down = await call("down")
     expect((down.structuredContent.worlds as ReadonlyArray<WorldJson>)[0]?.state).toBe("stopped")
+    try {
+      expect(
+        await eventually(
+          async () => followed,
+          (t) => /agent: down → /.test(t)
+        )
+      ).toMatch(/agent: down → /)
+      // each event once, however many polls pass (one a second): each asks only for what came after the last line
+      await new Promise((r) => setTimeout(r, 2_500))
+      expect(followed.match(/agent: down → /g)).toHaveLength(1)
+      expect(followed).not.toMatch(/agent: up → /)
+    } finally {
+      follower.kill()
+    }
 
     // every call is in the world's history, its secrets masked
     const after = JSON.parse((await box.run(["status", "--json"])).stdout) as {
