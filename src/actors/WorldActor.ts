@@ -89,17 +89,33 @@ export interface WorldActor {
   readonly done: Effect.Effect<void>
 }
 
-const SETUP = "setup"
+/** The pseudo-service whose log holds the project's `setup` output (`berth logs -s setup`). */
+export const SETUP_LOG = "setup"
 
 /** service states berth passes through on its own way somewhere: after a crash, a row in one of these is unfinished */
 const IN_FLIGHT: ReadonlySet<string> = new Set(["starting", "stopping", "restarting", "pending"])
 
 const daemonEnv = () => definedEnv(process.env)
 
-/** An untracked file that is an env_file berth made (its first line says so). */
+/** The folder a service runs in: its `dir` under the worktree, or the worktree. */
+const serviceFolder = (worktree: string, service: Model.ProcessService): string =>
+  service.dir === undefined ? worktree : resolve(worktree, service.dir)
+
+/** Is `path` the worktree or inside it (not a sibling that merely shares its prefix)? */
+const insideWorktree = (worktree: string, path: string): boolean => path === worktree || path.startsWith(`${worktree}/`)
+
+/** The files a config's `env_file`s name in a worktree, those inside it only. */
+const envFilePaths = (worktree: string, config: Model.Config): ReadonlyArray<string> =>
+  Model.processes(config).flatMap((service) =>
+    service.envFiles
+      .map((file) => resolve(serviceFolder(worktree, service), file))
+      .filter((path) => insideWorktree(worktree, path))
+  )
+
+/** An env_file berth made itself (its first line says so): berth's, not the user's work. */
 const madeByBerth = (path: string): boolean => {
   try {
-    return createdByBerth(readFileSync(path, "utf8").slice(0, 4096))
+    return createdByBerth(readFileSync(path, "utf8"))
   } catch {
     return false
   }
@@ -246,7 +262,7 @@ export const makeWorldActor = (
         (file) =>
           Effect.gen(function* () {
             const path = resolve(cwd, file)
-            if (path !== w.path && !path.startsWith(`${w.path}/`)) {
+            if (!insideWorktree(w.path, path)) {
               return yield* new InvalidRequest({
                 reason: `services.${service.name}.env_file ${JSON.stringify(file)} leaves the worktree`
               })
@@ -276,33 +292,26 @@ export const makeWorldActor = (
       Effect.gen(function* () {
         const loaded = yield* Effect.either(loadConfig(w))
         if (loaded._tag === "Left") return
-        for (const service of Model.processes(loaded.right.config)) {
-          const cwd = service.dir === undefined ? w.path : resolve(w.path, service.dir)
-          for (const file of service.envFiles) {
-            const path = resolve(cwd, file)
-            if (!path.startsWith(`${w.path}/`)) continue
-            yield* Effect.sync(() => {
-              try {
-                const left = withoutEnvBlock(readFileSync(path, "utf8"))
-                if (left === undefined) rmSync(path, { force: true })
-                else writeFileSync(path, left)
-              } catch {
-                // no file, or one berth cannot read: nothing of berth's to take back
-              }
-            })
-          }
+        for (const path of envFilePaths(w.path, loaded.right.config)) {
+          yield* Effect.sync(() => {
+            try {
+              const left = withoutEnvBlock(readFileSync(path, "utf8"))
+              if (left === undefined) rmSync(path, { force: true })
+              else writeFileSync(path, left)
+            } catch {
+              // no file, or one berth cannot read: nothing of berth's to take back
+            }
+          })
         }
       })
 
     /**
-     * The worktree, made if it is missing; a new one first gets what `[project] copy` and `link` bring from the main
-     * checkout (its gitignored `.env`, say), before any `setup`. Marked ready once that is done, so it is done once.
+     * A new worktree first gets what `[project] copy` and `link` bring from the main checkout (its gitignored `.env`,
+     * say), before any `setup`. Marked ready once that is done, so it is done once.
      */
-    const ensureWorktree = (w: WorldRow, config: () => Effect.Effect<Model.Config, WorldError>) =>
+    const bringFiles = (w: WorldRow, project: Model.ProjectConfig) =>
       Effect.gen(function* () {
-        yield* ensureWorktreeFolder(w)
         if (w.worktreeReady) return
-        const project = (yield* config()).project
         if (!w.isMain && project.copy.length + project.link.length > 0) {
           const brought = yield* Effect.try({
             try: () => bringIntoWorktree(w.mainRoot, w.path, project),
@@ -425,7 +434,7 @@ export const makeWorldActor = (
     const runSetup = (w: WorldRow, command: string, env: Readonly<Record<string, string>>, ctx: TokenContext) =>
       Effect.gen(function* () {
         const resolved = resolveTemplate(command, ctx, { shell: true })
-        yield* runOnce(w, SETUP, resolved.value, env, [...resolved.secrets, ...secretsOf(env)])
+        yield* runOnce(w, SETUP_LOG, resolved.value, env, [...resolved.secrets, ...secretsOf(env)])
         yield* registry.markSetupDone(worldId)
       })
 
@@ -491,8 +500,9 @@ export const makeWorldActor = (
     const prepare = (sel: Selection, givenEnv: Readonly<Record<string, string>>) =>
       Effect.gen(function* () {
         const w = yield* row
-        yield* ensureWorktree(w, () => Effect.map(loadConfig(w), (c) => c.config))
+        yield* ensureWorktreeFolder(w)
         const { loaded, config, dotenv } = yield* loadConfig(w)
+        yield* bringFiles(w, config.project)
         const names = yield* selected(config, sel)
         const routing = router.routing(config, w.projectName, w.slug)
         const userEnv = router.processEnv(givenEnv, routing)
@@ -570,12 +580,12 @@ export const makeWorldActor = (
             kept.push(name)
             continue
           }
-          if (service.dir !== undefined && !resolve(w.path, service.dir).startsWith(w.path)) {
+          const cwd = serviceFolder(w.path, service)
+          if (!insideWorktree(w.path, cwd)) {
             return yield* new InvalidRequest({
               reason: `services.${name}.dir ${JSON.stringify(service.dir)} leaves the worktree`
             })
           }
-          const cwd = service.dir === undefined ? w.path : resolve(w.path, service.dir)
           const l = launch(service, identity(w), coords, userEnv, dotenv, yield* packageScripts(cwd))
           yield* writeEnvFiles(w, service, cwd, l.env)
           if (l.framework !== undefined) {
@@ -905,7 +915,11 @@ export const makeWorldActor = (
         if (!force && existsSync(w.path) && !w.isMain) {
           const all = yield* git.changes(w.path).pipe(Effect.orElseSucceed(() => []))
           // an env_file berth made is berth's, not the user's work: it goes with the worktree
-          const changes = all.filter((c) => !(c.status === "??" && madeByBerth(join(w.path, c.file))))
+          const loaded = yield* Effect.either(loadConfig(w))
+          const berths = new Set(
+            loaded._tag === "Left" ? [] : envFilePaths(w.path, loaded.right.config).filter(madeByBerth)
+          )
+          const changes = all.filter((c) => !(c.status === "??" && berths.has(join(w.path, c.file))))
           if (changes.length > 0) {
             return yield* new WorktreeDirty({
               world: w.name,

@@ -53,5 +53,14 @@ describe("berth hooks", () => {
     await box.run(["hooks", "install"])
     await box.run(["hooks", "uninstall"])
     expect(existsSync(file)).toBe(false)
+
+    // --shared: the hook lives in the repository's .githooks/ (to commit), and this clone's git looks there
+    expect((await box.run(["hooks", "install", "--shared"])).code).toBe(0)
+    expect(box.git("config", "core.hooksPath").trim()).toBe(".githooks")
+    expect(readFileSync(join(box.dir, ".githooks", "post-checkout"), "utf8")).toContain("# >>> berth")
+    expect(JSON.parse((await box.run(["hooks", "status", "--json"])).stdout)).toMatchObject({
+      file: join(box.dir, ".githooks", "post-checkout"),
+      installed: true
+    })
   })
 })

@@ -2,7 +2,7 @@
 import { chmodSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { sandboxes } from "./harness.js"
+import { berthBin, eventually, sandboxes } from "./harness.js"
 
 const boxes = sandboxes()
 afterAll(() => boxes.cleanup())
@@ -28,6 +28,23 @@ describe("berth hosts", () => {
     expect((await box.run(["remove", "two", "--force"])).code).toBe(0)
     await box.run(["hosts", "sync"], { env })
     expect(readFileSync(file, "utf8")).not.toContain("two")
+    // --watch follows the routes: a world brought up meanwhile appears
+    const { spawn } = await import("node:child_process")
+    const watcher = spawn(berthBin, ["hosts", "sync", "--watch"], {
+      cwd: box.dir,
+      env: { ...process.env, ...box.env, BERTH_HOME: box.home, NO_COLOR: "1", ...env },
+      stdio: "ignore"
+    })
+    try {
+      expect((await box.run(["up", "three"], { timeoutMs: 60_000 })).code).toBe(0)
+      const seen = await eventually(
+        async () => readFileSync(file, "utf8"),
+        (t) => t.includes("api.three.hst.localhost")
+      )
+      expect(seen).toContain("127.0.0.1 api.three.hst.localhost")
+    } finally {
+      watcher.kill()
+    }
     expect((await box.run(["hosts", "clean"], { env })).code).toBe(0)
     expect(readFileSync(file, "utf8")).toBe("127.0.0.1 localhost\n::1 localhost\n")
 

@@ -6,7 +6,7 @@
  */
 import { execFileSync } from "node:child_process"
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { dirname, join, resolve } from "node:path"
+import { dirname, resolve } from "node:path"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
@@ -14,6 +14,7 @@ import * as Effect from "effect/Effect"
 import { InvalidRequest } from "../../domain/errors.js"
 import { hasHook, withHook, withoutHook } from "../../domain/hooks.js"
 import { printDocument } from "../json.js"
+import { launcherPath } from "../launcher.js"
 import { json } from "../output.js"
 
 const git = (cwd: string, args: ReadonlyArray<string>) =>
@@ -31,9 +32,8 @@ const hookFile = (cwd: string) =>
 /** This berth's launcher, by absolute path: a hook runs with whatever PATH git was started from. */
 const berthPath = () =>
   Effect.gen(function* () {
-    const entry = process.argv[1]
-    const beside = entry === undefined ? undefined : join(dirname(entry), "berth")
-    if (beside !== undefined && existsSync(beside)) return beside
+    const beside = launcherPath()
+    if (beside !== undefined) return beside
     const found = yield* Effect.try(() =>
       execFileSync("sh", ["-c", "command -v berth"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim()
     ).pipe(Effect.orElseSucceed(() => ""))

@@ -4,7 +4,6 @@
  * it as root. `BERTH_HOSTS_FILE` names another file (tests, or a system that keeps hosts elsewhere).
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
-import { dirname, join } from "node:path"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
@@ -16,6 +15,7 @@ import { hostsIn, withHosts, withoutHosts } from "../../domain/hosts.js"
 import { shellQuote } from "../../domain/tokens.js"
 import { homePaths, resolveHome } from "../../services/homePaths.js"
 import { printDocument } from "../json.js"
+import { launcherPath } from "../launcher.js"
 import { json } from "../output.js"
 import { viaDaemon, withDaemon } from "./worlds.js"
 
@@ -46,11 +46,11 @@ const write = (file: string, text: string, again: string) =>
       try: () => writeFileSync(file, text),
       catch: (e) => {
         const code = (e as NodeJS.ErrnoException).code
-        const berth = process.argv[1] === undefined ? "berth" : join(dirname(process.argv[1]), "berth")
+        const berth = launcherPath() ?? "berth"
         return new InvalidRequest({
           reason:
             code === "EACCES" || code === "EPERM"
-              ? `berth may not write ${file}\n  hint: sudo env BERTH_HOME=${shellQuote(home.root)} ${shellQuote(existsSync(berth) ? berth : "berth")} hosts ${again}`
+              ? `berth may not write ${file}\n  hint: sudo env BERTH_HOME=${shellQuote(home.root)} ${shellQuote(berth)} hosts ${again}`
               : `cannot write ${file}: ${e instanceof Error ? e.message : String(e)}`
         })
       }
