@@ -1,10 +1,12 @@
 /**
  * Dev servers that ignore PORT, through the built binary: a real Vite (the one this repository installs) started by
- * `npm run dev` in two worlds at once. berth reads the script, gives Vite the leased port, a strict port and the
- * loopback host, and routes each world's name to its own Vite.
+ * `npm run dev` in two worlds at once, and a real Astro (not on Vite's flags: its own `--port`/`--host`) named
+ * directly in cmd. berth reads the script, gives each server the leased port (and Vite a strict port) and the
+ * loopback host, and routes each world's name to its own server.
  */
 import * as http from "node:http"
-import { resolve } from "node:path"
+import { symlinkSync } from "node:fs"
+import { join, resolve } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { type Sandbox, sandboxes, type WorldJson, worldFrom } from "./harness.js"
 
@@ -84,4 +86,35 @@ describe("dev servers that ignore PORT", () => {
     const log = await box.run(["logs", "raw", "-s", "plain", "-n", "50"])
     expect(log.stdout).toMatch(/Local:\s+http:\/\/localhost:\d+/)
   }, 120_000)
+
+  it("gives Astro, named directly in cmd, its leased port and the loopback host in two worlds at once", async () => {
+    const box = await boxes.project(
+      {
+        // Astro loads itself from the project's node_modules: the main checkout's (this repository's) is linked into
+        // each new worktree by [project] link
+        "berth.toml": `[project]\nname = "as"\nlink = ["node_modules"]\n\n[services.site]\ncmd = "astro dev"\nurl = "site"\nenv = { ASTRO_TELEMETRY_DISABLED = "1" }\n`,
+        "package.json": JSON.stringify({ name: "as", private: true, type: "module" }),
+        "src/pages/index.astro": "---\n---\n<h1>hello from astro</h1>\n",
+        ".gitignore": "node_modules\n.astro\n"
+      },
+      { proxy: true }
+    )
+    symlinkSync(resolve(bin, ".."), join(box.dir, "node_modules"))
+    const [one, two] = await Promise.all([up(box, "one", ["site"]), up(box, "two", ["site"])])
+    const ports = [one, two].map((w) => w.services.find((s) => s.name === "site")!.port!)
+    expect(new Set(ports).size).toBe(2)
+    const proxy = Number(box.env.BERTH_PROXY_PORT)
+    for (const world of ["one", "two"]) {
+      const page = await viaProxy(proxy, `site.${world}.as.localhost:${proxy}`)
+      expect(page.status).toBe(200)
+      expect(page.body).toContain("hello from astro")
+    }
+    const status = JSON.parse((await box.run(["status", "--json"])).stdout) as {
+      worlds: Array<{ name: string; events: Array<{ kind: string; message: string }> }>
+    }
+    const said = status.worlds.find((w) => w.name === "one")!.events.find((e) => e.kind === "dev_server")
+    expect(said?.message).toContain(`astro: started as \`astro dev --port ${ports[0]} --host 127.0.0.1\``)
+    const log = await box.run(["logs", "one", "-s", "site", "-n", "50"])
+    expect(log.stdout).toContain(`127.0.0.1:${ports[0]}`)
+  }, 180_000)
 })
