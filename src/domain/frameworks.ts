@@ -19,13 +19,16 @@ interface Framework {
   readonly framework: string
   /** the subcommands that serve (the first non-flag argument); `undefined` in the list: the program alone serves */
   readonly serves: ReadonlyArray<string | undefined>
-  readonly flags: (port: number) => ReadonlyArray<string>
+  readonly flags: (port: Port) => ReadonlyArray<string>
   /** flags whose presence means the user placed the port or host themselves: then nothing is added */
   readonly placed: ReadonlyArray<string>
   readonly checksHost?: boolean
 }
 
 const LOOPBACK = "127.0.0.1"
+
+/** The leased port, or a token standing for it (`${self.port}`) where the flags are shown rather than run. */
+export type Port = number | string
 
 const vite = (framework: string, serves: ReadonlyArray<string | undefined>): Framework => ({
   framework,
@@ -126,7 +129,7 @@ const program = (argv: ReadonlyArray<string>): ReadonlyArray<string> => {
 }
 
 /** The dev server a simple command starts directly, if any. */
-const direct = (argv: ReadonlyArray<string>, port: number): DevServer | undefined => {
+const direct = (argv: ReadonlyArray<string>, port: Port): DevServer | undefined => {
   const rest = program(argv)
   const name = rest[0] === undefined ? undefined : basename(rest[0])
   const f = name === undefined ? undefined : frameworks[name]
@@ -179,7 +182,7 @@ export interface Injected extends DevServer {
  */
 export const injectDevServer = (
   command: string,
-  port: number,
+  port: Port,
   scripts: Readonly<Record<string, string>> = {}
 ): Injected | undefined => {
   if (COMPOUND.test(command)) return undefined
@@ -196,6 +199,19 @@ export const injectDevServer = (
   if (server === undefined) return undefined
   const separator = run.separator && !run.hasSeparator ? " -- " : " "
   return { ...server, command: `${command}${separator}${server.flags.join(" ")}` }
+}
+
+/**
+ * The dev server one of the simple commands of `text` starts directly (`npm run codegen && vite`: vite), for saying
+ * how to pass its port by hand where berth cannot append flags to the whole.
+ */
+export const devServerIn = (text: string, port: Port): DevServer | undefined => {
+  for (const part of text.split(/&&|\|\||[;|&\n]/)) {
+    const argv = COMPOUND.test(part) ? undefined : words(part.trim())
+    const found = argv === undefined || argv.length === 0 ? undefined : direct(argv, port)
+    if (found !== undefined) return found
+  }
+  return undefined
 }
 
 /**

@@ -660,8 +660,8 @@ describe("fromPackageJson", () => {
     )
     expect(parsed(result.toml).project.setup).toBe("yarn install --frozen-lockfile")
     expect(result.notes.some((n) => n.includes("several lock files"))).toBe(true)
-    // vite ignores PORT, so a hint shows how to pass the port.
-    expect(result.toml).toContain("# hint: this dev server ignores PORT")
+    // vite ignores PORT: berth passes the port itself, and the draft says how
+    expect(result.toml).toContain("# berth recognises vite here and starts it as `yarn run dev --port ${self.port}")
   })
 
   it("writes a TODO cmd without dev or start scripts, and no setup without a lock file", () => {

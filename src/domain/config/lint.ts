@@ -11,9 +11,6 @@ import { byPosition, type Diagnostic, didYouMean, formatPath, type KeyPath } fro
 import * as Model from "./model.js"
 import { dirEscapes, type ParsedConfig } from "./parse.js"
 
-/** Stands for the leased port in a hint, replaced by `${self.port}` there. */
-const PORT_PLACEHOLDER = 65_535
-
 export interface LintEnvironment {
   /** is an executable of this name on PATH? */
   readonly onPath: (command: string) => boolean
@@ -175,11 +172,11 @@ export const lintConfig = (parsed: ParsedConfig, environment: LintEnvironment): 
         })
       }
       // with inject = false, a dev server that ignores PORT listens where it likes: the route points at nothing
-      const server = service.inject ? undefined : injectDevServer(service.cmd, PORT_PLACEHOLDER)
+      const server = service.inject ? undefined : injectDevServer(service.cmd, "${self.port}")
       if (server !== undefined && Model.hasPort(service) && !/\$\{self\.port\}/.test(service.cmd)) {
         warn([...at, "inject"], {
           message: `"${service.name}" runs ${server.framework}, which ignores PORT, and inject = false: it will not listen on the port berth leases it`,
-          hint: `remove inject = false, or pass the port yourself: ${server.flags.join(" ").replace(String(PORT_PLACEHOLDER), "${self.port}")}`
+          hint: `remove inject = false, or pass the port yourself: ${server.flags.join(" ")}`
         })
       }
       if (service.dir !== undefined && dirEscapes(service.dir)) {

@@ -451,14 +451,36 @@ const moveSecret = (ctx: Ctx, owner: Service, key: string): string => {
   return envRef(ctx, key)
 }
 
-/** The compose service a URL points at, if any. */
+const LOCAL_HOSTS: ReadonlySet<string> = new Set(["localhost", "127.0.0.1", "0.0.0.0", "[::1]", "[::]"])
+
+/** The service another compose service publishes `port` on, with the port inside its container. */
+const publishedBy = (
+  ctx: Ctx,
+  owner: Service,
+  port: number
+): { readonly service: Service; readonly port: number } | undefined => {
+  for (const service of ctx.byName.values()) {
+    if (service === owner) continue
+    const mapping = portsOf(ctx, service).find((m) => m.published === port)
+    if (mapping !== undefined) return { service, port: mapping.target }
+  }
+  return undefined
+}
+
+/**
+ * The compose service a URL points at, if any: by its compose host name (`http://api:4000`), or — written for a
+ * developer's machine — by `localhost` and the port another service publishes (`http://localhost:4000`).
+ */
 const urlTarget = (
   ctx: Ctx,
+  owner: Service,
   resolved: string
 ): { readonly service: Service; readonly port: number | undefined } | undefined => {
   for (const { host, port } of urlShape(resolved)?.hosts ?? []) {
     const service = ctx.byHost.get(host)
     if (service !== undefined) return { service, port }
+    const published = LOCAL_HOSTS.has(host) && port !== undefined ? publishedBy(ctx, owner, port) : undefined
+    if (published !== undefined) return published
   }
   return undefined
 }
@@ -509,7 +531,7 @@ const envValue = (ctx: Ctx, owner: Service, key: string, raw: string | null, por
   const resolved = resolve(segments, ctx.dotenv)
   // The service's own listening port is whatever berth hands it.
   if (port !== undefined && /(^|_)PORT$/i.test(key) && resolved.trim() === String(port)) return selfPort
-  const target = urlTarget(ctx, resolved)
+  const target = urlTarget(ctx, owner, resolved)
   const token = target === undefined ? undefined : serviceUrlToken(ctx, owner, key, target)
   if (token !== undefined) return token
   const written = toBerth(segments)

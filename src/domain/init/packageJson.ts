@@ -1,3 +1,4 @@
+import { devServerIn, injectDevServer } from "../frameworks.js"
 import { type InitResult, type ProcessDraft, todoCmd } from "./model.js"
 import { renderConfig } from "./render.js"
 
@@ -58,8 +59,27 @@ const pickManager = (
 
 const selfPort = `\${self.port}`
 
-// Dev servers that ignore the PORT variable and need the port as a flag.
-const portFlagTools = /\b(vite|astro|ng serve)\b/
+/**
+ * What the draft says about the dev server the script starts: berth appends the port, strict-port and host flags to
+ * one it recognises (so `npm run dev` works as written); inside a longer script it cannot, so the flags are given.
+ */
+const devServerComment = (manager: string, script: string, scripts: Readonly<Record<string, string>>) => {
+  const command = `${manager} run ${script}`
+  const injected = injectDevServer(command, selfPort, scripts)
+  if (injected !== undefined) {
+    return [
+      `berth recognises ${injected.framework} here and starts it as \`${injected.command}\``,
+      "(the leased port, on loopback); inject = false turns that off"
+    ]
+  }
+  const inside = devServerIn(scripts[script] ?? "", selfPort)
+  if (inside === undefined) return []
+  const separator = manager === "npm" ? " --" : ""
+  return [
+    `hint: the ${script} script runs ${inside.framework} inside a longer script, which ignores PORT; pass its flags:`,
+    `cmd = "${command}${separator} ${inside.flags.join(" ")}" (or give ${inside.framework} a script of its own)`
+  ]
+}
 
 const webService = (pkg: PackageJson | undefined, manager: string, notes: Array<string>): ProcessDraft => {
   const script = pkg?.scripts.dev !== undefined ? "dev" : pkg?.scripts.start !== undefined ? "start" : undefined
@@ -72,13 +92,12 @@ const webService = (pkg: PackageJson | undefined, manager: string, notes: Array<
       cmd: todoCmd("web")
     }
   }
-  const separator = manager === "npm" ? " --" : ""
-  const hint = portFlagTools.test(pkg?.scripts[script] ?? "")
-    ? [
-        `hint: this dev server ignores PORT; pass it as a flag: ${manager} run ${script}${separator} --port \${self.port}`
-      ]
-    : []
-  return { ...base, cmdComments: hint, cmd: `${manager} run ${script}`, env: [["PORT", selfPort]] }
+  return {
+    ...base,
+    cmdComments: devServerComment(manager, script, pkg?.scripts ?? {}),
+    cmd: `${manager} run ${script}`,
+    env: [["PORT", selfPort]]
+  }
 }
 
 /** A minimal berth.toml for a project without a compose file: one web process from the package.json scripts. */
