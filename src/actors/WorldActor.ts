@@ -558,6 +558,7 @@ export const makeWorldActor = (
         const g: Generation = running ?? { scope, config, layers: config.graph.layers, services: new Map() }
         generation = g
         const runtimes = new Map<string, ServiceRuntime>()
+        const commands = new Map<string, string>()
         /** services not started this time whose rows stay (ended while the daemon was down) */
         const kept: Array<string> = []
         for (const name of config.graph.order) {
@@ -575,7 +576,8 @@ export const makeWorldActor = (
               startTime: null,
               restarts: 0,
               reason: 'ended while the daemon was down (restart = "no")',
-              logTail: null
+              logTail: null,
+              command: null
             })
             kept.push(name)
             continue
@@ -588,13 +590,15 @@ export const makeWorldActor = (
           }
           const l = launch(service, identity(w), coords, userEnv, dotenv, yield* packageScripts(cwd))
           yield* writeEnvFiles(w, service, cwd, l.env)
+          // status shows what was started (the command berth gave a dev server's flags to, say), secrets masked
+          const shown = redact(l.command, [...l.secrets, ...secretsOf(userEnv)])
+          commands.set(name, shown)
           if (l.framework !== undefined) {
-            // status shows what was started: the command berth gave the dev server's flags to
             yield* registry.addEvent({
               worldId,
               service: name,
               kind: "dev_server",
-              message: `${l.framework}: started as \`${redact(l.command, [...l.secrets, ...secretsOf(userEnv)])}\` (inject = false in berth.toml starts cmd as written)`
+              message: `${l.framework}: started as \`${shown}\` (inject = false in berth.toml starts cmd as written)`
             })
           }
           const rt = yield* makeRuntime({
@@ -627,7 +631,8 @@ export const makeWorldActor = (
                   startTime: s.handle?.startTime ?? null,
                   restarts: s.restarts,
                   reason: s.reason ?? null,
-                  logTail: s.logTail.length === 0 ? null : JSON.stringify(s.logTail)
+                  logTail: s.logTail.length === 0 ? null : JSON.stringify(s.logTail),
+                  command: commands.get(name) ?? null
                 })
                 .pipe(Effect.orElse(() => Effect.void))
             )

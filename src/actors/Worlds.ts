@@ -182,7 +182,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
             url: s.url === null ? null : hidePassword(s.url),
             restarts: 0,
             reason: null,
-            logTail: []
+            logTail: [],
+            command: null
           })
         )
         // a routed service is shown at its route (the config says which are); the rest at 127.0.0.1
@@ -223,7 +224,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
           url: main === null ? null : `http://127.0.0.1:${main}`,
           restarts: s.restarts,
           reason: s.reason,
-          logTail: s.logTail === null ? [] : (JSON.parse(s.logTail) as Array<string>)
+          logTail: s.logTail === null ? [] : (JSON.parse(s.logTail) as Array<string>),
+          command: s.command
         }
       })
 
@@ -388,7 +390,11 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
         yield* slices.addresses(w.id),
         router.routing(config, w.projectName, w.slug)
       )
-      return { world: w.name, vars: { ...worldVariables(config, coords) } }
+      // the commands the world's processes were last started with, as status shows them
+      const commands = Object.fromEntries(
+        (yield* registry.services(w.id)).flatMap((s) => (s.command === null ? [] : [[s.name, s.command]]))
+      )
+      return { world: w.name, vars: { ...worldVariables(config, coords) }, commands }
     })
 
     const home = yield* Home

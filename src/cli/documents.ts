@@ -11,11 +11,11 @@ export const worldDocument = <W>(world: W) => ({ schema: SCHEMA_VERSION, world }
 
 export const worldsDocument = <W>(worlds: ReadonlyArray<W>) => ({ schema: SCHEMA_VERSION, worlds })
 
-export const envDocument = (world: string, vars: Readonly<Record<string, string>>) => ({
-  schema: SCHEMA_VERSION,
-  world,
-  vars
-})
+export const envDocument = (
+  world: string,
+  vars: Readonly<Record<string, string>>,
+  commands: Readonly<Record<string, string>>
+) => ({ schema: SCHEMA_VERSION, world, vars, commands })
 
 /** A failure: the advice berth writes after `\n  hint: ` in its messages is its own field, null when there is none. */
 export const errorDocument = (tag: string, message: string) => {

@@ -120,8 +120,12 @@ const match = (given: ReadonlyArray<string>): Lean | undefined => {
         tag: "Env",
         payload: { cwd, ...world },
         print: (v) => {
-          const { vars, world } = v as { readonly world: string; readonly vars: Record<string, string> }
-          return formatDocument(envDocument(world, vars))
+          const { commands, vars, world } = v as {
+            readonly world: string
+            readonly vars: Record<string, string>
+            readonly commands: Record<string, string>
+          }
+          return formatDocument(envDocument(world, vars, commands))
         },
         plain: false
       }

@@ -8,7 +8,7 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as JSONSchema from "effect/JSONSchema"
 import * as Schema from "effect/Schema"
-import { ConfigReport, GcReport, Metrics, Settings, WorldStatus } from "../daemon/api.js"
+import { ConfigReport, EnvReply, GcReport, Metrics, Settings, WorldStatus } from "../daemon/api.js"
 import { DiagnosticSchema } from "../domain/errors.js"
 import { VerifyReport } from "../mcp/world.js"
 import { formatDocument, SCHEMA_VERSION } from "./documents.js"
@@ -58,9 +58,8 @@ export const documents = {
   remove: doc("berth remove --json", "the world removed", {
     removed: Schema.Struct({ project: Schema.String, name: Schema.String, path: Schema.String })
   }),
-  env: doc("berth env --json", "the world's variables", {
-    world: Schema.String,
-    vars: Schema.Record({ key: Schema.String, value: Schema.String })
+  env: doc("berth env --json", "the world's variables, and the command each process was last started with", {
+    ...EnvReply.fields
   }),
   logs: doc("berth logs --json", "one log line; the command prints one such document per line (NDJSON)", {
     service: Schema.String,

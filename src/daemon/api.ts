@@ -19,7 +19,9 @@ export const ServiceStatus = Schema.Struct({
   url: Schema.NullOr(Schema.String),
   restarts: Schema.Number,
   reason: Schema.NullOr(Schema.String),
-  logTail: Schema.Array(Schema.String)
+  logTail: Schema.Array(Schema.String),
+  /** the command as berth started it: tokens resolved, a dev server's flags added, secrets masked (null: a slice) */
+  command: Schema.NullOr(Schema.String)
 })
 export type ServiceStatus = typeof ServiceStatus.Type
 
@@ -50,6 +52,13 @@ export const WorldStatus = Schema.Struct({
   queue: Schema.optional(Schema.Struct({ position: Schema.Number, waitingFor: Schema.String }))
 })
 export type WorldStatus = typeof WorldStatus.Type
+
+/** `berth env`: the world's variables, and the command each process was last started with (secrets masked). */
+export const EnvReply = Schema.Struct({
+  world: Schema.String,
+  vars: Schema.Record({ key: Schema.String, value: Schema.String }),
+  commands: Schema.Record({ key: Schema.String, value: Schema.String })
+})
 
 /** Which world: by name, or the worktree that `cwd` is in. */
 const worldRef = {
@@ -206,7 +215,7 @@ export class DaemonApi extends RpcGroup.make(
   }),
   Rpc.make("Env", {
     payload: worldRef,
-    success: Schema.Struct({ world: Schema.String, vars: Schema.Record({ key: Schema.String, value: Schema.String }) }),
+    success: EnvReply,
     error: WorldError
   }),
   Rpc.make("Logs", {

@@ -8,7 +8,7 @@ import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
 import * as Context from "effect/Context"
 import * as Schema from "effect/Schema"
-import { LogLine, WorldStatus } from "../daemon/api.js"
+import { EnvReply, LogLine, WorldStatus } from "../daemon/api.js"
 import { VerifyReport } from "./world.js"
 
 /** How a tool call failed, as data an agent can act on. */
@@ -117,9 +117,9 @@ export const Status = Tool.make("status", {
 
 export const Env = Tool.make("env", {
   description:
-    "The world's coordinates as environment variables: <SERVICE>_URL and <SERVICE>_PORT for each service with a port, <SLICE>_URL for each data slice.",
+    "The world's coordinates as environment variables: <SERVICE>_URL and <SERVICE>_PORT for each service with a port, <SLICE>_URL for each data slice; and commands: the command each process was last started with (a dev server's port flags added, secrets masked).",
   parameters: { world },
-  success: Schema.Struct({ world: Schema.String, vars: Schema.Record({ key: Schema.String, value: Schema.String }) }),
+  success: EnvReply,
   failure: ToolFailure
 }).annotateContext(
   hints({ title: "World environment", readOnly: true, destructive: false, idempotent: true, openWorld: false })

@@ -158,6 +158,12 @@ const migrations = {
     // the environment the world was last brought up with (the CLI's), used for every later action on it — adoption,
     // restarts, removal, gc — never the daemon's own (state.db is owner-only)
     yield* sql`ALTER TABLE worlds ADD COLUMN env TEXT`
+  }),
+  "0006_service_command": Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    // the command a service was started with, as berth ran it (tokens resolved, a dev server's flags added, secrets
+    // masked), for status
+    yield* sql`ALTER TABLE services ADD COLUMN command TEXT`
   })
 }
 
@@ -210,6 +216,8 @@ export interface ServiceRow {
   readonly restarts: number
   readonly reason: string | null
   readonly logTail: string | null
+  /** the command as started (secrets masked); null keeps the one recorded */
+  readonly command: string | null
 }
 
 export interface SliceRow {
@@ -609,18 +617,19 @@ const makeRegistry = Effect.gen(function* () {
   const services = Effect.fn("Registry.services")(function* (worldId?: number) {
     return yield* worldId === undefined
       ? sql<ServiceRow>`SELECT world_id AS worldId, name, observed, pid, pgid, start_time AS startTime,
-          restarts, reason, log_tail AS logTail FROM services ORDER BY rowid`
+          restarts, reason, log_tail AS logTail, command FROM services ORDER BY rowid`
       : sql<ServiceRow>`SELECT world_id AS worldId, name, observed, pid, pgid, start_time AS startTime,
-          restarts, reason, log_tail AS logTail FROM services WHERE world_id = ${worldId} ORDER BY rowid`
+          restarts, reason, log_tail AS logTail, command FROM services WHERE world_id = ${worldId} ORDER BY rowid`
   })
 
   const saveService = (s: ServiceRow) =>
-    sql`INSERT INTO services (world_id, name, observed, pid, pgid, start_time, restarts, reason, log_tail)
+    sql`INSERT INTO services (world_id, name, observed, pid, pgid, start_time, restarts, reason, log_tail, command)
       VALUES (${s.worldId}, ${s.name}, ${s.observed}, ${s.pid}, ${s.pgid}, ${s.startTime}, ${s.restarts}, ${s.reason},
-      ${s.logTail})
+      ${s.logTail}, ${s.command})
       ON CONFLICT (world_id, name) DO UPDATE SET observed = excluded.observed, pid = excluded.pid,
       pgid = excluded.pgid, start_time = excluded.start_time, restarts = excluded.restarts,
-      reason = excluded.reason, log_tail = excluded.log_tail`.pipe(Effect.asVoid)
+      reason = excluded.reason, log_tail = excluded.log_tail,
+      command = COALESCE(excluded.command, services.command)`.pipe(Effect.asVoid)
 
   const dropServicesExcept = (worldId: number, keep: ReadonlyArray<string>) =>
     (keep.length === 0

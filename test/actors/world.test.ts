@@ -439,4 +439,26 @@ describe("a world driven in-process", () => {
       expect(wrong.message).toMatch(/no slice "cache".*slices: db/)
     })
   )
+
+  it.scoped("status and env show each process's command as it was started, a secret from the environment masked", () =>
+    Effect.gen(function* () {
+      const h = yield* worldHarness(`[project]
+name = "tok"
+
+[services.api]
+cmd = "serve --token \${env.API_TOKEN} --port \${self.port}"
+url = "api"
+`)
+      yield* h.fakes.health.setDefault(true)
+      yield* h.engine.worlds.up(h.ref("alpha"), { services: [], groups: [] }, { API_TOKEN: "tok-world-secret" }, false)
+      yield* passTime("api stays up after its check passed", CONFIRM_MS)
+      yield* h.awaitState("alpha", "running")
+      const api = (yield* servicesOf(h, "alpha")).find((s) => s.name === "api")!
+      // the process itself got the value; what berth shows has it masked
+      expect((yield* h.process("alpha", "api")).spec.command).toContain("tok-world-secret")
+      expect(api.command).toBe(`serve --token *** --port ${api.port}`)
+      const env = yield* h.engine.worlds.env(h.ref("alpha"))
+      expect(env.commands).toEqual({ api: api.command })
+    })
+  )
 })

@@ -68,6 +68,11 @@ describe("dev servers that ignore PORT", () => {
     expect(said?.message).toContain(
       `vite: started as \`npm run dev -- --port ${ports[0]} --strictPort --host 127.0.0.1\``
     )
+    // so do status and env, for the service itself
+    const started = `npm run dev -- --port ${ports[0]} --strictPort --host 127.0.0.1`
+    expect(one.services.find((s) => s.name === "web")?.command).toBe(started)
+    const env = JSON.parse((await box.run(["env", "one", "--json"])).stdout) as { commands: Record<string, string> }
+    expect(env.commands).toEqual({ web: started })
     // Vite found nothing to move away from: the port it was given is the one it took
     const log = await box.run(["logs", "one", "-s", "web", "-n", "50"])
     expect(log.stdout).toContain(`127.0.0.1:${ports[0]}`)

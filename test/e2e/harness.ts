@@ -233,6 +233,7 @@ export interface ServiceJson {
   readonly restarts: number
   readonly reason: string | null
   readonly logTail: ReadonlyArray<string>
+  readonly command: string | null
 }
 
 /** A world as `berth status --json` and `berth up --json` print it. */

@@ -13,7 +13,8 @@ const service = (name: string, kind: "process" | "slice", state: string): Servic
   url: null,
   restarts: 0,
   reason: null,
-  logTail: []
+  logTail: [],
+  command: null
 })
 
 const event = (service: string, kind: string, at: number): WorldEvent => ({ service, kind, message: kind, at })

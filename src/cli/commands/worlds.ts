@@ -297,8 +297,8 @@ export const env = Command.make(
     viaDaemon(
       Effect.gen(function* () {
         const client = yield* DaemonClient
-        const { vars, world } = yield* client.Env(ref(name))
-        if (json) return yield* printDocument("env", { world, vars })
+        const { commands, vars, world } = yield* client.Env(ref(name))
+        if (json) return yield* printDocument("env", { world, vars, commands })
         yield* Console.log(renderEnv(vars, shell ? "shell" : dotenv ? "dotenv" : "plain"))
       })
     )
