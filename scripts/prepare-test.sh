@@ -81,13 +81,15 @@ if ! port_open 15672; then
   fi
 fi
 
-# headless Chromium (driven by playwright-core) and certutil (NSS trust stores) for the browser and trust tests:
-# what is missing of the two, and the Debian packages that bring it
+# headless Chromium (driven by playwright-core) and certutil (NSS trust stores) for the browser and trust tests, and
+# zsh and fish for the completion tests: what is missing, and the Debian packages that bring it
 browser_tools() {
   tools=()
   packages=()
   [ -x /usr/bin/chromium ] || { tools+=("Chromium (/usr/bin/chromium)") && packages+=(chromium); }
   has certutil || { tools+=(certutil) && packages+=(libnss3-tools); }
+  has zsh || { tools+=(zsh) && packages+=(zsh); }
+  has fish || { tools+=(fish) && packages+=(fish); }
 }
 browser_tools
 if [ ${#packages[@]} -gt 0 ]; then

@@ -25,6 +25,7 @@ import { gc, golden } from "./commands/slices.js"
 import { trust } from "./commands/trust.js"
 import { down, env, logs, reload, remove, status, up } from "./commands/worlds.js"
 import { expandAlias } from "./aliases.js"
+import { candidateLines, complete, completionScript, projectNames } from "./completion.js"
 import { reportFailure, UsageError, wantsJson, withCliConsole } from "./output.js"
 import { helpFor } from "./help.js"
 import { findUsageProblem } from "./usage.js"
@@ -64,6 +65,19 @@ export const berth = Command.make("berth").pipe(
 const cli = Command.run(berth, { name: "berth", version })
 
 export const run = (given: ReadonlyArray<string>): void => {
+  // completion asks before anything else is parsed: the words typed so far, the last one the word being typed
+  if (given[0] === "__complete") {
+    const found = complete(berth, given.slice(1))
+    const names = found.lookup.length === 0 ? [] : projectNames(process.cwd(), found.lookup)
+    const lines = candidateLines([...found.values, ...names], found.prefix)
+    if (lines.length > 0) process.stdout.write(`${lines.join("\n")}\n`)
+    return
+  }
+  const shell = given[0] === "--completions" ? given[1] : undefined
+  if (shell === "bash" || shell === "zsh" || shell === "fish") {
+    process.stdout.write(completionScript(shell))
+    return
+  }
   // `berth` alone shows the help rather than a "missing command" error
   const argv = given.length === 0 ? ["--help"] : expandAlias(given)
   const problem = findUsageProblem(berth, argv)
