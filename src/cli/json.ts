@@ -44,6 +44,24 @@ export const documents = {
   reload: WorldDocument("reload", "the world, started again"),
   reset: WorldDocument("reset", "the world, its slices back to their golden (or a fresh migrate + seed)"),
   "golden-rebuild": WorldDocument("golden rebuild", "the world whose worktree built the golden"),
+  "up-progress": doc(
+    "berth up --json --progress",
+    "one line per change of what a waiting up waits for (NDJSON); the up's own document is the last line",
+    {
+      progress: Schema.Struct({
+        world: Schema.String,
+        state: Schema.String,
+        /** its place in line (1 is next) and what it waits for, while it is in line */
+        queue: Schema.NullOr(Schema.Struct({ position: Schema.Number, waitingFor: Schema.String })),
+        /** slices whose golden is being built now */
+        building: Schema.Array(Schema.String),
+        /** services not ready yet, with their state */
+        waiting: Schema.Array(Schema.Struct({ name: Schema.String, state: Schema.String })),
+        /** since the up asked */
+        elapsedMs: Schema.Number
+      })
+    }
+  ),
   "up-all": doc("berth up --all --json", "every world of the project whose worktree exists, brought up", {
     worlds: Worlds,
     /** the worlds that did not start, each with berth's message (the command exits 1 when there is any) */

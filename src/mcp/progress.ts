@@ -19,13 +19,34 @@ const buildingGoldens = (w: WorldStatus): ReadonlyArray<string> => {
   return building.filter((name) => provisioning.has(name))
 }
 
-export const waitingLine = (w: WorldStatus): string => {
-  if (w.queue !== undefined) return `${w.name}: #${w.queue.position} in line, waiting for ${w.queue.waitingFor}`
-  const goldens = buildingGoldens(w)
-  if (goldens.length > 0) return `${w.name}: ${w.state}; building the golden of ${goldens.join(", ")}`
+/** What a waiting `up` is waiting for, as `up --json --progress` prints it (and the lines below say it). */
+export interface Progress {
+  readonly world: string
+  readonly state: string
+  /** its place in line and what it waits for, while it is in line */
+  readonly queue: { readonly position: number; readonly waitingFor: string } | null
+  /** slices whose golden is being built now */
+  readonly building: ReadonlyArray<string>
+  /** services not ready yet, with their state */
+  readonly waiting: ReadonlyArray<{ readonly name: string; readonly state: string }>
+}
+
+export const progressOf = (w: WorldStatus): Progress => ({
+  world: w.name,
+  state: w.state,
+  queue: w.queue ?? null,
+  building: buildingGoldens(w),
   // a process is ready once healthy (a service with no check too, after its settle time): `running` is spawned only
-  const pending = w.services.filter((s) => (s.kind === "slice" ? s.state !== "ready" : s.state !== "healthy"))
-  return pending.length === 0
+  waiting: w.services
+    .filter((s) => (s.kind === "slice" ? s.state !== "ready" : s.state !== "healthy"))
+    .map((s) => ({ name: s.name, state: s.state }))
+})
+
+export const waitingLine = (w: WorldStatus): string => {
+  const p = progressOf(w)
+  if (p.queue !== null) return `${w.name}: #${p.queue.position} in line, waiting for ${p.queue.waitingFor}`
+  if (p.building.length > 0) return `${w.name}: ${w.state}; building the golden of ${p.building.join(", ")}`
+  return p.waiting.length === 0
     ? `${w.name}: ${w.state}`
-    : `${w.name}: ${w.state}; waiting for ${pending.map((s) => `${s.name} (${s.state === "running" ? "not ready yet" : s.state})`).join(", ")}`
+    : `${w.name}: ${w.state}; waiting for ${p.waiting.map((s) => `${s.name} (${s.state === "running" ? "not ready yet" : s.state})`).join(", ")}`
 }

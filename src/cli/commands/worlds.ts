@@ -30,6 +30,7 @@ import {
   renderWorld,
   worldOf
 } from "../render.js"
+import { progressOf, waitingLine } from "../../mcp/progress.js"
 
 const worldName = Args.text({ name: "name" }).pipe(
   Args.withDescription("the world: a branch name (default: the worktree you are in)"),
@@ -73,7 +74,13 @@ const noWait = Options.boolean("no-wait").pipe(
   Options.withDescription("answer at once, even while the world waits in line for room or is still starting")
 )
 
-/** The up that waits: its world's place in line shown meanwhile (a live line on a terminal, a line per change piped). */
+/**
+ * How a waiting up tells what it waits for: a live line on a terminal; piped, a line per change of its place in line
+ * (`lines`: of anything it waits for); `events`: one `up-progress` document per change on stdout (NDJSON).
+ */
+type Telling = "quiet" | "queue" | "lines" | "events"
+
+/** The up that waits, telling meanwhile what it waits for. */
 const upWaiting = (
   request: {
     readonly cwd: string
@@ -82,20 +89,33 @@ const upWaiting = (
     readonly services: ReadonlyArray<string>
     readonly groups: ReadonlyArray<string>
   },
-  json: boolean
+  telling: Telling
 ) =>
   Effect.gen(function* () {
     const client = yield* DaemonClient
     // the up stays in flight (Ctrl-C ends it, and that takes the world out of the line) while the line is shown
     const waiting = yield* Effect.fork(client.Up(request))
-    const tty = process.stderr.isTTY === true
+    const tty = process.stderr.isTTY === true && telling !== "events" && telling !== "quiet"
     const began = Date.now()
     let said: string | undefined
     const show = Effect.gen(function* () {
+      if (telling === "quiet") return
       const { worlds } = yield* client.Status({ cwd: request.cwd })
       const w = worldOf(worlds, request.world, request.cwd)
-      const line = tty ? progressLine(w, Date.now() - began) : queueLine(w)
-      if (line === undefined || line === said || json) return
+      if (telling === "events") {
+        if (w === undefined) return
+        const progress = progressOf(w)
+        const key = JSON.stringify(progress)
+        if (key === said) return
+        said = key
+        return yield* printDocumentLine("up-progress", { progress: { ...progress, elapsedMs: Date.now() - began } })
+      }
+      const line = tty
+        ? progressLine(w, Date.now() - began)
+        : telling === "lines" && w !== undefined && (w.state === "starting" || w.state === "queued")
+          ? waitingLine(w)
+          : queueLine(w)
+      if (line === undefined || line === said) return
       said = line
       yield* Effect.sync(() => process.stderr.write(tty ? `\r\u001b[2K${line}` : `${line}\n`))
     }).pipe(Effect.ignore)
@@ -106,7 +126,7 @@ const upWaiting = (
       Effect.ensuring(Fiber.interrupt(progress)),
       // Ctrl-C: say what stays behind (the request's end is what withdraws a world still in line)
       Effect.onInterrupt(() =>
-        json
+        telling === "quiet" || telling === "events"
           ? Effect.void
           : client.Status({ cwd: request.cwd }).pipe(
               Effect.map(({ worlds }) => worldOf(worlds, request.world, request.cwd)),
@@ -156,12 +176,17 @@ export const up = Command.make(
     services,
     groups,
     noWait,
+    progress: Options.boolean("progress").pipe(
+      Options.withDescription(
+        "tell every change of what it waits for (its place in line, a golden, each service not ready): with --json, one up-progress document per change (NDJSON) before the world's; piped, a line each on stderr"
+      )
+    ),
     all: Options.boolean("all").pipe(
       Options.withDescription("every world of this project whose worktree exists (not with a name)")
     ),
     json
   },
-  ({ all, groups, json, name, noWait, services }) =>
+  ({ all, groups, json, name, noWait, progress, services }) =>
     viaDaemon(
       Effect.gen(function* () {
         const client = yield* DaemonClient
@@ -185,7 +210,11 @@ export const up = Command.make(
           return
         }
         if (noWait) return yield* printWorld(json, "up")(yield* client.Up({ ...request, wait: false }))
-        yield* printWorld(json, "up")(yield* upWaiting(request, json))
+        const telling: Telling = json ? (progress ? "events" : "quiet") : progress ? "lines" : "queue"
+        const world = yield* upWaiting(request, telling)
+        // NDJSON: the world is the last line, as compact as the events before it
+        if (telling === "events") return yield* printDocumentLine("up", { world })
+        yield* printWorld(json, "up")(world)
       })
     )
 ).pipe(Command.withDescription("Start a world: its worktree, ports, services and routes"), withDaemon)
