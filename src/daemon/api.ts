@@ -256,6 +256,12 @@ export class DaemonApi extends RpcGroup.make(
     error: Schema.Union(InvalidRequest, InternalError)
   }),
   Rpc.make("Config", { success: ConfigReport, error: InternalError }),
+  /** the hosts file the daemon keeps berth's block in (an absolute path), or null: none from now on */
+  Rpc.make("KeepHosts", {
+    payload: { file: Schema.NullOr(Schema.String) },
+    success: Schema.Struct({ file: Schema.NullOr(Schema.String), names: Schema.Array(Schema.String) }),
+    error: Schema.Union(InvalidRequest, InternalError)
+  }),
   /** what berth calls the project `cwd` is in, and which other repositories declare the same name */
   Rpc.make("Project", {
     payload: { cwd: Schema.String },

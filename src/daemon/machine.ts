@@ -13,6 +13,7 @@ import { Admission } from "../services/Admission.js"
 import { Ports } from "../services/Ports.js"
 import { Registry } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
+import { HostsKeeper } from "../services/proxy/HostsKeeper.js"
 import type { ConfigReport, Metrics } from "./api.js"
 
 const GB = 1024 ** 3
@@ -32,6 +33,7 @@ export const config = Effect.gen(function* () {
   const gateSource = gate.stored ? ("set" as const) : ("default" as const)
   const listener = (l: { wanted: unknown; port: number | undefined; error: string | undefined }) =>
     l.port !== undefined ? `${l.port}${l.wanted === "auto" ? " (auto)" : ""}` : `not listening (${String(l.wanted)})`
+  const hosts = yield* (yield* HostsKeeper).status
   const settings: ConfigReport["settings"] = [
     { key: "max_parallel", value: String(gate.maxParallel), source: gateSource },
     { key: "ram_reserve", value: `${gate.ramReservePercent}%`, source: gateSource },
@@ -50,6 +52,14 @@ export const config = Effect.gen(function* () {
     },
     { key: "https_urls", value: proxy.httpsUrls ? "on" : "off", source: proxy.httpsUrls ? "set" : "default" },
     { key: "ca", value: proxy.caPath, source: "default" },
+    {
+      key: "hosts_file",
+      value:
+        hosts.file === undefined
+          ? "not kept (berth hosts sync --daemon)"
+          : `${hosts.file}, kept by the daemon${hosts.failure === undefined ? "" : ` (failing: ${hosts.failure})`}`,
+      source: hosts.file === undefined ? "default" : "set"
+    },
     {
       key: "metrics_port",
       value: process.env.BERTH_METRICS_PORT ?? String((yield* registry.getSetting(METRICS_SETTING)) ?? "off"),

@@ -24,6 +24,7 @@ import type { Git } from "../services/Git.js"
 import { Home } from "../services/Home.js"
 import { Ports } from "../services/Ports.js"
 import { Processes } from "../services/Processes.js"
+import { HostsKeeper } from "../services/proxy/HostsKeeper.js"
 import { Router } from "../services/proxy/Router.js"
 import { build, version } from "../version.js"
 import { DaemonApi } from "./api.js"
@@ -185,7 +186,8 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
       const ports = yield* Ports
       const home = yield* Home
       const router = yield* Router
-      const context = yield* Effect.context<Admission | Router | Ports | Registry | Git>()
+      const hostsKeeper = yield* HostsKeeper
+      const context = yield* Effect.context<Admission | Router | HostsKeeper | Ports | Registry | Git>()
       const proxyInfo = Effect.map(router.info, (i) => ({
         http: { wanted: i.http.wanted, port: i.http.port ?? null, error: i.http.error ?? null },
         https: { wanted: i.https.wanted, port: i.https.port ?? null, error: i.https.error ?? null },
@@ -281,6 +283,13 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
             return yield* settings.pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
           }).pipe(guarded("SetProxy")),
         Config: () => machine.config.pipe(Effect.provide(context), guarded("Config")),
+        KeepHosts: (p) =>
+          Effect.gen(function* () {
+            if (p.file !== null && (!isAbsolute(p.file) || p.file.includes("\0"))) {
+              return yield* new InvalidRequest({ reason: `the hosts file must be an absolute path, not ${p.file}` })
+            }
+            return yield* hostsKeeper.keep(p.file ?? undefined)
+          }).pipe(guarded("KeepHosts")),
         Project: (p) => Effect.zipRight(checkCwd(p.cwd), worlds.projectInfo(p.cwd)).pipe(guarded("Project")),
         Reserve: (p) => machine.reserve(p).pipe(Effect.provide(context), guarded("Reserve")),
         Metrics: () => machine.metrics.pipe(Effect.provide(context), guarded("Metrics")),

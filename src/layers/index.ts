@@ -15,13 +15,14 @@ import { Home } from "../services/Home.js"
 import { PortsLive } from "../services/Ports.js"
 import { ProcessesLive } from "../services/Processes.js"
 import { RegistryLive } from "../services/Registry.js"
+import { HostsKeeper } from "../services/proxy/HostsKeeper.js"
 import { Router } from "../services/proxy/Router.js"
 import { SlicesLive } from "../services/slices/Slices.js"
 import { AdmissionLive } from "../services/Admission.js"
 import { MachineLive } from "../services/Machine.js"
 
 /** The engine below the API: worlds and every service they use, without Home (so a caller picks BERTH_HOME). */
-export const WorldsLive = Worlds.Default.pipe(
+export const WorldsLive = Layer.merge(Worlds.Default, HostsKeeper.Default).pipe(
   Layer.provideMerge(Layer.mergeAll(PortsLive, SlicesLive, Router.Default, AdmissionLive)),
   Layer.provideMerge(RegistryLive),
   Layer.provideMerge(Layer.mergeAll(ConfigFilesLive, GitLive, HealthLive, ProcessesLive, MachineLive)),

@@ -48,6 +48,38 @@ describe("berth hosts", () => {
     expect((await box.run(["hosts", "clean"], { env })).code).toBe(0)
     expect(readFileSync(file, "utf8")).toBe("127.0.0.1 localhost\n::1 localhost\n")
 
+    // --daemon: the daemon keeps the block itself, at every change of the routes and across its own restarts
+    const kept = await box.run(["hosts", "sync", "--daemon", "--json"], { env })
+    expect(kept.code, kept.stderr).toBe(0)
+    expect(JSON.parse(kept.stdout)).toEqual({
+      schema: 1,
+      file,
+      names: ["api.one.hst.localhost", "api.three.hst.localhost"]
+    })
+    expect((await box.run(["up", "four"], { timeoutMs: 60_000 })).code).toBe(0)
+    const added = await eventually(
+      async () => readFileSync(file, "utf8"),
+      (t) => t.includes("four")
+    )
+    expect(added).toContain("127.0.0.1 api.four.hst.localhost")
+    const config = await box.run(["config"])
+    expect(config.stdout).toMatch(new RegExp(`hosts_file +${file}, kept by the daemon +\\(set\\)`))
+    expect((await box.run(["daemon", "stop"])).code).toBe(0)
+    // a new daemon (started by this command) keeps it still: the world removed leaves the block
+    expect((await box.run(["remove", "four", "--force"])).code).toBe(0)
+    const left = await eventually(
+      async () => readFileSync(file, "utf8"),
+      (t) => !t.includes("four")
+    )
+    expect(left).toContain("127.0.0.1 api.three.hst.localhost")
+    expect(left).not.toContain("four")
+    // clean stops the daemon keeping it: a world brought up afterwards stays out of the file
+    expect((await box.run(["hosts", "clean"], { env })).code).toBe(0)
+    expect((await box.run(["up", "five"], { timeoutMs: 60_000 })).code).toBe(0)
+    expect(readFileSync(file, "utf8")).toBe("127.0.0.1 localhost\n::1 localhost\n")
+    // a relative path is made absolute by the CLI; the daemon refuses one given otherwise
+    expect((await box.run(["hosts", "sync", "--daemon", "--watch"], { env })).code).toBe(2)
+
     // a file berth may not write: the exact line that does it as root (not when running as root, which may write it)
     if (process.getuid?.() !== 0) {
       chmodSync(file, 0o444)

@@ -4,6 +4,7 @@
  * it as root. `BERTH_HOSTS_FILE` names another file (tests, or a system that keeps hosts elsewhere).
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
+import { resolve } from "node:path"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
@@ -16,7 +17,7 @@ import { shellQuote } from "../../domain/tokens.js"
 import { homePaths, resolveHome } from "../../services/homePaths.js"
 import { printDocument } from "../json.js"
 import { launcherPath } from "../launcher.js"
-import { json } from "../output.js"
+import { json, UsageError } from "../output.js"
 import { viaDaemon, withDaemon } from "./worlds.js"
 
 const hostsFile = () => process.env.BERTH_HOSTS_FILE ?? "/etc/hosts"
@@ -74,12 +75,25 @@ const sync = Command.make(
     watch: Options.boolean("watch").pipe(
       Options.withDescription("keep the block in step with the routes until interrupted (every 2 s)")
     ),
+    daemon: Options.boolean("daemon").pipe(
+      Options.withDescription(
+        "have the daemon keep the block in step from now on, at every change of the routes and across restarts (berth hosts clean stops it)"
+      )
+    ),
     json
   },
-  ({ json, watch }) =>
+  ({ daemon, json, watch }) =>
     viaDaemon(
       Effect.gen(function* () {
-        const file = hostsFile()
+        const file = resolve(hostsFile())
+        if (daemon) {
+          if (watch) return yield* new UsageError({ message: "hosts sync: --daemon or --watch, not both" })
+          const kept = yield* (yield* DaemonClient).KeepHosts({ file })
+          if (json) return yield* printDocument("hosts", { file, names: kept.names })
+          return yield* Console.log(
+            `${file}: ${kept.names.length} route name(s) on 127.0.0.1, kept in step by the daemon from now on`
+          )
+        }
         const again = watch ? "sync --watch" : "sync"
         const first = yield* syncOnce(file, again)
         if (json) yield* printDocument("hosts", { file, names: first.names })
@@ -100,14 +114,17 @@ const sync = Command.make(
 
 const clean = Command.make("clean", { json }, ({ json }) =>
   Effect.gen(function* () {
-    const file = hostsFile()
+    const file = resolve(hostsFile())
+    // a daemon keeping the block would write it again at the next change: it stops first (where it may not take
+    // its block out, this command does, or says how to as root)
+    yield* (yield* DaemonClient).KeepHosts({ file: null }).pipe(Effect.catchTag("InvalidRequest", () => Effect.void))
     const before = read(file)
     const after = withoutHosts(before)
     if (after !== before) yield* write(file, after, "clean")
     if (json) yield* printDocument("hosts", { file, names: [] })
     else yield* Console.log(`${file}: berth's block removed`)
-  })
-).pipe(Command.withDescription("Take berth's block out of the hosts file"))
+  }).pipe(viaDaemon)
+).pipe(Command.withDescription("Take berth's block out of the hosts file (and stop the daemon keeping it)"), withDaemon)
 
 export const hosts = Command.make("hosts").pipe(
   Command.withDescription("Route names in the hosts file, for programs that cannot resolve *.localhost"),

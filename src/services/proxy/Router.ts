@@ -10,6 +10,7 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "no
 import { dirname, join } from "node:path"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Model from "../../domain/config/model.js"
 import { shortHash } from "../../domain/hash.js"
 import { projectLabel } from "../../domain/names.js"
@@ -187,10 +188,17 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
     /** requests per route (host) since the daemon started, and when each world last saw one */
     const traffic = new Traffic()
 
+    /** every routed host name, for the hosts file berth keeps when asked (`HostsKeeper`) */
+    const hostNames = yield* SubscriptionRef.make<ReadonlyArray<string>>([])
+
     const refresh = Effect.gen(function* () {
       const table = makeRouteTable(yield* targets, PROXY_DOMAIN)
       traffic.prepare(table.byHost.values())
       proxy.setRoutes({ ...table, wake: (id) => waker(id), seen: traffic.seen })
+      const names = [...table.byHost.keys()].sort()
+      if (names.join("\n") !== (yield* SubscriptionRef.get(hostNames)).join("\n")) {
+        yield* SubscriptionRef.set(hostNames, names)
+      }
     })
 
     const loadCa = Effect.gen(function* () {
@@ -356,6 +364,7 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
       setPorts,
       /** rebuilds the route table now */
       refresh,
+      hostNames,
       /** requests per route since the daemon started */
       requests: Effect.sync(() => traffic.requests()),
       /** when a world's routes last saw a request (undefined: none since the daemon started) */
