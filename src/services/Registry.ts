@@ -167,7 +167,8 @@ const migrations = {
   })
 }
 
-const knownMigrations = Object.keys(migrations).length
+/** How many migrations this berth knows: a database with more was written by a newer one (doctor says so too). */
+export const knownMigrations = Object.keys(migrations).length
 
 export interface ProjectRow {
   readonly id: number

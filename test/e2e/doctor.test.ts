@@ -1,7 +1,9 @@
 /** `berth doctor` through the built binary, against setups broken on purpose. */
-import { chmodSync } from "node:fs"
+import { spawn } from "node:child_process"
+import { chmodSync, mkdirSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { sandboxes } from "./harness.js"
+import { eventually, sandboxes } from "./harness.js"
 
 const boxes = sandboxes()
 afterAll(() => boxes.cleanup())
@@ -52,5 +54,56 @@ describe("berth doctor", () => {
     expect(broken.stdout).toMatch(/^FAIL +config/m)
     expect(broken.stdout).toMatch(/fix: berth check lists every error with its line/)
     expect(broken.stdout.trimEnd()).toMatch(/\(exit 1\)$/)
+  })
+
+  it("names a leased port another process holds, processes of a world berth does not track, and a broken state database", async () => {
+    const box = await boxes.project({
+      "berth.toml": `[project]\nname = "doc"\n\n[services.api]\ncmd = "node server.mjs"\nurl = "api"\n`
+    })
+    const up = await box.run(["up", "--json"])
+    expect(up.code, up.stderr).toBe(0)
+    const port = (JSON.parse(up.stdout) as { world: { services: Array<{ port: number }> } }).world.services[0]!.port
+    expect((await box.run(["down"])).code).toBe(0)
+    // something else takes the world's port while it is down, and a process carries its environment untracked
+    const squatter = spawn(process.execPath, ["-e", `require("http").createServer().listen(${port}, "127.0.0.1")`], {
+      stdio: "ignore"
+    })
+    const stray = spawn("sleep", ["60"], {
+      detached: true,
+      stdio: "ignore",
+      env: { ...process.env, BERTH_HOME: box.home, BERTH_PROJECT: "doc", BERTH_WORLD: "main", BERTH_SERVICE: "api" }
+    })
+    try {
+      await eventually(
+        () => box.run(["doctor", "--json"]),
+        (r) => (JSON.parse(r.stdout) as Doc).findings.some((f) => f.check === "leased ports")
+      )
+      const r = await box.run(["doctor", "--json"])
+      expect(r.code).toBe(1)
+      const doc = JSON.parse(r.stdout) as Doc
+      expect(byCheck(doc, "leased ports")).toMatchObject({
+        verdict: "fail",
+        detail: `${port} (leased to doc/main api) is held by node (pid ${squatter.pid})`
+      })
+      expect(byCheck(doc, "stale processes")).toMatchObject({ verdict: "warn", fix: `kill -TERM -${stray.pid}` })
+      expect(byCheck(doc, "state")).toMatchObject({
+        verdict: "ok",
+        detail: expect.stringMatching(/intact, schema \d+/)
+      })
+      expect(byCheck(doc, "port range")?.verdict).toBe("ok")
+    } finally {
+      squatter.kill("SIGKILL")
+      stray.kill("SIGKILL")
+    }
+
+    const plain = boxes.plain({ "berth.toml": `[services.api]\ncmd = "node server.mjs"\n` })
+    mkdirSync(plain.home, { recursive: true, mode: 0o700 })
+    writeFileSync(join(plain.home, "state.db"), "not a database at all, but long enough to have a header of sorts")
+    const broken = await plain.run(["doctor", "--json"])
+    expect(broken.code).toBe(1)
+    expect(byCheck(JSON.parse(broken.stdout) as Doc, "state")).toMatchObject({
+      verdict: "fail",
+      detail: expect.stringMatching(/state\.db cannot be read: file is not a database/)
+    })
   })
 })

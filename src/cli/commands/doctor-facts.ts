@@ -1,0 +1,188 @@
+/**
+ * What `berth doctor` reads off the machine, without the daemon and without changing anything: the state database
+ * (opened read-only), the listening sockets and who holds them, the processes that carry a world's environment, the
+ * kernel's port range for outgoing connections, and the trust stores berth's CA should be in. Each reader returns
+ * plain facts; `domain/doctor.ts` judges them.
+ */
+import { execFileSync } from "node:child_process"
+import { existsSync, readdirSync, readFileSync, readlinkSync } from "node:fs"
+import { createRequire } from "node:module"
+import type { Listener, WorldProcess } from "../../domain/doctor.js"
+import { defaultPortRange, type PortRange } from "../../domain/ports.js"
+import { listeningSockets, parseStat, socketInode } from "../../domain/proc.js"
+
+/** What the state database says, read-only. */
+export interface StateFacts {
+  /** `PRAGMA quick_check`'s answer: "ok" when intact */
+  readonly integrity: string
+  readonly migrations: number
+  readonly range: PortRange
+  readonly leases: ReadonlyMap<number, string>
+  /** process groups of services recorded as running */
+  readonly groups: ReadonlySet<number>
+  /** `project label/world name` of every world */
+  readonly worlds: ReadonlySet<string>
+}
+
+interface Statement {
+  readonly all: () => ReadonlyArray<Record<string, unknown>>
+}
+interface Database {
+  readonly prepare: (sql: string) => Statement
+  readonly close: () => void
+}
+
+/** Reads the state database; a message saying why it cannot be read instead. */
+export const readState = (file: string): StateFacts | string => {
+  let db: Database | undefined
+  try {
+    // the native driver, resolved beside the bundle as the daemon resolves it
+    const Driver = createRequire(import.meta.url)("better-sqlite3") as new (
+      file: string,
+      options: { readonly readonly: boolean; readonly fileMustExist: boolean }
+    ) => Database
+    db = new Driver(file, { readonly: true, fileMustExist: true })
+    const rows = (sql: string) => db!.prepare(sql).all()
+    const integrity = String(rows("PRAGMA quick_check")[0]?.quick_check ?? "no answer")
+    if (integrity !== "ok") {
+      return {
+        integrity,
+        migrations: 0,
+        range: defaultPortRange,
+        leases: new Map(),
+        groups: new Set(),
+        worlds: new Set()
+      }
+    }
+    const migrations = Number(rows("SELECT MAX(migration_id) AS n FROM effect_sql_migrations")[0]?.n ?? 0)
+    const stored = rows("SELECT value FROM settings WHERE key = 'ports.range'")[0]?.value
+    const range = typeof stored === "string" ? (JSON.parse(stored) as PortRange) : defaultPortRange
+    const leases = new Map(
+      rows(`SELECT l.port AS port, COALESCE(p.label, p.name) AS project, w.name AS world, l.service AS service
+        FROM leases l JOIN worlds w ON w.id = l.world_id JOIN projects p ON p.id = w.project_id`).map((r) => [
+        Number(r.port),
+        `${String(r.project)}/${String(r.world)} ${String(r.service)}`
+      ])
+    )
+    const groups = new Set(rows("SELECT pgid FROM services WHERE pgid IS NOT NULL").map((r) => Number(r.pgid)))
+    const worlds = new Set(
+      rows(`SELECT COALESCE(p.label, p.name) AS project, w.name AS world FROM worlds w
+        JOIN projects p ON p.id = w.project_id`).map((r) => `${String(r.project)}/${String(r.world)}`)
+    )
+    return { integrity, migrations, range, leases, groups, worlds }
+  } catch (e) {
+    return e instanceof Error ? e.message : String(e)
+  } finally {
+    db?.close()
+  }
+}
+
+const pids = (): ReadonlyArray<number> => {
+  try {
+    return readdirSync("/proc").flatMap((e) => (/^\d+$/.test(e) ? [Number(e)] : []))
+  } catch {
+    return []
+  }
+}
+
+const read = (path: string): string | undefined => {
+  try {
+    return readFileSync(path, "utf8")
+  } catch {
+    return undefined
+  }
+}
+
+/** Every listening TCP socket and, where this user may see it, the process holding it. */
+export const listeners = (): ReadonlyArray<Listener> => {
+  const sockets = [...listeningSockets(read("/proc/net/tcp") ?? ""), ...listeningSockets(read("/proc/net/tcp6") ?? "")]
+  if (sockets.length === 0) return []
+  const wanted = new Set(sockets.map((s) => s.inode))
+  const holders = new Map<string, { pid: number; pgid: number | undefined; command: string | undefined }>()
+  for (const pid of pids()) {
+    let fds: ReadonlyArray<string>
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`)
+    } catch {
+      continue
+    }
+    for (const fd of fds) {
+      let inode: string | undefined
+      try {
+        inode = socketInode(readlinkSync(`/proc/${pid}/fd/${fd}`))
+      } catch {
+        continue
+      }
+      if (inode === undefined || !wanted.has(inode) || holders.has(inode)) continue
+      const stat = parseStat(read(`/proc/${pid}/stat`) ?? "")
+      holders.set(inode, { pid, pgid: stat?.pgrp, command: stat?.comm })
+    }
+  }
+  // a socket on both families, or held by several processes, is one listener per holder
+  const seen = new Set<string>()
+  return sockets.flatMap((s) => {
+    const h = holders.get(s.inode)
+    const key = `${s.port}:${h?.pid ?? "?"}`
+    if (seen.has(key)) return []
+    seen.add(key)
+    return [{ port: s.port, pid: h?.pid, pgid: h?.pgid, command: h?.command }]
+  })
+}
+
+/** The processes whose environment says which world and service they belong to. */
+export const worldProcesses = (): ReadonlyArray<WorldProcess> =>
+  pids().flatMap((pid) => {
+    if (pid === process.pid) return []
+    let environ: string
+    try {
+      environ = readFileSync(`/proc/${pid}/environ`, "latin1")
+    } catch {
+      return []
+    }
+    const vars = new Map(
+      environ.split("\u0000").flatMap((kv) => {
+        const eq = kv.indexOf("=")
+        return eq <= 0 ? [] : [[kv.slice(0, eq), kv.slice(eq + 1)] as const]
+      })
+    )
+    const project = vars.get("BERTH_PROJECT")
+    const world = vars.get("BERTH_WORLD")
+    const service = vars.get("BERTH_SERVICE")
+    const pgid = parseStat(read(`/proc/${pid}/stat`) ?? "")?.pgrp
+    if (project === undefined || world === undefined || service === undefined || pgid === undefined) return []
+    return [{ pid, pgid, project, world, service }]
+  })
+
+/** The kernel's range for outgoing connections' local ports, where Linux tells it. */
+export const ephemeralRange = (): PortRange | undefined => {
+  const [from, to] = (read("/proc/sys/net/ipv4/ip_local_port_range") ?? "").trim().split(/\s+/).map(Number)
+  return from !== undefined && to !== undefined && Number.isInteger(from) && Number.isInteger(to)
+    ? { from, to }
+    : undefined
+}
+
+/** The system's bundle of trusted CAs, where the distribution keeps one. */
+export const systemBundle = (): { readonly path: string; readonly text: string } | undefined => {
+  for (const path of [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/ssl/cert.pem"
+  ]) {
+    const text = read(path)
+    if (text !== undefined) return { path, text }
+  }
+  return undefined
+}
+
+/** Whether an NSS database holds a certificate of this nickname (`certutil -L`); undefined without certutil. */
+export const nssHolds = (database: string, nickname: string): boolean | undefined => {
+  try {
+    execFileSync("certutil", ["-L", "-d", `sql:${database}`, "-n", nickname], { stdio: "ignore", timeout: 5_000 })
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "ENOENT" ? undefined : false
+  }
+}
+
+export const fileText = (path: string): string | undefined => (existsSync(path) ? read(path) : undefined)
