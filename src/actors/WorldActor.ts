@@ -434,7 +434,21 @@ export const makeWorldActor = (
     const runSetup = (w: WorldRow, command: string, env: Readonly<Record<string, string>>, ctx: TokenContext) =>
       Effect.gen(function* () {
         const resolved = resolveTemplate(command, ctx, { shell: true })
-        yield* runOnce(w, SETUP_LOG, resolved.value, env, [...resolved.secrets, ...secretsOf(env)])
+        // a waiting `up` tells that setup runs (and the last line of its output) while these two bracket it
+        yield* registry.addEvent({ worldId, service: SETUP_LOG, kind: "setup_start", message: "running setup" })
+        const began = Date.now()
+        yield* runOnce(w, SETUP_LOG, resolved.value, env, [...resolved.secrets, ...secretsOf(env)]).pipe(
+          Effect.ensuring(
+            Effect.ignore(
+              registry.addEvent({
+                worldId,
+                service: SETUP_LOG,
+                kind: "setup_done",
+                message: `setup ended after ${((Date.now() - began) / 1000).toFixed(1)} s`
+              })
+            )
+          )
+        )
         yield* registry.markSetupDone(worldId)
       })
 

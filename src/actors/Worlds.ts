@@ -12,11 +12,11 @@ import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import type { ServiceStatus, WorldStatus } from "../daemon/api.js"
-import { coordinates, groupPorts, portRequests, routeUrl, worldVariables } from "../domain/coordinates.js"
+import { coordinates, groupPorts, portRequests, redact, routeUrl, worldVariables } from "../domain/coordinates.js"
 import * as Model from "../domain/config/model.js"
 import { InternalError, InvalidRequest, InvalidWorldName, NotARepository, WorldNotFound } from "../domain/errors.js"
 import { projectLabel } from "../domain/names.js"
-import { hidePassword } from "../domain/redact.js"
+import { hidePassword, secretsOf } from "../domain/redact.js"
 import { decide } from "../domain/world-state.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
 import { Git, type RepoInfo } from "../services/Git.js"
@@ -246,12 +246,34 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
         : { queue: { position: e.position, waitingFor: e.reason === undefined ? "a permit" : describeWait(e.reason) } }
     }
 
+    const home = yield* Home
+
+    /** While the project's setup runs for a starting world, the last line it printed (secrets masked), for `up`. */
+    const setupTail = (w: WorldRow, events: ReadonlyArray<EventRow>) => {
+      const last = events.find((e) => e.kind === "setup_start" || e.kind === "setup_done")
+      if (w.observed !== "starting" || last?.kind !== "setup_start") return Effect.succeed({})
+      return LogFiles.tail(home.serviceLog(w.id, SETUP_LOG), 1).pipe(
+        Effect.map((lines) => {
+          const line = lines[lines.length - 1]?.trim()
+          return line === undefined || line === ""
+            ? {}
+            : { setupTail: redact(line, secretsOf(w.env ?? {})).slice(0, 200) }
+        }),
+        Effect.orElseSucceed(() => ({}))
+      )
+    }
+
     const worldStatus = (w: WorldRow) =>
       Effect.map(
-        Effect.all([serviceStatus(w), registry.events(w.id, 10), projectNote(w)]),
-        ([services, events, note]): WorldStatus => ({
+        Effect.all([serviceStatus(w), registry.events(w.id, 10), projectNote(w)]).pipe(
+          Effect.flatMap(([services, events, note]) =>
+            Effect.map(setupTail(w, events), (tail) => [services, events, note, tail] as const)
+          )
+        ),
+        ([services, events, note, tail]): WorldStatus => ({
           ...(note === undefined ? {} : { projectNote: note }),
           ...queueOf(w.id),
+          ...tail,
           project: w.projectName,
           name: w.name,
           slug: w.slug,
@@ -396,8 +418,6 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       )
       return { world: w.name, vars: { ...worldVariables(config, coords) }, commands }
     })
-
-    const home = yield* Home
 
     /** A world's events as log lines of the pseudo-service `berth`, oldest first; following polls for new ones. */
     const history = (worldId: number, options: { follow: boolean; lines: number }) => {

@@ -53,6 +53,8 @@ export const documents = {
         state: Schema.String,
         /** its place in line (1 is next) and what it waits for, while it is in line */
         queue: Schema.NullOr(Schema.Struct({ position: Schema.Number, waitingFor: Schema.String })),
+        /** the project's setup runs now (once per worktree, before any service) */
+        setup: Schema.Boolean,
         /** slices whose golden is being built now */
         building: Schema.Array(Schema.String),
         /** services not ready yet, with their state */

@@ -19,12 +19,20 @@ const buildingGoldens = (w: WorldStatus): ReadonlyArray<string> => {
   return building.filter((name) => provisioning.has(name))
 }
 
+/** The project's setup runs now: a `setup_start` event with no `setup_done` after it (events are newest first). */
+const runningSetup = (w: WorldStatus): boolean => {
+  const last = w.events.find((e) => e.kind === "setup_start" || e.kind === "setup_done")
+  return last?.kind === "setup_start" && (w.state === "starting" || w.state === "queued")
+}
+
 /** What a waiting `up` is waiting for, as `up --json --progress` prints it (and the lines below say it). */
 export interface Progress {
   readonly world: string
   readonly state: string
   /** its place in line and what it waits for, while it is in line */
   readonly queue: { readonly position: number; readonly waitingFor: string } | null
+  /** the project's setup runs now (once per worktree, before any service) */
+  readonly setup: boolean
   /** slices whose golden is being built now */
   readonly building: ReadonlyArray<string>
   /** services not ready yet, with their state */
@@ -35,6 +43,7 @@ export const progressOf = (w: WorldStatus): Progress => ({
   world: w.name,
   state: w.state,
   queue: w.queue ?? null,
+  setup: runningSetup(w),
   building: buildingGoldens(w),
   // a process is ready once healthy (a service with no check too, after its settle time): `running` is spawned only
   waiting: w.services
@@ -42,9 +51,11 @@ export const progressOf = (w: WorldStatus): Progress => ({
     .map((s) => ({ name: s.name, state: s.state }))
 })
 
+/** What a waiting up waits for, in words (while setup runs, with the last line it printed). */
 export const waitingLine = (w: WorldStatus): string => {
   const p = progressOf(w)
   if (p.queue !== null) return `${w.name}: #${p.queue.position} in line, waiting for ${p.queue.waitingFor}`
+  if (p.setup) return `${w.name}: ${w.state}; running setup${w.setupTail === undefined ? "" : `: ${w.setupTail}`}`
   if (p.building.length > 0) return `${w.name}: ${w.state}; building the golden of ${p.building.join(", ")}`
   return p.waiting.length === 0
     ? `${w.name}: ${w.state}`

@@ -54,24 +54,25 @@ describe("every --json output follows its published schema", () => {
 
   it("up --progress: one up-progress document per change, then the world, each on one line", async () => {
     const slow = await boxes.project({
-      "berth.toml": `[services.slow]\ncmd = "sleep 2 && exec node server.mjs"\nurl = "slow"\nhealth = { http = "/healthz" }\n`
+      "berth.toml": `[project]\nsetup = "echo fetching the parts; sleep 2"\n\n[services.slow]\ncmd = "sleep 2 && exec node server.mjs"\nurl = "slow"\nhealth = { http = "/healthz" }\n`
     })
     const r = await slow.run(["up", "--json", "--progress"], { timeoutMs: 60_000 })
     expect(r.code, r.stderr).toBe(0)
     const lines = r.stdout.trimEnd().split("\n")
     expect(lines.length).toBeGreaterThanOrEqual(2)
     const events = lines.slice(0, -1).map((line) => valid("up-progress", line).progress as Record<string, unknown>)
-    // the service was waited for, and each line tells a change
+    // the setup and then the service were waited for, and each line tells a change
+    expect(events.some((e) => e.setup === true)).toBe(true)
     expect(events.some((e) => (e.waiting as ReadonlyArray<{ name: string }>).some((w) => w.name === "slow"))).toBe(true)
     const keys = events.map(({ elapsedMs: _, ...rest }) => JSON.stringify(rest))
     expect(new Set(keys).size).toBe(keys.length)
     const last = valid("up", lines[lines.length - 1]!)
     expect((last.world as { state: string }).state).toBe("running")
-    // piped without --json, the same changes are told as lines on stderr
-    await slow.run(["down"])
-    const told = await slow.run(["up", "--progress"], { timeoutMs: 60_000 })
+    // piped without --json, the same changes are told as lines on stderr (a new worktree runs its setup again)
+    const told = await slow.run(["up", "other", "--progress"], { timeoutMs: 60_000 })
     expect(told.code, told.stderr).toBe(0)
-    expect(told.stderr).toMatch(/main: starting; waiting for slow/)
+    expect(told.stderr).toMatch(/other: starting; running setup: fetching the parts/)
+    expect(told.stderr).toMatch(/other: starting; waiting for slow/)
   })
 
   it("check, gc --dry-run, verify, port, config, metrics, daemon status", async () => {

@@ -54,6 +54,20 @@ describe("what up says while it waits", () => {
     expect(waitingLine(built)).toBe("one: starting; waiting for db (provisioning), api (pending)")
   })
 
+  it("the project's setup while it runs, with the last line it printed", () => {
+    const running = world({
+      services: [service("api", "process", "pending")],
+      events: [event("setup", "setup_start", 1)],
+      setupTail: "added 212 packages"
+    })
+    expect(waitingLine(running)).toBe("one: starting; running setup: added 212 packages")
+    const done = world({
+      services: [service("api", "process", "pending")],
+      events: [event("setup", "setup_done", 2), event("setup", "setup_start", 1)]
+    })
+    expect(waitingLine(done)).toBe("one: starting; waiting for api (pending)")
+  })
+
   it("the services not ready yet, then the state alone", () => {
     const w = world({ services: [service("db", "slice", "ready"), service("api", "process", "starting")] })
     expect(waitingLine(w)).toBe("one: starting; waiting for api (starting)")
