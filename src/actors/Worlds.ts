@@ -611,6 +611,11 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       up,
       waitReady,
       changes,
+      /**
+       * One of the actor protocol's requests, to the world of this id as it is (no selection resolved, no waiting):
+       * what the `World` entity (`WorldEntity.ts`) hands on
+       */
+      tell: send,
       recordEvent,
       reset,
       stopServices,
