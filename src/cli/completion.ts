@@ -194,21 +194,19 @@ const configAt = (cwd: string): Model.Config | undefined => {
  */
 export const projectNames = (cwd: string, kinds: ReadonlyArray<NameKind>): ReadonlyArray<string> => {
   let config: Model.Config | undefined
-  const services = () => (config ??= configAt(cwd))?.services ?? []
-  return kinds.flatMap((kind) => {
-    switch (kind) {
-      case "world":
-        return git(cwd, ["worktree", "list", "--porcelain"]).flatMap((line) =>
-          line.startsWith("branch refs/heads/") ? [line.slice("branch refs/heads/".length)] : []
-        )
-      case "branch":
-        return git(cwd, ["for-each-ref", "--format=%(refname:short)", "refs/heads"])
-      case "service":
-        return services().map((s) => s.name)
-      case "group":
-        return services().flatMap((s) => s.groups)
-      case "slice":
-        return services().flatMap((s) => (s._tag === "Slice" ? [s.name] : []))
-    }
-  })
+  const services = () => {
+    if (config === undefined) config = configAt(cwd)
+    return config?.services ?? []
+  }
+  const lookup: Readonly<Record<NameKind, () => ReadonlyArray<string>>> = {
+    world: () =>
+      git(cwd, ["worktree", "list", "--porcelain"]).flatMap((line) =>
+        line.startsWith("branch refs/heads/") ? [line.slice("branch refs/heads/".length)] : []
+      ),
+    branch: () => git(cwd, ["for-each-ref", "--format=%(refname:short)", "refs/heads"]),
+    service: () => services().map((s) => s.name),
+    group: () => services().flatMap((s) => s.groups),
+    slice: () => services().flatMap((s) => (s._tag === "Slice" ? [s.name] : []))
+  }
+  return kinds.flatMap((kind) => lookup[kind]())
 }
