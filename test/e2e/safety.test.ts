@@ -360,10 +360,10 @@ describe("safety", () => {
 
   it("brings up a new world when its up reaches a daemon finishing a removal a crash cut short", async () => {
     const box = await boxes.project({
-      "berth.toml": `[services.slow]\ncmd = "trap 'sleep 2; exit 0' TERM; while true; do sleep 0.2; done"\n`
+      "berth.toml": `[services.slow]\ncmd = "trap 'sleep 4; exit 0' TERM; while true; do sleep 0.2; done"\n`
     })
     const first = json<{ world: WorldJson }>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 })).world
-    // the removal stops the service first (2 s): the daemon dies in the middle of it
+    // the removal stops the service first (4 s, room enough on a loaded machine): the daemon dies in the middle of it
     const removing = box.run(["remove", "w1"], { timeoutMs: 30_000 })
     await eventually(
       () => statusOf(box),
