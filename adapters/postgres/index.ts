@@ -84,6 +84,10 @@ const textOf = (cause: unknown): string => {
   return String(cause)
 }
 
+/** pg's error for a server that closed the connection mid-query carries no code, only this message. */
+const isConnectionLost = (cause: unknown): boolean =>
+  cause instanceof Error && /^Connection terminated( unexpectedly)?$/.test(cause.message)
+
 const sqlState = (failure: PgFailure): string | undefined =>
   failure.cause instanceof pg.DatabaseError ? failure.cause.code : undefined
 
@@ -96,7 +100,10 @@ const classify = (server: Server, action: string, database: string, failure: PgF
   const code = errorCode(failure.cause)
   const detail = scrub(server, `${textOf(failure.cause)}${state === undefined ? "" : ` (SQLSTATE ${state})`}`)
   const what = `${action} database "${database}" on ${server.location}`
-  if (state === undefined && (failure.phase === "connect" || (code !== undefined && NETWORK_CODES.has(code)))) {
+  if (
+    state === undefined &&
+    (failure.phase === "connect" || (code !== undefined && NETWORK_CODES.has(code)) || isConnectionLost(failure.cause))
+  ) {
     return fail(
       "unreachable",
       `cannot reach PostgreSQL at ${server.location} to ${action} database "${database}": ${detail}`
