@@ -10,10 +10,12 @@ import { fileURLToPath, pathToFileURL } from "node:url"
 import amqp from "amqplib"
 import { Redis } from "ioredis"
 import { createConnection } from "mysql2/promise"
+import { connect as natsConnect, type NatsConnection } from "nats"
 import pg from "pg"
 import { conformance, type Subject } from "./conformance.js"
 import { dirAdapter } from "./dir/index.js"
 import { mysqlAdapter } from "./mysql/index.js"
+import { natsAdapter } from "./nats/index.js"
 import { postgresAdapter } from "./postgres/index.js"
 import { rabbitmqAdapter } from "./rabbitmq/index.js"
 import { redisAdapter } from "./redis/index.js"
@@ -25,6 +27,7 @@ const mysqlUrl = process.env.MYSQL_ADMIN_URL ?? "mysql://root@127.0.0.1:3306/"
 const redisUrl = process.env.REDIS_ADMIN_URL ?? "redis://127.0.0.1:6379"
 const rabbitUrl = process.env.RABBITMQ_ADMIN_URL ?? "amqp://guest:guest@127.0.0.1:5672"
 const rabbitManagement = process.env.RABBITMQ_MANAGEMENT_URL ?? "http://127.0.0.1:15672"
+const natsUrl = process.env.NATS_ADMIN_URL ?? "nats://127.0.0.1:4222"
 
 /** `url` with its host's port replaced: the adapter pointed at a closed port or a proxy on 127.0.0.1. */
 const withPort = (url: string, port: number): string => {
@@ -198,6 +201,44 @@ const dirProbe: Subject["probe"] = {
   get: (path, key) => Promise.resolve(existsSync(join(path, key)) ? readFileSync(join(path, key), "utf8") : undefined)
 }
 
+/** A NATS client on a resolved URL: the server without the query, and the prefix the query names. */
+const withNats = async <A>(url: string, f: (nc: NatsConnection, prefix: string) => Promise<A>): Promise<A> => {
+  const parsed = new URL(url)
+  const user = decodeURIComponent(parsed.username)
+  const pass = decodeURIComponent(parsed.password)
+  const nc = await natsConnect({
+    servers: `${parsed.hostname}:${parsed.port || 4222}`,
+    ...(user === "" ? {} : pass === "" ? { token: user } : { user, pass })
+  })
+  try {
+    return await f(nc, parsed.searchParams.get("prefix") ?? "")
+  } finally {
+    await nc.close()
+  }
+}
+
+/** A value is a key in the slice's KV bucket `<prefix>probe`. */
+const natsProbe: Subject["probe"] = {
+  put: (url, key, value) =>
+    withNats(url, async (nc, prefix) => {
+      const kv = await nc.jetstream().views.kv(`${prefix}probe`)
+      await kv.put(key, value)
+    }),
+  get: (url, key) =>
+    withNats(url, async (nc, prefix) => {
+      const jsm = await nc.jetstreamManager()
+      const exists = await jsm.streams.info(`KV_${prefix}probe`).then(
+        () => true,
+        () => false
+      )
+      if (!exists) return undefined
+      const entry = await (await nc.jetstream().views.kv(`${prefix}probe`, { bindOnly: true })).get(key)
+      return entry === null || entry.operation !== "PUT" ? undefined : entry.string()
+    })
+}
+
+const natsAdmin = <A>(f: (nc: NatsConnection) => Promise<A>): Promise<A> => withNats(natsUrl, (nc) => f(nc))
+
 // --- the table ---------------------------------------------------------------------------------------------------
 
 export const subjects: ReadonlyArray<Subject> = [
@@ -285,6 +326,34 @@ export const subjects: ReadonlyArray<Subject> = [
       at: (port) => ({ adminUrl: rabbitUrl, options: { management_url: withPort(rabbitManagement, port) } }),
       cutAt: 1
     }
+  },
+  {
+    label: "nats",
+    adapterName: "nats",
+    adapter: natsAdapter,
+    adminUrl: natsUrl,
+    options: { copy_messages: true },
+    maxName: 64,
+    probe: natsProbe,
+    unmarked: {
+      make: (slice) =>
+        natsAdmin(async (nc) => {
+          const jsm = await nc.jetstreamManager()
+          await jsm.streams.add({ name: `${slice.name}-theirs`, subjects: [`${slice.name}-theirs.>`] })
+        }),
+      exists: (slice) =>
+        natsAdmin(async (nc) =>
+          (await nc.jetstreamManager()).streams.info(`${slice.name}-theirs`).then(
+            () => true,
+            () => false
+          )
+        ),
+      remove: (slice) =>
+        natsAdmin(async (nc) => {
+          await (await nc.jetstreamManager()).streams.delete(`${slice.name}-theirs`).catch(() => false)
+        })
+    },
+    server: { port: portOf(natsUrl, 4222), at: (port) => ({ adminUrl: withPort(natsUrl, port) }) }
   },
   {
     label: "sqlite",
