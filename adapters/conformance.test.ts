@@ -12,6 +12,7 @@ import { Redis } from "ioredis"
 import { createConnection } from "mysql2/promise"
 import { connect as natsConnect, type NatsConnection } from "nats"
 import pg from "pg"
+import { clickhouseAdapter } from "./clickhouse/index.js"
 import { conformance, type Subject } from "./conformance.js"
 import { dirAdapter } from "./dir/index.js"
 import { mysqlAdapter } from "./mysql/index.js"
@@ -28,6 +29,7 @@ const redisUrl = process.env.REDIS_ADMIN_URL ?? "redis://127.0.0.1:6379"
 const rabbitUrl = process.env.RABBITMQ_ADMIN_URL ?? "amqp://guest:guest@127.0.0.1:5672"
 const rabbitManagement = process.env.RABBITMQ_MANAGEMENT_URL ?? "http://127.0.0.1:15672"
 const natsUrl = process.env.NATS_ADMIN_URL ?? "nats://127.0.0.1:4222"
+const clickhouseUrl = process.env.CLICKHOUSE_ADMIN_URL ?? "http://default@127.0.0.1:8123"
 
 /** `url` with its host's port replaced: the adapter pointed at a closed port or a proxy on 127.0.0.1. */
 const withPort = (url: string, port: number): string => {
@@ -239,6 +241,34 @@ const natsProbe: Subject["probe"] = {
 
 const natsAdmin = <A>(f: (nc: NatsConnection) => Promise<A>): Promise<A> => withNats(natsUrl, (nc) => f(nc))
 
+/** One statement to ClickHouse's HTTP interface at `url` (its `?database=` included), credentials as a header. */
+const clickhouse = async (url: string, sql: string): Promise<string> => {
+  const target = new URL(url)
+  const auth = Buffer.from(`${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}`)
+  target.username = ""
+  target.password = ""
+  const response = await fetch(target, {
+    method: "POST",
+    body: sql,
+    headers: { authorization: `Basic ${auth.toString("base64")}` }
+  })
+  const text = await response.text()
+  if (!response.ok) throw new Error(text)
+  return text
+}
+
+const clickhouseProbe: Subject["probe"] = {
+  put: async (url, key, value) => {
+    await clickhouse(url, "CREATE TABLE IF NOT EXISTS probe (k String, v String) ENGINE = Log")
+    await clickhouse(url, `INSERT INTO probe VALUES ('${key}', '${value}')`)
+  },
+  get: async (url, key) => {
+    if ((await clickhouse(url, "EXISTS TABLE probe")).trim() !== "1") return undefined
+    const found = (await clickhouse(url, `SELECT v FROM probe WHERE k = '${key}'`)).trim()
+    return found === "" ? undefined : found
+  }
+}
+
 // --- the table ---------------------------------------------------------------------------------------------------
 
 export const subjects: ReadonlyArray<Subject> = [
@@ -354,6 +384,23 @@ export const subjects: ReadonlyArray<Subject> = [
         })
     },
     server: { port: portOf(natsUrl, 4222), at: (port) => ({ adminUrl: withPort(natsUrl, port) }) }
+  },
+  {
+    label: "clickhouse",
+    adapterName: "clickhouse",
+    adapter: clickhouseAdapter,
+    adminUrl: clickhouseUrl,
+    maxName: 64,
+    probe: clickhouseProbe,
+    unmarked: {
+      make: (slice) => clickhouse(clickhouseUrl, `CREATE DATABASE \`${slice.name}\``).then(() => undefined),
+      exists: (slice) =>
+        clickhouse(clickhouseUrl, `SELECT count() FROM system.databases WHERE name = '${slice.name}'`).then(
+          (count) => count.trim() === "1"
+        ),
+      remove: (slice) => clickhouse(clickhouseUrl, `DROP DATABASE IF EXISTS \`${slice.name}\``).then(() => undefined)
+    },
+    server: { port: portOf(clickhouseUrl, 8123), at: (port) => ({ adminUrl: withPort(clickhouseUrl, port) }), cutAt: 1 }
   },
   {
     label: "sqlite",
