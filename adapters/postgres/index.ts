@@ -28,7 +28,8 @@ const MAX_NAME = 63
 const CONNECT_TIMEOUT_MS = 5_000
 /** Pauses before each retry of a clone whose template is in use, after terminating its sessions. */
 const CLONE_RETRY = pauses(100, 250, 500, 1_000, 2_000)
-const CLONE_ATTEMPTS = 6
+/** as many as CLONE_RETRY has pauses: for the message */
+const CLONE_RETRIES = 5
 
 /** SQLSTATEs this adapter reacts to. */
 const DUPLICATE_DATABASE = "42P04"
@@ -354,15 +355,19 @@ const copyFrom = (
     const strategy = (yield* serverVersion(client)) >= 150_000 ? " STRATEGY FILE_COPY" : ""
     const create = query(client, `CREATE DATABASE ${ident(into)} TEMPLATE ${ident(source)}${strategy}`)
     const inUse = (failure: PgFailure) => sqlState(failure) === OBJECT_IN_USE
-    yield* create.pipe(
-      // end the template's sessions before the pause, so a pool that reconnects at once meets the retry late
-      Effect.tapErrorTag("PgFailure", (failure) => (inUse(failure) ? terminateSessions(client, source) : Effect.void)),
+    let attempts = 0
+    // each retry ends the template's sessions right before it, after the pause, so that a pool that reconnects at
+    // once has the least time to come back
+    const attempt = Effect.suspend(() =>
+      attempts++ === 0 ? create : Effect.zipRight(terminateSessions(client, source), create)
+    )
+    yield* attempt.pipe(
       Effect.retry({ schedule: CLONE_RETRY, while: inUse }),
       Effect.catchIf(inUse, () =>
         Effect.fail(
           fail(
             "failed",
-            `cannot clone database "${source}" into "${target}" on ${server.location}: "${source}" is still in use by other sessions after ${CLONE_ATTEMPTS - 1} attempts to end them; stop whatever keeps reconnecting to it and retry`
+            `cannot clone database "${source}" into "${target}" on ${server.location}: "${source}" is still in use by other sessions after ${CLONE_RETRIES} attempts to end them; stop whatever keeps reconnecting to it and retry`
           )
         )
       )
