@@ -48,7 +48,10 @@ afterAll(async () => {
   const jsm = await nc.jetstreamManager()
   for await (const name of jsm.streams.names()) if (name.includes(prefix)) await jsm.streams.delete(name)
   const marks = await nc.jetstream().views.kv("berth_slices")
-  for await (const key of await marks.keys()) if (key.startsWith(prefix)) await marks.purge(key)
+  // collected first: purging while the key listing's consumer runs cuts the listing short
+  const keys: Array<string> = []
+  for await (const key of await marks.keys()) keys.push(key)
+  for (const key of keys) if (key.startsWith(prefix)) await marks.purge(key)
   await nc.close()
 })
 
