@@ -125,6 +125,22 @@ describe("clickhouseAdapter", () => {
     })
   )
 
+  it.live("reports refused credentials as authentication, without the password", () =>
+    Effect.gen(function* () {
+      const url = new URL(adminUrl)
+      url.username = "default"
+      url.password = "hunter2"
+      const error = yield* Effect.flip(clickhouseAdapter.provision({ ...sliceOf(fresh("auth")), adminUrl: url.href }))
+      expect(error.kind).toBe("authentication")
+      expect(error.message).not.toContain("hunter2")
+      const nobody = new URL(adminUrl)
+      nobody.username = "nobody_here"
+      expect((yield* Effect.flip(clickhouseAdapter.list({ ...sliceOf("x"), adminUrl: nobody.href }))).kind).toBe(
+        "authentication"
+      )
+    })
+  )
+
   it.live("refuses reserved names and a non-http admin_url", () =>
     Effect.gen(function* () {
       for (const name of ["berth_meta", "system", "default"]) {
