@@ -1,7 +1,8 @@
 /**
  * What berth knows about each built-in adapter without loading it: its family (aliases share one implementation),
  * whether it can copy a slice server-side, and the adapter-specific keys its `[services.X]` table accepts.
- * Adding an adapter means adding a folder under `adapters/` and a line here; nothing else in the core changes.
+ * Adding an adapter means adding a folder under `adapters/`, a line here and an entry in the conformance table
+ * (`adapters/conformance.test.ts`); nothing else in the core changes.
  */
 export interface AdapterInfo {
   readonly name: string
