@@ -14,7 +14,9 @@ export const implementations: ReadonlyMap<string, () => Promise<Adapter>> = new 
   ["postgres", () => import("./postgres/index.js").then((m) => m.postgresAdapter)],
   ["mysql", () => import("./mysql/index.js").then((m) => m.mysqlAdapter)],
   ["rabbitmq", () => import("./rabbitmq/index.js").then((m) => m.rabbitmqAdapter)],
-  ["redis", () => import("./redis/index.js").then((m) => m.redisAdapter)]
+  ["redis", () => import("./redis/index.js").then((m) => m.redisAdapter)],
+  ["nats", () => import("./nats/index.js").then((m) => m.natsAdapter)],
+  ["clickhouse", () => import("./clickhouse/index.js").then((m) => m.clickhouseAdapter)]
 ])
 
 export { AdapterError, type Adapter, type Slice } from "./contract.js"

@@ -24,10 +24,17 @@ export const NETWORK_CODES: ReadonlySet<string> = new Set([
 
 export const describeCause = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
 
+/**
+ * The longest slice name an embedded store takes: a file name is at most 255 bytes, and scratch names add a dot, the
+ * suffix, the pid and a random part (berth's own names are at most 63 characters).
+ */
+export const MAX_STORAGE_NAME = 200
+
 /** True when `name` can be a file name in a storage folder: see `checkStorageName`. */
 export const isStorageName = (name: string): boolean =>
   !(
     name === "" ||
+    Buffer.byteLength(name) > MAX_STORAGE_NAME ||
     name.includes("/") ||
     name.includes("\\") ||
     name.includes("..") ||
@@ -45,7 +52,7 @@ export const checkStorageName = (adapter: string, name: string): Effect.Effect<s
         new AdapterError({
           adapter,
           kind: "invalid",
-          message: `refusing slice name ${JSON.stringify(name)}: it could escape the storage folder`
+          message: `refusing slice name ${JSON.stringify(name)}: it could escape the storage folder, or is longer than ${MAX_STORAGE_NAME} bytes`
         })
       )
     : Effect.succeed(name)

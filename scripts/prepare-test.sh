@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes this machine ready for `npm test`: the servers the suite talks to (PostgreSQL, MariaDB, Redis, RabbitMQ with
-# its management plugin), headless Chromium and certutil. Starts or installs what is missing where it can (as root,
+# its management plugin, NATS with JetStream, ClickHouse), headless Chromium and certutil. Starts or installs what is missing where it can (as root,
 # with apt-get); otherwise prints one line naming what is missing and the command that fixes it, and exits 1.
 # Quiet when everything is there already, so that `npm test` on a ready machine costs a few port checks.
 set -uo pipefail
@@ -67,6 +67,34 @@ server MariaDB 3306 /usr/sbin/mariadbd mariadb-server \
 server Redis 6379 redis-server redis-server \
   'redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log'
 server RabbitMQ 5672 rabbitmq-server rabbitmq-server 'rabbitmq-server -detached'
+
+# servers whose Debian package is ready for the tests as installed (no password to set): installed when missing, as
+# root, then started like the others; where that cannot be done, one line says what to run
+installed_server() {
+  local name=$1 port=$2 binary=$3 package=$4 start=$5 install
+  if ! port_open "$port" && ! has "$binary"; then
+    install="apt-get install -y --no-install-recommends $package"
+    if ! is_root || ! has apt-get; then
+      lack "$name (not installed)" "sudo $install && sudo $start"
+      return 0
+    fi
+    echo "prepare-test: installing $package"
+    export DEBIAN_FRONTEND=noninteractive
+    # a fresh machine's package lists may be missing or stale: update only when the install needs it
+    $install >/dev/null 2>&1 || { apt-get update >/dev/null 2>&1 && $install >/dev/null 2>&1; }
+    if ! has "$binary"; then
+      lack "$name (apt-get failed)" "apt-get update && $install && $start"
+      return 0
+    fi
+  fi
+  server "$name" "$port" "$binary" "$package" "$start"
+}
+
+installed_server NATS 4222 /usr/sbin/nats-server nats-server \
+  'mkdir -p /var/lib/nats-server && start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log'
+# no systemd here: the server runs as its own user, from its data folder, with Debian's configuration (HTTP on 8123)
+installed_server ClickHouse 8123 /usr/sbin/clickhouse-server clickhouse-server \
+  'start-stop-daemon --start --oknodo --background --chuid clickhouse:clickhouse --chdir /var/lib/clickhouse --exec /usr/sbin/clickhouse-server -- --config-file=/etc/clickhouse-server/config.xml'
 
 # the rabbitmq adapter manages vhosts through the management API; a node takes plugin changes only once booted
 if ! port_open 15672; then

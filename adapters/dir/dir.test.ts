@@ -103,18 +103,6 @@ describe("dirAdapter", () => {
     })
   )
 
-  it.effect("keeps one world's files out of another's", () =>
-    Effect.gen(function* () {
-      const storage = freshStorage()
-      const a = sliceOf(storage, "acme_a_files")
-      const b = sliceOf(storage, "acme_b_files")
-      yield* dirAdapter.provision(a)
-      yield* dirAdapter.provision(b)
-      writeFileSync(join(yield* dirAdapter.resolve(a), "upload.txt"), "only in a")
-      expect(existsSync(join(yield* dirAdapter.resolve(b), "upload.txt"))).toBe(false)
-    })
-  )
-
   it.effect("clones files from a golden slice, replacing the target, independent afterwards", () =>
     Effect.gen(function* () {
       const storage = freshStorage()

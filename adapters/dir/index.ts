@@ -10,40 +10,12 @@ import { chmodSync, constants as fsConstants, lstatSync, mkdirSync, renameSync, 
 import { cp, writeFile } from "node:fs/promises"
 import { basename, dirname, join, resolve } from "node:path"
 import * as Effect from "effect/Effect"
-import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import {
-  checkStorageName,
-  describeCause,
-  errorCode,
-  leftovers,
-  SCRATCH_TAG,
-  scratchTag,
-  storageEntries
-} from "../shared.js"
+import type { Adapter, AdapterError, Slice } from "../contract.js"
+import { embeddedStore } from "../embedded.js"
+import { errorCode, SCRATCH_TAG, scratchTag } from "../shared.js"
 
 const ADAPTER = "dir"
 const MARKER = ".berth-slice"
-
-const fail = (kind: AdapterErrorKind, message: string) => new AdapterError({ adapter: ADAPTER, kind, message })
-
-const describe = describeCause
-
-/** An `AdapterError` raised inside a step passes through; anything else is "failed", naming the folder and the step. */
-const mapError =
-  (action: string, folder: string) =>
-  (cause: unknown): AdapterError =>
-    cause instanceof AdapterError ? cause : fail("failed", `could not ${action} ${folder}: ${describe(cause)}`)
-
-const attempt = <A>(action: string, folder: string, thunk: () => A): Effect.Effect<A, AdapterError> =>
-  Effect.try({ try: thunk, catch: mapError(action, folder) })
-
-const attemptPromise = <A>(action: string, folder: string, thunk: () => Promise<A>): Effect.Effect<A, AdapterError> =>
-  Effect.tryPromise({ try: thunk, catch: mapError(action, folder) })
-
-const checkName = (name: string): Effect.Effect<string, AdapterError> => checkStorageName(ADAPTER, name)
-
-const folderOf = (slice: Pick<Slice, "storage" | "name">): Effect.Effect<string, AdapterError> =>
-  Effect.map(checkName(slice.name), (name) => join(resolve(slice.storage), name))
 
 type Kind = "missing" | "directory" | "other"
 
@@ -77,13 +49,6 @@ const scratchOf = (folder: string, purpose: "new" | "clone" | "trash", pid = pro
 /** `scratchOf`'s names: the slice's name, and the pid of the process that made it */
 const SCRATCH = new RegExp(`^\\.(.+)\\.(?:new|clone|trash)-${SCRATCH_TAG}$`)
 
-const removeLeftovers = (folder: string, name: string): void => {
-  const storage = dirname(folder)
-  for (const leftover of leftovers(storage, SCRATCH)) {
-    if (leftover.name === name) rmSync(join(storage, leftover.entry), { recursive: true, force: true })
-  }
-}
-
 const writeMarker = (folder: string, name: string): Promise<void> =>
   writeFile(join(folder, MARKER), `${name}\n`, { mode: 0o600 })
 
@@ -94,10 +59,9 @@ const removeFolder = (folder: string): void => {
   rmSync(trash, { recursive: true, force: true })
 }
 
-const ensureStorage = (storage: string): Effect.Effect<void, AdapterError> =>
-  attempt("create the storage folder", storage, () => {
-    mkdirSync(storage, { recursive: true, mode: 0o700 })
-  })
+const store = embeddedStore({ adapter: ADAPTER, suffix: "", scratch: SCRATCH, isOwned, remove: removeFolder })
+const { fail, attempt, attemptPromise, ensureStorage, removeLeftovers } = store
+const folderOf = store.pathOf
 
 const provision = (slice: Slice): Effect.Effect<boolean, AdapterError> =>
   Effect.gen(function* () {
@@ -140,34 +104,10 @@ const alreadyThere = (folder: string): Effect.Effect<boolean, AdapterError> =>
 
 const resolvePath = (slice: Slice): Effect.Effect<string, AdapterError> => folderOf(slice)
 
-const teardown = (slice: Slice): Effect.Effect<void, AdapterError> =>
-  Effect.flatMap(folderOf(slice), (folder) =>
-    attempt("tear down", folder, () => {
-      removeLeftovers(folder, slice.name)
-      if (kindOf(folder) === "missing") return
-      if (!isOwned(folder)) throw fail("not-owned", `${folder} is not a berth slice; leaving it alone`)
-      removeFolder(folder)
-    })
-  )
-
 const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
-  Effect.gen(function* () {
-    const source = yield* folderOf(from)
-    const target = yield* folderOf(to)
-    if (source === target) return yield* Effect.fail(fail("invalid", `cannot clone ${source} onto itself`))
-    yield* attempt("clone from", source, () => {
-      if (kindOf(source) === "missing") {
-        throw fail("failed", `cannot clone: ${source} does not exist (provision it first)`)
-      }
-      if (!isOwned(source)) throw fail("not-owned", `cannot clone: ${source} is not a berth slice`)
-      if (kindOf(target) !== "missing" && !isOwned(target)) {
-        throw fail("not-owned", `cannot clone: ${target} exists and is not a berth slice; leaving it alone`)
-      }
-      removeLeftovers(target, to.name)
-    })
-    yield* ensureStorage(resolve(to.storage))
+  store.clone(from, to, (source, target) => {
     const scratch = scratchOf(target, "clone")
-    yield* attemptPromise("clone into", target, async () => {
+    return attemptPromise("clone into", target, async () => {
       // cp keeps modes; FICLONE asks for copy-on-write where the filesystem can, and plain copies elsewhere
       await cp(source, scratch, {
         recursive: true,
@@ -182,19 +122,6 @@ const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
       if (kindOf(target) !== "missing") removeFolder(target)
       renameSync(scratch, target)
     }).pipe(Effect.ensuring(Effect.sync(() => rmSync(scratch, { recursive: true, force: true }))))
-  })
-
-const list = (scope: ListScope): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
-  attempt("list", resolve(scope.storage), () => {
-    const storage = resolve(scope.storage)
-    const entries = storageEntries(storage)
-    const owned = entries.filter((entry) => !entry.startsWith(".") && isOwned(join(storage, entry)))
-    // a slice that only a crash's leftover stands for is listed too, so that gc's teardown removes it (unless
-    // something not ours holds the slice's path: teardown would refuse it)
-    const left = leftovers(storage, SCRATCH)
-      .map((leftover) => leftover.name)
-      .filter((name) => kindOf(join(storage, name)) === "missing")
-    return [...new Set([...owned, ...left])].sort()
   })
 
 /**
@@ -222,7 +149,7 @@ export const dirAdapter: Adapter = {
   capabilities: { clone: true },
   provision,
   resolve: resolvePath,
-  teardown,
+  teardown: store.teardown,
   clone,
-  list
+  list: store.list
 }

@@ -37,11 +37,11 @@
  */
 import { createHash } from "node:crypto"
 import * as Data from "effect/Data"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { type Connection, createConnection, type RowDataPacket } from "mysql2"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
+import { pauses, provisionOwned, type Standing, teardownOwned } from "../ownership.js"
 import { describeCause, errorCode, NETWORK_CODES, parseAdminUrl, secretsOf, sliceChecks } from "../shared.js"
 
 const ADAPTER = "mysql"
@@ -63,7 +63,7 @@ const NAME_LOCK_TIMEOUT_S = 60
 /** seconds a DDL statement waits for metadata locks held by others (the server's default is a year) */
 const LOCK_WAIT_TIMEOUT_S = 60
 /** Pauses while waiting for a concurrent creator to write its ownership mark. */
-const MARK_WAIT_DELAYS_MS = [50, 100, 200, 400, 800] as const
+const MARK_WAIT = pauses(50, 100, 200, 400, 800)
 /**
  * The session's SQL mode while copying: no ANSI_QUOTES (the SHOW CREATE output parsed here is backtick-quoted), not
  * strict (rows already stored are copied as they are) and NO_AUTO_VALUE_ON_ZERO (a stored 0 key stays 0).
@@ -371,21 +371,8 @@ const ownership = (connection: Connection, owner: string, name: string): Effect.
     return (yield* isEmpty(connection, name)) ? "unfinished" : "foreign"
   })
 
-/** Right after a concurrent CREATE DATABASE the mark may not be written yet: give the winner a moment. */
-const ownershipAfterRace = (
-  connection: Connection,
-  owner: string,
-  name: string
-): Effect.Effect<Ownership, MysqlFailure> =>
-  Effect.gen(function* () {
-    let state = yield* ownership(connection, owner, name)
-    for (const delay of MARK_WAIT_DELAYS_MS) {
-      if (state !== "foreign" && state !== "unfinished") return state
-      yield* Effect.sleep(Duration.millis(delay))
-      state = yield* ownership(connection, owner, name)
-    }
-    return state
-  })
+/** The protocol's reading of a state: another installation's slice is as foreign as an unmarked database. */
+const standingOf = (state: Ownership): Standing => (state === "elsewhere" ? "foreign" : state)
 
 /** Why berth leaves `name` alone, for a state that is "foreign" or "elsewhere". */
 const notOurs = (server: Server, name: string, state: Ownership): string =>
@@ -507,27 +494,21 @@ const drop = (connection: Connection, name: string): Effect.Effect<void, MysqlFa
 const provision = Effect.fn("MysqlAdapter.provision")(function* (slice: Slice) {
   const name = yield* checkSlice(slice)
   return yield* withServer(slice.adminUrl, "provision", name, (connection, server) =>
-    Effect.gen(function* () {
-      const taken = (state: Ownership) => fail("taken", `${notOurs(server, name, state)}; drop it or pick another name`)
-      yield* ensureMeta(connection)
-      yield* lockNames(connection, server, [name])
-      const before = yield* ownership(connection, slice.owner, name)
-      if (before === "ours") return false
-      if (before === "foreign" || before === "elsewhere") return yield* Effect.fail(taken(before))
+    provisionOwned({
+      lock: Effect.zipRight(ensureMeta(connection), lockNames(connection, server, [name])),
+      look: ownership(connection, slice.owner, name),
+      standing: standingOf,
       // what a crash left before its mark is made again from nothing
-      if (before === "unfinished") yield* drop(connection, name)
-      if (yield* createMarked(connection, slice.owner, name)) return true
-      // someone outside berth's lock created it between our look and our CREATE: whose is it?
-      const after = yield* ownershipAfterRace(connection, slice.owner, name)
-      if (after === "ours") return false
-      return yield* Effect.fail(
-        after === "missing" || after === "unfinished"
-          ? fail(
-              "failed",
-              `database "${name}" on ${server.location} ${after === "missing" ? "appeared and vanished" : "was being made by another berth operation"} during provision; retry`
-            )
-          : taken(after)
-      )
+      clear: drop(connection, name),
+      create: createMarked(connection, slice.owner, name),
+      // right after a concurrent CREATE DATABASE the winner's mark may not be written yet: give it a moment
+      settle: MARK_WAIT,
+      taken: (state) => fail("taken", `${notOurs(server, name, state)}; drop it or pick another name`),
+      vanished: (state) =>
+        fail(
+          "failed",
+          `database "${name}" on ${server.location} ${state === "missing" ? "appeared and vanished" : "was being made by another berth operation"} during provision; retry`
+        )
     })
   )
 })
@@ -543,15 +524,14 @@ const resolveUrl = Effect.fn("MysqlAdapter.resolve")(function* (slice: Slice) {
 const teardown = Effect.fn("MysqlAdapter.teardown")(function* (slice: Slice) {
   const name = yield* checkSlice(slice)
   yield* withServer(slice.adminUrl, "tear down", name, (connection, server) =>
-    Effect.gen(function* () {
-      yield* lockNames(connection, server, [name])
-      const state = yield* ownership(connection, slice.owner, name)
-      if (state === "foreign" || state === "elsewhere") {
-        return yield* Effect.fail(fail("not-owned", `${notOurs(server, name, state)}; leaving it alone`))
-      }
-      if (state === "ours" || state === "unfinished") yield* drop(connection, name)
+    teardownOwned({
+      lock: lockNames(connection, server, [name]),
+      look: ownership(connection, slice.owner, name),
+      standing: standingOf,
+      drop: drop(connection, name),
+      notOwned: (state) => fail("not-owned", `${notOurs(server, name, state)}; leaving it alone`),
       // also clears a stale mark of ours
-      yield* unmark(connection, slice.owner, name)
+      after: unmark(connection, slice.owner, name)
     })
   )
 })

@@ -136,22 +136,6 @@ describe("mysqlAdapter", () => {
     })
   )
 
-  it.live("keeps slices apart: a write in one is invisible in another", () =>
-    Effect.gen(function* () {
-      const a = fresh("iso_a")
-      const b = fresh("iso_b")
-      yield* mysqlAdapter.provision(sliceOf(a, adminUrl))
-      yield* mysqlAdapter.provision(sliceOf(b, adminUrl))
-      const urlA = yield* resolved(a)
-      const urlB = yield* resolved(b)
-      yield* sql(urlA, "CREATE TABLE notes (id INT PRIMARY KEY, note TEXT)")
-      yield* sql(urlB, "CREATE TABLE notes (id INT PRIMARY KEY, note TEXT)")
-      yield* sql(urlA, "INSERT INTO notes VALUES (1, 'a')")
-      expect(yield* sql(urlA, "SELECT id, note FROM notes")).toEqual([{ id: 1, note: "a" }])
-      expect(yield* sql(urlB, "SELECT id, note FROM notes")).toEqual([])
-    })
-  )
-
   it.live("tears down an owned database, idempotently, even while a session holds it in a transaction", () =>
     Effect.gen(function* () {
       const name = fresh("gone")
@@ -173,47 +157,6 @@ describe("mysqlAdapter", () => {
       expect(yield* listed()).not.toContain(name)
       // and it can be made again
       expect(yield* mysqlAdapter.provision(sliceOf(name, adminUrl))).toBe(true)
-    })
-  )
-
-  it.live("never reuses, drops or lists a database berth did not make", () =>
-    Effect.gen(function* () {
-      const name = fresh("foreign")
-      yield* sql(adminUrl, `CREATE DATABASE \`${name}\``)
-      yield* sql(adminUrl, `CREATE TABLE \`${name}\`.precious (v INT)`)
-      const up = yield* Effect.flip(mysqlAdapter.provision(sliceOf(name, adminUrl)))
-      expect(up.kind).toBe("taken")
-      expect(up.adapter).toBe("mysql")
-      expect(up.message).toContain(name)
-      const down = yield* Effect.flip(mysqlAdapter.teardown(sliceOf(name, adminUrl)))
-      expect(down.kind).toBe("not-owned")
-      expect(yield* listed()).not.toContain(name)
-      const golden = fresh("g_foreign")
-      yield* mysqlAdapter.provision(sliceOf(golden, adminUrl))
-      const into = yield* Effect.flip(mysqlAdapter.clone(sliceOf(golden, adminUrl), sliceOf(name, adminUrl)))
-      expect(into.kind).toBe("not-owned")
-      const from = yield* Effect.flip(mysqlAdapter.clone(sliceOf(name, adminUrl), sliceOf(fresh("dst"), adminUrl)))
-      expect(from.kind).toBe("not-owned")
-      expect(yield* exists(name)).toBe(true)
-      expect(
-        yield* sql(adminUrl, "SELECT TABLE_NAME AS t FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?", [name])
-      ).toEqual([{ t: "precious" }])
-    })
-  )
-
-  it.live("another berth installation's slice is neither reused, dropped nor listed", () =>
-    Effect.gen(function* () {
-      const name = fresh("other_owner")
-      expect(yield* mysqlAdapter.provision(sliceOf(name, adminUrl, "elsewhere"))).toBe(true)
-      const up = yield* Effect.flip(mysqlAdapter.provision(sliceOf(name, adminUrl)))
-      expect(up.kind).toBe("taken")
-      expect(up.message).toContain("another berth installation")
-      expect((yield* Effect.flip(mysqlAdapter.teardown(sliceOf(name, adminUrl)))).kind).toBe("not-owned")
-      expect(yield* listed()).not.toContain(name)
-      expect(yield* listed("elsewhere")).toContain(name)
-      expect(yield* exists(name)).toBe(true)
-      yield* mysqlAdapter.teardown(sliceOf(name, adminUrl, "elsewhere"))
-      expect(yield* exists(name)).toBe(false)
     })
   )
 
@@ -277,18 +220,6 @@ describe("mysqlAdapter", () => {
       yield* sql(adminUrl, `DROP DATABASE \`${name}\``)
       yield* mysqlAdapter.teardown(sliceOf(name, adminUrl))
       expect(yield* sql(adminUrl, "SELECT name FROM berth_meta.slices WHERE name = ?", [name])).toEqual([])
-    })
-  )
-
-  it.live("five concurrent provisions of one name all succeed, exactly one creating it", () =>
-    Effect.gen(function* () {
-      const name = fresh("race")
-      const results = yield* Effect.all(
-        Array.from({ length: 5 }, () => mysqlAdapter.provision(sliceOf(name, adminUrl))),
-        { concurrency: "unbounded" }
-      )
-      expect(results.filter((created) => created)).toEqual([true])
-      expect(yield* listed()).toContain(name)
     })
   )
 

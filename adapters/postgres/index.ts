@@ -15,11 +15,11 @@
  */
 import { createHash, randomBytes } from "node:crypto"
 import * as Data from "effect/Data"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import pg from "pg"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
+import { pauses, provisionOwned, type Standing, teardownOwned } from "../ownership.js"
 import { decodeComponent, errorCode, NETWORK_CODES, parseAdminUrl, secretsOf, sliceChecks } from "../shared.js"
 
 const ADAPTER = "postgres"
@@ -27,7 +27,9 @@ const ADAPTER = "postgres"
 const MAX_NAME = 63
 const CONNECT_TIMEOUT_MS = 5_000
 /** Pauses before each retry of a clone whose template is in use, after terminating its sessions. */
-const CLONE_RETRY_DELAYS_MS = [100, 250, 500, 1_000, 2_000] as const
+const CLONE_RETRY = pauses(100, 250, 500, 1_000, 2_000)
+/** as many as CLONE_RETRY has pauses: for the message */
+const CLONE_RETRIES = 5
 
 /** SQLSTATEs this adapter reacts to. */
 const DUPLICATE_DATABASE = "42P04"
@@ -83,6 +85,10 @@ const textOf = (cause: unknown): string => {
   return String(cause)
 }
 
+/** pg's error for a server that closed the connection mid-query carries no code, only this message. */
+const isConnectionLost = (cause: unknown): boolean =>
+  cause instanceof Error && /^Connection terminated( unexpectedly)?$/.test(cause.message)
+
 const sqlState = (failure: PgFailure): string | undefined =>
   failure.cause instanceof pg.DatabaseError ? failure.cause.code : undefined
 
@@ -95,7 +101,10 @@ const classify = (server: Server, action: string, database: string, failure: PgF
   const code = errorCode(failure.cause)
   const detail = scrub(server, `${textOf(failure.cause)}${state === undefined ? "" : ` (SQLSTATE ${state})`}`)
   const what = `${action} database "${database}" on ${server.location}`
-  if (state === undefined && (failure.phase === "connect" || (code !== undefined && NETWORK_CODES.has(code)))) {
+  if (
+    state === undefined &&
+    (failure.phase === "connect" || (code !== undefined && NETWORK_CODES.has(code)) || isConnectionLost(failure.cause))
+  ) {
     return fail(
       "unreachable",
       `cannot reach PostgreSQL at ${server.location} to ${action} database "${database}": ${detail}`
@@ -279,27 +288,22 @@ const terminateSessions = (client: pg.Client, name: string): Effect.Effect<void,
 const provision = (slice: Slice): Effect.Effect<boolean, AdapterError> =>
   Effect.flatMap(checkTarget(slice), (name) =>
     withServer(slice.adminUrl, "provision", name, (client, server) =>
-      Effect.gen(function* () {
-        const taken = fail(
-          "taken",
-          `database "${name}" already exists on ${server.location} and is not a berth slice; drop it or pick another name`
-        )
-        yield* lockNames(client, slice.owner, [name])
-        const before = yield* ownership(client, slice.owner, name)
-        if (before === "ours") return false
-        if (before === "foreign") return yield* Effect.fail(taken)
-        const created = yield* build(client, slice.owner, name, (pending) =>
+      provisionOwned({
+        lock: lockNames(client, slice.owner, [name]),
+        look: ownership(client, slice.owner, name),
+        standing: (state): Standing => state,
+        clear: Effect.void,
+        create: build(client, slice.owner, name, (pending) =>
           Effect.asVoid(query(client, `CREATE DATABASE ${ident(pending)}`))
-        )
-        if (created) return true
-        // someone else made it between our look and our rename (marked already, if it was berth): whose is it?
-        const after = yield* ownership(client, slice.owner, name)
-        if (after === "ours") return false
-        return yield* Effect.fail(
-          after === "foreign"
-            ? taken
-            : fail("failed", `database "${name}" on ${server.location} appeared and vanished during provision; retry`)
-        )
+        ),
+        taken: () =>
+          fail(
+            "taken",
+            `database "${name}" already exists on ${server.location} and is not a berth slice; drop it or pick another name`
+          ),
+        // someone else made it between our look and our rename, then dropped it again
+        vanished: () =>
+          fail("failed", `database "${name}" on ${server.location} appeared and vanished during provision; retry`)
       })
     )
   )
@@ -316,20 +320,21 @@ const resolveUrl = (slice: Slice): Effect.Effect<string, AdapterError> =>
 const teardown = (slice: Slice): Effect.Effect<void, AdapterError> =>
   Effect.flatMap(checkSlice(slice), (name) =>
     withServer(slice.adminUrl, "tear down", name, (client, server) =>
-      Effect.gen(function* () {
-        yield* lockNames(client, slice.owner, [name])
-        // what a crash left of this slice's builds goes too; a pending name (from gc) is a build itself
-        if (!isPending(slice.owner, name)) {
-          for (const pending of yield* pendingOf(client, slice.owner, name)) yield* drop(client, pending)
-        }
-        const state = yield* ownership(client, slice.owner, name)
-        if (state === "missing") return
-        if (state === "foreign") {
-          return yield* Effect.fail(
-            fail("not-owned", `database "${name}" on ${server.location} is not a berth slice; leaving it alone`)
-          )
-        }
-        yield* drop(client, name)
+      teardownOwned({
+        lock: Effect.zipRight(
+          lockNames(client, slice.owner, [name]),
+          // what a crash left of this slice's builds goes too; a pending name (from gc) is a build itself
+          isPending(slice.owner, name)
+            ? Effect.void
+            : Effect.flatMap(pendingOf(client, slice.owner, name), (pending) =>
+                Effect.forEach(pending, (database) => drop(client, database), { discard: true })
+              )
+        ),
+        look: ownership(client, slice.owner, name),
+        standing: (state): Standing => state,
+        drop: drop(client, name),
+        notOwned: () =>
+          fail("not-owned", `database "${name}" on ${server.location} is not a berth slice; leaving it alone`)
       })
     )
   )
@@ -350,21 +355,19 @@ const copyFrom = (
     const strategy = (yield* serverVersion(client)) >= 150_000 ? " STRATEGY FILE_COPY" : ""
     const create = query(client, `CREATE DATABASE ${ident(into)} TEMPLATE ${ident(source)}${strategy}`)
     const inUse = (failure: PgFailure) => sqlState(failure) === OBJECT_IN_USE
-    for (const delay of CLONE_RETRY_DELAYS_MS) {
-      const done = yield* create.pipe(
-        Effect.as(true),
-        Effect.catchIf(inUse, () => Effect.succeed(false))
-      )
-      if (done) return
-      yield* terminateSessions(client, source)
-      yield* Effect.sleep(Duration.millis(delay))
-    }
-    yield* create.pipe(
+    let attempts = 0
+    // each retry ends the template's sessions right before it, after the pause, so that a pool that reconnects at
+    // once has the least time to come back
+    const attempt = Effect.suspend(() =>
+      attempts++ === 0 ? create : Effect.zipRight(terminateSessions(client, source), create)
+    )
+    yield* attempt.pipe(
+      Effect.retry({ schedule: CLONE_RETRY, while: inUse }),
       Effect.catchIf(inUse, () =>
         Effect.fail(
           fail(
             "failed",
-            `cannot clone database "${source}" into "${target}" on ${server.location}: "${source}" is still in use by other sessions after ${CLONE_RETRY_DELAYS_MS.length} attempts to end them; stop whatever keeps reconnecting to it and retry`
+            `cannot clone database "${source}" into "${target}" on ${server.location}: "${source}" is still in use by other sessions after ${CLONE_RETRIES} attempts to end them; stop whatever keeps reconnecting to it and retry`
           )
         )
       )

@@ -204,16 +204,6 @@ const amqpOpen = (url: string): Promise<string> =>
 // ---------------------------------------------------------------------------------------------------------------
 
 describe("rabbitmqAdapter", () => {
-  it.live("cannot clone, and says so", () =>
-    Effect.gen(function* () {
-      expect(rabbitmqAdapter.capabilities).toEqual({ clone: false })
-      const error = yield* Effect.flip(rabbitmqAdapter.clone(sliceOf(fresh("from")), sliceOf(fresh("to"))))
-      expect(error.kind).toBe("invalid")
-      expect(error.adapter).toBe("rabbitmq")
-      expect(error.message).toContain("cannot clone")
-    })
-  )
-
   it.live("provisions once: marks the vhost, grants the admin user, lists it", () =>
     Effect.gen(function* () {
       const name = fresh("main")
@@ -269,32 +259,6 @@ describe("rabbitmqAdapter", () => {
     })
   )
 
-  it.live("keeps slices apart: a queue and its message in one vhost do not exist in another", () =>
-    Effect.gen(function* () {
-      const a = fresh("iso_a")
-      const b = fresh("iso_b")
-      yield* rabbitmqAdapter.provision(sliceOf(a))
-      yield* rabbitmqAdapter.provision(sliceOf(b))
-      expect((yield* call("PUT", queue(a, "inbox"), { durable: true, auto_delete: false })).status).toBe(201)
-      const message = { properties: {}, routing_key: "inbox", payload: "hello", payload_encoding: "string" }
-      const published = yield* call("POST", `/api/exchanges/${a}/amq.default/publish`, message)
-      expect(published.body).toEqual({ routed: true })
-      const take = { count: 10, ackmode: "ack_requeue_true", encoding: "auto" }
-      const inA = yield* call("POST", `${queue(a, "inbox")}/get`, take)
-      expect(inA.status).toBe(200)
-      expect(inA.body).toMatchObject([{ payload: "hello", routing_key: "inbox" }])
-      // B has no such queue, nothing to get from it, and B's default exchange routes the same key nowhere
-      expect((yield* call("GET", queue(b, "inbox"))).status).toBe(404)
-      expect((yield* call("POST", `${queue(b, "inbox")}/get`, take)).status).toBe(404)
-      const queuesInB = yield* call("GET", `/api/queues/${b}?columns=name`)
-      expect(queuesInB.body).toEqual([])
-      const toB = yield* call("POST", `/api/exchanges/${b}/amq.default/publish`, message)
-      expect(toB.body).toEqual({ routed: false })
-      // and A still holds exactly its one message
-      expect(yield* call("POST", `${queue(a, "inbox")}/get`, take)).toMatchObject({ body: [{ payload: "hello" }] })
-    })
-  )
-
   it.live("tears down an owned vhost with its queues, idempotently", () =>
     Effect.gen(function* () {
       const name = fresh("gone")
@@ -307,30 +271,6 @@ describe("rabbitmqAdapter", () => {
       yield* rabbitmqAdapter.teardown(sliceOf(name))
       // provisioning again makes a fresh one
       expect(yield* rabbitmqAdapter.provision(sliceOf(name))).toBe(true)
-    })
-  )
-
-  it.live("never reuses, deletes or lists a vhost without this installation's mark", () =>
-    Effect.gen(function* () {
-      const name = fresh("foreign")
-      expect((yield* call("PUT", vhost(name), { description: "someone's app", tags: "prod" })).status).toBe(201)
-      const taken = yield* Effect.flip(rabbitmqAdapter.provision(sliceOf(name)))
-      expect(taken.kind).toBe("taken")
-      expect(taken.message).toContain(name)
-      const notOwned = yield* Effect.flip(rabbitmqAdapter.teardown(sliceOf(name)))
-      expect(notOwned.kind).toBe("not-owned")
-      const info = yield* call("GET", vhost(name))
-      expect(info.status).toBe(200)
-      expect(info.body).toMatchObject({ description: "someone's app", tags: ["prod"] })
-      expect(yield* listed()).not.toContain(name)
-      // another installation's slice is foreign too
-      const theirs = fresh("theirs")
-      yield* rabbitmqAdapter.provision({ ...sliceOf(theirs), owner: "someone_else" })
-      expect((yield* Effect.flip(rabbitmqAdapter.provision(sliceOf(theirs)))).kind).toBe("taken")
-      expect((yield* Effect.flip(rabbitmqAdapter.teardown(sliceOf(theirs)))).kind).toBe("not-owned")
-      expect((yield* call("GET", vhost(theirs))).status).toBe(200)
-      expect(yield* listed()).not.toContain(theirs)
-      expect(yield* listed("someone_else")).toContain(theirs)
     })
   )
 
@@ -356,38 +296,6 @@ describe("rabbitmqAdapter", () => {
       expect((yield* Effect.flip(rabbitmqAdapter.provision(sliceOf(theirs)))).kind).toBe("taken")
       expect((yield* Effect.flip(rabbitmqAdapter.teardown(sliceOf(theirs)))).kind).toBe("not-owned")
       expect((yield* call("GET", vhost(theirs))).status).toBe(200)
-    })
-  )
-
-  it.live("five concurrent provisions of one name all succeed, exactly one creating it", () =>
-    Effect.gen(function* () {
-      const name = fresh("race")
-      const results = yield* Effect.all(
-        Array.from({ length: 5 }, () => rabbitmqAdapter.provision(sliceOf(name))),
-        { concurrency: "unbounded" }
-      )
-      expect(results.filter((created) => created)).toEqual([true])
-      // the winner's one-time claim is gone: the description is the plain mark
-      expect((yield* call("GET", vhost(name))).body).toMatchObject({ description: `berth:${owner}:${name}` })
-      expect(yield* listed()).toContain(name)
-    })
-  )
-
-  it.live("lists only this installation's marked vhosts", () =>
-    Effect.gen(function* () {
-      const a = fresh("list_a")
-      const b = fresh("list_b")
-      const unmarked = fresh("list_plain")
-      const other = fresh("list_other")
-      yield* rabbitmqAdapter.provision(sliceOf(a))
-      yield* rabbitmqAdapter.provision(sliceOf(b))
-      yield* call("PUT", vhost(unmarked), { description: "" })
-      yield* rabbitmqAdapter.provision({ ...sliceOf(other), owner: "another_home" })
-      const names = yield* listed()
-      expect(names).toEqual(expect.arrayContaining([a, b]))
-      expect(names).not.toContain(unmarked)
-      expect(names).not.toContain(other)
-      expect(names).toEqual([...names].sort())
     })
   )
 

@@ -127,23 +127,6 @@ describe("redisAdapter", () => {
       })
     )
 
-    it.live("keeps slices apart: different DBs, a key in one is invisible in the other", () =>
-      Effect.gen(function* () {
-        const a = fresh("iso_a")
-        const b = fresh("iso_b")
-        yield* redisAdapter.provision(sliceOf(a, "db"))
-        yield* redisAdapter.provision(sliceOf(b, "db"))
-        expect(yield* dbOf(a)).not.toBe(yield* dbOf(b))
-        const urlA = yield* redisAdapter.resolve(sliceOf(a, "db"))
-        const urlB = yield* redisAdapter.resolve(sliceOf(b, "db"))
-        yield* withRedis(urlA, (client) => client.set("greeting", "hello"))
-        expect(yield* withRedis(urlA, (client) => client.get("greeting"))).toBe("hello")
-        expect(yield* withRedis(urlB, (client) => client.get("greeting"))).toBeNull()
-        yield* redisAdapter.teardown(sliceOf(a, "db"))
-        yield* redisAdapter.teardown(sliceOf(b, "db"))
-      })
-    )
-
     it.live("clones every key (with TTLs) and keeps the target's marker", () =>
       Effect.gen(function* () {
         const golden = fresh("golden")
@@ -253,23 +236,6 @@ describe("redisAdapter", () => {
         expect(yield* withRedis(url, (client) => client.get("precious"))).toBe("1")
         yield* withRedis(url, (client) => client.flushdb())
         yield* redisAdapter.teardown(sliceOf(name, "db"))
-      })
-    )
-
-    it.live("allocates distinct DBs to concurrent provisions", () =>
-      Effect.gen(function* () {
-        const names = Array.from({ length: 5 }, (_, i) => fresh(`race${i}`))
-        const created = yield* Effect.forEach(names, (name) => redisAdapter.provision(sliceOf(name, "db")), {
-          concurrency: "unbounded"
-        })
-        expect(created).toEqual([true, true, true, true, true])
-        const all = yield* allocations()
-        const dbs = names.map((name) => all[tag(name)])
-        expect(dbs.every((db) => db !== undefined)).toBe(true)
-        expect(new Set(dbs).size).toBe(5)
-        yield* Effect.forEach(names, (name) => redisAdapter.teardown(sliceOf(name, "db")), {
-          concurrency: "unbounded"
-        })
       })
     )
   })

@@ -14,7 +14,6 @@ import {
   fchmodSync,
   linkSync,
   lstatSync,
-  mkdirSync,
   openSync,
   renameSync,
   statSync,
@@ -24,16 +23,9 @@ import { createRequire } from "node:module"
 import { basename, dirname, join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import * as Effect from "effect/Effect"
-import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import {
-  checkStorageName,
-  describeCause,
-  errorCode,
-  leftovers,
-  SCRATCH_TAG,
-  scratchTag,
-  storageEntries
-} from "../shared.js"
+import type { Adapter, AdapterError, Slice } from "../contract.js"
+import { embeddedStore, exists } from "../embedded.js"
+import { errorCode, SCRATCH_TAG, scratchTag } from "../shared.js"
 
 /** The few better-sqlite3 calls this adapter makes (the package ships no types here). */
 interface Statement {
@@ -67,36 +59,6 @@ const openDatabase = (file: string, options: DatabaseOptions): Database => {
 const ADAPTER = "sqlite"
 const SUFFIX = ".sqlite"
 const COMPANIONS = ["-wal", "-shm", "-journal"] as const
-
-const fail = (kind: AdapterErrorKind, message: string) => new AdapterError({ adapter: ADAPTER, kind, message })
-
-const describe = describeCause
-
-/**
- * Runs a synchronous step; an `AdapterError` thrown inside passes through as is, anything else becomes a "failed"
- * error naming the file and what was being done to it.
- */
-const attempt = <A>(action: string, file: string, thunk: () => A): Effect.Effect<A, AdapterError> =>
-  Effect.try({
-    try: thunk,
-    catch: (cause) =>
-      cause instanceof AdapterError ? cause : fail("failed", `could not ${action} ${file}: ${describe(cause)}`)
-  })
-
-const checkName = (name: string): Effect.Effect<string, AdapterError> => checkStorageName(ADAPTER, name)
-
-const fileOf = (slice: Pick<Slice, "storage" | "name">): Effect.Effect<string, AdapterError> =>
-  Effect.map(checkName(slice.name), (name) => join(resolve(slice.storage), `${name}${SUFFIX}`))
-
-const exists = (file: string): boolean => {
-  try {
-    lstatSync(file)
-    return true
-  } catch (cause) {
-    if (errorCode(cause) === "ENOENT") return false
-    throw cause
-  }
-}
 
 const removeIfPresent = (file: string): void => {
   try {
@@ -141,17 +103,21 @@ const createTemp = (file: string, pid = process.pid): string => {
 /** `createTemp`'s names (and their companions): the slice's name, and the pid of the process that made it */
 const TEMP = new RegExp(`^\\.(.+)\\.sqlite\\.${SCRATCH_TAG}\\.tmp(?:-wal|-shm|-journal)?$`)
 
-const removeLeftovers = (file: string, name: string): void => {
-  const storage = dirname(file)
-  for (const leftover of leftovers(storage, TEMP))
-    if (leftover.name === name) removeIfPresent(join(storage, leftover.entry))
-}
-
 const removeWithCompanions = (file: string): void => {
   // companions first: should this stop half way, the main file still carries the marker and a retry finishes the job
   for (const suffix of COMPANIONS) removeIfPresent(`${file}${suffix}`)
   removeIfPresent(file)
 }
+
+const store = embeddedStore({
+  adapter: ADAPTER,
+  suffix: SUFFIX,
+  scratch: TEMP,
+  isOwned,
+  remove: removeWithCompanions
+})
+const { fail, attempt, ensureStorage, removeLeftovers } = store
+const fileOf = store.pathOf
 
 /** Stamps `file` as the slice `name`: WAL mode (sensible concurrency for apps) and exactly one marker row. */
 const stamp = (file: string, name: string): void => {
@@ -205,11 +171,6 @@ const walIsEmpty = (file: string): boolean => {
   }
 }
 
-const ensureStorage = (storage: string): Effect.Effect<void, AdapterError> =>
-  attempt("create the storage folder", storage, () => {
-    mkdirSync(storage, { recursive: true, mode: 0o700 })
-  })
-
 const provision = (slice: Slice): Effect.Effect<boolean, AdapterError> =>
   Effect.gen(function* () {
     const file = yield* fileOf(slice)
@@ -244,31 +205,9 @@ const provision = (slice: Slice): Effect.Effect<boolean, AdapterError> =>
 const resolveUrl = (slice: Slice): Effect.Effect<string, AdapterError> =>
   Effect.map(fileOf(slice), (file) => pathToFileURL(file).href)
 
-const teardown = (slice: Slice): Effect.Effect<void, AdapterError> =>
-  Effect.flatMap(fileOf(slice), (file) =>
-    attempt("tear down", file, () => {
-      removeLeftovers(file, slice.name)
-      if (!exists(file)) return
-      if (!isOwned(file)) throw fail("not-owned", `${file} is not a berth slice; leaving it alone`)
-      removeWithCompanions(file)
-    })
-  )
-
 const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
-  Effect.gen(function* () {
-    const source = yield* fileOf(from)
-    const target = yield* fileOf(to)
-    if (source === target) return yield* Effect.fail(fail("invalid", `cannot clone ${source} onto itself`))
-    yield* attempt("clone from", source, () => {
-      if (!exists(source)) throw fail("failed", `cannot clone: ${source} does not exist (provision it first)`)
-      if (!isOwned(source)) throw fail("not-owned", `cannot clone: ${source} is not a berth slice`)
-    })
-    yield* ensureStorage(resolve(to.storage))
-    yield* attempt("clone into", target, () => {
-      removeLeftovers(target, to.name)
-      if (exists(target) && !isOwned(target)) {
-        throw fail("not-owned", `cannot clone: ${target} exists and is not a berth slice; leaving it alone`)
-      }
+  store.clone(from, to, (source, target) =>
+    attempt("clone into", target, () => {
       const temp = createTemp(target)
       try {
         snapshot(source, temp)
@@ -280,23 +219,7 @@ const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
         removeWithCompanions(temp)
       }
     })
-  })
-
-const list = (scope: ListScope): Effect.Effect<ReadonlyArray<string>, AdapterError> =>
-  attempt("list", resolve(scope.storage), () => {
-    const storage = resolve(scope.storage)
-    const entries = storageEntries(storage)
-    const owned = entries
-      .filter((entry) => entry.endsWith(SUFFIX) && !entry.startsWith("."))
-      .filter((entry) => isOwned(join(storage, entry)))
-      .map((entry) => entry.slice(0, -SUFFIX.length))
-    // a slice that only a crash's leftover stands for is listed too, so that gc's teardown removes it (unless
-    // something not ours holds the slice's path: teardown would refuse it)
-    const left = leftovers(storage, TEMP)
-      .map((leftover) => leftover.name)
-      .filter((name) => !exists(join(storage, `${name}${SUFFIX}`)))
-    return [...new Set([...owned, ...left])].sort()
-  })
+  )
 
 /**
  * What provision does before it moves the new file into place, alone, as process `pid` would leave it if killed
@@ -315,7 +238,7 @@ export const sqliteAdapter: Adapter = {
   capabilities: { clone: true },
   provision,
   resolve: resolveUrl,
-  teardown,
+  teardown: store.teardown,
   clone,
-  list
+  list: store.list
 }

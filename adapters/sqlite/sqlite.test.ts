@@ -127,23 +127,6 @@ describe("sqliteAdapter", () => {
     })
   )
 
-  it.effect("keeps one world's writes out of another's", () =>
-    Effect.gen(function* () {
-      const storage = freshStorage()
-      const a = sliceOf(storage, "acme_a_db")
-      const b = sliceOf(storage, "acme_b_db")
-      yield* sqliteAdapter.provision(a)
-      yield* sqliteAdapter.provision(b)
-      withDb(join(storage, "acme_a_db.sqlite"), (db) => {
-        db.exec("CREATE TABLE notes (id INTEGER PRIMARY KEY, note TEXT)")
-        db.prepare("INSERT INTO notes (note) VALUES (?)").run("only in a")
-      })
-      withDb(join(storage, "acme_b_db.sqlite"), (db) => {
-        expect(db.prepare("SELECT name FROM sqlite_master WHERE name = 'notes'").get()).toBeUndefined()
-      })
-    })
-  )
-
   it.effect("clones schema and rows from a golden slice, independent afterwards", () =>
     Effect.gen(function* () {
       const storage = freshStorage()

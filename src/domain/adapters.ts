@@ -1,7 +1,8 @@
 /**
  * What berth knows about each built-in adapter without loading it: its family (aliases share one implementation),
  * whether it can copy a slice server-side, and the adapter-specific keys its `[services.X]` table accepts.
- * Adding an adapter means adding a folder under `adapters/` and a line here; nothing else in the core changes.
+ * Adding an adapter means adding a folder under `adapters/`, a line here and an entry in the conformance table
+ * (`adapters/conformance.test.ts`); nothing else in the core changes.
  */
 export interface AdapterInfo {
   readonly name: string
@@ -10,15 +11,18 @@ export interface AdapterInfo {
   readonly canClone: boolean
   /** needs no server: the slice lives under BERTH_HOME */
   readonly embedded: boolean
-  /** adapter-specific keys, with the literal values each accepts (an empty list accepts any string) */
-  readonly options: Readonly<Record<string, ReadonlyArray<string>>>
+  /**
+   * adapter-specific keys, with the literal values each accepts (an empty list accepts any string; a flag lists
+   * `true` and `false`, as TOML writes them)
+   */
+  readonly options: Readonly<Record<string, ReadonlyArray<string | boolean>>>
 }
 
 const info = (
   name: string,
   family: string,
   canClone: boolean,
-  options: Record<string, ReadonlyArray<string>> = {},
+  options: Record<string, ReadonlyArray<string | boolean>> = {},
   embedded = false
 ): AdapterInfo => ({ name, family, canClone, embedded, options })
 
@@ -33,6 +37,9 @@ export const builtinAdapters: ReadonlyMap<string, AdapterInfo> = new Map(
     info("redis", "redis", true, redisOptions),
     info("valkey", "redis", true, redisOptions),
     info("rabbitmq", "rabbitmq", false, { management_url: [] }),
+    // a name prefix for JetStream streams and KV buckets; clone copies stream configurations, messages on request
+    info("nats", "nats", true, { copy_messages: [true, false] }),
+    info("clickhouse", "clickhouse", true),
     info("sqlite", "sqlite", true, {}, true),
     info("dir", "dir", true, {}, true)
   ].map((a) => [a.name, a])

@@ -570,6 +570,44 @@ describe("fromCompose: edge cases", () => {
   })
 })
 
+describe("fromCompose: nats and clickhouse", () => {
+  it("maps nats and both ClickHouse images to the built-in adapters, with admin URLs on their ports", () => {
+    const result = expectValidConfig(
+      convert({
+        composeText: `services:
+  bus:
+    image: nats:2.10-alpine
+    command: ["-js"]
+    ports: ["14222:4222"]
+  olap:
+    image: clickhouse/clickhouse-server:24.3
+  legacy:
+    image: yandex/clickhouse-server:21.8
+`
+      })
+    )
+    const { services } = parsed(result.toml)
+    expect(services.bus).toEqual({ adapter: "nats", admin_url: "${env.NATS_ADMIN_URL}" })
+    expect(services.olap).toEqual({ adapter: "clickhouse", admin_url: "${env.CLICKHOUSE_ADMIN_URL}" })
+    expect(services.legacy).toEqual({ adapter: "clickhouse", admin_url: "${env.CLICKHOUSE_ADMIN_URL}" })
+    expect(result.toml).toContain("NATS_ADMIN_URL, e.g. nats://127.0.0.1:14222")
+    expect(result.toml).toContain("CLICKHOUSE_ADMIN_URL, e.g. http://default@127.0.0.1:8123")
+    // built in now: no note asks for an external berth-adapter-nats or berth-adapter-clickhouse
+    expect(result.notes.join("\n")).not.toContain("berth-adapter-")
+    expect(result.notes).toContain(
+      "bus: now a slice (adapter nats); set NATS_ADMIN_URL in .env to a shared nats server"
+    )
+  })
+
+  it("leaves images that only look alike as processes", () => {
+    const { services } = parsed(
+      convert({ composeText: "services:\n  box:\n    image: nats-box\n  stan:\n    image: nats-streaming\n" }).toml
+    )
+    expect(services.box?.adapter).toBeUndefined()
+    expect(services.stan?.adapter).toBeUndefined()
+  })
+})
+
 describe("render", () => {
   it("escapes strings and keys so they parse back unchanged", () => {
     const tricky = 'quote " backslash \\ tab \t newline \n cr \r bell \u0007 del \u007f unicode é ✓ ${x.url}'

@@ -272,6 +272,7 @@ const adapters: ReadonlyArray<Adapter> = [
   },
   { name: "valkey", images: ["valkey"], port: 6379, example: (port) => `redis://127.0.0.1:${port}` },
   { name: "rabbitmq", images: ["rabbitmq"], port: 5672, example: (port) => `amqp://guest@127.0.0.1:${port}` },
+  { name: "nats", images: ["nats"], port: 4222, example: (port) => `nats://127.0.0.1:${port}` },
   { name: "kafka", images: ["kafka", "cp-kafka"], port: 9092, example: (port) => `kafka://127.0.0.1:${port}` },
   { name: "redpanda", images: ["redpanda"], port: 9092, example: (port) => `kafka://127.0.0.1:${port}` },
   { name: "minio", images: ["minio"], port: 9000, example: (port) => `http://minioadmin@127.0.0.1:${port}` },

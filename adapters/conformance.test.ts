@@ -1,0 +1,441 @@
+/**
+ * The conformance suite (`conformance.ts`) against every built-in adapter and its real server. One more adapter is
+ * one more entry in `subjects`: its admin URL, its name limit, a probe that writes and reads a value through the
+ * resolved URL with the server's own client, and, where the server can hold one, something unmarked of a slice's name.
+ */
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { join } from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import amqp from "amqplib"
+import { Redis } from "ioredis"
+import { createConnection } from "mysql2/promise"
+import { connect as natsConnect, type NatsConnection } from "nats"
+import pg from "pg"
+import { clickhouseAdapter } from "./clickhouse/index.js"
+import { conformance, type Subject } from "./conformance.js"
+import { dirAdapter } from "./dir/index.js"
+import { mysqlAdapter } from "./mysql/index.js"
+import { natsAdapter } from "./nats/index.js"
+import { postgresAdapter } from "./postgres/index.js"
+import { rabbitmqAdapter } from "./rabbitmq/index.js"
+import { redisAdapter } from "./redis/index.js"
+import { MAX_STORAGE_NAME } from "./shared.js"
+import { sqliteAdapter } from "./sqlite/index.js"
+
+const postgresUrl = process.env.POSTGRES_ADMIN_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+const mysqlUrl = process.env.MYSQL_ADMIN_URL ?? "mysql://root@127.0.0.1:3306/"
+const redisUrl = process.env.REDIS_ADMIN_URL ?? "redis://127.0.0.1:6379"
+const rabbitUrl = process.env.RABBITMQ_ADMIN_URL ?? "amqp://guest:guest@127.0.0.1:5672"
+const rabbitManagement = process.env.RABBITMQ_MANAGEMENT_URL ?? "http://127.0.0.1:15672"
+const natsUrl = process.env.NATS_ADMIN_URL ?? "nats://127.0.0.1:4222"
+const clickhouseUrl = process.env.CLICKHOUSE_ADMIN_URL ?? "http://default@127.0.0.1:8123"
+
+/** `url` with its host's port replaced: the adapter pointed at a closed port or a proxy on 127.0.0.1. */
+const withPort = (url: string, port: number): string => {
+  const next = new URL(url)
+  next.hostname = "127.0.0.1"
+  next.port = String(port)
+  return next.href
+}
+const portOf = (url: string, fallback: number): number => Number(new URL(url).port || fallback)
+
+// --- probes: each writes and reads through the resolved URL with the server's own client -------------------------
+
+const withPg = async <A>(url: string, f: (client: pg.Client) => Promise<A>): Promise<A> => {
+  const client = new pg.Client({ connectionString: url })
+  client.on("error", () => undefined)
+  await client.connect()
+  try {
+    return await f(client)
+  } finally {
+    await client.end().catch(() => undefined)
+  }
+}
+
+const postgresProbe: Subject["probe"] = {
+  put: (url, key, value) =>
+    withPg(url, async (client) => {
+      await client.query("CREATE TABLE IF NOT EXISTS probe (k text PRIMARY KEY, v text)")
+      await client.query("INSERT INTO probe VALUES ($1, $2)", [key, value])
+    }),
+  get: (url, key) =>
+    withPg(url, async (client) => {
+      const found = await client.query<{ t: string | null }>("SELECT to_regclass('public.probe')::text AS t")
+      if (found.rows[0]?.t === null) return undefined
+      const rows = await client.query<{ v: string }>("SELECT v FROM probe WHERE k = $1", [key])
+      return rows.rows[0]?.v
+    })
+}
+
+const withMysql = async <A>(
+  url: string,
+  f: (connection: Awaited<ReturnType<typeof createConnection>>) => Promise<A>
+): Promise<A> => {
+  const connection = await createConnection({ uri: url })
+  connection.on("error", () => undefined)
+  try {
+    return await f(connection)
+  } finally {
+    await connection.end().catch(() => connection.destroy())
+  }
+}
+
+const mysqlProbe: Subject["probe"] = {
+  put: (url, key, value) =>
+    withMysql(url, async (connection) => {
+      await connection.query("CREATE TABLE IF NOT EXISTS probe (k VARCHAR(64) PRIMARY KEY, v TEXT)")
+      await connection.query("INSERT INTO probe VALUES (?, ?)", [key, value])
+    }),
+  get: (url, key) =>
+    withMysql(url, async (connection) => {
+      const [tables] = await connection.query("SHOW TABLES LIKE 'probe'")
+      if (!Array.isArray(tables) || tables.length === 0) return undefined
+      const [rows] = await connection.query("SELECT v FROM probe WHERE k = ?", [key])
+      const row = Array.isArray(rows) ? (rows[0] as { v?: string } | undefined) : undefined
+      return row?.v
+    })
+}
+
+const withRedis = async <A>(url: string, f: (client: Redis) => Promise<A>): Promise<A> => {
+  // ioredis reads the DB and keyPrefix from the URL
+  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 })
+  client.on("error", () => undefined)
+  await client.connect()
+  try {
+    return await f(client)
+  } finally {
+    await client.quit().catch(() => client.disconnect())
+  }
+}
+
+const redisProbe: Subject["probe"] = {
+  put: (url, key, value) => withRedis(url, (client) => client.set(key, value).then(() => undefined)),
+  get: (url, key) => withRedis(url, (client) => client.get(key).then((value) => value ?? undefined))
+}
+
+const withAmqp = async <A>(url: string, f: (channel: amqp.Channel) => Promise<A>): Promise<A> => {
+  const connection = await amqp.connect(url)
+  connection.on("error", () => undefined)
+  try {
+    const channel = await connection.createChannel()
+    channel.on("error", () => undefined)
+    return await f(channel)
+  } finally {
+    await connection.close().catch(() => undefined)
+  }
+}
+
+/** A value is a message on a queue named after the key, read back and requeued. */
+const rabbitProbe: Subject["probe"] = {
+  put: (url, key, value) =>
+    withAmqp(url, async (channel) => {
+      await channel.assertQueue(key, { durable: true })
+      channel.sendToQueue(key, Buffer.from(value))
+      await channel.close()
+    }),
+  get: (url, key) =>
+    withAmqp(url, async (channel) => {
+      const found = await channel.checkQueue(key).then(
+        () => true,
+        () => false
+      )
+      if (!found) return undefined
+      for (let i = 0; i < 50; i++) {
+        const message = await channel.get(key)
+        if (message !== false) {
+          channel.nack(message, false, true)
+          return message.content.toString()
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+      return undefined
+    })
+}
+
+const rabbitApi = (method: string, path: string, body?: unknown): Promise<Response> => {
+  const admin = new URL(rabbitUrl)
+  const auth = Buffer.from(`${decodeURIComponent(admin.username)}:${decodeURIComponent(admin.password)}`)
+  return fetch(`${rabbitManagement}${path}`, {
+    method,
+    headers: {
+      authorization: `Basic ${auth.toString("base64")}`,
+      ...(body === undefined ? {} : { "content-type": "application/json" })
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) })
+  })
+}
+
+interface SqliteDatabase {
+  readonly prepare: (sql: string) => {
+    readonly run: (...params: ReadonlyArray<unknown>) => unknown
+    readonly get: (...params: ReadonlyArray<unknown>) => unknown
+  }
+  readonly exec: (sql: string) => unknown
+  readonly close: () => unknown
+}
+const SqliteDatabase = createRequire(import.meta.url)("better-sqlite3") as new (file: string) => SqliteDatabase
+const withSqlite = <A>(url: string, f: (db: SqliteDatabase) => A): Promise<A> => {
+  const db = new SqliteDatabase(fileURLToPath(url))
+  try {
+    return Promise.resolve(f(db))
+  } finally {
+    db.close()
+  }
+}
+
+const sqliteProbe: Subject["probe"] = {
+  put: (url, key, value) =>
+    withSqlite(url, (db) => {
+      db.exec("CREATE TABLE IF NOT EXISTS probe (k TEXT PRIMARY KEY, v TEXT)")
+      db.prepare("INSERT INTO probe VALUES (?, ?)").run(key, value)
+    }),
+  get: (url, key) =>
+    withSqlite(url, (db) => {
+      if (db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'probe'").get() === undefined) return undefined
+      const row = db.prepare("SELECT v FROM probe WHERE k = ?").get(key) as { v?: string } | undefined
+      return row?.v
+    })
+}
+
+const dirProbe: Subject["probe"] = {
+  put: (path, key, value) => Promise.resolve(writeFileSync(join(path, key), value)),
+  get: (path, key) => Promise.resolve(existsSync(join(path, key)) ? readFileSync(join(path, key), "utf8") : undefined)
+}
+
+/** A NATS client on a resolved URL: the server without the query, and the prefix the query names. */
+const withNats = async <A>(url: string, f: (nc: NatsConnection, prefix: string) => Promise<A>): Promise<A> => {
+  const parsed = new URL(url)
+  const user = decodeURIComponent(parsed.username)
+  const pass = decodeURIComponent(parsed.password)
+  const nc = await natsConnect({
+    servers: `${parsed.hostname}:${parsed.port || 4222}`,
+    ...(user === "" ? {} : pass === "" ? { token: user } : { user, pass })
+  })
+  try {
+    return await f(nc, parsed.searchParams.get("prefix") ?? "")
+  } finally {
+    await nc.close()
+  }
+}
+
+/** A value is a key in the slice's KV bucket `<prefix>probe`. */
+const natsProbe: Subject["probe"] = {
+  put: (url, key, value) =>
+    withNats(url, async (nc, prefix) => {
+      const kv = await nc.jetstream().views.kv(`${prefix}probe`)
+      await kv.put(key, value)
+    }),
+  get: (url, key) =>
+    withNats(url, async (nc, prefix) => {
+      const jsm = await nc.jetstreamManager()
+      const exists = await jsm.streams.info(`KV_${prefix}probe`).then(
+        () => true,
+        () => false
+      )
+      if (!exists) return undefined
+      const entry = await (await nc.jetstream().views.kv(`${prefix}probe`, { bindOnly: true })).get(key)
+      return entry === null || entry.operation !== "PUT" ? undefined : entry.string()
+    })
+}
+
+const natsAdmin = <A>(f: (nc: NatsConnection) => Promise<A>): Promise<A> => withNats(natsUrl, (nc) => f(nc))
+
+/** One statement to ClickHouse's HTTP interface at `url` (its `?database=` included), credentials as a header. */
+const clickhouse = async (url: string, sql: string): Promise<string> => {
+  const target = new URL(url)
+  const auth = Buffer.from(`${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}`)
+  target.username = ""
+  target.password = ""
+  const response = await fetch(target, {
+    method: "POST",
+    body: sql,
+    headers: { authorization: `Basic ${auth.toString("base64")}` }
+  })
+  const text = await response.text()
+  if (!response.ok) throw new Error(text)
+  return text
+}
+
+const clickhouseProbe: Subject["probe"] = {
+  put: async (url, key, value) => {
+    await clickhouse(url, "CREATE TABLE IF NOT EXISTS probe (k String, v String) ENGINE = Log")
+    await clickhouse(url, `INSERT INTO probe VALUES ('${key}', '${value}')`)
+  },
+  get: async (url, key) => {
+    if ((await clickhouse(url, "EXISTS TABLE probe")).trim() !== "1") return undefined
+    const found = (await clickhouse(url, `SELECT v FROM probe WHERE k = '${key}'`)).trim()
+    return found === "" ? undefined : found
+  }
+}
+
+// --- the table ---------------------------------------------------------------------------------------------------
+
+export const subjects: ReadonlyArray<Subject> = [
+  {
+    label: "postgres",
+    adapterName: "postgres",
+    adapter: postgresAdapter,
+    adminUrl: postgresUrl,
+    maxName: 63,
+    probe: postgresProbe,
+    unmarked: {
+      make: (slice) =>
+        withPg(postgresUrl, (client) => client.query(`CREATE DATABASE "${slice.name}"`)).then(() => undefined),
+      exists: (slice) =>
+        withPg(postgresUrl, (client) =>
+          client.query("SELECT 1 FROM pg_database WHERE datname = $1", [slice.name]).then((r) => r.rows.length === 1)
+        ),
+      remove: (slice) =>
+        withPg(postgresUrl, (client) => client.query(`DROP DATABASE IF EXISTS "${slice.name}" WITH (FORCE)`)).then(
+          () => undefined
+        )
+    },
+    server: { port: portOf(postgresUrl, 5432), at: (port) => ({ adminUrl: withPort(postgresUrl, port) }) }
+  },
+  {
+    label: "mysql (MariaDB)",
+    adapterName: "mariadb",
+    adapter: mysqlAdapter,
+    adminUrl: mysqlUrl,
+    maxName: 64,
+    probe: mysqlProbe,
+    unmarked: {
+      make: (slice) => withMysql(mysqlUrl, (c) => c.query(`CREATE DATABASE \`${slice.name}\``)).then(() => undefined),
+      exists: (slice) =>
+        withMysql(mysqlUrl, (c) =>
+          c
+            .query("SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", [slice.name])
+            .then(([rows]) => Array.isArray(rows) && rows.length === 1)
+        ),
+      remove: (slice) =>
+        withMysql(mysqlUrl, (c) => c.query(`DROP DATABASE IF EXISTS \`${slice.name}\``)).then(() => undefined)
+    },
+    server: { port: portOf(mysqlUrl, 3306), at: (port) => ({ adminUrl: withPort(mysqlUrl, port) }) }
+  },
+  {
+    label: "redis (db)",
+    adapterName: "redis",
+    adapter: redisAdapter,
+    adminUrl: redisUrl,
+    options: { mode: "db" },
+    maxName: 200,
+    probe: redisProbe,
+    // a server has 16 DBs by default, shared with every other test run
+    concurrency: 3,
+    server: { port: portOf(redisUrl, 6379), at: (port) => ({ adminUrl: withPort(redisUrl, port) }) }
+  },
+  {
+    label: "redis (prefix)",
+    adapterName: "valkey",
+    adapter: redisAdapter,
+    adminUrl: redisUrl,
+    options: { mode: "prefix" },
+    maxName: 200,
+    probe: redisProbe,
+    server: { port: portOf(redisUrl, 6379), at: (port) => ({ adminUrl: withPort(redisUrl, port) }) }
+  },
+  {
+    label: "rabbitmq",
+    adapterName: "rabbitmq",
+    adapter: rabbitmqAdapter,
+    adminUrl: rabbitUrl,
+    options: { management_url: rabbitManagement },
+    maxName: 63,
+    probe: rabbitProbe,
+    unmarked: {
+      make: (slice) =>
+        rabbitApi("PUT", `/api/vhosts/${encodeURIComponent(slice.name)}`, {}).then((r) => {
+          if (!r.ok) throw new Error(`PUT vhost: ${r.status}`)
+        }),
+      exists: (slice) => rabbitApi("GET", `/api/vhosts/${encodeURIComponent(slice.name)}`).then((r) => r.ok),
+      remove: (slice) => rabbitApi("DELETE", `/api/vhosts/${encodeURIComponent(slice.name)}`).then(() => undefined)
+    },
+    server: {
+      port: portOf(rabbitManagement, 15672),
+      at: (port) => ({ adminUrl: rabbitUrl, options: { management_url: withPort(rabbitManagement, port) } }),
+      cutAt: 1
+    }
+  },
+  {
+    label: "nats",
+    adapterName: "nats",
+    adapter: natsAdapter,
+    adminUrl: natsUrl,
+    options: { copy_messages: true },
+    maxName: 64,
+    probe: natsProbe,
+    unmarked: {
+      make: (slice) =>
+        natsAdmin(async (nc) => {
+          const jsm = await nc.jetstreamManager()
+          await jsm.streams.add({ name: `${slice.name}-theirs`, subjects: [`${slice.name}-theirs.>`] })
+        }),
+      exists: (slice) =>
+        natsAdmin(async (nc) =>
+          (await nc.jetstreamManager()).streams.info(`${slice.name}-theirs`).then(
+            () => true,
+            () => false
+          )
+        ),
+      remove: (slice) =>
+        natsAdmin(async (nc) => {
+          await (await nc.jetstreamManager()).streams.delete(`${slice.name}-theirs`).catch(() => false)
+        })
+    },
+    server: { port: portOf(natsUrl, 4222), at: (port) => ({ adminUrl: withPort(natsUrl, port) }) }
+  },
+  {
+    label: "clickhouse",
+    adapterName: "clickhouse",
+    adapter: clickhouseAdapter,
+    adminUrl: clickhouseUrl,
+    maxName: 64,
+    probe: clickhouseProbe,
+    unmarked: {
+      make: (slice) => clickhouse(clickhouseUrl, `CREATE DATABASE \`${slice.name}\``).then(() => undefined),
+      exists: (slice) =>
+        clickhouse(clickhouseUrl, `SELECT count() FROM system.databases WHERE name = '${slice.name}'`).then(
+          (count) => count.trim() === "1"
+        ),
+      remove: (slice) => clickhouse(clickhouseUrl, `DROP DATABASE IF EXISTS \`${slice.name}\``).then(() => undefined)
+    },
+    server: { port: portOf(clickhouseUrl, 8123), at: (port) => ({ adminUrl: withPort(clickhouseUrl, port) }), cutAt: 1 }
+  },
+  {
+    label: "sqlite",
+    adapterName: "sqlite",
+    adapter: sqliteAdapter,
+    adminUrl: undefined,
+    maxName: MAX_STORAGE_NAME,
+    probe: sqliteProbe,
+    unmarked: {
+      make: (slice) => {
+        mkdirSync(slice.storage, { recursive: true })
+        return withSqlite(pathToFileURL(join(slice.storage, `${slice.name}.sqlite`)).href, (db) => {
+          db.exec("CREATE TABLE theirs (x)")
+        })
+      },
+      exists: (slice) => Promise.resolve(existsSync(join(slice.storage, `${slice.name}.sqlite`))),
+      remove: (slice) => Promise.resolve(rmSync(join(slice.storage, `${slice.name}.sqlite`), { force: true }))
+    }
+  },
+  {
+    label: "dir",
+    adapterName: "dir",
+    adapter: dirAdapter,
+    adminUrl: undefined,
+    maxName: MAX_STORAGE_NAME,
+    probe: dirProbe,
+    unmarked: {
+      make: (slice) => {
+        mkdirSync(join(slice.storage, slice.name), { recursive: true })
+        return Promise.resolve(writeFileSync(join(slice.storage, slice.name, "theirs"), "x"))
+      },
+      exists: (slice) => Promise.resolve(existsSync(join(slice.storage, slice.name, "theirs"))),
+      remove: (slice) => Promise.resolve(rmSync(join(slice.storage, slice.name), { recursive: true, force: true }))
+    }
+  }
+]
+
+for (const subject of subjects) conformance(subject)
