@@ -14,7 +14,8 @@ export const implementations: ReadonlyMap<string, () => Promise<Adapter>> = new 
   ["postgres", () => import("./postgres/index.js").then((m) => m.postgresAdapter)],
   ["mysql", () => import("./mysql/index.js").then((m) => m.mysqlAdapter)],
   ["rabbitmq", () => import("./rabbitmq/index.js").then((m) => m.rabbitmqAdapter)],
-  ["redis", () => import("./redis/index.js").then((m) => m.redisAdapter)]
+  ["redis", () => import("./redis/index.js").then((m) => m.redisAdapter)],
+  ["s3", () => import("./s3/index.js").then((m) => m.s3Adapter)]
 ])
 
 export { AdapterError, type Adapter, type Slice } from "./contract.js"

@@ -10,7 +10,11 @@ import {
 import { randomBytes } from "node:crypto"
 import { createServer, type Server, type Socket, connect as tcpConnect } from "node:net"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import { builtinAdapters } from "../../src/domain/adapters.js"
+import { parseConfig } from "../../src/domain/config/parse.js"
 import type { Slice } from "../contract.js"
+import { implementations } from "../index.js"
 import { s3Adapter } from "./index.js"
 import { type S3rverHandle, startS3rver } from "./s3rver.js"
 
@@ -358,4 +362,25 @@ describe("s3Adapter", () => {
       yield* Effect.promise(() => dying.close())
     })
   )
+})
+
+describe("the s3 catalogue entry", () => {
+  it("serves s3 and minio with one implementation that clones, and checks their keys", async () => {
+    for (const name of ["s3", "minio"]) {
+      expect(builtinAdapters.get(name)).toMatchObject({ family: "s3", canClone: true, embedded: false })
+    }
+    expect(await implementations.get("s3")?.()).toBe(s3Adapter)
+    const parsed = parseConfig(
+      `[services.files]\nadapter = "minio"\nadmin_url = "\${env.S3_ADMIN_URL}"\nmode = "prefix"\nbucket = "dev"\nregion = "eu-west-1"\n`,
+      "berth.toml"
+    )
+    expect(Either.isRight(parsed)).toBe(true)
+    if (Either.isRight(parsed)) {
+      expect(parsed.right.config.services[0]).toMatchObject({
+        options: { mode: "prefix", bucket: "dev", region: "eu-west-1" }
+      })
+    }
+    const refused = parseConfig(`[services.files]\nadapter = "s3"\nmode = "db"\n`, "berth.toml")
+    expect(Either.isLeft(refused) && refused.left[0]?.path).toBe("services.files.mode")
+  })
 })
