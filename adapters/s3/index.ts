@@ -20,10 +20,11 @@
  * locations; the credentials as userinfo (Arrow's form); `endpoint`, `region` and `use_path_style` as gocloud.dev's
  * s3blob reads them. Local servers need path-style requests, so it is always true.
  *
- * Every verb uses one short-lived client that never retries, with connection and request time limits, so a server
- * that is down or goes away mid-verb fails with kind `unreachable` within seconds.
+ * Every verb uses one short-lived client that tries each request at most twice, with connection and request time
+ * limits, so a server that is down or goes away mid-verb fails with kind `unreachable` within seconds.
  */
 import {
+  type BucketLocationConstraint,
   CopyObjectCommand,
   CreateBucketCommand,
   type CreateBucketCommandInput,
@@ -265,8 +266,9 @@ const clientOf = (server: Server): Effect.Effect<S3Client, never, Scope.Scope> =
             region: server.region,
             forcePathStyle: true,
             credentials: { accessKeyId: server.accessKeyId, secretAccessKey: server.secretAccessKey },
-            // the caller retries whole verbs; retrying requests here would only delay "unreachable"
-            maxAttempts: 1,
+            // a second try covers a kept-alive socket the server closed just as it was reused; more would only delay
+            // "unreachable" (a refused connection fails again at once)
+            maxAttempts: 2,
             requestHandler: { connectionTimeout: CONNECT_TIMEOUT_MS, requestTimeout: REQUEST_TIMEOUT_MS },
             // checksums only where S3 requires them: several S3-compatible servers reject the newer CRC headers
             requestChecksumCalculation: "WHEN_REQUIRED",
@@ -354,9 +356,9 @@ const readMark = (client: S3Client, bucket: string, key: string): Effect.Effect<
 const holdsObjects = (client: S3Client, place: Place): Effect.Effect<boolean, S3Failure> =>
   Effect.map(
     call((abortSignal) =>
-      client.send(new ListObjectsV2Command({ Bucket: place.bucket, Prefix: place.prefix, MaxKeys: 2 }), {
-        abortSignal
-      })
+      // one page of the server's default size: a smaller MaxKeys makes s3rver on Node 20 fail (its continuation
+      // tokens need OpenSSL's legacy DES)
+      client.send(new ListObjectsV2Command({ Bucket: place.bucket, Prefix: place.prefix }), { abortSignal })
     ),
     (output) => (output.Contents ?? []).some((object) => object.Key !== place.marker)
   )
@@ -414,7 +416,8 @@ const createBucket = (client: S3Client, server: Server, bucket: string): Effect.
   const input: CreateBucketCommandInput =
     server.region === DEFAULT_REGION
       ? { Bucket: bucket }
-      : { Bucket: bucket, CreateBucketConfiguration: { LocationConstraint: server.region as "eu-west-1" } }
+      : // the SDK lists the regions it knew when it was released; S3-compatible servers name their own
+        { Bucket: bucket, CreateBucketConfiguration: { LocationConstraint: server.region as BucketLocationConstraint } }
   return Effect.asVoid(
     unless(
       call((abortSignal) => client.send(new CreateBucketCommand(input), { abortSignal })),

@@ -125,6 +125,21 @@ describe("s3Adapter", () => {
       const prefixed = new URL(yield* s3Adapter.resolve(sliceOf("acme_main_files", "prefix")))
       expect(prefixed.hostname).toBe(SHARED)
       expect(prefixed.pathname).toBe("/acme_main_files/")
+      // a secret with URL delimiters in it comes back as it was
+      const encoded = new URL(
+        yield* s3Adapter.resolve(sliceOf("acme_main_files", "bucket", "http://AK:se%2Fc%40r%3Fet@127.0.0.1:9000"))
+      )
+      expect([encoded.hostname, decodeURIComponent(encoded.password)]).toEqual(["acme-main-files", "se/c@r?et"])
+    })
+  )
+
+  it.live("makes buckets in the region the service names", () =>
+    Effect.gen(function* () {
+      const slice = { ...sliceOf(fresh("region"), "bucket"), options: { region: "eu-central-1" } }
+      expect(yield* s3Adapter.provision(slice)).toBe(true)
+      expect(new URL(yield* s3Adapter.resolve(slice)).searchParams.get("region")).toBe("eu-central-1")
+      yield* roundTrip(slice)
+      yield* s3Adapter.teardown(slice)
     })
   )
 
@@ -173,32 +188,33 @@ describe("s3Adapter", () => {
           yield* s3Adapter.provision(copy)
           const g = fromUrl(yield* s3Adapter.resolve(golden))
           const c = fromUrl(yield* s3Adapter.resolve(copy))
-          // more than a listing page (1000) in one mode, so the copy pages through
-          const many = mode === "bucket" ? 1005 : 20
-          const keys = Array.from({ length: many }, (_, i) => `data/${String(i).padStart(4, "0")}.txt`)
-          yield* Effect.forEach(keys, (key) => put(g.client, g.bucket, `${g.prefix}${key}`, key), {
-            concurrency: 16,
-            discard: true
-          })
           yield* put(g.client, g.bucket, `${g.prefix}odd name/with space %.txt`, "odd")
-          yield* put(c.client, c.bucket, `${c.prefix}stale.txt`, "stale")
-          yield* s3Adapter.clone(golden, copy)
-          const copied = (yield* keysOf(c.bucket, c.prefix)).map((key) => key.slice(c.prefix.length))
-          expect(copied).toEqual([".berth-slice", ...keys, "odd name/with space %.txt"].sort())
-          expect(yield* read(c.client, c.bucket, `${c.prefix}data/0003.txt`)).toBe("data/0003.txt")
-          expect(yield* read(c.client, c.bucket, `${c.prefix}odd name/with space %.txt`)).toBe("odd")
-          // the copy keeps its own marker: it is still listed as itself
-          expect(yield* listed(mode)).toContain(copy.name)
-          // independent both ways
-          yield* put(c.client, c.bucket, `${c.prefix}data/0003.txt`, "changed")
-          expect(yield* read(g.client, g.bucket, `${g.prefix}data/0003.txt`)).toBe("data/0003.txt")
-          yield* put(g.client, g.bucket, `${g.prefix}later.txt`, "later")
-          expect(yield* read(c.client, c.bucket, `${c.prefix}later.txt`)).toBeUndefined()
-          // a missing target is made by the clone
+          // a missing target is made by the clone (while the golden is small)
           const third = sliceOf(fresh("third"), mode)
           yield* s3Adapter.clone(golden, third)
           const t = fromUrl(yield* s3Adapter.resolve(third))
           expect(yield* read(t.client, t.bucket, `${t.prefix}odd name/with space %.txt`)).toBe("odd")
+          // more than a listing page (1000) in one mode, so the copy pages through; flat keys, which s3rver deletes
+          // in one DeleteObjects (two keys in one folder make it fail that request, and the adapter go key by key)
+          const many = mode === "bucket" ? 1005 : 20
+          const keys = Array.from({ length: many }, (_, i) => `data-${String(i).padStart(4, "0")}.txt`)
+          yield* Effect.forEach(keys, (key) => put(g.client, g.bucket, `${g.prefix}${key}`, key), {
+            concurrency: 16,
+            discard: true
+          })
+          yield* put(c.client, c.bucket, `${c.prefix}stale.txt`, "stale")
+          yield* s3Adapter.clone(golden, copy)
+          const copied = (yield* keysOf(c.bucket, c.prefix)).map((key) => key.slice(c.prefix.length))
+          expect(copied).toEqual([".berth-slice", ...keys, "odd name/with space %.txt"].sort())
+          expect(yield* read(c.client, c.bucket, `${c.prefix}data-0003.txt`)).toBe("data-0003.txt")
+          expect(yield* read(c.client, c.bucket, `${c.prefix}odd name/with space %.txt`)).toBe("odd")
+          // the copy keeps its own marker: it is still listed as itself
+          expect(yield* listed(mode)).toContain(copy.name)
+          // independent both ways
+          yield* put(c.client, c.bucket, `${c.prefix}data-0003.txt`, "changed")
+          expect(yield* read(g.client, g.bucket, `${g.prefix}data-0003.txt`)).toBe("data-0003.txt")
+          yield* put(g.client, g.bucket, `${g.prefix}later.txt`, "later")
+          expect(yield* read(c.client, c.bucket, `${c.prefix}later.txt`)).toBeUndefined()
           for (const slice of [golden, copy, third]) yield* s3Adapter.teardown(slice)
         })
       )
@@ -319,6 +335,7 @@ describe("s3Adapter", () => {
       const dying = yield* Effect.promise(() => startS3rver())
       // a proxy in front of it, which kills the server once some copies went through
       let copies = 0
+      let killedAt = 0
       const sockets = new Set<Socket>()
       const proxy: Server = createServer((socket) => {
         const upstream = tcpConnect(dying.port, "127.0.0.1")
@@ -328,6 +345,7 @@ describe("s3Adapter", () => {
         upstream.on("error", () => undefined)
         socket.on("data", (chunk: Buffer) => {
           if (chunk.toString("latin1").includes("x-amz-copy-source") && ++copies === 10) {
+            killedAt = Date.now()
             dying.kill()
             for (const open of sockets) open.destroy()
             proxy.close()
@@ -354,11 +372,11 @@ describe("s3Adapter", () => {
         (key) => put(g.client, g.bucket, key, key),
         { concurrency: 8, discard: true }
       )
-      const started = Date.now()
       const error = yield* Effect.flip(s3Adapter.clone(golden, sliceOf(fresh("dying_copy"), "bucket", url)))
       expect(copies).toBeGreaterThanOrEqual(10)
       expect(error.kind).toBe("unreachable")
-      expect(Date.now() - started).toBeLessThan(5_000)
+      // the verb ends as soon as its requests fail: no retries, no waiting out a time limit
+      expect(Date.now() - killedAt).toBeLessThan(3_000)
       yield* Effect.promise(() => dying.close())
     })
   )
