@@ -1,14 +1,16 @@
 /**
  * The two adapter SDKs through the built binary: the JavaScript one (`berth/adapter-sdk`, dist/adapter-sdk.mjs) and
  * its Python twin (dist/berth_adapter.py), each driving its example adapter in a real world, and both answering the
- * same requests byte for byte.
+ * same requests byte for byte. And the s3 adapter, whose driver the bundle leaves out, loaded by the daemon.
  */
 import { spawnSync } from "node:child_process"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
+import { GetObjectCommand, ListBucketsCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3"
 import { afterAll, describe, expect, it } from "@effect/vitest"
+import { startS3rver } from "../../adapters/s3/s3rver.js"
 import { berthBin, type Sandbox, sandboxes, varsFrom } from "./harness.js"
 
 const boxes = sandboxes()
@@ -168,6 +170,38 @@ run_adapter(provision=provision, resolve=resolve, teardown=lambda slice, config:
       })
       expect(b, `${verb} ${input}`).toEqual(a)
       expect(a?.stdout.endsWith("\n") && a.stdout.split("\n").length, input).toBe(2)
+    }
+  })
+})
+
+describe("the s3 adapter in the built binary", () => {
+  it("gives a world a bucket whose s3:// URL a client uses, and drops it on remove", async () => {
+    const server = await startS3rver()
+    try {
+      const box = await boxes.project({
+        "berth.toml": `[services.files]\nadapter = "minio"\nadmin_url = "\${env.S3_ADMIN_URL}"\n`
+      })
+      const env = { S3_ADMIN_URL: server.adminUrl }
+      const up = await box.run(["up", "one"], { timeoutMs: 60_000, env })
+      expect(up.code, up.stderr).toBe(0)
+      const url = new URL((await envOf(box, "one", env)).FILES_URL ?? "")
+      expect(url.hostname).toBe("app-one-files")
+      const client = new S3Client({
+        endpoint: url.searchParams.get("endpoint") ?? "",
+        region: url.searchParams.get("region") ?? "",
+        forcePathStyle: url.searchParams.get("use_path_style") === "true",
+        credentials: { accessKeyId: url.username, secretAccessKey: decodeURIComponent(url.password) }
+      })
+      await client.send(new PutObjectCommand({ Bucket: url.hostname, Key: "a.txt", Body: "hello" }))
+      const read = await client.send(new GetObjectCommand({ Bucket: url.hostname, Key: "a.txt" }))
+      expect(await read.Body?.transformToString()).toBe("hello")
+      const removed = await box.run(["remove", "one", "--force"], { timeoutMs: 60_000, env })
+      expect(removed.code, removed.stderr).toBe(0)
+      const buckets = await client.send(new ListBucketsCommand({}))
+      expect((buckets.Buckets ?? []).map((bucket) => bucket.Name)).not.toContain("app-one-files")
+      client.destroy()
+    } finally {
+      await server.close()
     }
   })
 })
