@@ -16,7 +16,8 @@ export const implementations: ReadonlyMap<string, () => Promise<Adapter>> = new 
   ["rabbitmq", () => import("./rabbitmq/index.js").then((m) => m.rabbitmqAdapter)],
   ["redis", () => import("./redis/index.js").then((m) => m.redisAdapter)],
   ["nats", () => import("./nats/index.js").then((m) => m.natsAdapter)],
-  ["clickhouse", () => import("./clickhouse/index.js").then((m) => m.clickhouseAdapter)]
+  ["clickhouse", () => import("./clickhouse/index.js").then((m) => m.clickhouseAdapter)],
+  ["s3", () => import("./s3/index.js").then((m) => m.s3Adapter)]
 ])
 
 export { AdapterError, type Adapter, type Slice } from "./contract.js"

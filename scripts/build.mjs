@@ -7,7 +7,7 @@
 // `node bench/cli-start.mjs` measures the result; `--analyze` prints what the program is made of.
 import * as esbuild from "esbuild"
 import { createHash, randomUUID } from "node:crypto"
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 
 // BERTH_DIST builds elsewhere (inside the project, so node_modules resolves): a second build for tests that must not
 // replace the daemons of a suite running against dist/
@@ -37,8 +37,9 @@ const main = await esbuild.build({
   // entry.ts calls this function with the entry module's own require, paths and import.meta
   banner: { js: "(function (exports, require, module, __filename, __dirname, __berthImportMeta) {" },
   footer: { js: "})" },
-  // native addon: resolved from node_modules at run time
-  external: ["better-sqlite3", "pg-native"],
+  // native addon: resolved from node_modules at run time. The AWS SDK too (the s3 adapter's driver): bundled it adds
+  // about 600 KB (a quarter) to the program every command compiles, for a driver only projects with an s3 slice load
+  external: ["better-sqlite3", "pg-native", "@aws-sdk/client-s3"],
   // import() inside vm-compiled code needs Node's experimental vm loader (which warns): require() externals instead
   supported: { "dynamic-import": false },
   define: { BERTH_VERSION: version, BERTH_BUILD: build, "import.meta": "__berthImportMeta" }
@@ -132,6 +133,10 @@ const sdk = await esbuild.build({
 const sdkInputs = Object.keys(sdk.metafile.inputs)
 if (sdkInputs.length !== 1)
   throw new Error(`dist/adapter-sdk.mjs must stand alone, but it bundles ${sdkInputs.join(", ")}`)
+
+// its Python twin, one standard-library file: shipped beside the CLI (the package ships only dist/), where a Python
+// adapter finds it with PYTHONPATH or copies it from
+copyFileSync("src/adapter-sdk/berth_adapter.py", `${out}/berth_adapter.py`)
 
 if (process.argv.includes("--analyze")) {
   console.log(await esbuild.analyzeMetafile(main.metafile))

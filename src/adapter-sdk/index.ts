@@ -17,7 +17,8 @@
  *
  * This module has no dependencies (it bundles to one small file): the request is checked by hand-written code here,
  * and berth's own runner (`adapters/external/protocol.ts`, with `effect/Schema`) is type-checked against the types
- * below, so the two cannot drift apart.
+ * below, so the two cannot drift apart. Its Python twin, `berth_adapter.py` beside this file (shipped as
+ * `dist/berth_adapter.py`), answers every request identically; `test/e2e/adapter-sdks.test.ts` compares the two.
  */
 
 /** The protocol version this SDK speaks; berth sends it as `protocol` in every request. */

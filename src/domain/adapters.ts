@@ -6,7 +6,7 @@
  */
 export interface AdapterInfo {
   readonly name: string
-  /** the implementation that serves it: valkey → redis, mariadb and percona → mysql */
+  /** the implementation that serves it: valkey → redis, mariadb and percona → mysql, minio → s3 */
   readonly family: string
   readonly canClone: boolean
   /** needs no server: the slice lives under BERTH_HOME */
@@ -27,6 +27,8 @@ const info = (
 ): AdapterInfo => ({ name, family, canClone, embedded, options })
 
 const redisOptions = { mode: ["db", "prefix"] }
+/** `bucket` names the shared bucket of mode "prefix"; `region` defaults to us-east-1 */
+const s3Options = { mode: ["bucket", "prefix"], bucket: [], region: [] }
 
 export const builtinAdapters: ReadonlyMap<string, AdapterInfo> = new Map(
   [
@@ -40,6 +42,8 @@ export const builtinAdapters: ReadonlyMap<string, AdapterInfo> = new Map(
     // a name prefix for JetStream streams and KV buckets; clone copies stream configurations, messages on request
     info("nats", "nats", true, { copy_messages: [true, false] }),
     info("clickhouse", "clickhouse", true),
+    info("s3", "s3", true, s3Options),
+    info("minio", "s3", true, s3Options),
     info("sqlite", "sqlite", true, {}, true),
     info("dir", "dir", true, {}, true)
   ].map((a) => [a.name, a])

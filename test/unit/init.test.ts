@@ -247,7 +247,7 @@ describe("fromCompose: fixtures in detail", () => {
     expect(services.mongo).toEqual({ adapter: "mongodb", admin_url: "${env.MONGODB_ADMIN_URL}" })
     expect(services.kafka).toEqual({ adapter: "kafka", admin_url: "${env.KAFKA_ADMIN_URL}" })
     expect(services.redpanda).toEqual({ adapter: "redpanda", admin_url: "${env.REDPANDA_ADMIN_URL}" })
-    expect(services.minio).toEqual({ adapter: "minio", admin_url: "${env.MINIO_ADMIN_URL}" })
+    expect(services.minio).toEqual({ adapter: "s3", admin_url: "${env.S3_ADMIN_URL}" })
     expect(result.notes.some((n) => n.includes("skipped zookeeper"))).toBe(true)
     expect(result.notes.some((n) => n.includes("skipped createbuckets"))).toBe(true)
     expect(result.notes.some((n) => n.includes("port range 8090-8092"))).toBe(true)
@@ -605,6 +605,61 @@ describe("fromCompose: nats and clickhouse", () => {
     )
     expect(services.box?.adapter).toBeUndefined()
     expect(services.stan?.adapter).toBeUndefined()
+  })
+})
+
+describe("fromCompose: object stores, document stores, brokers and search engines", () => {
+  it("maps their images, from any registry or namespace, to the adapters that serve them", () => {
+    const images = {
+      "minio/minio:RELEASE.2025-01-20T14-49-07Z": "s3",
+      "quay.io/minio/minio": "s3",
+      "adobe/s3mock:3.12.0": "s3",
+      "localstack/localstack:4": "s3",
+      "mongo:7": "mongodb",
+      "apache/kafka:3.8.0": "kafka",
+      "bitnami/kafka:3.7": "kafka",
+      "confluentinc/cp-kafka:7.6.1": "kafka",
+      "redpandadata/redpanda:v24.1.7": "redpanda",
+      "vectorized/redpanda": "redpanda",
+      "qdrant/qdrant:v1.9.0": "qdrant",
+      "elasticsearch:8.14.1": "elasticsearch",
+      "docker.elastic.co/elasticsearch/elasticsearch:8.14.1": "elasticsearch",
+      "opensearchproject/opensearch:2": "opensearch"
+    }
+    const composeText = `services:\n${Object.keys(images)
+      .map((image, i) => `  s${i}:\n    image: "${image}"`)
+      .join("\n")}`
+    const { services } = parsed(convert({ composeText }).toml)
+    expect(Object.values(services).map((service) => service.adapter)).toEqual(Object.values(images))
+    for (const [i, adapter] of Object.values(images).entries()) {
+      expect(services[`s${i}`]?.admin_url).toBe(`\${env.${adapter.toUpperCase()}_ADMIN_URL}`)
+    }
+  })
+
+  it("gives an S3 server's admin_url as a variable, with its published port and no credential from compose", () => {
+    const result = convert({
+      composeText: [
+        "services:",
+        "  storage:",
+        "    image: minio/minio",
+        "    command: server /data",
+        "    ports: ['9100:9000']",
+        "    environment:",
+        "      MINIO_ROOT_USER: storageAdmin",
+        "      MINIO_ROOT_PASSWORD: s3cr3t-Pa55word",
+        "  aws:",
+        "    image: localstack/localstack",
+        "    ports: ['4566:4566']"
+      ].join("\n")
+    })
+    const { services } = parsed(result.toml)
+    expect(services.storage).toEqual({ adapter: "s3", admin_url: "${env.S3_ADMIN_URL}" })
+    expect(services.aws).toEqual({ adapter: "s3", admin_url: "${env.S3_ADMIN_URL}" })
+    expect(result.toml).toContain("# S3_ADMIN_URL, e.g. http://MINIO_ROOT_USER:MINIO_ROOT_PASSWORD@127.0.0.1:9100")
+    expect(result.toml).toContain("# S3_ADMIN_URL, e.g. http://test:test@127.0.0.1:4566")
+    expect(result.toml).not.toContain("s3cr3t-Pa55word")
+    expect(result.toml).not.toContain("storageAdmin")
+    expect(result.notes.some((note) => note.includes("berth-adapter-s3"))).toBe(false)
   })
 })
 

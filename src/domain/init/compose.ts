@@ -275,7 +275,16 @@ const adapters: ReadonlyArray<Adapter> = [
   { name: "nats", images: ["nats"], port: 4222, example: (port) => `nats://127.0.0.1:${port}` },
   { name: "kafka", images: ["kafka", "cp-kafka"], port: 9092, example: (port) => `kafka://127.0.0.1:${port}` },
   { name: "redpanda", images: ["redpanda"], port: 9092, example: (port) => `kafka://127.0.0.1:${port}` },
-  { name: "minio", images: ["minio"], port: 9000, example: (port) => `http://minioadmin@127.0.0.1:${port}` },
+  // S3-compatible servers: one built-in adapter, s3 (admin_url carries the access key and secret, named here only by
+  // the variables or defaults each image uses, never by a value from the compose file)
+  {
+    name: "s3",
+    images: ["minio"],
+    port: 9000,
+    example: (port) => `http://MINIO_ROOT_USER:MINIO_ROOT_PASSWORD@127.0.0.1:${port}`
+  },
+  { name: "s3", images: ["s3mock"], port: 9090, example: (port) => `http://any:any@127.0.0.1:${port}` },
+  { name: "s3", images: ["localstack"], port: 4566, example: (port) => `http://test:test@127.0.0.1:${port}` },
   {
     name: "elasticsearch",
     images: ["elasticsearch"],

@@ -1,0 +1,404 @@
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import {
+  CreateBucketCommand,
+  GetObjectCommand,
+  ListBucketsCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client
+} from "@aws-sdk/client-s3"
+import { randomBytes } from "node:crypto"
+import { createServer, type Server, type Socket, connect as tcpConnect } from "node:net"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import { builtinAdapters } from "../../src/domain/adapters.js"
+import { parseConfig } from "../../src/domain/config/parse.js"
+import type { Slice } from "../contract.js"
+import { implementations } from "../index.js"
+import { s3Adapter } from "./index.js"
+import { type S3rverHandle, startS3rver } from "./s3rver.js"
+
+let server: S3rverHandle
+beforeAll(async () => {
+  server = await startS3rver()
+})
+afterAll(() => server.close())
+
+const owner = `t${randomBytes(4).toString("hex")}`
+let count = 0
+const fresh = (label: string): string => `acme_w${count++}_${label}`
+const SHARED = "shared-bucket"
+
+type Mode = "bucket" | "prefix"
+
+const sliceOf = (name: string, mode: Mode, url: string = server.adminUrl, by: string = owner): Slice => ({
+  owner: by,
+  adapter: "s3",
+  project: "acme",
+  world: name,
+  service: "files",
+  name,
+  storage: "/nonexistent",
+  adminUrl: url,
+  options: mode === "bucket" ? {} : { mode: "prefix", bucket: SHARED }
+})
+
+const listed = (mode: Mode, by = owner) =>
+  s3Adapter.list({ storage: "/nonexistent", adminUrl: server.adminUrl, options: sliceOf("x", mode).options, owner: by })
+
+/** What an application does with `${files.url}`: a client and a place built from the resolved URL alone. */
+const fromUrl = (text: string) => {
+  const url = new URL(text)
+  expect(url.protocol).toBe("s3:")
+  const client = new S3Client({
+    endpoint: url.searchParams.get("endpoint") ?? "",
+    region: url.searchParams.get("region") ?? "",
+    forcePathStyle: url.searchParams.get("use_path_style") === "true",
+    credentials: {
+      accessKeyId: decodeURIComponent(url.username),
+      secretAccessKey: decodeURIComponent(url.password)
+    },
+    maxAttempts: 1
+  })
+  return { client, bucket: url.hostname, prefix: decodeURIComponent(url.pathname.slice(1)) }
+}
+
+/** An administrator's client, outside the adapter. */
+const admin = (): S3Client =>
+  fromUrl(`s3://S3RVER:S3RVER@x/?endpoint=http://127.0.0.1:${server.port}&region=us-east-1&use_path_style=true`).client
+
+const put = (client: S3Client, bucket: string, key: string, body: string) =>
+  Effect.promise(() => client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body })))
+
+const read = (client: S3Client, bucket: string, key: string): Effect.Effect<string | undefined> =>
+  Effect.promise(() =>
+    client.send(new GetObjectCommand({ Bucket: bucket, Key: key })).then(
+      (output) => output.Body?.transformToString(),
+      () => undefined
+    )
+  )
+
+const keysOf = (bucket: string, prefix = ""): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.promise(async () => {
+    const keys: Array<string> = []
+    let token: string | undefined
+    do {
+      const output = await admin().send(
+        new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token })
+      )
+      for (const object of output.Contents ?? []) if (object.Key !== undefined) keys.push(object.Key)
+      token = output.IsTruncated === true ? output.NextContinuationToken : undefined
+    } while (token !== undefined)
+    return keys.sort()
+  })
+
+const buckets = (): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.promise(() =>
+    admin()
+      .send(new ListBucketsCommand({}))
+      .then((output) => (output.Buckets ?? []).flatMap((bucket) => (bucket.Name === undefined ? [] : [bucket.Name])))
+  )
+
+/** The resolved URL's client writes and reads back an object, under the slice's prefix. */
+const roundTrip = (slice: Slice) =>
+  Effect.gen(function* () {
+    const { client, bucket, prefix } = fromUrl(yield* s3Adapter.resolve(slice))
+    yield* put(client, bucket, `${prefix}hello.txt`, `hello ${slice.name}`)
+    expect(yield* read(client, bucket, `${prefix}hello.txt`)).toBe(`hello ${slice.name}`)
+    return { client, bucket, prefix }
+  })
+
+describe("s3Adapter", () => {
+  it("declares clone", () => {
+    expect(s3Adapter.capabilities).toEqual({ clone: true })
+  })
+
+  it.live("resolves to an s3:// URL with the endpoint, region and path style, credentials as userinfo", () =>
+    Effect.gen(function* () {
+      const url = new URL(yield* s3Adapter.resolve(sliceOf("acme_main_files", "bucket")))
+      expect(url.hostname).toBe("acme-main-files")
+      expect(url.pathname).toBe("/")
+      expect(url.username).toBe("S3RVER")
+      expect(url.searchParams.get("endpoint")).toBe(`http://127.0.0.1:${server.port}`)
+      expect(url.searchParams.get("region")).toBe("us-east-1")
+      expect(url.searchParams.get("use_path_style")).toBe("true")
+      const prefixed = new URL(yield* s3Adapter.resolve(sliceOf("acme_main_files", "prefix")))
+      expect(prefixed.hostname).toBe(SHARED)
+      expect(prefixed.pathname).toBe("/acme_main_files/")
+      // a secret with URL delimiters in it comes back as it was
+      const encoded = new URL(
+        yield* s3Adapter.resolve(sliceOf("acme_main_files", "bucket", "http://AK:se%2Fc%40r%3Fet@127.0.0.1:9000"))
+      )
+      expect([encoded.hostname, decodeURIComponent(encoded.password)]).toEqual(["acme-main-files", "se/c@r?et"])
+    })
+  )
+
+  it.live("makes buckets in the region the service names", () =>
+    Effect.gen(function* () {
+      const slice = { ...sliceOf(fresh("region"), "bucket"), options: { region: "eu-central-1" } }
+      expect(yield* s3Adapter.provision(slice)).toBe(true)
+      expect(new URL(yield* s3Adapter.resolve(slice)).searchParams.get("region")).toBe("eu-central-1")
+      yield* roundTrip(slice)
+      yield* s3Adapter.teardown(slice)
+    })
+  )
+
+  for (const mode of ["bucket", "prefix"] as const) {
+    describe(`mode "${mode}"`, () => {
+      it.live("provisions once, resolves to a place a client can use, lists it, tears it down once", () =>
+        Effect.gen(function* () {
+          const name = fresh("main")
+          const slice = sliceOf(name, mode)
+          expect(yield* s3Adapter.provision(slice)).toBe(true)
+          expect(yield* s3Adapter.provision(slice)).toBe(false)
+          const { bucket, prefix } = yield* roundTrip(slice)
+          expect(yield* listed(mode)).toContain(name)
+          expect(yield* listed(mode, "elsewhere")).not.toContain(name)
+          yield* s3Adapter.teardown(slice)
+          yield* s3Adapter.teardown(slice)
+          expect(yield* listed(mode)).not.toContain(name)
+          if (mode === "bucket") expect(yield* buckets()).not.toContain(bucket)
+          else expect(yield* keysOf(bucket, prefix)).toEqual([])
+          // a torn-down slice can be made again
+          expect(yield* s3Adapter.provision(slice)).toBe(true)
+          yield* s3Adapter.teardown(slice)
+        })
+      )
+
+      it.live("keeps slices apart", () =>
+        Effect.gen(function* () {
+          const a = sliceOf(fresh("a"), mode)
+          const b = sliceOf(fresh("b"), mode)
+          yield* s3Adapter.provision(a)
+          yield* s3Adapter.provision(b)
+          const inA = yield* roundTrip(a)
+          const inB = fromUrl(yield* s3Adapter.resolve(b))
+          expect(yield* read(inB.client, inB.bucket, `${inB.prefix}hello.txt`)).toBeUndefined()
+          yield* s3Adapter.teardown(b)
+          expect(yield* read(inA.client, inA.bucket, `${inA.prefix}hello.txt`)).toBe(`hello ${a.name}`)
+          yield* s3Adapter.teardown(a)
+        })
+      )
+
+      it.live("clones every object server-side; the copy is its own afterwards", () =>
+        Effect.gen(function* () {
+          const golden = sliceOf(fresh("golden"), mode)
+          const copy = sliceOf(fresh("copy"), mode)
+          yield* s3Adapter.provision(golden)
+          yield* s3Adapter.provision(copy)
+          const g = fromUrl(yield* s3Adapter.resolve(golden))
+          const c = fromUrl(yield* s3Adapter.resolve(copy))
+          yield* put(g.client, g.bucket, `${g.prefix}odd name/with space %.txt`, "odd")
+          // a missing target is made by the clone (while the golden is small)
+          const third = sliceOf(fresh("third"), mode)
+          yield* s3Adapter.clone(golden, third)
+          const t = fromUrl(yield* s3Adapter.resolve(third))
+          expect(yield* read(t.client, t.bucket, `${t.prefix}odd name/with space %.txt`)).toBe("odd")
+          // more than a listing page (1000) in one mode, so the copy pages through; flat keys, which s3rver deletes
+          // in one DeleteObjects (two keys in one folder make it fail that request, and the adapter go key by key)
+          const many = mode === "bucket" ? 1005 : 20
+          const keys = Array.from({ length: many }, (_, i) => `data-${String(i).padStart(4, "0")}.txt`)
+          yield* Effect.forEach(keys, (key) => put(g.client, g.bucket, `${g.prefix}${key}`, key), {
+            concurrency: 16,
+            discard: true
+          })
+          yield* put(c.client, c.bucket, `${c.prefix}stale.txt`, "stale")
+          yield* s3Adapter.clone(golden, copy)
+          const copied = (yield* keysOf(c.bucket, c.prefix)).map((key) => key.slice(c.prefix.length))
+          expect(copied).toEqual([".berth-slice", ...keys, "odd name/with space %.txt"].sort())
+          expect(yield* read(c.client, c.bucket, `${c.prefix}data-0003.txt`)).toBe("data-0003.txt")
+          expect(yield* read(c.client, c.bucket, `${c.prefix}odd name/with space %.txt`)).toBe("odd")
+          // the copy keeps its own marker: it is still listed as itself
+          expect(yield* listed(mode)).toContain(copy.name)
+          // independent both ways
+          yield* put(c.client, c.bucket, `${c.prefix}data-0003.txt`, "changed")
+          expect(yield* read(g.client, g.bucket, `${g.prefix}data-0003.txt`)).toBe("data-0003.txt")
+          yield* put(g.client, g.bucket, `${g.prefix}later.txt`, "later")
+          expect(yield* read(c.client, c.bucket, `${c.prefix}later.txt`)).toBeUndefined()
+          for (const slice of [golden, copy, third]) yield* s3Adapter.teardown(slice)
+        })
+      )
+
+      it.live("leaves another installation's slice alone: taken, not-owned, unlisted", () =>
+        Effect.gen(function* () {
+          const name = fresh("theirs")
+          const theirs = sliceOf(name, mode, server.adminUrl, "elsewhere")
+          yield* s3Adapter.provision(theirs)
+          const { bucket, prefix } = yield* roundTrip(theirs)
+          expect((yield* Effect.flip(s3Adapter.provision(sliceOf(name, mode)))).kind).toBe("taken")
+          expect((yield* Effect.flip(s3Adapter.teardown(sliceOf(name, mode)))).kind).toBe("not-owned")
+          const target = sliceOf(fresh("target"), mode)
+          expect((yield* Effect.flip(s3Adapter.clone(sliceOf(name, mode), target))).kind).toBe("not-owned")
+          expect((yield* Effect.flip(s3Adapter.clone(target, sliceOf(name, mode)))).kind).toBe("failed")
+          expect(yield* listed(mode)).not.toContain(name)
+          expect(yield* keysOf(bucket, prefix)).toEqual([`${prefix}.berth-slice`, `${prefix}hello.txt`])
+          yield* s3Adapter.teardown(theirs)
+        })
+      )
+
+      it.live("never touches or lists what has no marker", () =>
+        Effect.gen(function* () {
+          const name = fresh("unmarked")
+          const slice = sliceOf(name, mode)
+          const bucket = mode === "bucket" ? name.replaceAll("_", "-") : SHARED
+          const prefix = mode === "bucket" ? "" : `${name}/`
+          yield* Effect.promise(() =>
+            admin()
+              .send(new CreateBucketCommand({ Bucket: bucket }))
+              .catch(() => undefined)
+          )
+          yield* put(admin(), bucket, `${prefix}precious.txt`, "precious")
+          expect((yield* Effect.flip(s3Adapter.provision(slice))).kind).toBe("taken")
+          expect((yield* Effect.flip(s3Adapter.teardown(slice))).kind).toBe("not-owned")
+          const golden = sliceOf(fresh("src"), mode)
+          yield* s3Adapter.provision(golden)
+          expect((yield* Effect.flip(s3Adapter.clone(golden, slice))).kind).toBe("taken")
+          expect(yield* listed(mode)).not.toContain(name)
+          expect(yield* keysOf(bucket, prefix)).toEqual([`${prefix}precious.txt`])
+          yield* s3Adapter.teardown(golden)
+        })
+      )
+    })
+  }
+
+  it.live(
+    "takes an empty unmarked bucket under a slice's name for what a crash left between creating and marking",
+    () =>
+      Effect.gen(function* () {
+        const name = fresh("halfmade")
+        yield* Effect.promise(() => admin().send(new CreateBucketCommand({ Bucket: name.replaceAll("_", "-") })))
+        // teardown removes it; provision claims it
+        yield* s3Adapter.teardown(sliceOf(name, "bucket"))
+        expect(yield* buckets()).not.toContain(name.replaceAll("_", "-"))
+        yield* Effect.promise(() => admin().send(new CreateBucketCommand({ Bucket: name.replaceAll("_", "-") })))
+        expect(yield* s3Adapter.provision(sliceOf(name, "bucket"))).toBe(true)
+        expect(yield* listed("bucket")).toContain(name)
+        yield* s3Adapter.teardown(sliceOf(name, "bucket"))
+      })
+  )
+
+  it.live("refuses hostile names and bad options before reaching any server", () =>
+    Effect.gen(function* () {
+      // nothing listens on port 1: reaching it would be "unreachable", not "invalid"
+      const nowhere = "http://key:hunter2@127.0.0.1:1"
+      const hostile = ["../etc", "a/b", "Acme", "x y", "a;rm", "", "xn__abc", "ab", `a${"b".repeat(63)}`, "a-b"]
+      for (const mode of ["bucket", "prefix"] as const) {
+        for (const name of hostile) {
+          for (const verb of [s3Adapter.provision, s3Adapter.resolve, s3Adapter.teardown]) {
+            if (mode === "prefix" && (name === "xn__abc" || name === "ab")) continue
+            const error = yield* Effect.flip(verb(sliceOf(name, mode, nowhere)))
+            expect(error.kind, `${mode} ${JSON.stringify(name)}`).toBe("invalid")
+            expect(error.message).not.toContain("hunter2")
+          }
+        }
+      }
+      const bad = (options: Record<string, unknown>, url = nowhere) =>
+        Effect.flip(s3Adapter.provision({ ...sliceOf(fresh("bad"), "bucket", url), options }))
+      expect((yield* bad({ mode: "cluster" })).kind).toBe("invalid")
+      expect((yield* bad({ mode: "prefix" })).kind).toBe("invalid")
+      expect((yield* bad({ mode: "prefix", bucket: "../etc" })).kind).toBe("invalid")
+      expect((yield* bad({ bucket: SHARED })).kind).toBe("invalid")
+      expect((yield* bad({}, "http://127.0.0.1:1")).kind).toBe("invalid")
+      expect((yield* bad({}, "redis://key:hunter2@127.0.0.1:1")).kind).toBe("invalid")
+      const owner = yield* Effect.flip(s3Adapter.provision(sliceOf(fresh("x"), "bucket", nowhere, "a:b")))
+      expect(owner.kind).toBe("invalid")
+    })
+  )
+
+  it.live("refuses wrong credentials as authentication, without echoing the secret", () =>
+    Effect.gen(function* () {
+      // s3rver checks the access key, not the signature
+      const url = `http://WRONG:hunter2@127.0.0.1:${server.port}`
+      const error = yield* Effect.flip(s3Adapter.provision(sliceOf(fresh("auth"), "bucket", url)))
+      expect(error.kind).toBe("authentication")
+      expect(error.message).not.toContain("hunter2")
+    })
+  )
+
+  it.live("reports a server that is down as unreachable, quickly", () =>
+    Effect.gen(function* () {
+      const started = Date.now()
+      for (const mode of ["bucket", "prefix"] as const) {
+        const error = yield* Effect.flip(
+          s3Adapter.provision(sliceOf(fresh("down"), mode, "http://k:hunter2@127.0.0.1:1"))
+        )
+        expect(error.kind).toBe("unreachable")
+        expect(error.adapter).toBe("s3")
+        expect(error.message).not.toContain("hunter2")
+      }
+      expect(Date.now() - started).toBeLessThan(5_000)
+    })
+  )
+
+  it.live("reports a server that goes away mid-clone as unreachable, quickly", () =>
+    Effect.gen(function* () {
+      const dying = yield* Effect.promise(() => startS3rver())
+      // a proxy in front of it, which kills the server once some copies went through
+      let copies = 0
+      let killedAt = 0
+      const sockets = new Set<Socket>()
+      const proxy: Server = createServer((socket) => {
+        const upstream = tcpConnect(dying.port, "127.0.0.1")
+        sockets.add(socket)
+        sockets.add(upstream)
+        socket.on("error", () => undefined)
+        upstream.on("error", () => undefined)
+        socket.on("data", (chunk: Buffer) => {
+          if (chunk.toString("latin1").includes("x-amz-copy-source") && ++copies === 10) {
+            killedAt = Date.now()
+            dying.kill()
+            for (const open of sockets) open.destroy()
+            proxy.close()
+          }
+        })
+        socket.pipe(upstream)
+        upstream.pipe(socket)
+      })
+      const port = yield* Effect.promise(
+        () =>
+          new Promise<number>((resolve) =>
+            proxy.listen(0, "127.0.0.1", () => {
+              const address = proxy.address()
+              resolve(typeof address === "object" && address !== null ? address.port : 0)
+            })
+          )
+      )
+      const url = `http://S3RVER:S3RVER@127.0.0.1:${port}`
+      const golden = sliceOf(fresh("dying"), "bucket", url)
+      yield* s3Adapter.provision(golden)
+      const g = fromUrl(yield* s3Adapter.resolve(golden))
+      yield* Effect.forEach(
+        Array.from({ length: 60 }, (_, i) => `k${i}`),
+        (key) => put(g.client, g.bucket, key, key),
+        { concurrency: 8, discard: true }
+      )
+      const error = yield* Effect.flip(s3Adapter.clone(golden, sliceOf(fresh("dying_copy"), "bucket", url)))
+      expect(copies).toBeGreaterThanOrEqual(10)
+      expect(error.kind).toBe("unreachable")
+      // the verb ends as soon as its requests fail: no retries, no waiting out a time limit
+      expect(Date.now() - killedAt).toBeLessThan(3_000)
+      yield* Effect.promise(() => dying.close())
+    })
+  )
+})
+
+describe("the s3 catalogue entry", () => {
+  it("serves s3 and minio with one implementation that clones, and checks their keys", async () => {
+    for (const name of ["s3", "minio"]) {
+      expect(builtinAdapters.get(name)).toMatchObject({ family: "s3", canClone: true, embedded: false })
+    }
+    expect(await implementations.get("s3")?.()).toBe(s3Adapter)
+    const parsed = parseConfig(
+      `[services.files]\nadapter = "minio"\nadmin_url = "\${env.S3_ADMIN_URL}"\nmode = "prefix"\nbucket = "dev"\nregion = "eu-west-1"\n`,
+      "berth.toml"
+    )
+    expect(Either.isRight(parsed)).toBe(true)
+    if (Either.isRight(parsed)) {
+      expect(parsed.right.config.services[0]).toMatchObject({
+        options: { mode: "prefix", bucket: "dev", region: "eu-west-1" }
+      })
+    }
+    const refused = parseConfig(`[services.files]\nadapter = "s3"\nmode = "db"\n`, "berth.toml")
+    expect(Either.isLeft(refused) && refused.left[0]?.path).toBe("services.files.mode")
+  })
+})
