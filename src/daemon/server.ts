@@ -29,6 +29,7 @@ import { build, version } from "../version.js"
 import { DaemonApi } from "./api.js"
 import { acquireLock, releaseLock, socketAnswers } from "./lock.js"
 import * as machine from "./machine.js"
+import { watch } from "./watch.js"
 import type { Admission } from "../services/Admission.js"
 import type { Registry } from "../services/Registry.js"
 
@@ -185,7 +186,7 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
       const ports = yield* Ports
       const home = yield* Home
       const router = yield* Router
-      const context = yield* Effect.context<Admission | Router | Ports | Registry | Git>()
+      const context = yield* Effect.context<Admission | Router | Ports | Registry | Git | Worlds>()
       const proxyInfo = Effect.map(router.info, (i) => ({
         http: { wanted: i.http.wanted, port: i.http.port ?? null, error: i.http.error ?? null },
         https: { wanted: i.https.wanted, port: i.https.port ?? null, error: i.https.error ?? null },
@@ -243,6 +244,11 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
               worlds.logs({ cwd: p.cwd, world: p.world }, { service: p.service, follow: p.follow, lines: p.lines })
             )
           ).pipe(guardedStream("Logs")),
+        Watch: (p) =>
+          Stream.unwrap(Effect.as(p.cwd === undefined ? Effect.void : checkCwd(p.cwd), watch(p.cwd))).pipe(
+            Stream.provideContext(context),
+            guardedStream("Watch")
+          ),
         GoldenRebuild: (p) =>
           Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
             Effect.zipRight(worlds.rebuildGolden({ cwd: p.cwd, world: p.world }, p.service, p.env)),
