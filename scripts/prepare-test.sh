@@ -81,13 +81,14 @@ if ! port_open 15672; then
   fi
 fi
 
-# headless Chromium (driven by playwright-core) and certutil (NSS trust stores) for the browser and trust tests:
-# what is missing of the two, and the Debian packages that bring it
+# headless Chromium (driven by playwright-core) and certutil (NSS trust stores) for the browser and trust tests, and
+# tmux (a real terminal for berth dash): what is missing of them, and the Debian packages that bring it
 browser_tools() {
   tools=()
   packages=()
   [ -x /usr/bin/chromium ] || { tools+=("Chromium (/usr/bin/chromium)") && packages+=(chromium); }
   has certutil || { tools+=(certutil) && packages+=(libnss3-tools); }
+  has tmux || { tools+=(tmux) && packages+=(tmux); }
 }
 browser_tools
 if [ ${#packages[@]} -gt 0 ]; then
