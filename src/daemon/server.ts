@@ -30,6 +30,7 @@ import { DaemonApi } from "./api.js"
 import { acquireLock, releaseLock, socketAnswers } from "./lock.js"
 import * as machine from "./machine.js"
 import { watch } from "./watch.js"
+import { serveWebDashboard } from "./web.js"
 import type { Admission } from "../services/Admission.js"
 import type { Registry } from "../services/Registry.js"
 
@@ -334,6 +335,8 @@ export const runDaemon = Effect.gen(function* () {
   yield* Layer.launch(ReconcilerLive).pipe(Effect.provide(worlds), Effect.forkScoped)
   // the Prometheus endpoint, when the user asked for one
   yield* machine.serveMetrics.pipe(Effect.provide(worlds))
+  // the web dashboard, at berth.localhost through the proxy
+  yield* serveWebDashboard.pipe(Effect.provide(worlds))
   yield* Deferred.await(shutdown)
   return true
 })
