@@ -76,9 +76,15 @@ describe.skipIf(!hasTmux)("berth dash in a terminal", () => {
     }
     expect(status.worlds.find((w) => w.name === "two")?.state).toBe("running")
 
+    // the daemon stopped (or replaced by another build): the dashboard connects to the next one by itself
+    expect((await box.run(["daemon", "stop"])).code).toBe(0)
+    expect(await eventually(pane, (s) => s.includes("connected to the daemon again"), 20_000)).toMatch(/^▸ two/m)
+    expect((await box.run(["down", "one"])).code).toBe(0)
+    expect(await eventually(pane, (s) => /^ {2}one +stopped/m.test(s), 5_000)).toMatch(/^ {2}one +stopped/m)
+
     // a smaller terminal: everything redrawn within 80 columns
     tmux("resize-window", "-t", "dash", "-x", "80", "-y", "24")
-    const small = await eventually(pane, (s) => s.split("\n").length <= 25 && /^ {2}one +running/m.test(s), 5_000)
+    const small = await eventually(pane, (s) => s.split("\n").length <= 25 && /^ {2}one +stopped/m.test(s), 5_000)
     for (const line of small.split("\n")) expect(line.length).toBeLessThanOrEqual(80)
     expect(small).toMatch(/^▸ two +running/m)
 

@@ -6,16 +6,24 @@
 import { resolve } from "node:path"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import * as Stream from "effect/Stream"
 import type { WorldStatus } from "../../daemon/api.js"
 import { DaemonClient } from "../../daemon/client.js"
+import { request } from "../../daemon/wire.js"
 import { applyMessage, type DashboardModel, emptyModel, rowsOf } from "../../domain/dashboard.js"
 import { definedEnv } from "../../domain/environment.js"
+import { DaemonUnavailable } from "../../domain/errors.js"
+import { Home } from "../../services/Home.js"
+import { isThisBuild } from "../../version.js"
 import { parseKeys } from "../dashboard/keys.js"
 import { pageSize, screen } from "../dashboard/screen.js"
 import { type Action, addLogLine, follow, initialUi, press, type UiState } from "../dashboard/state.js"
@@ -31,13 +39,16 @@ const terminal = Effect.acquireRelease(
   (t) => Effect.sync(() => t.restore())
 )
 
+/** Longer than the daemon goes without a message while it lives (it sends readings every 2 s). */
+const SILENCE = "6 seconds"
+
 /** A failure in one line, for the status line. */
 const oneLine = (e: unknown) => describeFailure(e).message.split("\n")[0] ?? ""
 
 const live = (cwd: string | undefined) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const client = yield* DaemonClient
+      let client = yield* DaemonClient
       const colour = wantsColour(process.stdout)
       const term = yield* terminal
       const runtime = yield* Effect.runtime<never>()
@@ -53,16 +64,58 @@ const live = (cwd: string | undefined) =>
       const say = (message: string) => update((u) => ({ ...u, message }))
       render()
 
-      yield* client.Watch({ cwd }).pipe(
-        Stream.runForEach((message) =>
-          Effect.sync(() => {
-            model = applyMessage(model, message)
-            ui = follow(ui, rowsOf(model, ui.filter))
-            render()
-          })
+      // the daemon sends readings every 2 s: a longer silence means it is gone (stopped, or replaced by another
+      // build), and a connection of its own finds the next one (starting it, as every command does)
+      let lost = false
+      const home = yield* Home
+      const watchOnce = Effect.scoped(
+        Effect.gen(function* () {
+          // a daemon of another build answers (berth was upgraded): replacing it, as a new command would, is for the
+          // new berth to do; an old dashboard left open would otherwise take the daemon back from every new command
+          const pong = yield* Effect.promise(() => request(home.socket, "Ping", undefined, 5_000))
+          if (pong._tag === "Success" && !isThisBuild(pong.value)) {
+            return yield* new DaemonUnavailable({
+              reason: "berth was upgraded; quit (q) and start berth dashboard again"
+            })
+          }
+          const fresh = Context.get(yield* Layer.build(DaemonClient.Default), DaemonClient)
+          client = fresh
+          yield* fresh.Watch({ cwd }).pipe(
+            Stream.timeoutFail(
+              () => new DaemonUnavailable({ reason: "it stopped answering; connecting again…" }),
+              SILENCE
+            ),
+            Stream.runForEach((message) =>
+              Effect.sync(() => {
+                if (lost && message._tag === "Snapshot") {
+                  lost = false
+                  ui = { ...ui, message: "connected to the daemon again" }
+                }
+                model = applyMessage(model, message)
+                ui = follow(ui, rowsOf(model, ui.filter))
+                render()
+              })
+            )
+          )
+        })
+      )
+      yield* watchOnce.pipe(
+        // however it ended: a failure, the end of the stream, or the daemon interrupting it as it stopped
+        Effect.exit,
+        Effect.flatMap((exit) =>
+          Effect.zipRight(
+            Effect.sync(() => {
+              lost = true
+            }),
+            say(
+              Exit.isFailure(exit) && Cause.isFailType(exit.cause) && exit.cause.error._tag === "DaemonUnavailable"
+                ? `lost the daemon: ${exit.cause.error.reason}`
+                : "lost the daemon: connecting again…"
+            )
+          )
         ),
-        Effect.zipRight(say("the daemon ended the stream: quit and run berth dashboard again")),
-        Effect.catchAll((e) => say(`lost the daemon: ${oneLine(e)}`)),
+        Effect.zipRight(Effect.sleep("1 second")),
+        Effect.forever,
         Effect.forkScoped
       )
 
@@ -192,7 +245,10 @@ export const dashboard = Command.make(
           })
         }
         // the daemon runs in another folder: a relative path means one under the CLI's
-        yield* live(Option.getOrUndefined(Option.map(project, (p) => resolve(p))))
+        const cwd = Option.getOrUndefined(Option.map(project, (p) => resolve(p)))
+        // a folder outside any project fails here, before the terminal is taken
+        if (cwd !== undefined) yield* (yield* DaemonClient).Project({ cwd })
+        yield* live(cwd)
       })
     )
 ).pipe(
