@@ -3,12 +3,13 @@
  * as `Watch`, the Logs stream, and actions taken through `Worlds` with the world's own environment and selection
  * (what its last `up` was given), as the reconciler does — never the daemon's.
  */
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { Worlds } from "../actors/Worlds.js"
 import { definedEnv } from "../domain/environment.js"
-import { InvalidRequest } from "../domain/errors.js"
+import { InternalError, InvalidRequest } from "../domain/errors.js"
 import { type ActionRequest, serveDashboard } from "../services/dashboard/web.js"
 import { Registry } from "../services/Registry.js"
 import { WatchMessage } from "./api.js"
@@ -46,7 +47,15 @@ const act = (request: ActionRequest) =>
       }
     }
   }).pipe(
-    Effect.catchAllDefect((defect) => Effect.fail(new InvalidRequest({ reason: `berth failed: ${String(defect)}` })))
+    // a defect is berth's own fault: logged in full, answered as an InternalError, as the socket's handlers do
+    Effect.catchAllDefect((defect) =>
+      Effect.zipRight(
+        Effect.logError(`web dashboard: ${request.action} failed`, Cause.die(defect)),
+        Effect.fail(
+          new InternalError({ reason: `${request.action} failed inside berth; the daemon's log has the details` })
+        )
+      )
+    )
   )
 
 /** Serves the web dashboard for the daemon's life (see `services/dashboard/web.ts` for who may act). */

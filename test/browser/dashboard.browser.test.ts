@@ -113,6 +113,13 @@ describe.skipIf(!hasChromium)("the web dashboard in Chromium", () => {
       // the streams need the token as well; and another Host (a rebound name) reaches nothing
       expect(await send(port, "GET", "/events", {})).toBe(403)
       expect(await send(port, "GET", `/events?token=${token}`, { host: `rebound.example:${port}` })).toBe(404)
+
+      // the daemon replaced (a new token): the page finds it again by itself
+      expect((await box.run(["daemon", "stop"])).code).toBe(0)
+      await expect.poll(() => page.locator("#conn").textContent(), { timeout: 10_000 }).toBe("reconnecting…")
+      expect((await box.run(["status"])).code).toBe(0)
+      await expect.poll(() => page.locator("#conn").textContent(), { timeout: 20_000 }).toBe("live")
+      await expect.poll(() => state("two").textContent(), { timeout: 10_000 }).toBe("running")
     } finally {
       await context.close()
     }

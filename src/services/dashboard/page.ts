@@ -115,9 +115,13 @@ const apply = (m) => {
   }
 }
 
+let said = 0
 const say = (text, error) => {
   $("status").textContent = text
   $("status").className = error ? "error" : ""
+  // an outcome is news for a while; the table shows what is true after it
+  const mine = ++said
+  if (!error) setTimeout(() => { if (said === mine) $("status").textContent = "" }, 8000)
 }
 
 const act = async (world, action, service) => {
@@ -227,7 +231,12 @@ const connect = () => {
   const source = new EventSource("/events?token=" + encodeURIComponent(TOKEN))
   source.onopen = () => { $("conn").className = "live"; $("conn").textContent = "live" }
   source.onmessage = (e) => { apply(JSON.parse(e.data)); schedule() }
-  source.onerror = () => { $("conn").className = "lost"; $("conn").textContent = "reconnecting…" }
+  source.onerror = () => {
+    $("conn").className = "lost"
+    $("conn").textContent = "reconnecting…"
+    // refused for good: a new daemon, with a new token, answers now; the page comes again with it
+    if (source.readyState === EventSource.CLOSED) setTimeout(() => location.reload(), 2000)
+  }
 }
 connect()
 `
