@@ -2,8 +2,9 @@
  * `berth dash` in a real terminal: tmux runs it against a daemon with two worlds, `send-keys` types, `capture-pane`
  * reads the screen. A tmux server of the test's own (`-L`), so no one else's sessions are touched.
  */
-import { spawnSync } from "node:child_process"
-import { readFileSync } from "node:fs"
+import { execFileSync, spawnSync } from "node:child_process"
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { dirname, join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { berthBin, eventually, processesOf, sandboxes } from "./harness.js"
 
@@ -48,7 +49,12 @@ describe.skipIf(!hasTmux)("berth dash in a terminal", () => {
     )
     expect(started.status, started.stderr).toBe(0)
 
-    const both = await eventually(pane, (s) => /^▸ one +running/m.test(s) && /^ {2}two +running/m.test(s))
+    // CPU and memory come with the readings, every 2 s
+    const both = await eventually(
+      pane,
+      (s) => /^▸ one +running +\d+\.\d% +[\d.]+ MiB/m.test(s) && /^ {2}two +running +\d+\.\d% +[\d.]+ MiB/m.test(s)
+    )
+    expect(both).toMatch(/^▸ one +running +\d+\.\d% +[\d.]+ MiB/m)
     expect(both).toMatch(/^▸ one +running/m)
     expect(both).toMatch(/^ {2}two +running/m)
     expect(both).toMatch(/^ {4}web +healthy +:\d+/m)
@@ -119,6 +125,62 @@ describe.skipIf(!hasTmux)("berth dash in a terminal", () => {
     const ended = await eventually(pane, (s) => s.includes("dash ended"), 10_000)
     expect(ended).not.toContain("berth dashboard")
     expect(tmux("display-message", "-p", "-t", "dash", "#{alternate_on} #{cursor_flag}").stdout.trim()).toBe("0 1")
+  })
+
+  it("--project shows only that project's worlds", async () => {
+    const box = await boxes.project({ "berth.toml": `[services.web]\ncmd = "node server.mjs"\nurl = "web"\n` })
+    expect((await box.run(["up", "mine"], { timeoutMs: 60_000 })).code).toBe(0)
+    // a second repository beside it, with a world of its own, in the same BERTH_HOME
+    const other = join(dirname(box.dir), "other")
+    mkdirSync(other)
+    writeFileSync(
+      join(other, "berth.toml"),
+      `[project]\nname = "other"\n\n[services.web]\ncmd = "node server.mjs"\nurl = "web"\n`
+    )
+    writeFileSync(join(other, "server.mjs"), readFileSync(join(box.dir, "server.mjs")))
+    for (const args of [
+      ["init", "-q", "-b", "main"],
+      ["add", "-A"],
+      ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "x"]
+    ]) {
+      execFileSync("git", args, { cwd: other })
+    }
+    const theirs = await box.run(["up", "theirs"], { cwd: other, timeoutMs: 60_000 })
+    expect(theirs.code, theirs.stderr).toBe(0)
+    const env = [`BERTH_HOME=${box.home}`, "BERTH_PROXY_PORT=off", "BERTH_HTTPS_PORT=off", "NO_COLOR=1"]
+    const shell = `env ${env.join(" ")} ${berthBin}`
+    expect(
+      tmux("new-session", "-d", "-s", "all", "-x", "100", "-y", "30", "-c", box.dir, `${shell} dash; sleep 600`).status
+    ).toBe(0)
+    expect(
+      tmux(
+        "new-session",
+        "-d",
+        "-s",
+        "one",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        "-c",
+        box.dir,
+        `${shell} dash --project .; sleep 600`
+      ).status
+    ).toBe(0)
+    const all = await eventually(
+      async () => tmux("capture-pane", "-p", "-t", "all").stdout,
+      (s) => /^ {2}mine +running/m.test(s) && /theirs +running/m.test(s)
+    )
+    expect(all).toMatch(/^app$/m)
+    expect(all).toMatch(/^other$/m)
+    const one = await eventually(
+      async () => tmux("capture-pane", "-p", "-t", "one").stdout,
+      (s) => /mine +running/m.test(s)
+    )
+    expect(one).not.toContain("theirs")
+    expect(one).toContain("1 world, 1 running")
+    tmux("send-keys", "-t", "all", "q")
+    tmux("send-keys", "-t", "one", "q")
   })
 
   it("refuses --json and a terminal that is not one, as usage errors", async () => {
