@@ -22,7 +22,9 @@ const pane = async () => tmux("capture-pane", "-p", "-t", "dash").stdout
 
 describe.skipIf(!hasTmux)("berth dash in a terminal", () => {
   it("shows both worlds running, a world brought down from the CLI as stopped, brings it back on a key, quits cleanly", async () => {
-    const box = await boxes.project({ "berth.toml": `[services.web]\ncmd = "node server.mjs"\nurl = "web"\n` })
+    const box = await boxes.project({
+      "berth.toml": `[services.web]\ncmd = "echo web of \${world.name} says hello && node server.mjs"\nurl = "web"\n`
+    })
     for (const world of ["one", "two"]) {
       const r = await box.run(["up", world], { timeoutMs: 60_000 })
       expect(r.code, r.stderr).toBe(0)
@@ -93,6 +95,15 @@ describe.skipIf(!hasTmux)("berth dash in a terminal", () => {
     const small = await eventually(pane, (s) => s.split("\n").length <= 25 && /^ {2}one +stopped/m.test(s), 5_000)
     for (const line of small.split("\n")) expect(line.length).toBeLessThanOrEqual(80)
     expect(small).toMatch(/^▸ two +running/m)
+
+    // l follows the selected service's log (two's web, one down), q goes back
+    tmux("send-keys", "-t", "dash", "Down", "l")
+    expect(await eventually(pane, (s) => s.includes("web of two says hello"), 10_000)).toContain(
+      "log of web in two, following"
+    )
+    tmux("send-keys", "-t", "dash", "q")
+    expect(await eventually(pane, (s) => s.includes("q:quit"), 5_000)).toMatch(/^▸ {3}web/m)
+    tmux("send-keys", "-t", "dash", "Up")
 
     // ? shows the keys, any key goes back
     tmux("send-keys", "-t", "dash", "?")
