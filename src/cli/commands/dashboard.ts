@@ -28,7 +28,7 @@ import { parseKeys } from "../dashboard/keys.js"
 import { pageSize, screen } from "../dashboard/screen.js"
 import { type Action, addLogLine, follow, initialUi, press, type UiState } from "../dashboard/state.js"
 import { openTerminal } from "../dashboard/terminal.js"
-import { describeFailure, json, UsageError } from "../output.js"
+import { describeFailure, UsageError } from "../output.js"
 import { wantsColour } from "../render.js"
 import { launchBrowser } from "./open.js"
 import { viaDaemon, withDaemon } from "./worlds.js"
@@ -229,7 +229,10 @@ export const dashboard = Command.make(
       Options.withDescription("only the worlds of the project this folder belongs to (e.g. .)"),
       Options.optional
     ),
-    json
+    // every command takes --json; a live view has no document to print, so here it is a usage error (in JSON)
+    json: Options.boolean("json").pipe(
+      Options.withDescription("a usage error here: berth status --json prints every world once")
+    )
   },
   ({ json, project }) =>
     viaDaemon(
