@@ -165,6 +165,29 @@ describe("the dashboard's screen", () => {
     expect(text).not.toContain("\u001b")
   })
 
+  it("shows a world's place in line and what it waits for, and the line under the list", () => {
+    const waiting = world(4, "queued-one", "queued")
+    const queued = applyMessage(
+      applyMessage(model, {
+        _tag: "WorldChanged",
+        world: {
+          ...waiting,
+          status: { ...waiting.status, queue: { position: 2, waitingFor: "memory (8% free, needs 10%)" } }
+        }
+      }),
+      {
+        _tag: "LineChanged",
+        line: [
+          { worldId: 4, project: "app", world: "queued-one", position: 2, waitingFor: "memory (8% free, needs 10%)" }
+        ]
+      }
+    )
+    const lines = screen(queued, initialUi, { columns: 120, rows: 24 }, false)
+    expect(lines.join("\n")).toMatch(/^ {2}queued-one +queued +#2 in line, waiting for memory \(8% free, needs 10%\)$/m)
+    expect(lines[22]).toBe("line: #2 queued-one (waiting for memory (8% free, needs 10%))")
+    expect(lines[0]).toContain("1 in line")
+  })
+
   it("colours states and marks the selection on a terminal that wants colour; cuts long lines with …", () => {
     const lines = screen(model, initialUi, { columns: 40, rows: 12 }, true)
     expect(lines).toHaveLength(12)
