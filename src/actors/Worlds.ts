@@ -394,6 +394,20 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       return { worlds: yield* Effect.forEach(rows, worldStatus) }
     })
 
+    /**
+     * Every world (of the project `cwd` is in, when given) as `status` answers it, with what a watcher needs to act on
+     * it: its id, its project's main checkout and the services its last `up` selected. The state stream reads this.
+     */
+    const views = Effect.fn("Worlds.views")(function* (cwd: string | undefined) {
+      const rows =
+        cwd === undefined
+          ? yield* registry.worlds()
+          : yield* Effect.flatMap(project(cwd), ({ row }) => registry.worlds(row.id))
+      return yield* Effect.forEach(rows, (w) =>
+        Effect.map(worldStatus(w), (status) => ({ id: w.id, mainRoot: w.mainRoot, selection: w.selection, status }))
+      )
+    })
+
     /** The world's coordinates; ports are leased now if the world never ran (they are chosen before anything starts). */
     const env = Effect.fn("Worlds.env")(function* (ref: WorldRef) {
       const w = yield* resolve(ref, false)
@@ -624,6 +638,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       reload,
       remove,
       status,
+      views,
       env,
       logs,
       reconcile,

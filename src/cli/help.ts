@@ -90,6 +90,7 @@ const EXAMPLES: Readonly<Record<string, ReadonlyArray<string>>> = {
   reset: ["berth reset", "berth reset login-fix db"],
   remove: ["berth remove login-fix"],
   status: ["berth status", "berth status --json"],
+  dashboard: ["berth dash", "berth dashboard --project ."],
   env: ["berth env --dotenv > .env.world", 'eval "$(berth env --shell)"'],
   logs: ["berth logs -s api -f", "berth logs -s berth"],
   exec: ["berth exec -- npm test", "berth exec login-fix --timeout 5m -- sh -c 'npm run e2e'"],

@@ -13,6 +13,7 @@ import { version } from "../version.js"
 import { exec, mcp, verify } from "./commands/agents.js"
 import { check } from "./commands/check.js"
 import { daemon, port } from "./commands/daemon.js"
+import { dashboard } from "./commands/dashboard.js"
 import { doctor } from "./commands/doctor.js"
 import { hooks } from "./commands/hooks.js"
 import { hosts } from "./commands/hosts.js"
@@ -39,6 +40,7 @@ export const berth = Command.make("berth").pipe(
     reset,
     remove,
     status,
+    dashboard,
     env,
     logs,
     exec,

@@ -177,6 +177,82 @@ export const Metrics = Schema.Struct({
 export type Metrics = typeof Metrics.Type
 const downPayload = { ...worldRef, all: Schema.Boolean }
 
+// ---------------------------------------------------------------------------------------------------------------
+// The state stream (`Watch`): a snapshot, then one message per observed change. What the messages mean, and how a
+// watcher folds them into a view, is `domain/dashboard.ts`.
+
+/** A world as the stream carries it: its status, and what acting on it needs (its id, a folder of its project). */
+export class WatchedWorld extends Schema.Class<WatchedWorld>("WatchedWorld")({
+  id: Schema.Number,
+  mainRoot: Schema.String,
+  selection: Schema.Struct({ services: Schema.Array(Schema.String), groups: Schema.Array(Schema.String) }),
+  status: WorldStatus
+}) {}
+
+export class LineEntry extends Schema.Class<LineEntry>("LineEntry")({
+  worldId: Schema.Number,
+  project: Schema.String,
+  world: Schema.String,
+  position: Schema.Number,
+  waitingFor: Schema.String
+}) {}
+
+/** The machine's readings and the reserves they are held against. */
+export class MachineReadings extends Schema.Class<MachineReadings>("MachineReadings")({
+  memTotalBytes: Schema.Number,
+  memAvailableBytes: Schema.Number,
+  memAvailablePercent: Schema.Number,
+  disks: Schema.Array(Schema.Struct({ path: Schema.String, freeBytes: Schema.Number })),
+  running: Schema.Number,
+  reserves: Schema.Struct({
+    maxParallel: Schema.Number,
+    ramPercent: Schema.Number,
+    diskBytes: Schema.Number,
+    resumeFactor: Schema.Number,
+    recovering: Schema.Boolean
+  })
+}) {}
+
+/** A world's processes (every process of its services' groups) summed: CPU as percent of one core, resident memory. */
+export class WorldUsage extends Schema.Class<WorldUsage>("WorldUsage")({
+  worldId: Schema.Number,
+  cpuPercent: Schema.NullOr(Schema.Number),
+  rssBytes: Schema.Number,
+  processes: Schema.Number
+}) {}
+
+export class WatchSnapshot extends Schema.TaggedClass<WatchSnapshot>()("Snapshot", {
+  worlds: Schema.Array(WatchedWorld),
+  line: Schema.Array(LineEntry),
+  machine: MachineReadings,
+  usage: Schema.Array(WorldUsage),
+  /** the web dashboard's address, when the proxy listens */
+  dashboard: Schema.NullOr(Schema.String),
+  at: Schema.Number
+}) {}
+
+/** A world appeared or its status changed (its state, a service's, its place in line, a new event): sent whole. */
+export class WorldChanged extends Schema.TaggedClass<WorldChanged>()("WorldChanged", { world: WatchedWorld }) {}
+
+export class WorldGone extends Schema.TaggedClass<WorldGone>()("WorldGone", { id: Schema.Number }) {}
+
+export class LineChanged extends Schema.TaggedClass<LineChanged>()("LineChanged", { line: Schema.Array(LineEntry) }) {}
+
+/** Every few seconds while someone watches: the machine, and each world's CPU and memory. */
+export class Readings extends Schema.TaggedClass<Readings>()("Readings", {
+  machine: MachineReadings,
+  usage: Schema.Array(WorldUsage)
+}) {}
+
+export class EventAdded extends Schema.TaggedClass<EventAdded>()("EventAdded", {
+  worldId: Schema.Number,
+  world: Schema.String,
+  event: WorldEvent
+}) {}
+
+export const WatchMessage = Schema.Union(WatchSnapshot, WorldChanged, WorldGone, LineChanged, Readings, EventAdded)
+export type WatchMessage = typeof WatchMessage.Type
+
 export class DaemonApi extends RpcGroup.make(
   Rpc.make("Ping", {
     success: Schema.Struct({ version: Schema.String, build: Schema.String, pid: Schema.Number, home: Schema.String })
@@ -228,6 +304,16 @@ export class DaemonApi extends RpcGroup.make(
       lines: Schema.Number
     },
     success: LogLine,
+    error: WorldError,
+    stream: true
+  }),
+  /**
+   * The state stream: a snapshot of every world (of the project `cwd` is in, when given), the line and the machine,
+   * then one message per observed change; the dashboards and embedders read it, nobody polls.
+   */
+  Rpc.make("Watch", {
+    payload: { cwd: Schema.optional(Schema.String) },
+    success: WatchMessage,
     error: WorldError,
     stream: true
   }),

@@ -30,6 +30,8 @@ import { build, version } from "../version.js"
 import { DaemonApi } from "./api.js"
 import { acquireLock, releaseLock, socketAnswers } from "./lock.js"
 import * as machine from "./machine.js"
+import { watch } from "./watch.js"
+import { serveWebDashboard } from "./web.js"
 import type { Admission } from "../services/Admission.js"
 import type { Registry } from "../services/Registry.js"
 
@@ -187,7 +189,7 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
       const home = yield* Home
       const router = yield* Router
       const hostsKeeper = yield* HostsKeeper
-      const context = yield* Effect.context<Admission | Router | HostsKeeper | Ports | Registry | Git>()
+      const context = yield* Effect.context<Admission | Router | HostsKeeper | Ports | Registry | Git | Worlds>()
       const proxyInfo = Effect.map(router.info, (i) => ({
         http: { wanted: i.http.wanted, port: i.http.port ?? null, error: i.http.error ?? null },
         https: { wanted: i.https.wanted, port: i.https.port ?? null, error: i.https.error ?? null },
@@ -245,6 +247,11 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
               worlds.logs({ cwd: p.cwd, world: p.world }, { service: p.service, follow: p.follow, lines: p.lines })
             )
           ).pipe(guardedStream("Logs")),
+        Watch: (p) =>
+          Stream.unwrap(Effect.as(p.cwd === undefined ? Effect.void : checkCwd(p.cwd), watch(p.cwd))).pipe(
+            Stream.provideContext(context),
+            guardedStream("Watch")
+          ),
         GoldenRebuild: (p) =>
           Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
             Effect.zipRight(worlds.rebuildGolden({ cwd: p.cwd, world: p.world }, p.service, p.env)),
@@ -337,6 +344,8 @@ export const runDaemon = Effect.gen(function* () {
   yield* Layer.launch(ReconcilerLive).pipe(Effect.provide(worlds), Effect.forkScoped)
   // the Prometheus endpoint, when the user asked for one
   yield* machine.serveMetrics.pipe(Effect.provide(worlds))
+  // the web dashboard, at berth.localhost through the proxy
+  yield* serveWebDashboard.pipe(Effect.provide(worlds))
   yield* Deferred.await(shutdown)
   return true
 })

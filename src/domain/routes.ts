@@ -79,6 +79,28 @@ export const makeRouteTable = (targets: ReadonlyArray<RouteTarget>, domain: stri
   return { domain: d, byHost, byProject }
 }
 
+/** berth's own web dashboard, which the daemon serves on a loopback port: `http://berth.<domain>[:port]/`. */
+export const dashboardHost = (domain: string = defaultDomain): string => `berth.${normalizeDomain(domain)}`
+
+/**
+ * The table with one more route, `berth.<domain>` → the daemon's dashboard on `port` (none when it does not run). It
+ * is not a project's, so no project's 404 page lists it, and no project's host can take it (theirs have three labels).
+ */
+export const withDashboardRoute = (table: RouteTable, port: number | undefined): RouteTable => {
+  if (port === undefined) return table
+  const byHost = new Map(table.byHost)
+  byHost.set(dashboardHost(table.domain), {
+    project: "berth",
+    world: "",
+    service: "",
+    worldState: "running",
+    serviceState: "running",
+    port,
+    ready: true
+  })
+  return { ...table, byHost }
+}
+
 export const emptyRouteTable = (domain: string = defaultDomain): RouteTable => makeRouteTable([], domain)
 
 /**

@@ -34,7 +34,7 @@ export const serviceToOpen = (world: WorldStatus, name: string | undefined) => {
 }
 
 /** Starts the opener detached, so berth does not wait for the browser; false when there is none to start. */
-const launchBrowser = (url: string) =>
+export const launchBrowser = (url: string) =>
   Effect.async<boolean>((resume) => {
     const opener = process.env.BROWSER ?? (process.platform === "darwin" ? "open" : "xdg-open")
     // BROWSER may hold arguments ("firefox --new-window"): split on spaces, and pass the URL as one more argument

@@ -14,7 +14,7 @@ import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Model from "../../domain/config/model.js"
 import { shortHash } from "../../domain/hash.js"
 import { projectLabel } from "../../domain/names.js"
-import { makeRouteTable, type RouteTarget } from "../../domain/routes.js"
+import { dashboardHost, makeRouteTable, type RouteTarget, withDashboardRoute } from "../../domain/routes.js"
 import type { ServiceState } from "../../domain/service-state.js"
 import type { WorldState } from "../../domain/world-state.js"
 import { ConfigFiles } from "../ConfigFiles.js"
@@ -190,9 +190,11 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
 
     /** every routed host name, for the hosts file berth keeps when asked (`HostsKeeper`) */
     const hostNames = yield* SubscriptionRef.make<ReadonlyArray<string>>([])
+    /** the loopback port of the daemon's web dashboard, routed as `berth.localhost` (see `withDashboardRoute`) */
+    let dashboardPort: number | undefined
 
     const refresh = Effect.gen(function* () {
-      const table = makeRouteTable(yield* targets, PROXY_DOMAIN)
+      const table = withDashboardRoute(makeRouteTable(yield* targets, PROXY_DOMAIN), dashboardPort)
       traffic.prepare(table.byHost.values())
       proxy.setRoutes({ ...table, wake: (id) => waker(id), seen: traffic.seen })
       const names = [...table.byHost.keys()].sort()
@@ -369,6 +371,26 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
       requests: Effect.sync(() => traffic.requests()),
       /** when a world's routes last saw a request (undefined: none since the daemon started) */
       lastRequest: (worldId: number) => Effect.sync(() => traffic.lastRequest(worldId)),
+      /** routes `berth.localhost` to the daemon's web dashboard on this loopback port (undefined: no more) */
+      setDashboard: (port: number | undefined) =>
+        Effect.suspend(() => {
+          dashboardPort = port
+          return refresh
+        }),
+      /**
+       * The web dashboard's origins, one per listening scheme (`http://berth.localhost:7355`), the first the one to
+       * show: https when every URL is, else http. Empty when it does not run or the proxy listens nowhere.
+       */
+      dashboardOrigins: Effect.sync((): ReadonlyArray<string> => {
+        if (dashboardPort === undefined) return []
+        const origin = (scheme: "http" | "https", port: number | undefined) =>
+          port === undefined
+            ? []
+            : [`${scheme}://${dashboardHost(PROXY_DOMAIN)}${port === PRIVILEGED[scheme] ? "" : `:${port}`}`]
+        const http = origin("http", info.http.port)
+        const https = origin("https", info.https.port)
+        return info.httpsUrls ? [...https, ...http] : [...http, ...https]
+      }),
       /** who resumes a suspended world that a request reached */
       onWake: (wake: (worldId: number) => void) =>
         Effect.sync(() => {
