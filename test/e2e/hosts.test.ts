@@ -54,7 +54,8 @@ describe("berth hosts", () => {
     expect(JSON.parse(kept.stdout)).toEqual({
       schema: 1,
       file,
-      names: ["api.one.hst.localhost", "api.three.hst.localhost"]
+      // the web dashboard is a route like any other
+      names: ["api.one.hst.localhost", "api.three.hst.localhost", "berth.localhost"]
     })
     expect((await box.run(["up", "four"], { timeoutMs: 60_000 })).code).toBe(0)
     const added = await eventually(
