@@ -16,7 +16,9 @@
 export { Worlds, type WorldRef } from "./actors/Worlds.js"
 export type { Selection, WorldChange } from "./actors/WorldActor.js"
 export * as WorldProtocol from "./actors/protocol.js"
-export { DaemonApi, type ServiceStatus, type WorldStatus, type Settings } from "./daemon/api.js"
+export { DaemonApi, type ServiceStatus, type WorldStatus, type Settings, WatchMessage } from "./daemon/api.js"
+/** the daemon's state stream in-process: a snapshot, then every change (what `berth dash` and the web page read) */
+export { watch } from "./daemon/watch.js"
 export { DaemonClient } from "./daemon/client.js"
 export { runDaemon } from "./daemon/server.js"
 export * as Config from "./domain/config/model.js"

@@ -3,7 +3,7 @@ import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Stream from "effect/Stream"
-import { EmbedLive, Ports, Worlds } from "../../src/index.js"
+import { EmbedLive, Ports, Worlds, watch } from "../../src/index.js"
 import { fetchJson, isAlive, portBlock, sandbox, serverScript } from "../e2e/harness.js"
 
 // the embedded engine runs the proxy too (settings or BERTH_PROXY_PORT); this test reaches its service directly
@@ -21,7 +21,16 @@ describe("embedding berth through its layers", () => {
       const program = Effect.gen(function* () {
         const worlds = yield* Worlds
         const env = { PATH: process.env.PATH ?? "/usr/bin:/bin" }
+        // the state stream the dashboards read: a snapshot first, then the world's changes
+        const stream = yield* watch(box.dir).pipe(
+          Stream.takeUntil((m) => m._tag === "WorldChanged" && m.world.status.state === "running"),
+          Stream.runCollect,
+          Effect.fork
+        )
         const world = yield* worlds.up({ cwd: box.dir, world: "embedded" }, { services: [], groups: [] }, env)
+        const seenByWatch = Chunk.toReadonlyArray(yield* Fiber.join(stream))
+        expect(seenByWatch[0]?._tag).toBe("Snapshot")
+        expect(seenByWatch.some((m) => m._tag === "WorldChanged" && m.world.status.name === "embedded")).toBe(true)
         const api = world.services[0]!
         expect(world.state).toBe("running")
         expect(api.port).toBeGreaterThanOrEqual(from!)
