@@ -123,10 +123,11 @@ describe("berth (the binary)", () => {
     })
   })
 
-  it.each(["bash", "zsh", "fish"])("prints %s completions", async (shell) => {
+  it.each(["bash", "zsh", "fish"])("prints %s completions, which ask berth for the commands", async (shell) => {
     const r = await box.run(["--completions", shell])
     expect(r.code).toBe(0)
-    expect(r.stdout).toMatch(/check/)
-    expect(r.stdout).toMatch(/init/)
+    expect(r.stdout).toContain("berth __complete")
+    const commands = await box.run(["__complete", ""])
+    expect(commands.stdout.split("\n")).toEqual(expect.arrayContaining(["check", "init"]))
   })
 })
