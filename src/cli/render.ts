@@ -25,19 +25,14 @@ const MOVING = new Set([
 ])
 const BAD = new Set(["failed", "unhealthy", "exited"])
 
+/** A state's SGR colour: green for up, yellow for under way, red for failed, dim for stopped (status and dashboard). */
+export const stateStyle = (state: string): string =>
+  GOOD.has(state) ? "32" : MOVING.has(state) ? "33" : BAD.has(state) ? "31" : "2"
+
 const paint = (code: string, text: string) => `\u001b[${code}m${text}\u001b[0m`
 
 /** A state word, coloured by what it means: green for up, yellow for under way, red for failed, dim for stopped. */
-const stateWord = (state: string, colour: boolean): string =>
-  !colour
-    ? state
-    : GOOD.has(state)
-      ? paint("32", state)
-      : MOVING.has(state)
-        ? paint("33", state)
-        : BAD.has(state)
-          ? paint("31", state)
-          : paint("2", state)
+const stateWord = (state: string, colour: boolean): string => (colour ? paint(stateStyle(state), state) : state)
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: measuring past ANSI escapes is the point
 const visibleLength = (cell: string) => cell.replace(/\u001b\[[0-9;]*m/g, "").length

@@ -11,6 +11,7 @@ import {
   rowsOf,
   type UsageView
 } from "../../domain/dashboard.js"
+import { stateStyle } from "../render.js"
 import type { UiState } from "./state.js"
 
 export interface Size {
@@ -23,23 +24,6 @@ interface Seg {
   readonly text: string
   readonly style?: string | undefined
 }
-
-const GOOD = new Set(["running", "healthy", "ready"])
-const MOVING = new Set([
-  "starting",
-  "queued",
-  "pending",
-  "restarting",
-  "stopping",
-  "suspending",
-  "provisioning",
-  "removing"
-])
-const BAD = new Set(["failed", "unhealthy", "exited"])
-
-/** green for up, yellow for under way, red for failed, dim for stopped — as `berth status` colours them */
-const stateStyle = (state: string): string =>
-  GOOD.has(state) ? "32" : MOVING.has(state) ? "33" : BAD.has(state) ? "31" : "2"
 
 /** Segments → one line of at most `width` columns; `fill` pads it to the width (a selected row's bar). */
 const draw = (segs: ReadonlyArray<Seg>, width: number, colour: boolean, fill = false, base?: string): string => {
