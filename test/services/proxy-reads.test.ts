@@ -157,6 +157,38 @@ describe("backend reads (fast path)", () => {
       server.close()
     }
   })
+
+  it("counts each request once on both paths: a connection's first too, though its head is read again", async () => {
+    const backend = await startBackend((_req, res) => res.end("ok"))
+    for (const fastPath of [true, false]) {
+      const traffic = new Traffic()
+      const table = makeRouteTable([target("demo", "w1", "web", backend.port), target("demo", "w1", "down", 1)])
+      const proxy = await startProxy([], { fastPath })
+      proxy.handle.setRoutes({ ...table, seen: traffic.seen })
+      const client = await connect(proxy.port)
+      try {
+        for (let i = 0; i < 3; i++) {
+          client.write(`GET /${i} HTTP/1.1\r\nHost: ${WEB}\r\n\r\n`)
+          await readResponse(client)
+        }
+        // refused by its backend: counted too (the world was asked for)
+        const other = await connect(proxy.port)
+        other.write("GET / HTTP/1.1\r\nHost: down.w1.demo.localhost\r\n\r\n")
+        await readResponse(other)
+        other.destroy()
+        expect(traffic.requests()).toEqual(
+          new Map([
+            ["web.w1.demo", 3],
+            ["down.w1.demo", 1]
+          ])
+        )
+      } finally {
+        client.destroy()
+        await proxy.close()
+      }
+    }
+    await backend.close()
+  })
 })
 
 describe("Traffic", () => {

@@ -362,12 +362,13 @@ export class FastConnection {
       wakeIfSuspended(table, target)
       return this.answerPage(head, end + 4, unavailablePage(table, found.host, target, "not-ready", this.origin()))
     }
-    table.seen?.(target)
     if (this.backend === undefined || this.port !== target.port || this.doomed) {
       if (this.pending.length > 0) return this.waitForResponses()
+      // counted once it goes out (or is refused): this head is read again when the backend is there
       this.connect(target.port, head, found.host, target)
       return false
     }
+    table.seen?.(target)
     this.forward(head, end + 4, found.host, target)
     return true
   }
@@ -568,6 +569,7 @@ export class FastConnection {
       }
       if (error !== undefined || socket === undefined) {
         this.blocked = false
+        this.cacheTable?.seen?.(target)
         this.answerDirect(head.method === "HEAD", head.accept, host, target, "refused")
         return
       }
