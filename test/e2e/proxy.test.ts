@@ -255,6 +255,43 @@ describe("routes through the proxy", () => {
     expect((await viaProxy(port, `api.two.shop.localhost:${port}`)).status).toBe(404)
   })
 
+  it("counts each request the proxy's thread routes in berth metrics", async () => {
+    const box = await boxes.project({ "berth.toml": config(), "app.mjs": app }, { proxy: true })
+    await up(box, "one")
+    const port = (await settingsOf(box)).proxy.http.port!
+    // keep-alive and fresh connections alike (a connection's first request is counted once too)
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+    for (let i = 0; i < 4; i++) {
+      const answer = await new Promise<number>((resolve, reject) => {
+        const req = http.request(
+          { host: "127.0.0.1", port, agent, headers: { host: `api.one.shop.localhost:${port}` } },
+          (res) => {
+            res.resume()
+            res.on("end", () => resolve(res.statusCode ?? 0))
+          }
+        )
+        req.on("error", reject)
+        req.end()
+      })
+      expect(answer).toBe(200)
+    }
+    agent.destroy()
+    expect((await viaProxy(port, `web.one.shop.localhost:${port}`)).status).toBe(200)
+    const counted = async () => {
+      const metrics = JSON.parse((await box.run(["metrics", "--json"])).stdout) as {
+        proxy: { requests: Array<{ route: string; count: number }> }
+      }
+      return Object.fromEntries(metrics.proxy.requests.map((r) => [r.route, r.count]))
+    }
+    // the worker sends its counts to the daemon's main thread in batches, a few times a second
+    let seen: Record<string, number> = {}
+    for (let i = 0; i < 50 && (seen["api.one.shop"] ?? 0) < 4; i++) {
+      seen = await counted()
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    expect(seen).toMatchObject({ "api.one.shop": 4, "web.one.shop": 1 })
+  })
+
   it("serves an HTTPS project over TLS verified against berth's CA, and its processes trust that CA", async () => {
     const box = await boxes.project({ "berth.toml": config(true), "app.mjs": app }, { proxy: true })
     await up(box, "secure")
