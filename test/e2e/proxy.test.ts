@@ -255,7 +255,7 @@ describe("routes through the proxy", () => {
     expect((await viaProxy(port, `api.two.shop.localhost:${port}`)).status).toBe(404)
   })
 
-  it("counts each request the proxy's thread routes in berth metrics", async () => {
+  it("counts each request the proxy routes in berth metrics, keep-alive and fresh connections alike", async () => {
     const box = await boxes.project({ "berth.toml": config(), "app.mjs": app }, { proxy: true })
     await up(box, "one")
     const port = (await settingsOf(box)).proxy.http.port!
@@ -283,7 +283,7 @@ describe("routes through the proxy", () => {
       }
       return Object.fromEntries(metrics.proxy.requests.map((r) => [r.route, r.count]))
     }
-    // the worker sends its counts to the daemon's main thread in batches, a few times a second
+    // counts reach berth metrics as the proxy routes each request
     let seen: Record<string, number> = {}
     for (let i = 0; i < 50 && (seen["api.one.shop"] ?? 0) < 4; i++) {
       seen = await counted()
