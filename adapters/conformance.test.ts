@@ -24,6 +24,7 @@ import { afterAll } from "vitest"
 import pg from "pg"
 import { clickhouseAdapter } from "./clickhouse/index.js"
 import { conformance, type Subject } from "./conformance.js"
+import type { Slice } from "./contract.js"
 import { dirAdapter } from "./dir/index.js"
 import { mysqlAdapter } from "./mysql/index.js"
 import { natsAdapter } from "./nats/index.js"
@@ -316,6 +317,9 @@ const s3Probe: Subject["probe"] = {
 const s3Admin = () =>
   s3At(`s3://S3RVER:S3RVER@x/?endpoint=http://127.0.0.1:${s3.port}&region=us-east-1&use_path_style=true`).client
 const bucketOf = (name: string) => name.replaceAll("_", "-")
+const S3_SHARED = "conformance-shared"
+/** someone's object under a slice's prefix in the shared bucket (only for names that are safe keys) */
+const s3Theirs = (slice: Slice) => (/^[a-z][a-z0-9_]*$/.test(slice.name) ? `${slice.name}/theirs` : undefined)
 
 // --- the table ---------------------------------------------------------------------------------------------------
 
@@ -486,14 +490,36 @@ export const subjects: ReadonlyArray<Subject> = [
     adapterName: "minio",
     adapter: s3Adapter,
     adminUrl: s3.adminUrl,
-    options: { mode: "prefix", bucket: "conformance-shared" },
+    options: { mode: "prefix", bucket: S3_SHARED },
     maxName: 63,
     probe: s3Probe,
+    // an object under a slice's prefix that berth did not put there
+    unmarked: {
+      make: async (slice) => {
+        const key = s3Theirs(slice)
+        if (key === undefined) throw new Error(`not a key: ${slice.name}`)
+        await s3Admin()
+          .send(new CreateBucketCommand({ Bucket: S3_SHARED }))
+          .catch(() => undefined)
+        await s3Admin().send(new PutObjectCommand({ Bucket: S3_SHARED, Key: key, Body: "x" }))
+      },
+      exists: (slice) =>
+        s3Admin()
+          .send(new HeadObjectCommand({ Bucket: S3_SHARED, Key: s3Theirs(slice) }))
+          .then(
+            () => true,
+            () => false
+          ),
+      remove: async (slice) => {
+        const key = s3Theirs(slice)
+        if (key !== undefined) await s3Admin().send(new DeleteObjectCommand({ Bucket: S3_SHARED, Key: key }))
+      }
+    },
     server: {
       port: s3.port,
       at: (port) => ({
         adminUrl: withPort(s3.adminUrl, port),
-        options: { mode: "prefix", bucket: "conformance-shared" }
+        options: { mode: "prefix", bucket: S3_SHARED }
       }),
       cutAt: 1
     }
