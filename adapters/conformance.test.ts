@@ -11,14 +11,27 @@ import amqp from "amqplib"
 import { Redis } from "ioredis"
 import { createConnection } from "mysql2/promise"
 import { connect as natsConnect, type NatsConnection } from "nats"
+import {
+  CreateBucketCommand,
+  DeleteBucketCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  PutObjectCommand,
+  S3Client
+} from "@aws-sdk/client-s3"
+import { afterAll } from "vitest"
 import pg from "pg"
 import { clickhouseAdapter } from "./clickhouse/index.js"
 import { conformance, type Subject } from "./conformance.js"
+import type { Slice } from "./contract.js"
 import { dirAdapter } from "./dir/index.js"
 import { mysqlAdapter } from "./mysql/index.js"
 import { natsAdapter } from "./nats/index.js"
 import { postgresAdapter } from "./postgres/index.js"
 import { rabbitmqAdapter } from "./rabbitmq/index.js"
+import { s3Adapter } from "./s3/index.js"
+import { startS3rver } from "./s3/s3rver.js"
 import { redisAdapter } from "./redis/index.js"
 import { MAX_STORAGE_NAME } from "./shared.js"
 import { sqliteAdapter } from "./sqlite/index.js"
@@ -269,6 +282,45 @@ const clickhouseProbe: Subject["probe"] = {
   }
 }
 
+// an S3 server of the suite's own (s3rver), started before the table is read
+const s3 = await startS3rver()
+afterAll(() => s3.close())
+
+/** What an application does with `${files.url}` (`s3://KEY:SECRET@bucket/prefix/?endpoint=…`): a client and a place. */
+const s3At = (text: string) => {
+  const url = new URL(text)
+  const client = new S3Client({
+    endpoint: url.searchParams.get("endpoint") ?? "",
+    region: url.searchParams.get("region") ?? "us-east-1",
+    forcePathStyle: url.searchParams.get("use_path_style") === "true",
+    credentials: { accessKeyId: decodeURIComponent(url.username), secretAccessKey: decodeURIComponent(url.password) },
+    maxAttempts: 1
+  })
+  return { client, bucket: url.hostname, prefix: decodeURIComponent(url.pathname.slice(1)) }
+}
+
+const s3Probe: Subject["probe"] = {
+  put: async (url, key, value) => {
+    const { bucket, client, prefix } = s3At(url)
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}${key}`, Body: value }))
+  },
+  get: async (url, key) => {
+    const { bucket, client, prefix } = s3At(url)
+    return client.send(new GetObjectCommand({ Bucket: bucket, Key: `${prefix}${key}` })).then(
+      (output) => output.Body?.transformToString(),
+      () => undefined
+    )
+  }
+}
+
+/** The administrator's client, outside the adapter. */
+const s3Admin = () =>
+  s3At(`s3://S3RVER:S3RVER@x/?endpoint=http://127.0.0.1:${s3.port}&region=us-east-1&use_path_style=true`).client
+const bucketOf = (name: string) => name.replaceAll("_", "-")
+const S3_SHARED = "conformance-shared"
+/** someone's object under a slice's prefix in the shared bucket (only for names that are safe keys) */
+const s3Theirs = (slice: Slice) => (/^[a-z][a-z0-9_]*$/.test(slice.name) ? `${slice.name}/theirs` : undefined)
+
 // --- the table ---------------------------------------------------------------------------------------------------
 
 export const subjects: ReadonlyArray<Subject> = [
@@ -401,6 +453,76 @@ export const subjects: ReadonlyArray<Subject> = [
       remove: (slice) => clickhouse(clickhouseUrl, `DROP DATABASE IF EXISTS \`${slice.name}\``).then(() => undefined)
     },
     server: { port: portOf(clickhouseUrl, 8123), at: (port) => ({ adminUrl: withPort(clickhouseUrl, port) }), cutAt: 1 }
+  },
+  {
+    label: "s3 (bucket)",
+    adapterName: "s3",
+    adapter: s3Adapter,
+    adminUrl: s3.adminUrl,
+    maxName: 63,
+    probe: s3Probe,
+    // a bucket holding someone's object under a slice's name (an empty unmarked bucket is what a crash leaves)
+    unmarked: {
+      make: async (slice) => {
+        await s3Admin().send(new CreateBucketCommand({ Bucket: bucketOf(slice.name) }))
+        await s3Admin().send(new PutObjectCommand({ Bucket: bucketOf(slice.name), Key: "theirs", Body: "x" }))
+      },
+      exists: (slice) =>
+        s3Admin()
+          .send(new HeadObjectCommand({ Bucket: bucketOf(slice.name), Key: "theirs" }))
+          .then(
+            () => true,
+            () => false
+          ),
+      remove: async (slice) => {
+        await s3Admin()
+          .send(new DeleteObjectCommand({ Bucket: bucketOf(slice.name), Key: "theirs" }))
+          .catch(() => undefined)
+        await s3Admin()
+          .send(new DeleteBucketCommand({ Bucket: bucketOf(slice.name) }))
+          .catch(() => undefined)
+      }
+    },
+    server: { port: s3.port, at: (port) => ({ adminUrl: withPort(s3.adminUrl, port) }), cutAt: 1 }
+  },
+  {
+    label: "s3 (prefix)",
+    adapterName: "minio",
+    adapter: s3Adapter,
+    adminUrl: s3.adminUrl,
+    options: { mode: "prefix", bucket: S3_SHARED },
+    maxName: 63,
+    probe: s3Probe,
+    // an object under a slice's prefix that berth did not put there
+    unmarked: {
+      make: async (slice) => {
+        const key = s3Theirs(slice)
+        if (key === undefined) throw new Error(`not a key: ${slice.name}`)
+        await s3Admin()
+          .send(new CreateBucketCommand({ Bucket: S3_SHARED }))
+          .catch(() => undefined)
+        await s3Admin().send(new PutObjectCommand({ Bucket: S3_SHARED, Key: key, Body: "x" }))
+      },
+      exists: (slice) =>
+        s3Admin()
+          .send(new HeadObjectCommand({ Bucket: S3_SHARED, Key: s3Theirs(slice) }))
+          .then(
+            () => true,
+            () => false
+          ),
+      remove: async (slice) => {
+        const key = s3Theirs(slice)
+        if (key !== undefined) await s3Admin().send(new DeleteObjectCommand({ Bucket: S3_SHARED, Key: key }))
+      }
+    },
+    server: {
+      port: s3.port,
+      at: (port) => ({
+        adminUrl: withPort(s3.adminUrl, port),
+        options: { mode: "prefix", bucket: S3_SHARED }
+      }),
+      cutAt: 1
+    }
   },
   {
     label: "sqlite",

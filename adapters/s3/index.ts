@@ -13,7 +13,8 @@
  * well on AWS, but several S3-compatible servers lack them, and an object works everywhere. A bucket is created and then
  * marked (two requests), so an empty unmarked bucket under a slice's name is taken for what a crash left between the
  * two: `provision` claims it and `teardown` removes it (an empty bucket holds nothing to lose); one holding objects is
- * never touched.
+ * never touched. Concurrent provisions of one slice, from this installation or another sharing the server, settle on
+ * one owner through claim objects written before the marker (see `CLAIM`): no lock, and no conditional write, needed.
  *
  * `resolve` gives `s3://ACCESS_KEY:SECRET@<bucket>[/<slice name>/]?endpoint=<http://host:port>&region=<region>&use_path_style=true`:
  * the bucket as the host and the prefix as the path, as the AWS CLI, s3fs/fsspec, Arrow and DuckDB write S3
@@ -38,10 +39,14 @@ import {
   PutObjectCommand,
   S3Client
 } from "@aws-sdk/client-s3"
+import { randomBytes } from "node:crypto"
 import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
+import { provisionOwned, type Standing, teardownOwned } from "../ownership.js"
 import {
   decodeComponent,
   describeCause,
@@ -352,20 +357,110 @@ const readMark = (client: S3Client, bucket: string, key: string): Effect.Effect<
     (code): Mark => (code === "NoSuchBucket" ? "no-bucket" : "missing")
   )
 
-/** Whether anything but the marker lies under the place. */
-const holdsObjects = (client: S3Client, place: Place): Effect.Effect<boolean, S3Failure> =>
+/**
+ * A provision's claim on a place, written before its marker: `<marker>.claim.<owner>.<pid>.<random>`. S3-compatible
+ * servers differ in what they decide atomically (s3rver ignores `If-None-Match` on PUT and checks then makes a bucket;
+ * AWS answers 200 to a repeated CreateBucket in us-east-1), so concurrent provisions settle through claims instead:
+ * each writes its claim, then lists the place's marker and claims. Only a provision that sees its own claim and
+ * nothing else marks the slice, and it keeps its claim until the marker is written; since a write that returned is
+ * seen by every later listing (S3 is strongly consistent), no two provisions can both see only themselves. The others
+ * withdraw, except the lowest claim, which looks again until the rest are gone, and wait for the winner's marker.
+ */
+const CLAIM = /^\.claim\.([a-z0-9_]+)\.([1-9][0-9]*)\.[0-9a-f]{16}$/
+/**
+ * A claim older than this (by the server's clock, against a fresh one) was left by a crash: a live provision goes
+ * from claim to marker in a few requests, each bounded by the client's time limits.
+ */
+const STALE_CLAIM_MS = 10 * 60_000
+/** how often, and how many times, the lowest claim looks again while the others withdraw */
+const CLAIM_ROUNDS = { spacing: 50, times: 100 } as const
+/** how long a provision that withdrew waits for the winner's marker */
+const MARK_WAIT = Schedule.intersect(Schedule.spaced(Duration.millis(100)), Schedule.recurs(100))
+
+interface SeenClaim {
+  readonly key: string
+  readonly owner: string
+  readonly pid: number
+  /** the server's time of writing, where the listing gives it */
+  readonly modified: number | undefined
+}
+
+/** The claim `key` is on the place whose marker is `marker`, if it is one. */
+const claimOf = (marker: string, key: string, modified: Date | undefined): SeenClaim | undefined => {
+  if (!key.startsWith(marker)) return undefined
+  const match = CLAIM.exec(key.slice(marker.length))
+  return match?.[1] === undefined || match[2] === undefined
+    ? undefined
+    : { key, owner: match[1], pid: Number(match[2]), modified: modified?.getTime() }
+}
+
+const isClaim = (place: Place, key: string): boolean => claimOf(place.marker, key, undefined) !== undefined
+
+/** True when the process behind a claim of this installation (so of this machine) is gone. */
+const processGone = (pid: number): boolean => {
+  if (pid === process.pid) return false
+  try {
+    process.kill(pid, 0)
+    return false
+  } catch (cause) {
+    // EPERM: alive, someone else's
+    return errorCode(cause) === "ESRCH"
+  }
+}
+
+/** What a crash left: a claim too old to be live, or one of ours whose process is gone. */
+const isLeftover = (claim: SeenClaim, owner: string, now: number | undefined): boolean =>
+  (now !== undefined && claim.modified !== undefined && now - claim.modified > STALE_CLAIM_MS) ||
+  (claim.owner === owner && processGone(claim.pid))
+
+/**
+ * Whether a crash of this installation left a claim at the place whose marker is `marker` (where there is no marker):
+ * `list` returns such a half-made slice, so that gc tears it down.
+ */
+const leftClaim = (
+  client: S3Client,
+  bucket: string,
+  marker: string,
+  owner: string
+): Effect.Effect<boolean, S3Failure> =>
+  Effect.map(
+    call((abortSignal) =>
+      client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: `${marker}.claim.${owner}.` }), { abortSignal })
+    ),
+    (output) =>
+      (output.Contents ?? []).some((object) => {
+        const claim = object.Key === undefined ? undefined : claimOf(marker, object.Key, undefined)
+        return claim !== undefined && isLeftover(claim, owner, undefined)
+      })
+  )
+
+/** Whether anything but the marker and claims lies under the place; and whether claims do. */
+const contentsOf = (
+  client: S3Client,
+  place: Place
+): Effect.Effect<{ readonly marked: boolean; readonly objects: boolean; readonly claims: boolean }, S3Failure> =>
   Effect.map(
     call((abortSignal) =>
       // one page of the server's default size: a smaller MaxKeys makes s3rver on Node 20 fail (its continuation
       // tokens need OpenSSL's legacy DES)
       client.send(new ListObjectsV2Command({ Bucket: place.bucket, Prefix: place.prefix }), { abortSignal })
     ),
-    (output) => (output.Contents ?? []).some((object) => object.Key !== place.marker)
+    (output) => {
+      const keys = (output.Contents ?? []).flatMap((object) =>
+        object.Key === undefined || object.Key === place.marker ? [] : [object.Key]
+      )
+      return {
+        marked: (output.Contents ?? []).some((object) => object.Key === place.marker),
+        objects: keys.some((key) => !isClaim(place, key)),
+        claims: keys.some((key) => isClaim(place, key))
+      }
+    }
   )
 
 /**
  * What is at a slice's place: nothing, our slice, or something else — another installation's (or another slice's)
- * marker, or objects without a marker. An empty bucket without a marker is `unmarked`: what a crash left.
+ * marker, or objects without a marker. A place that holds nothing but claims, or an empty bucket of its own, is
+ * `unmarked`: being made right now, or what a crash left before the marker.
  */
 type State = "no-bucket" | "missing" | "owned" | "unmarked" | "foreign"
 
@@ -375,13 +470,27 @@ const stateOf = (
   slice: { readonly owner: string; readonly name: string }
 ): Effect.Effect<State, S3Failure> =>
   Effect.gen(function* () {
+    const marked = (mark: Mark): State | undefined =>
+      typeof mark !== "object"
+        ? undefined
+        : mark.owner === slice.owner && mark.name === slice.name
+          ? "owned"
+          : "foreign"
     const mark = yield* readMark(client, place.bucket, place.marker)
     if (mark === "no-bucket") return "no-bucket"
-    if (mark !== "missing") return mark.owner === slice.owner && mark.name === slice.name ? "owned" : "foreign"
-    if (yield* holdsObjects(client, place)) return "foreign"
+    const first = marked(mark)
+    if (first !== undefined) return first
+    const contents = yield* contentsOf(client, place)
+    // marked since it was read, and the winner's claim perhaps gone already: read the marker again
+    const now = contents.marked ? marked(yield* readMark(client, place.bucket, place.marker)) : undefined
+    if (now !== undefined) return now
+    if (contents.objects) return "foreign"
     // a bucket of its own exists, empty: a crash between making and marking it; an empty prefix is simply nothing
-    return place.prefix === "" ? "unmarked" : "missing"
+    return place.prefix === "" || contents.claims ? "unmarked" : "missing"
   })
+
+const standingOf = (state: State): Standing =>
+  state === "owned" ? "ours" : state === "foreign" ? "foreign" : state === "unmarked" ? "unfinished" : "missing"
 
 const notOurs = (server: Server, place: Place, name: string, action: string) =>
   `cannot ${action} slice "${name}": ${place.label} on S3 at ${server.location} is not marked as this berth installation's slice; leaving it alone`
@@ -501,32 +610,115 @@ const prepare = (slice: Slice): Effect.Effect<Prepared, AdapterError> =>
     return { name, server, place }
   })
 
+/** Writes this provision's claim, making the bucket first where it is missing (the shared one is never deleted). */
+const writeClaim = (
+  client: S3Client,
+  server: Server,
+  place: Place,
+  key: string,
+  slice: { readonly owner: string; readonly name: string }
+): Effect.Effect<void, S3Failure> => {
+  // not empty: the SDK warns about a body of unknown length otherwise
+  const body = `${JSON.stringify({ owner: slice.owner, name: slice.name })}\n`
+  const put = call((abortSignal) =>
+    client.send(new PutObjectCommand({ Bucket: place.bucket, Key: key, Body: body }), { abortSignal })
+  )
+  return Effect.asVoid(
+    Effect.catchIf(
+      put,
+      (failure) => s3Code(failure.cause) === "NoSuchBucket",
+      () => Effect.zipRight(createBucket(client, server, place.bucket), put)
+    )
+  )
+}
+
+/** The place's marker, if written, and every claim on it, in one listing. */
+const claimsAt = (
+  client: S3Client,
+  place: Place
+): Effect.Effect<{ readonly marked: boolean; readonly claims: ReadonlyArray<SeenClaim> }, S3Failure> =>
+  Effect.map(
+    call((abortSignal) =>
+      client.send(new ListObjectsV2Command({ Bucket: place.bucket, Prefix: place.marker }), { abortSignal })
+    ),
+    (output) => ({
+      marked: (output.Contents ?? []).some((object) => object.Key === place.marker),
+      claims: (output.Contents ?? []).flatMap((object) => {
+        const claim = object.Key === undefined ? undefined : claimOf(place.marker, object.Key, object.LastModified)
+        return claim === undefined ? [] : [claim]
+      })
+    })
+  )
+
+/**
+ * Claims the place and marks it when this provision is the one to (see `CLAIM`): true when it marked the slice, false
+ * when another provision marks it (or nobody won, which the settling look then reports). The claim is deleted in
+ * every case, after the marker when this one won.
+ */
+const createMarked = (
+  client: S3Client,
+  server: Server,
+  place: Place,
+  slice: { readonly owner: string; readonly name: string }
+): Effect.Effect<boolean, S3Failure> => {
+  const mine = `${place.marker}.claim.${slice.owner}.${process.pid}.${randomBytes(8).toString("hex")}`
+  const round: Effect.Effect<"won" | "lost" | "wait", S3Failure> = Effect.gen(function* () {
+    const seen = yield* claimsAt(client, place)
+    if (seen.marked) return "lost"
+    const own = seen.claims.find((claim) => claim.key === mine)
+    if (own === undefined) return "wait"
+    const leftovers = seen.claims.filter((claim) => claim.key !== mine && isLeftover(claim, slice.owner, own.modified))
+    const rivals = seen.claims.filter((claim) => claim.key !== mine && !leftovers.includes(claim))
+    if (rivals.length > 0) return rivals.some((claim) => claim.key < mine) ? "lost" : "wait"
+    // where the server honours If-None-Match, it decides too
+    if (!(yield* putMark(client, place, slice))) return "lost"
+    yield* deleteKeys(
+      client,
+      place.bucket,
+      leftovers.map((claim) => claim.key)
+    )
+    return "won"
+  })
+  return Effect.gen(function* () {
+    yield* writeClaim(client, server, place, mine, slice)
+    let outcome = yield* round
+    for (let i = 1; i < CLAIM_ROUNDS.times && outcome === "wait"; i++) {
+      yield* Effect.sleep(Duration.millis(CLAIM_ROUNDS.spacing))
+      outcome = yield* round
+    }
+    return outcome === "won"
+  }).pipe(Effect.ensuring(Effect.ignore(deleteKeys(client, place.bucket, [mine]))))
+}
+
 /** Makes the slice unless it is there; true when made now. */
 const ensure = (
   client: S3Client,
   { name, server, place }: Prepared,
   owner: string
-): Effect.Effect<boolean, S3Failure | AdapterError> =>
-  Effect.gen(function* () {
-    const slice = { owner, name }
-    const state = yield* stateOf(client, place, slice)
-    if (state === "owned") return false
-    if (state === "foreign") {
-      return yield* Effect.fail(
-        fail(
-          "taken",
-          `${place.label} on S3 at ${server.location} exists and is not this berth installation's slice "${name}"; move it away or rename the service`
-        )
+): Effect.Effect<boolean, S3Failure | AdapterError> => {
+  const slice = { owner, name }
+  return provisionOwned({
+    // none: the claims settle concurrent provisions, of this installation or another
+    lock: Effect.void,
+    look: stateOf(client, place, slice),
+    standing: standingOf,
+    // an empty bucket is reused as it is; a crash's claims are passed over, and deleted by the next winner
+    clear: Effect.void,
+    create: createMarked(client, server, place, slice),
+    // a marker of another installation's ends the wait at once
+    settle: Schedule.whileInput(MARK_WAIT, (state: State) => state !== "foreign"),
+    taken: () =>
+      fail(
+        "taken",
+        `${place.label} on S3 at ${server.location} exists and is not this berth installation's slice "${name}"; move it away or rename the service`
+      ),
+    vanished: () =>
+      fail(
+        "failed",
+        `${place.label} on S3 at ${server.location} was being made by another provision that did not finish; retry`
       )
-    }
-    if (state === "no-bucket") yield* createBucket(client, server, place.bucket)
-    if (yield* putMark(client, place, slice)) return true
-    // another provision marked it first: fine when that was ours
-    if ((yield* stateOf(client, place, slice)) === "owned") return false
-    return yield* Effect.fail(
-      fail("taken", `${place.label} on S3 at ${server.location} was just marked by another berth installation`)
-    )
   })
+}
 
 const provision = (slice: Slice): Effect.Effect<boolean, AdapterError> =>
   Effect.flatMap(prepare(slice), (prepared) =>
@@ -548,20 +740,23 @@ const resolve = (slice: Slice): Effect.Effect<string, AdapterError> =>
 const teardown = (slice: Slice): Effect.Effect<void, AdapterError> =>
   Effect.flatMap(prepare(slice), ({ name, server, place }) =>
     withServer(server, "tear down", name, (client) =>
-      Effect.gen(function* () {
-        const state = yield* stateOf(client, place, { owner: slice.owner, name })
-        if (state === "no-bucket" || state === "missing") return
-        if (state === "foreign") return yield* Effect.fail(fail("not-owned", notOurs(server, place, name, "tear down")))
-        yield* empty(client, place)
-        // the marker goes last, so a teardown cut short is still recognisably ours
-        yield* deleteKeys(client, place.bucket, [place.marker])
-        if (place.prefix === "") {
-          yield* unless(
-            call((abortSignal) => client.send(new DeleteBucketCommand({ Bucket: place.bucket }), { abortSignal })),
-            ["NoSuchBucket"],
-            () => undefined
-          )
-        }
+      teardownOwned({
+        lock: Effect.void,
+        look: stateOf(client, place, { owner: slice.owner, name }),
+        standing: standingOf,
+        drop: Effect.gen(function* () {
+          yield* empty(client, place)
+          // the marker goes last, so a teardown cut short is still recognisably ours
+          yield* deleteKeys(client, place.bucket, [place.marker])
+          if (place.prefix === "") {
+            yield* unless(
+              call((abortSignal) => client.send(new DeleteBucketCommand({ Bucket: place.bucket }), { abortSignal })),
+              ["NoSuchBucket"],
+              () => undefined
+            )
+          }
+        }),
+        notOwned: () => fail("not-owned", notOurs(server, place, name, "tear down"))
       })
     )
   )
@@ -610,13 +805,33 @@ const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
             )
           )
         }
-        // a missing target is made first; one that is not ours fails there
+        if ((yield* stateOf(client, target.place, { owner: to.owner, name: target.name })) === "foreign") {
+          return yield* Effect.fail(fail("not-owned", notOurs(target.server, target.place, target.name, "clone into")))
+        }
+        // a missing target is made first
         yield* ensure(client, target, to.owner)
         yield* empty(client, target.place)
         yield* copyAll(client, source.place, target.place)
       })
     )
   })
+
+/**
+ * The slice at a listed place, if it is this owner's: marked as `name` by it, or unmarked with a claim a crash of
+ * this installation left there (half-made, so that gc tears it down).
+ */
+const ownedAt = (
+  client: S3Client,
+  bucket: string,
+  marker: string,
+  name: string,
+  owner: string,
+  mark: Mark
+): Effect.Effect<ReadonlyArray<string>, S3Failure> => {
+  if (typeof mark === "object") return Effect.succeed(mark.owner === owner && mark.name === name ? [name] : [])
+  if (mark === "no-bucket" || !/^[a-z][a-z0-9_]*$/.test(name) || name.length > 63) return Effect.succeed([])
+  return Effect.map(leftClaim(client, bucket, marker, owner), (left) => (left ? [name] : []))
+}
 
 /** This owner's slices among every bucket of the server (mode "bucket"). */
 const listBuckets = (client: S3Client, owner: string): Effect.Effect<ReadonlyArray<string>, S3Failure> =>
@@ -628,20 +843,13 @@ const listBuckets = (client: S3Client, owner: string): Effect.Effect<ReadonlyArr
     const names = yield* Effect.forEach(
       buckets,
       (bucket) =>
-        Effect.map(
-          // a bucket we may not read (another account's, another region's) is simply not ours
-          Effect.catchIf(
-            readMark(client, bucket, MARKER),
-            (failure) => statusOf(failure.cause) !== undefined,
-            () => Effect.succeed<Mark>("missing")
+        // a bucket we may not read (another account's, another region's) is simply not ours
+        Effect.catchIf(
+          Effect.flatMap(readMark(client, bucket, MARKER), (mark) =>
+            ownedAt(client, bucket, MARKER, bucket.replaceAll("-", "_"), owner, mark)
           ),
-          (mark) =>
-            typeof mark === "object" &&
-            mark.owner === owner &&
-            typeof mark.name === "string" &&
-            mark.name.replaceAll("_", "-") === bucket
-              ? [mark.name]
-              : []
+          (failure) => statusOf(failure.cause) !== undefined,
+          () => Effect.succeed<ReadonlyArray<string>>([])
         ),
       { concurrency: CONCURRENCY }
     )
@@ -672,15 +880,12 @@ const listPrefixes = (
     } while (token !== undefined)
     const names = yield* Effect.forEach(
       prefixes,
-      (prefix) =>
-        Effect.map(readMark(client, bucket, `${prefix}${MARKER}`), (mark) =>
-          typeof mark === "object" &&
-          mark.owner === owner &&
-          typeof mark.name === "string" &&
-          `${mark.name}/` === prefix
-            ? [mark.name]
-            : []
-        ),
+      (prefix) => {
+        const marker = `${prefix}${MARKER}`
+        return Effect.flatMap(readMark(client, bucket, marker), (mark) =>
+          ownedAt(client, bucket, marker, prefix.slice(0, -1), owner, mark)
+        )
+      },
       { concurrency: CONCURRENCY }
     )
     return names.flat().sort()
