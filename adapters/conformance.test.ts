@@ -9,12 +9,14 @@ import { join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import amqp from "amqplib"
 import { Redis } from "ioredis"
+import { MongoClient } from "mongodb"
 import { createConnection } from "mysql2/promise"
 import { connect as natsConnect, type NatsConnection } from "nats"
 import pg from "pg"
 import { clickhouseAdapter } from "./clickhouse/index.js"
 import { conformance, type Subject } from "./conformance.js"
 import { dirAdapter } from "./dir/index.js"
+import { mongodbAdapter } from "./mongodb/index.js"
 import { mysqlAdapter } from "./mysql/index.js"
 import { natsAdapter } from "./nats/index.js"
 import { postgresAdapter } from "./postgres/index.js"
@@ -30,6 +32,18 @@ const rabbitUrl = process.env.RABBITMQ_ADMIN_URL ?? "amqp://guest:guest@127.0.0.
 const rabbitManagement = process.env.RABBITMQ_MANAGEMENT_URL ?? "http://127.0.0.1:15672"
 const natsUrl = process.env.NATS_ADMIN_URL ?? "nats://127.0.0.1:4222"
 const clickhouseUrl = process.env.CLICKHOUSE_ADMIN_URL ?? "http://default@127.0.0.1:8123"
+
+/**
+ * Servers no machine of this project runs (no package installs them here): their subjects run when a variable names
+ * one, and are reported as skipped, with the reason, when none does.
+ */
+const optionalServer = (variable: string, what: string, fallback: string) => {
+  const url = process.env[variable]
+  return url === undefined || url === ""
+    ? { url: fallback, skip: `${variable} is not set (no ${what} server on this machine)` }
+    : { url, skip: undefined }
+}
+const mongodb = optionalServer("BERTH_TEST_MONGODB_URL", "MongoDB", "mongodb://127.0.0.1:27017")
 
 /** `url` with its host's port replaced: the adapter pointed at a closed port or a proxy on 127.0.0.1. */
 const withPort = (url: string, port: number): string => {
@@ -269,6 +283,29 @@ const clickhouseProbe: Subject["probe"] = {
   }
 }
 
+const withMongo = async <A>(url: string, f: (client: MongoClient) => Promise<A>): Promise<A> => {
+  const client = new MongoClient(url, { serverSelectionTimeoutMS: 5000 })
+  await client.connect()
+  try {
+    return await f(client)
+  } finally {
+    await client.close()
+  }
+}
+
+/** A value is a document `{ _id: key, v: value }` in the collection `probe` of the URL's database. */
+const mongodbProbe: Subject["probe"] = {
+  put: (url, key, value) =>
+    withMongo(url, async (client) => {
+      await client.db().collection<{ _id: string; v: string }>("probe").insertOne({ _id: key, v: value })
+    }),
+  get: (url, key) =>
+    withMongo(url, async (client) => {
+      const found = await client.db().collection<{ _id: string; v: string }>("probe").findOne({ _id: key })
+      return found?.v
+    })
+}
+
 // --- the table ---------------------------------------------------------------------------------------------------
 
 export const subjects: ReadonlyArray<Subject> = [
@@ -401,6 +438,25 @@ export const subjects: ReadonlyArray<Subject> = [
       remove: (slice) => clickhouse(clickhouseUrl, `DROP DATABASE IF EXISTS \`${slice.name}\``).then(() => undefined)
     },
     server: { port: portOf(clickhouseUrl, 8123), at: (port) => ({ adminUrl: withPort(clickhouseUrl, port) }), cutAt: 1 }
+  },
+  {
+    label: "mongodb",
+    adapterName: "mongodb",
+    adapter: mongodbAdapter,
+    adminUrl: mongodb.url,
+    maxName: 63,
+    probe: mongodbProbe,
+    unmarked: {
+      make: (slice) =>
+        withMongo(mongodb.url, (client) => client.db(slice.name).collection("theirs").insertOne({ x: 1 })).then(
+          () => undefined
+        ),
+      exists: (slice) =>
+        withMongo(mongodb.url, async (client) => (await client.db(slice.name).listCollections().toArray()).length > 0),
+      remove: (slice) => withMongo(mongodb.url, (client) => client.db(slice.name).dropDatabase()).then(() => undefined)
+    },
+    server: { port: portOf(mongodb.url, 27017), at: (port) => ({ adminUrl: withPort(mongodb.url, port) }) },
+    skip: mongodb.skip
   },
   {
     label: "sqlite",

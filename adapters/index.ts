@@ -17,7 +17,8 @@ export const implementations: ReadonlyMap<string, () => Promise<Adapter>> = new 
   ["redis", () => import("./redis/index.js").then((m) => m.redisAdapter)],
   ["nats", () => import("./nats/index.js").then((m) => m.natsAdapter)],
   ["clickhouse", () => import("./clickhouse/index.js").then((m) => m.clickhouseAdapter)],
-  ["s3", () => import("./s3/index.js").then((m) => m.s3Adapter)]
+  ["s3", () => import("./s3/index.js").then((m) => m.s3Adapter)],
+  ["mongodb", () => import("./mongodb/index.js").then((m) => m.mongodbAdapter)]
 ])
 
 export { AdapterError, type Adapter, type Slice } from "./contract.js"

@@ -44,6 +44,8 @@ export const builtinAdapters: ReadonlyMap<string, AdapterInfo> = new Map(
     info("clickhouse", "clickhouse", true),
     info("s3", "s3", true, s3Options),
     info("minio", "s3", true, s3Options),
+    // a database per world; clone copies collections, indexes and views server-side ($out)
+    info("mongodb", "mongodb", true),
     info("sqlite", "sqlite", true, {}, true),
     info("dir", "dir", true, {}, true)
   ].map((a) => [a.name, a])
