@@ -16,6 +16,7 @@ import pg from "pg"
 import { clickhouseAdapter } from "./clickhouse/index.js"
 import { conformance, type Subject } from "./conformance.js"
 import { dirAdapter } from "./dir/index.js"
+import { elasticsearchAdapter } from "./elasticsearch/index.js"
 import { mongodbAdapter } from "./mongodb/index.js"
 import { mysqlAdapter } from "./mysql/index.js"
 import { natsAdapter } from "./nats/index.js"
@@ -44,6 +45,11 @@ const optionalServer = (variable: string, what: string, fallback: string) => {
     : { url, skip: undefined }
 }
 const mongodb = optionalServer("BERTH_TEST_MONGODB_URL", "MongoDB", "mongodb://127.0.0.1:27017")
+const elasticsearch = optionalServer(
+  "BERTH_TEST_ELASTICSEARCH_URL",
+  "Elasticsearch or OpenSearch",
+  "http://127.0.0.1:9200"
+)
 
 /** `url` with its host's port replaced: the adapter pointed at a closed port or a proxy on 127.0.0.1. */
 const withPort = (url: string, port: number): string => {
@@ -306,6 +312,39 @@ const mongodbProbe: Subject["probe"] = {
     })
 }
 
+/** A REST call to the cluster at `url` (credentials as a header); the parsed answer, or undefined on a 404. */
+const elastic = async (url: string, method: string, path: string, body?: unknown): Promise<unknown> => {
+  const target = new URL(url)
+  const auth = Buffer.from(`${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}`)
+  const response = await fetch(`${target.protocol}//${target.host}/${path}`, {
+    method,
+    headers: {
+      ...(target.username === "" ? {} : { authorization: `Basic ${auth.toString("base64")}` }),
+      ...(body === undefined ? {} : { "content-type": "application/json" })
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) })
+  })
+  if (response.status === 404) return undefined
+  const text = await response.text()
+  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`)
+  return JSON.parse(text) as unknown
+}
+
+/** A value is a document `{ v }` with the key as its id in the index `<prefix>probe`. */
+const elasticsearchProbe: Subject["probe"] = {
+  put: async (url, key, value) => {
+    const prefix = new URL(url).searchParams.get("prefix") ?? ""
+    await elastic(url, "PUT", `${prefix}probe/_doc/${encodeURIComponent(key)}?refresh=true`, { v: value })
+  },
+  get: async (url, key) => {
+    const prefix = new URL(url).searchParams.get("prefix") ?? ""
+    const found = (await elastic(url, "GET", `${prefix}probe/_doc/${encodeURIComponent(key)}`)) as
+      | { _source?: { v?: string } }
+      | undefined
+    return found?._source?.v
+  }
+}
+
 // --- the table ---------------------------------------------------------------------------------------------------
 
 export const subjects: ReadonlyArray<Subject> = [
@@ -457,6 +496,25 @@ export const subjects: ReadonlyArray<Subject> = [
     },
     server: { port: portOf(mongodb.url, 27017), at: (port) => ({ adminUrl: withPort(mongodb.url, port) }) },
     skip: mongodb.skip
+  },
+  {
+    label: "elasticsearch",
+    adapterName: "elasticsearch",
+    adapter: elasticsearchAdapter,
+    adminUrl: elasticsearch.url,
+    maxName: 100,
+    probe: elasticsearchProbe,
+    unmarked: {
+      make: (slice) => elastic(elasticsearch.url, "PUT", `${slice.name}-theirs`).then(() => undefined),
+      exists: (slice) => elastic(elasticsearch.url, "GET", `${slice.name}-theirs`).then((found) => found !== undefined),
+      remove: (slice) => elastic(elasticsearch.url, "DELETE", `${slice.name}-theirs`).then(() => undefined)
+    },
+    server: {
+      port: portOf(elasticsearch.url, 9200),
+      at: (port) => ({ adminUrl: withPort(elasticsearch.url, port) }),
+      cutAt: 1
+    },
+    skip: elasticsearch.skip
   },
   {
     label: "sqlite",

@@ -18,7 +18,8 @@ export const implementations: ReadonlyMap<string, () => Promise<Adapter>> = new 
   ["nats", () => import("./nats/index.js").then((m) => m.natsAdapter)],
   ["clickhouse", () => import("./clickhouse/index.js").then((m) => m.clickhouseAdapter)],
   ["s3", () => import("./s3/index.js").then((m) => m.s3Adapter)],
-  ["mongodb", () => import("./mongodb/index.js").then((m) => m.mongodbAdapter)]
+  ["mongodb", () => import("./mongodb/index.js").then((m) => m.mongodbAdapter)],
+  ["elasticsearch", () => import("./elasticsearch/index.js").then((m) => m.elasticsearchAdapter)]
 ])
 
 export { AdapterError, type Adapter, type Slice } from "./contract.js"

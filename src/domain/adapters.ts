@@ -46,6 +46,9 @@ export const builtinAdapters: ReadonlyMap<string, AdapterInfo> = new Map(
     info("minio", "s3", true, s3Options),
     // a database per world; clone copies collections, indexes and views server-side ($out)
     info("mongodb", "mongodb", true),
+    // an index prefix per world, over the REST API both speak; clone re-creates each index and reindexes into it
+    info("elasticsearch", "elasticsearch", true),
+    info("opensearch", "elasticsearch", true),
     info("sqlite", "sqlite", true, {}, true),
     info("dir", "dir", true, {}, true)
   ].map((a) => [a.name, a])
