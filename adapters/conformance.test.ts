@@ -3,6 +3,7 @@
  * one more entry in `subjects`: its admin URL, its name limit, a probe that writes and reads a value through the
  * resolved URL with the server's own client, and, where the server can hold one, something unmarked of a slice's name.
  */
+import { createHash } from "node:crypto"
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { join } from "node:path"
@@ -21,6 +22,7 @@ import { mongodbAdapter } from "./mongodb/index.js"
 import { mysqlAdapter } from "./mysql/index.js"
 import { natsAdapter } from "./nats/index.js"
 import { postgresAdapter } from "./postgres/index.js"
+import { qdrantAdapter } from "./qdrant/index.js"
 import { rabbitmqAdapter } from "./rabbitmq/index.js"
 import { redisAdapter } from "./redis/index.js"
 import { MAX_STORAGE_NAME } from "./shared.js"
@@ -50,6 +52,7 @@ const elasticsearch = optionalServer(
   "Elasticsearch or OpenSearch",
   "http://127.0.0.1:9200"
 )
+const qdrant = optionalServer("BERTH_TEST_QDRANT_URL", "Qdrant", "http://127.0.0.1:6333")
 
 /** `url` with its host's port replaced: the adapter pointed at a closed port or a proxy on 127.0.0.1. */
 const withPort = (url: string, port: number): string => {
@@ -345,6 +348,50 @@ const elasticsearchProbe: Subject["probe"] = {
   }
 }
 
+/** A REST call to Qdrant at `url` (its password the API key); the `result`, or undefined on a 404. */
+const qdrantApi = async (url: string, method: string, path: string, body?: unknown): Promise<unknown> => {
+  const target = new URL(url)
+  const key = decodeURIComponent(target.password)
+  const response = await fetch(`${target.protocol}//${target.host}/${path}`, {
+    method,
+    headers: {
+      ...(key === "" ? {} : { "api-key": key }),
+      ...(body === undefined ? {} : { "content-type": "application/json" })
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) })
+  })
+  if (response.status === 404) return undefined
+  const text = await response.text()
+  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`)
+  return (JSON.parse(text) as { result?: unknown }).result
+}
+
+/** Qdrant point ids are integers or UUIDs: a key's is the UUID-shaped digest of it. */
+const pointId = (key: string): string => {
+  const hex = createHash("sha256").update(key).digest("hex")
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`
+}
+
+/** A value is the payload `{ v }` of a point in the collection `<prefix>probe`. */
+const qdrantProbe: Subject["probe"] = {
+  put: async (url, key, value) => {
+    const collection = `${new URL(url).searchParams.get("prefix") ?? ""}probe`
+    if ((await qdrantApi(url, "GET", `collections/${collection}`)) === undefined) {
+      await qdrantApi(url, "PUT", `collections/${collection}`, { vectors: { size: 1, distance: "Dot" } })
+    }
+    await qdrantApi(url, "PUT", `collections/${collection}/points?wait=true`, {
+      points: [{ id: pointId(key), vector: [1], payload: { v: value } }]
+    })
+  },
+  get: async (url, key) => {
+    const collection = `${new URL(url).searchParams.get("prefix") ?? ""}probe`
+    const point = (await qdrantApi(url, "GET", `collections/${collection}/points/${pointId(key)}`)) as
+      | { payload?: { v?: string } }
+      | undefined
+    return point?.payload?.v
+  }
+}
+
 // --- the table ---------------------------------------------------------------------------------------------------
 
 export const subjects: ReadonlyArray<Subject> = [
@@ -515,6 +562,25 @@ export const subjects: ReadonlyArray<Subject> = [
       cutAt: 1
     },
     skip: elasticsearch.skip
+  },
+  {
+    label: "qdrant",
+    adapterName: "qdrant",
+    adapter: qdrantAdapter,
+    adminUrl: qdrant.url,
+    maxName: 100,
+    probe: qdrantProbe,
+    unmarked: {
+      make: (slice) =>
+        qdrantApi(qdrant.url, "PUT", `collections/${slice.name}-theirs`, {
+          vectors: { size: 1, distance: "Dot" }
+        }).then(() => undefined),
+      exists: (slice) =>
+        qdrantApi(qdrant.url, "GET", `collections/${slice.name}-theirs`).then((found) => found !== undefined),
+      remove: (slice) => qdrantApi(qdrant.url, "DELETE", `collections/${slice.name}-theirs`).then(() => undefined)
+    },
+    server: { port: portOf(qdrant.url, 6333), at: (port) => ({ adminUrl: withPort(qdrant.url, port) }), cutAt: 1 },
+    skip: qdrant.skip
   },
   {
     label: "sqlite",

@@ -19,7 +19,8 @@ export const implementations: ReadonlyMap<string, () => Promise<Adapter>> = new 
   ["clickhouse", () => import("./clickhouse/index.js").then((m) => m.clickhouseAdapter)],
   ["s3", () => import("./s3/index.js").then((m) => m.s3Adapter)],
   ["mongodb", () => import("./mongodb/index.js").then((m) => m.mongodbAdapter)],
-  ["elasticsearch", () => import("./elasticsearch/index.js").then((m) => m.elasticsearchAdapter)]
+  ["elasticsearch", () => import("./elasticsearch/index.js").then((m) => m.elasticsearchAdapter)],
+  ["qdrant", () => import("./qdrant/index.js").then((m) => m.qdrantAdapter)]
 ])
 
 export { AdapterError, type Adapter, type Slice } from "./contract.js"

@@ -49,6 +49,8 @@ export const builtinAdapters: ReadonlyMap<string, AdapterInfo> = new Map(
     // an index prefix per world, over the REST API both speak; clone re-creates each index and reindexes into it
     info("elasticsearch", "elasticsearch", true),
     info("opensearch", "elasticsearch", true),
+    // a collection prefix per world; clone re-creates each collection and copies its points (scroll, upsert)
+    info("qdrant", "qdrant", true),
     info("sqlite", "sqlite", true, {}, true),
     info("dir", "dir", true, {}, true)
   ].map((a) => [a.name, a])
