@@ -3,13 +3,14 @@
  * one more entry in `subjects`: its admin URL, its name limit, a probe that writes and reads a value through the
  * resolved URL with the server's own client, and, where the server can hold one, something unmarked of a slice's name.
  */
-import { createHash } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import amqp from "amqplib"
 import { Redis } from "ioredis"
+import { Kafka, logLevel } from "kafkajs"
 import { MongoClient } from "mongodb"
 import { createConnection } from "mysql2/promise"
 import { connect as natsConnect, type NatsConnection } from "nats"
@@ -18,6 +19,7 @@ import { clickhouseAdapter } from "./clickhouse/index.js"
 import { conformance, type Subject } from "./conformance.js"
 import { dirAdapter } from "./dir/index.js"
 import { elasticsearchAdapter } from "./elasticsearch/index.js"
+import { kafkaAdapter } from "./kafka/index.js"
 import { mongodbAdapter } from "./mongodb/index.js"
 import { mysqlAdapter } from "./mysql/index.js"
 import { natsAdapter } from "./nats/index.js"
@@ -53,6 +55,7 @@ const elasticsearch = optionalServer(
   "http://127.0.0.1:9200"
 )
 const qdrant = optionalServer("BERTH_TEST_QDRANT_URL", "Qdrant", "http://127.0.0.1:6333")
+const kafka = optionalServer("BERTH_TEST_KAFKA_URL", "Kafka or Redpanda", "kafka://127.0.0.1:9092")
 
 /** `url` with its host's port replaced: the adapter pointed at a closed port or a proxy on 127.0.0.1. */
 const withPort = (url: string, port: number): string => {
@@ -392,6 +395,67 @@ const qdrantProbe: Subject["probe"] = {
   }
 }
 
+/** A kafkajs client for the broker a (resolved) kafka:// URL names, without SASL or TLS. */
+const kafkaClient = (url: string): Kafka =>
+  new Kafka({
+    clientId: "berth-conformance",
+    brokers: [`${new URL(url).hostname}:${new URL(url).port || 9092}`],
+    logLevel: logLevel.NOTHING
+  })
+
+const withKafkaAdmin = async <A>(url: string, f: (admin: ReturnType<Kafka["admin"]>) => Promise<A>): Promise<A> => {
+  const admin = kafkaClient(url).admin()
+  await admin.connect()
+  try {
+    return await f(admin)
+  } finally {
+    await admin.disconnect()
+  }
+}
+
+/** A value is the last message with the key on the topic `<prefix>probe`, read by a group under the prefix. */
+const kafkaProbe: Subject["probe"] = {
+  put: async (url, key, value) => {
+    const topic = `${new URL(url).searchParams.get("prefix") ?? ""}probe`
+    await withKafkaAdmin(url, (admin) => admin.createTopics({ topics: [{ topic, numPartitions: 1 }] }))
+    const producer = kafkaClient(url).producer()
+    await producer.connect()
+    try {
+      await producer.send({ topic, messages: [{ key, value }] })
+    } finally {
+      await producer.disconnect()
+    }
+  },
+  get: async (url, key) => {
+    const prefix = new URL(url).searchParams.get("prefix") ?? ""
+    const topic = `${prefix}probe`
+    const offsets = await withKafkaAdmin(url, async (admin) =>
+      (await admin.listTopics()).includes(topic) ? admin.fetchTopicOffsets(topic) : undefined
+    )
+    const end = Number(offsets?.[0]?.high ?? 0)
+    if (end === 0) return undefined
+    const consumer = kafkaClient(url).consumer({ groupId: `${prefix}probe-${randomBytes(3).toString("hex")}` })
+    await consumer.connect()
+    try {
+      await consumer.subscribe({ topic, fromBeginning: true })
+      let found: string | undefined
+      await new Promise<void>((done) => {
+        // a message that never comes fails the case instead of hanging it
+        setTimeout(done, 15_000).unref()
+        void consumer.run({
+          eachMessage: async ({ message }) => {
+            if (message.key?.toString() === key) found = message.value?.toString()
+            if (Number(message.offset) + 1 >= end) done()
+          }
+        })
+      })
+      return found
+    } finally {
+      await consumer.disconnect()
+    }
+  }
+}
+
 // --- the table ---------------------------------------------------------------------------------------------------
 
 export const subjects: ReadonlyArray<Subject> = [
@@ -581,6 +645,28 @@ export const subjects: ReadonlyArray<Subject> = [
     },
     server: { port: portOf(qdrant.url, 6333), at: (port) => ({ adminUrl: withPort(qdrant.url, port) }), cutAt: 1 },
     skip: qdrant.skip
+  },
+  {
+    label: "kafka",
+    adapterName: "kafka",
+    adapter: kafkaAdapter,
+    adminUrl: kafka.url,
+    maxName: 100,
+    probe: kafkaProbe,
+    unmarked: {
+      make: (slice) =>
+        withKafkaAdmin(kafka.url, (admin) => admin.createTopics({ topics: [{ topic: `${slice.name}-theirs` }] })).then(
+          () => undefined
+        ),
+      exists: (slice) =>
+        withKafkaAdmin(kafka.url, async (admin) => (await admin.listTopics()).includes(`${slice.name}-theirs`)),
+      remove: (slice) =>
+        withKafkaAdmin(kafka.url, (admin) => admin.deleteTopics({ topics: [`${slice.name}-theirs`] })).catch(
+          () => undefined
+        )
+    },
+    server: { port: portOf(kafka.url, 9092), at: (port) => ({ adminUrl: withPort(kafka.url, port) }) },
+    skip: kafka.skip
   },
   {
     label: "sqlite",

@@ -20,7 +20,8 @@ export const implementations: ReadonlyMap<string, () => Promise<Adapter>> = new 
   ["s3", () => import("./s3/index.js").then((m) => m.s3Adapter)],
   ["mongodb", () => import("./mongodb/index.js").then((m) => m.mongodbAdapter)],
   ["elasticsearch", () => import("./elasticsearch/index.js").then((m) => m.elasticsearchAdapter)],
-  ["qdrant", () => import("./qdrant/index.js").then((m) => m.qdrantAdapter)]
+  ["qdrant", () => import("./qdrant/index.js").then((m) => m.qdrantAdapter)],
+  ["kafka", () => import("./kafka/index.js").then((m) => m.kafkaAdapter)]
 ])
 
 export { AdapterError, type Adapter, type Slice } from "./contract.js"

@@ -51,6 +51,9 @@ export const builtinAdapters: ReadonlyMap<string, AdapterInfo> = new Map(
     info("opensearch", "elasticsearch", true),
     // a collection prefix per world; clone re-creates each collection and copies its points (scroll, upsert)
     info("qdrant", "qdrant", true),
+    // a topic (and consumer group) prefix per world; no clone: copying a golden would replay its messages
+    info("kafka", "kafka", false),
+    info("redpanda", "kafka", false),
     info("sqlite", "sqlite", true, {}, true),
     info("dir", "dir", true, {}, true)
   ].map((a) => [a.name, a])
