@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { closedPort } from "../conformance.js"
 import type { Slice } from "../contract.js"
-import { classify, copyableSettings, elasticsearchAdapter, prefixOf, serverOf } from "./index.js"
+import { classify, copyableSettings, elasticsearchAdapter, prefixOf, retarget, serverOf } from "./index.js"
 
 const sliceOf = (name: string, adminUrl: string | undefined): Slice => ({
   adapter: "opensearch",
@@ -55,6 +55,20 @@ describe("elasticsearchAdapter without a server", () => {
       })
     ).toEqual({ number_of_shards: "1" })
     expect(copyableSettings(undefined)).toEqual({})
+  })
+
+  it("gives a copied index's mappings the copy's own mark, keeping the rest", () => {
+    const source = {
+      properties: { title: { type: "text" } },
+      _meta: { app: "x", berth: { managed_by: "berth", owner: "o", slice: "golden" } }
+    }
+    expect(retarget(source, "o", "copy")).toEqual({
+      properties: { title: { type: "text" } },
+      _meta: { app: "x", berth: { managed_by: "berth", owner: "o", slice: "copy" } }
+    })
+    expect(retarget(undefined, "o", "copy")).toEqual({
+      _meta: { berth: { managed_by: "berth", owner: "o", slice: "copy" } }
+    })
   })
 
   it("classifies failed exchanges", () => {

@@ -416,8 +416,21 @@ export const copyableSettings = (settings: unknown): Record<string, unknown> => 
   return Object.fromEntries(Object.entries(index).filter(([key]) => !UNCOPYABLE_SETTINGS.has(key)))
 }
 
+/** An index's mappings for its copy in `target`: the berth mark in `_meta` names the copy's slice and owner. */
+export const retarget = (mappings: unknown, owner: string, target: string): Record<string, unknown> => {
+  const own = typeof mappings === "object" && mappings !== null ? (mappings as Record<string, unknown>) : {}
+  const meta = field(own, "_meta")
+  return {
+    ...own,
+    _meta: {
+      ...(typeof meta === "object" && meta !== null ? meta : {}),
+      berth: { managed_by: "berth", owner, slice: target }
+    }
+  }
+}
+
 /** Copies every index under `source`'s prefix to the same suffix under `target`'s (which is empty). */
-const copyIndices = (server: Server, source: string, target: string): Effect.Effect<void, EsFailure> =>
+const copyIndices = (server: Server, source: string, target: string, owner: string): Effect.Effect<void, EsFailure> =>
   Effect.gen(function* () {
     for (const index of yield* indicesOf(server, source)) {
       const copy = `${prefixOf(target)}${index.slice(prefixOf(source).length)}`
@@ -425,7 +438,7 @@ const copyIndices = (server: Server, source: string, target: string): Effect.Eff
       const own = field(described, index)
       yield* send(server, "PUT", encodeURIComponent(copy), {
         settings: { index: copyableSettings(field(own, "settings")) },
-        mappings: field(own, "mappings") ?? {}
+        mappings: retarget(field(own, "mappings"), owner, target)
       })
       yield* send(
         server,
@@ -474,7 +487,7 @@ const clone = Effect.fn("ElasticsearchAdapter.clone")(function* (from: Slice, to
         }
         // the target starts empty (and stays marked)
         yield* emptyPrefix(server, target)
-        yield* copyIndices(server, source, target).pipe(
+        yield* copyIndices(server, source, target, to.owner).pipe(
           // never leave a half copy behind
           Effect.tapError(() => Effect.ignore(emptyPrefix(server, target)))
         )

@@ -290,9 +290,16 @@ const create = (admin: Admin, owner: string, name: string): Effect.Effect<boolea
         timeout: REQUEST_TIMEOUT_MS
       })
     )
-    if (!created) return false
+    if (!created) {
+      // the broker that answers the look may learn of the existing mark a moment after the controller refused ours
+      yield* until(Effect.map(look(admin, name), (state) => state.owners.length > 0))
+      return false
+    }
     const state = yield* look(admin, name)
-    if (state.owners[0] !== owner || (state.owners.length === 1 && state.topics.length > 0)) {
+    // our own mark may not be listed yet: only a smaller owner's, or topics nobody marked, take the name from us
+    const lost = state.owners.some((other) => other < owner)
+    const unmarked = state.owners.every((other) => other === owner) && state.topics.length > 0
+    if (lost || unmarked) {
       yield* deleteTopics(admin, [mark])
       return false
     }
