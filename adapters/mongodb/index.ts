@@ -14,6 +14,7 @@
  * (validators, collation), its indexes are created, and its documents are copied by an aggregation ending in `$out`
  * to the target database; views are created again on the copies. Capped and time-series collections cannot be the
  * target of `$out`, so a clone of one fails, naming it. A clone that fails half way leaves the target empty again.
+ * `$out` into another database needs MongoDB 4.4 or newer.
  *
  * `resolve` gives the admin URL with the slice's database as its path, and `authSource` set to the database the admin
  * URL authenticated against, so credentials keep working: `mongodb://root:pw@127.0.0.1:27017/acme_login_db?authSource=admin`.
