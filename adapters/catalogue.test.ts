@@ -40,4 +40,19 @@ migrate = "node migrate.js"
     const wrong = parse(`[services.bus]\nadapter = "nats"\ncopy_messages = "yes"\n`)
     expect(Either.isLeft(wrong) && wrong.left[0]?.path).toBe("services.bus.copy_messages")
   })
+
+  it("berth check accepts the mongodb, elasticsearch, opensearch, qdrant, kafka and redpanda slices", () => {
+    const adapters = ["mongodb", "elasticsearch", "opensearch", "qdrant", "kafka", "redpanda"]
+    const text = adapters
+      .map((adapter) => `[services.${adapter}_svc]\nadapter = "${adapter}"\nadmin_url = "\${env.ADMIN_URL}"\n`)
+      .join("\n")
+    const result = parse(text)
+    if (Either.isLeft(result)) throw new Error(result.left.map((d) => d.message).join("\n"))
+    const services = result.right.config.services as ReadonlyArray<Model.SliceService>
+    expect(services.map((service) => service.adapter)).toEqual(adapters)
+    expect(lintConfig(result.right, { env: () => "x", onPath: () => false })).toEqual([])
+    expect(builtinAdapters.get("opensearch")?.family).toBe("elasticsearch")
+    expect(builtinAdapters.get("redpanda")?.family).toBe("kafka")
+    expect(builtinAdapters.get("kafka")?.canClone).toBe(false)
+  })
 })

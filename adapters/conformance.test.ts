@@ -3,12 +3,15 @@
  * one more entry in `subjects`: its admin URL, its name limit, a probe that writes and reads a value through the
  * resolved URL with the server's own client, and, where the server can hold one, something unmarked of a slice's name.
  */
+import { createHash, randomBytes } from "node:crypto"
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import amqp from "amqplib"
 import { Redis } from "ioredis"
+import { Kafka, logLevel } from "kafkajs"
+import { MongoClient } from "mongodb"
 import { createConnection } from "mysql2/promise"
 import { connect as natsConnect, type NatsConnection } from "nats"
 import {
@@ -26,9 +29,13 @@ import { clickhouseAdapter } from "./clickhouse/index.js"
 import { conformance, type Subject } from "./conformance.js"
 import type { Slice } from "./contract.js"
 import { dirAdapter } from "./dir/index.js"
+import { elasticsearchAdapter } from "./elasticsearch/index.js"
+import { kafkaAdapter } from "./kafka/index.js"
+import { mongodbAdapter } from "./mongodb/index.js"
 import { mysqlAdapter } from "./mysql/index.js"
 import { natsAdapter } from "./nats/index.js"
 import { postgresAdapter } from "./postgres/index.js"
+import { qdrantAdapter } from "./qdrant/index.js"
 import { rabbitmqAdapter } from "./rabbitmq/index.js"
 import { s3Adapter } from "./s3/index.js"
 import { startS3rver } from "./s3/s3rver.js"
@@ -43,6 +50,25 @@ const rabbitUrl = process.env.RABBITMQ_ADMIN_URL ?? "amqp://guest:guest@127.0.0.
 const rabbitManagement = process.env.RABBITMQ_MANAGEMENT_URL ?? "http://127.0.0.1:15672"
 const natsUrl = process.env.NATS_ADMIN_URL ?? "nats://127.0.0.1:4222"
 const clickhouseUrl = process.env.CLICKHOUSE_ADMIN_URL ?? "http://default@127.0.0.1:8123"
+
+/**
+ * Servers no machine of this project runs (no package installs them here): their subjects run when a variable names
+ * one, and are reported as skipped, with the reason, when none does.
+ */
+const optionalServer = (variable: string, what: string, fallback: string) => {
+  const url = process.env[variable]
+  return url === undefined || url === ""
+    ? { url: fallback, skip: `${variable} is not set (no ${what} server on this machine)` }
+    : { url, skip: undefined }
+}
+const mongodb = optionalServer("BERTH_TEST_MONGODB_URL", "MongoDB", "mongodb://127.0.0.1:27017")
+const elasticsearch = optionalServer(
+  "BERTH_TEST_ELASTICSEARCH_URL",
+  "Elasticsearch or OpenSearch",
+  "http://127.0.0.1:9200"
+)
+const qdrant = optionalServer("BERTH_TEST_QDRANT_URL", "Qdrant", "http://127.0.0.1:6333")
+const kafka = optionalServer("BERTH_TEST_KAFKA_URL", "Kafka or Redpanda", "kafka://127.0.0.1:9092")
 
 /** `url` with its host's port replaced: the adapter pointed at a closed port or a proxy on 127.0.0.1. */
 const withPort = (url: string, port: number): string => {
@@ -320,6 +346,166 @@ const bucketOf = (name: string) => name.replaceAll("_", "-")
 const S3_SHARED = "conformance-shared"
 /** someone's object under a slice's prefix in the shared bucket (only for names that are safe keys) */
 const s3Theirs = (slice: Slice) => (/^[a-z][a-z0-9_]*$/.test(slice.name) ? `${slice.name}/theirs` : undefined)
+const withMongo = async <A>(url: string, f: (client: MongoClient) => Promise<A>): Promise<A> => {
+  const client = new MongoClient(url, { serverSelectionTimeoutMS: 5000 })
+  await client.connect()
+  try {
+    return await f(client)
+  } finally {
+    await client.close()
+  }
+}
+
+/** A value is a document `{ _id: key, v: value }` in the collection `probe` of the URL's database. */
+const mongodbProbe: Subject["probe"] = {
+  put: (url, key, value) =>
+    withMongo(url, async (client) => {
+      await client.db().collection<{ _id: string; v: string }>("probe").insertOne({ _id: key, v: value })
+    }),
+  get: (url, key) =>
+    withMongo(url, async (client) => {
+      const found = await client.db().collection<{ _id: string; v: string }>("probe").findOne({ _id: key })
+      return found?.v
+    })
+}
+
+/** A REST call to the cluster at `url` (credentials as a header); the parsed answer, or undefined on a 404. */
+const elastic = async (url: string, method: string, path: string, body?: unknown): Promise<unknown> => {
+  const target = new URL(url)
+  const auth = Buffer.from(`${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}`)
+  const response = await fetch(`${target.protocol}//${target.host}/${path}`, {
+    method,
+    headers: {
+      ...(target.username === "" ? {} : { authorization: `Basic ${auth.toString("base64")}` }),
+      ...(body === undefined ? {} : { "content-type": "application/json" })
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) })
+  })
+  if (response.status === 404) return undefined
+  const text = await response.text()
+  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`)
+  return JSON.parse(text) as unknown
+}
+
+/** A value is a document `{ v }` with the key as its id in the index `<prefix>probe`. */
+const elasticsearchProbe: Subject["probe"] = {
+  put: async (url, key, value) => {
+    const prefix = new URL(url).searchParams.get("prefix") ?? ""
+    await elastic(url, "PUT", `${prefix}probe/_doc/${encodeURIComponent(key)}?refresh=true`, { v: value })
+  },
+  get: async (url, key) => {
+    const prefix = new URL(url).searchParams.get("prefix") ?? ""
+    const found = (await elastic(url, "GET", `${prefix}probe/_doc/${encodeURIComponent(key)}`)) as
+      | { _source?: { v?: string } }
+      | undefined
+    return found?._source?.v
+  }
+}
+
+/** A REST call to Qdrant at `url` (its password the API key); the `result`, or undefined on a 404. */
+const qdrantApi = async (url: string, method: string, path: string, body?: unknown): Promise<unknown> => {
+  const target = new URL(url)
+  const key = decodeURIComponent(target.password)
+  const response = await fetch(`${target.protocol}//${target.host}/${path}`, {
+    method,
+    headers: {
+      ...(key === "" ? {} : { "api-key": key }),
+      ...(body === undefined ? {} : { "content-type": "application/json" })
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) })
+  })
+  if (response.status === 404) return undefined
+  const text = await response.text()
+  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`)
+  return (JSON.parse(text) as { result?: unknown }).result
+}
+
+/** Qdrant point ids are integers or UUIDs: a key's is the UUID-shaped digest of it. */
+const pointId = (key: string): string => {
+  const hex = createHash("sha256").update(key).digest("hex")
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`
+}
+
+/** A value is the payload `{ v }` of a point in the collection `<prefix>probe`. */
+const qdrantProbe: Subject["probe"] = {
+  put: async (url, key, value) => {
+    const collection = `${new URL(url).searchParams.get("prefix") ?? ""}probe`
+    if ((await qdrantApi(url, "GET", `collections/${collection}`)) === undefined) {
+      await qdrantApi(url, "PUT", `collections/${collection}`, { vectors: { size: 1, distance: "Dot" } })
+    }
+    await qdrantApi(url, "PUT", `collections/${collection}/points?wait=true`, {
+      points: [{ id: pointId(key), vector: [1], payload: { v: value } }]
+    })
+  },
+  get: async (url, key) => {
+    const collection = `${new URL(url).searchParams.get("prefix") ?? ""}probe`
+    const point = (await qdrantApi(url, "GET", `collections/${collection}/points/${pointId(key)}`)) as
+      | { payload?: { v?: string } }
+      | undefined
+    return point?.payload?.v
+  }
+}
+
+/** A kafkajs client for the broker a (resolved) kafka:// URL names, without SASL or TLS. */
+const kafkaClient = (url: string): Kafka =>
+  new Kafka({
+    clientId: "berth-conformance",
+    brokers: [`${new URL(url).hostname}:${new URL(url).port || 9092}`],
+    logLevel: logLevel.NOTHING
+  })
+
+const withKafkaAdmin = async <A>(url: string, f: (admin: ReturnType<Kafka["admin"]>) => Promise<A>): Promise<A> => {
+  const admin = kafkaClient(url).admin()
+  await admin.connect()
+  try {
+    return await f(admin)
+  } finally {
+    await admin.disconnect()
+  }
+}
+
+/** A value is the last message with the key on the topic `<prefix>probe`, read by a group under the prefix. */
+const kafkaProbe: Subject["probe"] = {
+  put: async (url, key, value) => {
+    const topic = `${new URL(url).searchParams.get("prefix") ?? ""}probe`
+    await withKafkaAdmin(url, (admin) => admin.createTopics({ topics: [{ topic, numPartitions: 1 }] }))
+    const producer = kafkaClient(url).producer()
+    await producer.connect()
+    try {
+      await producer.send({ topic, messages: [{ key, value }] })
+    } finally {
+      await producer.disconnect()
+    }
+  },
+  get: async (url, key) => {
+    const prefix = new URL(url).searchParams.get("prefix") ?? ""
+    const topic = `${prefix}probe`
+    const offsets = await withKafkaAdmin(url, async (admin) =>
+      (await admin.listTopics()).includes(topic) ? admin.fetchTopicOffsets(topic) : undefined
+    )
+    const end = Number(offsets?.[0]?.high ?? 0)
+    if (end === 0) return undefined
+    const consumer = kafkaClient(url).consumer({ groupId: `${prefix}probe-${randomBytes(3).toString("hex")}` })
+    await consumer.connect()
+    try {
+      await consumer.subscribe({ topic, fromBeginning: true })
+      let found: string | undefined
+      await new Promise<void>((done) => {
+        // a message that never comes fails the case instead of hanging it
+        setTimeout(done, 15_000).unref()
+        void consumer.run({
+          eachMessage: async ({ message }) => {
+            if (message.key?.toString() === key) found = message.value?.toString()
+            if (Number(message.offset) + 1 >= end) done()
+          }
+        })
+      })
+      return found
+    } finally {
+      await consumer.disconnect()
+    }
+  }
+}
 
 // --- the table ---------------------------------------------------------------------------------------------------
 
@@ -523,6 +709,85 @@ export const subjects: ReadonlyArray<Subject> = [
       }),
       cutAt: 1
     }
+  },
+  {
+    label: "mongodb",
+    adapterName: "mongodb",
+    adapter: mongodbAdapter,
+    adminUrl: mongodb.url,
+    maxName: 63,
+    probe: mongodbProbe,
+    unmarked: {
+      make: (slice) =>
+        withMongo(mongodb.url, (client) => client.db(slice.name).collection("theirs").insertOne({ x: 1 })).then(
+          () => undefined
+        ),
+      exists: (slice) =>
+        withMongo(mongodb.url, async (client) => (await client.db(slice.name).listCollections().toArray()).length > 0),
+      remove: (slice) => withMongo(mongodb.url, (client) => client.db(slice.name).dropDatabase()).then(() => undefined)
+    },
+    server: { port: portOf(mongodb.url, 27017), at: (port) => ({ adminUrl: withPort(mongodb.url, port) }) },
+    skip: mongodb.skip
+  },
+  {
+    label: "elasticsearch",
+    adapterName: "elasticsearch",
+    adapter: elasticsearchAdapter,
+    adminUrl: elasticsearch.url,
+    maxName: 100,
+    probe: elasticsearchProbe,
+    unmarked: {
+      make: (slice) => elastic(elasticsearch.url, "PUT", `${slice.name}-theirs`).then(() => undefined),
+      exists: (slice) => elastic(elasticsearch.url, "GET", `${slice.name}-theirs`).then((found) => found !== undefined),
+      remove: (slice) => elastic(elasticsearch.url, "DELETE", `${slice.name}-theirs`).then(() => undefined)
+    },
+    server: {
+      port: portOf(elasticsearch.url, 9200),
+      at: (port) => ({ adminUrl: withPort(elasticsearch.url, port) }),
+      cutAt: 1
+    },
+    skip: elasticsearch.skip
+  },
+  {
+    label: "qdrant",
+    adapterName: "qdrant",
+    adapter: qdrantAdapter,
+    adminUrl: qdrant.url,
+    maxName: 100,
+    probe: qdrantProbe,
+    unmarked: {
+      make: (slice) =>
+        qdrantApi(qdrant.url, "PUT", `collections/${slice.name}-theirs`, {
+          vectors: { size: 1, distance: "Dot" }
+        }).then(() => undefined),
+      exists: (slice) =>
+        qdrantApi(qdrant.url, "GET", `collections/${slice.name}-theirs`).then((found) => found !== undefined),
+      remove: (slice) => qdrantApi(qdrant.url, "DELETE", `collections/${slice.name}-theirs`).then(() => undefined)
+    },
+    server: { port: portOf(qdrant.url, 6333), at: (port) => ({ adminUrl: withPort(qdrant.url, port) }), cutAt: 1 },
+    skip: qdrant.skip
+  },
+  {
+    label: "kafka",
+    adapterName: "kafka",
+    adapter: kafkaAdapter,
+    adminUrl: kafka.url,
+    maxName: 100,
+    probe: kafkaProbe,
+    unmarked: {
+      make: (slice) =>
+        withKafkaAdmin(kafka.url, (admin) => admin.createTopics({ topics: [{ topic: `${slice.name}-theirs` }] })).then(
+          () => undefined
+        ),
+      exists: (slice) =>
+        withKafkaAdmin(kafka.url, async (admin) => (await admin.listTopics()).includes(`${slice.name}-theirs`)),
+      remove: (slice) =>
+        withKafkaAdmin(kafka.url, (admin) => admin.deleteTopics({ topics: [`${slice.name}-theirs`] })).catch(
+          () => undefined
+        )
+    },
+    server: { port: portOf(kafka.url, 9092), at: (port) => ({ adminUrl: withPort(kafka.url, port) }) },
+    skip: kafka.skip
   },
   {
     label: "sqlite",

@@ -17,7 +17,11 @@ export const implementations: ReadonlyMap<string, () => Promise<Adapter>> = new 
   ["redis", () => import("./redis/index.js").then((m) => m.redisAdapter)],
   ["nats", () => import("./nats/index.js").then((m) => m.natsAdapter)],
   ["clickhouse", () => import("./clickhouse/index.js").then((m) => m.clickhouseAdapter)],
-  ["s3", () => import("./s3/index.js").then((m) => m.s3Adapter)]
+  ["s3", () => import("./s3/index.js").then((m) => m.s3Adapter)],
+  ["mongodb", () => import("./mongodb/index.js").then((m) => m.mongodbAdapter)],
+  ["elasticsearch", () => import("./elasticsearch/index.js").then((m) => m.elasticsearchAdapter)],
+  ["qdrant", () => import("./qdrant/index.js").then((m) => m.qdrantAdapter)],
+  ["kafka", () => import("./kafka/index.js").then((m) => m.kafkaAdapter)]
 ])
 
 export { AdapterError, type Adapter, type Slice } from "./contract.js"

@@ -38,8 +38,9 @@ const main = await esbuild.build({
   banner: { js: "(function (exports, require, module, __filename, __dirname, __berthImportMeta) {" },
   footer: { js: "})" },
   // native addon: resolved from node_modules at run time. The AWS SDK too (the s3 adapter's driver): bundled it adds
-  // about 600 KB (a quarter) to the program every command compiles, for a driver only projects with an s3 slice load
-  external: ["better-sqlite3", "pg-native", "@aws-sdk/client-s3"],
+  // about 600 KB (a quarter) to the program every command compiles, for a driver only projects with an s3 slice load.
+  // The MongoDB driver likewise (and its optional native add-ons, which esbuild cannot resolve), and kafkajs (270 KB)
+  external: ["better-sqlite3", "pg-native", "@aws-sdk/client-s3", "mongodb", "kafkajs"],
   // import() inside vm-compiled code needs Node's experimental vm loader (which warns): require() externals instead
   supported: { "dynamic-import": false },
   define: { BERTH_VERSION: version, BERTH_BUILD: build, "import.meta": "__berthImportMeta" }

@@ -44,6 +44,16 @@ export const builtinAdapters: ReadonlyMap<string, AdapterInfo> = new Map(
     info("clickhouse", "clickhouse", true),
     info("s3", "s3", true, s3Options),
     info("minio", "s3", true, s3Options),
+    // a database per world; clone copies collections, indexes and views server-side ($out)
+    info("mongodb", "mongodb", true),
+    // an index prefix per world, over the REST API both speak; clone re-creates each index and reindexes into it
+    info("elasticsearch", "elasticsearch", true),
+    info("opensearch", "elasticsearch", true),
+    // a collection prefix per world; clone re-creates each collection and copies its points (scroll, upsert)
+    info("qdrant", "qdrant", true),
+    // a topic (and consumer group) prefix per world; no clone: copying a golden would replay its messages
+    info("kafka", "kafka", false),
+    info("redpanda", "kafka", false),
     info("sqlite", "sqlite", true, {}, true),
     info("dir", "dir", true, {}, true)
   ].map((a) => [a.name, a])
