@@ -1,8 +1,9 @@
 /**
- * One daemon per BERTH_HOME. The pid file is created exclusively and names its owner by pid and start time, so a
- * file left by a crashed daemon (or a pid since reused by another program) is recognised as stale and taken over.
+ * One daemon per BERTH_HOME: an abstract unix socket on Linux (see `socketLock`), the pid file elsewhere. The pid file
+ * names the daemon by pid and start time either way.
  */
-import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs"
+import { createHash } from "node:crypto"
+import { closeSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from "node:fs"
 import * as net from "node:net"
 import { isDefunct, parseStat } from "../domain/proc.js"
 
@@ -16,16 +17,67 @@ const startTimeOf = (pid: number): string | undefined => {
   }
 }
 
-export type LockResult = { readonly _tag: "Acquired" } | { readonly _tag: "Held"; readonly pid: number }
+export type LockResult =
+  | { readonly _tag: "Acquired"; readonly release: () => void }
+  | { readonly _tag: "Held"; readonly pid: number | undefined }
 
-/** Takes the daemon lock, or says which live daemon holds it. */
-export const acquireLock = (pidFile: string): LockResult => {
+/** The pid a pid file names, when it names one. */
+const pidIn = (pidFile: string): number | undefined => {
+  try {
+    const pid = Number(readFileSync(pidFile, "utf8").trim().split(" ")[0])
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Writes the pid file whole (a reader never sees it half-written): for people and `berth doctor`, not the lock. */
+const writePidFile = (pidFile: string): void => {
+  const temporary = `${pidFile}.${process.pid}`
+  writeFileSync(temporary, `${process.pid} ${startTimeOf(process.pid) ?? ""}\n`, { mode: 0o600 })
+  renameSync(temporary, pidFile)
+}
+
+/**
+ * On Linux the lock is an abstract unix socket named after the home: binding it is atomic, and the kernel lets go of
+ * it the moment its daemon dies, however it dies — so a crash leaves nothing to take over, and daemons starting at
+ * once after one (every waiting command starts one) cannot both win, as two takeovers of a stale pid file could.
+ */
+const socketLock = (pidFile: string): Promise<LockResult> =>
+  new Promise((done, fail) => {
+    const name = `\0berth-daemon-${createHash("sha256")
+      .update(`${process.getuid?.() ?? ""}:${pidFile}`)
+      .digest("hex")
+      .slice(0, 40)}`
+    const server = net.createServer()
+    server.once("error", (e: NodeJS.ErrnoException) =>
+      e.code === "EADDRINUSE" ? done({ _tag: "Held", pid: pidIn(pidFile) }) : fail(e)
+    )
+    server.listen({ path: name }, () => {
+      // the lock must not keep the daemon alive by itself
+      server.unref()
+      writePidFile(pidFile)
+      done({
+        _tag: "Acquired",
+        release: () => {
+          server.close()
+          releasePidFile(pidFile)
+        }
+      })
+    })
+  })
+
+/**
+ * Elsewhere, the pid file itself, created exclusively and naming its owner by pid and start time; a file left by a
+ * crashed daemon (or a pid since reused by another program) is stale and taken over.
+ */
+const fileLock = (pidFile: string): LockResult => {
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const fd = openSync(pidFile, "wx", 0o600)
       writeSync(fd, `${process.pid} ${startTimeOf(process.pid) ?? ""}\n`)
       closeSync(fd)
-      return { _tag: "Acquired" }
+      return { _tag: "Acquired", release: () => releasePidFile(pidFile) }
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
       const [pid, startTime] = readFileSync(pidFile, "utf8").trim().split(" ")
@@ -39,7 +91,11 @@ export const acquireLock = (pidFile: string): LockResult => {
   throw new Error(`cannot take the daemon lock ${pidFile}`)
 }
 
-export const releaseLock = (pidFile: string): void => {
+/** Takes the daemon lock, or says which daemon holds it. */
+export const acquireLock = (pidFile: string): Promise<LockResult> =>
+  process.platform === "linux" ? socketLock(pidFile) : Promise.resolve(fileLock(pidFile))
+
+const releasePidFile = (pidFile: string): void => {
   try {
     const [pid] = readFileSync(pidFile, "utf8").trim().split(" ")
     if (Number(pid) === process.pid) unlinkSync(pidFile)

@@ -28,7 +28,7 @@ import { HostsKeeper } from "../services/proxy/HostsKeeper.js"
 import { Router } from "../services/proxy/Router.js"
 import { build, version } from "../version.js"
 import { DaemonApi } from "./api.js"
-import { acquireLock, releaseLock, socketAnswers } from "./lock.js"
+import { acquireLock, socketAnswers } from "./lock.js"
 import * as machine from "./machine.js"
 import { watch } from "./watch.js"
 import { serveWebDashboard } from "./web.js"
@@ -310,12 +310,12 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
 /** Runs the daemon in this process until asked to stop. Returns false when another daemon already serves this home. */
 export const runDaemon = Effect.gen(function* () {
   const home = yield* Home
-  const lock = acquireLock(home.pidFile)
+  const lock = yield* Effect.promise(() => acquireLock(home.pidFile))
   if (lock._tag === "Held") {
-    yield* Effect.logInfo(`a daemon (pid ${lock.pid}) already serves ${home.root}`)
+    yield* Effect.logInfo(`a daemon (pid ${lock.pid ?? "?"}) already serves ${home.root}`)
     return false
   }
-  yield* Effect.addFinalizer(() => Effect.sync(() => releaseLock(home.pidFile)))
+  yield* Effect.addFinalizer(() => Effect.sync(lock.release))
   // a socket file nobody answers on is left from a crash: replace it (listening would fail with EADDRINUSE)
   if (existsSync(home.socket)) {
     if (yield* Effect.promise(() => socketAnswers(home.socket))) return false
