@@ -7,6 +7,9 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",
+    // two files at a time: most of an end-to-end test is waiting on processes, and vitest's default on two cores
+    // (cores - 1) runs the files one after another
+    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
     reporters: ["default"]
   }
 })
