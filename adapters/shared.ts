@@ -189,3 +189,25 @@ export const parseAdminUrl = (
   }
   return Effect.succeed(url)
 }
+
+/**
+ * A `fetch` that got no HTTP answer: whether the server is out of reach (a time-out, a network code, undici's own
+ * errors, or no code at all) and what to say about it. Shared by the adapters that speak HTTP to their server.
+ */
+export const fetchFailure = (
+  cause: unknown,
+  timeoutMs: number
+): { readonly unreachable: boolean; readonly detail: string } => {
+  const timedOut = typeof cause === "object" && cause !== null && "name" in cause && cause.name === "TimeoutError"
+  // fetch wraps the socket's error as its cause
+  const inner = cause instanceof Error && cause.cause !== undefined ? cause.cause : cause
+  const code = errorCode(inner)
+  const described = describeCause(inner)
+  const detail = timedOut
+    ? `no answer within ${timeoutMs / 1000} s`
+    : `${described || code || "unknown error"}${code !== undefined && !described.includes(code) ? ` (${code})` : ""}`
+  return {
+    unreachable: timedOut || code === undefined || NETWORK_CODES.has(code) || code.startsWith("UND_ERR"),
+    detail
+  }
+}

@@ -24,15 +24,7 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
 import { pauses, provisionOwned, type Standing, teardownOwned } from "../ownership.js"
-import {
-  decodeComponent,
-  describeCause,
-  errorCode,
-  NETWORK_CODES,
-  parseAdminUrl,
-  secretsOf,
-  sliceChecks
-} from "../shared.js"
+import { decodeComponent, fetchFailure, parseAdminUrl, secretsOf, sliceChecks } from "../shared.js"
 
 const ADAPTER = "clickhouse"
 const DEFAULT_URL = "http://default@127.0.0.1:8123"
@@ -126,14 +118,8 @@ const serverText = (failure: ChFailure): string =>
 const classify = (server: Server, action: string, database: string, failure: ChFailure): AdapterError => {
   const what = `${action} database "${database}" on ${server.location}`
   if (failure.status === undefined) {
-    const cause = failure.cause
-    const timedOut = typeof cause === "object" && cause !== null && "name" in cause && cause.name === "TimeoutError"
-    const inner = cause instanceof Error && cause.cause !== undefined ? cause.cause : cause
-    const code = errorCode(inner)
-    const detail = timedOut
-      ? `no answer within ${failure.timeoutMs / 1000} s`
-      : `${describeCause(inner) || code || "unknown error"}${code !== undefined && !describeCause(inner).includes(code) ? ` (${code})` : ""}`
-    if (timedOut || code === undefined || NETWORK_CODES.has(code) || code.startsWith("UND_ERR")) {
+    const { detail, unreachable } = fetchFailure(failure.cause, failure.timeoutMs)
+    if (unreachable) {
       return fail(
         "unreachable",
         scrub(

@@ -23,15 +23,7 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
 import { pauses, provisionOwned, type Standing, teardownOwned } from "../ownership.js"
-import {
-  decodeComponent,
-  describeCause,
-  errorCode,
-  NETWORK_CODES,
-  parseAdminUrl,
-  secretsOf,
-  sliceChecks
-} from "../shared.js"
+import { decodeComponent, fetchFailure, parseAdminUrl, secretsOf, sliceChecks } from "../shared.js"
 
 const ADAPTER = "qdrant"
 const DEFAULT_URL = "http://127.0.0.1:6333"
@@ -122,14 +114,8 @@ export const classify = (
   failure: Pick<QdrantFailure, "status" | "text" | "cause" | "timeoutMs">
 ): { kind: AdapterErrorKind; message: string } => {
   if (failure.status === undefined) {
-    const cause = failure.cause
-    const timedOut = typeof cause === "object" && cause !== null && "name" in cause && cause.name === "TimeoutError"
-    const inner = cause instanceof Error && cause.cause !== undefined ? cause.cause : cause
-    const code = errorCode(inner)
-    const detail = timedOut
-      ? `no answer within ${failure.timeoutMs / 1000} s`
-      : `${describeCause(inner) || code || "unknown error"}${code !== undefined && !describeCause(inner).includes(code) ? ` (${code})` : ""}`
-    if (timedOut || code === undefined || NETWORK_CODES.has(code) || code.startsWith("UND_ERR")) {
+    const { detail, unreachable } = fetchFailure(failure.cause, failure.timeoutMs)
+    if (unreachable) {
       return { kind: "unreachable", message: `cannot reach Qdrant at ${location} to ${action}: ${detail}` }
     }
     return { kind: "failed", message: `could not ${action} on ${location}: ${detail}` }
