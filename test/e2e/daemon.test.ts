@@ -80,6 +80,25 @@ describe("the daemon", () => {
     expect(daemons).toEqual([first])
   })
 
+  it("daemon stop succeeds even when another client starts the next daemon at once", async () => {
+    // a dashboard (or an agent polling status) reconnects the moment the old daemon goes: the socket then answers
+    // again, from the new daemon, and `stop` must not mistake that for the old one still running
+    const box = await project()
+    const old = await daemonPid(box)
+    let stopping = true
+    const pollers = [0, 1].map(async () => {
+      while (stopping) await box.run(["daemon", "start", "--json"], { timeoutMs: 30_000 })
+    })
+    const stop = await box.run(["daemon", "stop", "--json"], { timeoutMs: 40_000 })
+    stopping = false
+    await Promise.all(pollers)
+    expect(stop.code, stop.stderr).toBe(0)
+    expect(JSON.parse(stop.stdout)).toMatchObject({ stopped: true })
+    expect(old === undefined || !isAlive(old)).toBe(true)
+    const next = await daemonPid(box)
+    expect(next).not.toBe(old)
+  })
+
   it("replaces a daemon of another version cleanly", async () => {
     const box = boxes.plain({ "berth.toml": toml })
     const { mkdirSync } = await import("node:fs")
