@@ -1,29 +1,42 @@
 /**
  * A world's actor as an `@effect/cluster` entity: the actor protocol's requests (`protocol.ts`) are its messages, each
  * handed to the world's actor as it is, so the same world answers whether a command comes through the daemon's socket
- * or through a cluster's sharding. On one machine the entity id is the world's row id in the state database; across
- * machines it becomes the world's stable name (`<project label>/<world slug>`), with the state it needs in shared
- * tables (../shared/cluster.md). Worlds never idle out: an entity that stopped would leave its processes unwatched.
+ * or through a cluster's sharding. Two kinds of entity id name a world: its row id in this machine's state database
+ * (one machine), and, across machines, `<slot>/<project label>/<world slug>` (`domain/cluster.ts`), whose slot's shard
+ * group only the world's own machine takes — a world stays on the machine that holds its worktree. Worlds never idle
+ * out: an entity that stopped would leave its processes unwatched.
  */
+import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as Entity from "@effect/cluster/Entity"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import { InvalidRequest } from "../domain/errors.js"
+import { parseWorldEntityId, shardGroupOf } from "../domain/cluster.js"
+import { type InternalError, InvalidRequest, WorldNotFound } from "../domain/errors.js"
 import type { WorldCommand } from "./protocol.js"
 import { WorldRpcs } from "./protocol.js"
 import { Worlds } from "./Worlds.js"
 
-export const WorldEntity = Entity.fromRpcGroup("World", WorldRpcs)
+export const WorldEntity = Entity.fromRpcGroup("World", WorldRpcs).annotate(ClusterSchema.ShardGroup, shardGroupOf)
 
 export const WorldEntityLive = WorldEntity.toLayer(
   Effect.gen(function* () {
     const worlds = yield* Worlds
     const { entityId } = yield* Entity.CurrentAddress
-    const worldId = Number(entityId)
+    /** the world this entity is: looked up on each message, since a world can be made after its entity started */
+    const worldId = Effect.suspend((): Effect.Effect<number, InvalidRequest | WorldNotFound | InternalError> => {
+      if (/^[1-9]\d{0,14}$/.test(entityId)) return Effect.succeed(Number(entityId))
+      const address = parseWorldEntityId(entityId)
+      if (address === undefined) {
+        return Effect.fail(new InvalidRequest({ reason: `no world has the entity id ${JSON.stringify(entityId)}` }))
+      }
+      return Effect.flatMap(worlds.idOf(address.project, address.slug), (id) =>
+        id === undefined
+          ? Effect.fail(new WorldNotFound({ project: address.project, name: address.slug, known: [] }))
+          : Effect.succeed(id)
+      )
+    })
     const tell = (request: { readonly payload: WorldCommand }) =>
-      Number.isSafeInteger(worldId) && worldId > 0
-        ? worlds.tell(worldId, request.payload)
-        : Effect.fail(new InvalidRequest({ reason: `no world has the entity id ${JSON.stringify(entityId)}` }))
+      Effect.flatMap(worldId, (id) => worlds.tell(id, request.payload))
     return WorldEntity.of({
       Up: tell,
       Down: tell,

@@ -618,6 +618,10 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       yield* registry.addEvent({ worldId: w.id, service: null, kind, message })
     })
 
+    /** The id of this machine's world `slug` of the project labelled `project`: how a cluster's entity id finds it. */
+    const idOf = (project: string, slug: string) =>
+      Effect.map(registry.worlds(), (rows) => rows.find((w) => w.projectName === project && w.slug === slug)?.id)
+
     /** Every move of every world's observed state from now on (process-compose's state stream, for embedders). */
     const changes: Stream.Stream<WorldChange> = Stream.fromPubSub(moves)
 
@@ -630,6 +634,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
        * what the `World` entity (`WorldEntity.ts`) hands on
        */
       tell: send,
+      idOf,
       recordEvent,
       reset,
       stopServices,

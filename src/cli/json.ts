@@ -8,7 +8,7 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as JSONSchema from "effect/JSONSchema"
 import * as Schema from "effect/Schema"
-import { ConfigReport, EnvReply, GcReport, Metrics, Settings, WorldStatus } from "../daemon/api.js"
+import { ClusterStatus, ConfigReport, EnvReply, GcReport, Metrics, Settings, WorldStatus } from "../daemon/api.js"
 import { DiagnosticSchema } from "../domain/errors.js"
 import { VerifyReport } from "../mcp/world.js"
 import { formatDocument, SCHEMA_VERSION } from "./documents.js"
@@ -173,6 +173,11 @@ export const documents = {
     ConfigReport.fields
   ),
   reserve: doc("berth reserve --json", "the reserves, after any change", ConfigReport.fields),
+  cluster: doc(
+    "berth cluster status|init|join|leave --json",
+    "this machine's membership and every machine of its cluster",
+    ClusterStatus.fields
+  ),
   metrics: doc("berth metrics --json", "worlds, the line, admissions, readings and proxy requests", Metrics.fields),
   "daemon-status": doc(
     "berth daemon status --json (and daemon start --json)",

@@ -12,6 +12,7 @@ import { CliLive } from "../layers/index.js"
 import { version } from "../version.js"
 import { exec, mcp, verify } from "./commands/agents.js"
 import { check } from "./commands/check.js"
+import { cluster } from "./commands/cluster.js"
 import { daemon, port } from "./commands/daemon.js"
 import { dashboard } from "./commands/dashboard.js"
 import { doctor } from "./commands/doctor.js"
@@ -60,6 +61,7 @@ export const berth = Command.make("berth").pipe(
     reserve,
     config,
     metrics,
+    cluster,
     mcp
   ])
 )

@@ -61,7 +61,8 @@ const serviceRow = (s: ServiceStatus, colour: boolean): Array<string> => [
 
 export const renderWorld = (w: WorldStatus, indent = "", colour = wantsColour()): Array<string> => {
   const name = colour ? paint("1", w.name) : w.name
-  const head = `${indent}${name}  ${stateWord(w.state, colour)}${w.reason === null ? "" : ` (${w.reason})`}  ${w.path}`
+  const where = w.machine === undefined ? w.path : `on ${w.machine}  ${w.path}`
+  const head = `${indent}${name}  ${stateWord(w.state, colour)}${w.reason === null ? "" : ` (${w.reason})`}  ${where}`
   const services = pad(w.services.map((s) => serviceRow(s, colour))).map((line) => `${indent}  ${line}`)
   const failed = w.services
     .filter((s) => s.state === "failed" && s.logTail.length > 0)

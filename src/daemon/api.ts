@@ -7,7 +7,16 @@ import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as Schema from "effect/Schema"
 import { Env, WorldFailure } from "../actors/protocol.js"
-import { InternalError, InvalidRequest, InvalidWorldName, NotARepository, PortUnavailable } from "../domain/errors.js"
+import {
+  ClusterRefused,
+  ClusterUnavailable,
+  InternalError,
+  InvalidRequest,
+  InvalidWorldName,
+  MachineUnreachable,
+  NotARepository,
+  PortUnavailable
+} from "../domain/errors.js"
 
 export const ServiceStatus = Schema.Struct({
   name: Schema.String,
@@ -51,7 +60,9 @@ export const WorldStatus = Schema.Struct({
   /** set while the world waits in line for the gate: its place (1 is next) and what it waits for */
   queue: Schema.optional(Schema.Struct({ position: Schema.Number, waitingFor: Schema.String })),
   /** set while the project's setup runs for the starting world: the last line it printed (secrets masked) */
-  setupTail: Schema.optional(Schema.String)
+  setupTail: Schema.optional(Schema.String),
+  /** in a cluster: the machine the world runs on, when it is another machine than the one that answered */
+  machine: Schema.optional(Schema.String)
 })
 export type WorldStatus = typeof WorldStatus.Type
 
@@ -71,7 +82,13 @@ const worldRef = {
 const clientEnv = Env
 
 /** Everything a world command can fail with: what its actor answers, and what resolving the world adds. */
-export const WorldError = Schema.Union(...WorldFailure.members, NotARepository, InvalidWorldName, PortUnavailable)
+export const WorldError = Schema.Union(
+  ...WorldFailure.members,
+  NotARepository,
+  InvalidWorldName,
+  PortUnavailable,
+  MachineUnreachable
+)
 export type WorldError = typeof WorldError.Type
 
 const PortChoice = Schema.Union(Schema.Number, Schema.Literal("auto", "off"))
@@ -253,6 +270,42 @@ export class EventAdded extends Schema.TaggedClass<EventAdded>()("EventAdded", {
 export const WatchMessage = Schema.Union(WatchSnapshot, WorldChanged, WorldGone, LineChanged, Readings, EventAdded)
 export type WatchMessage = typeof WatchMessage.Type
 
+/** One machine of the cluster, as `berth cluster status` shows it. */
+export const ClusterMachine = Schema.Struct({
+  name: Schema.String,
+  slot: Schema.Number,
+  /** the address its peers dial */
+  address: Schema.String,
+  runnerPort: Schema.Number,
+  /** its proxy's HTTP port, when it listens on `address` */
+  proxyPort: Schema.NullOr(Schema.Number),
+  version: Schema.String,
+  state: Schema.Literal("up", "unreachable"),
+  /** milliseconds since its last heartbeat */
+  lastSeenMs: Schema.Number,
+  /** how many worlds it has */
+  worlds: Schema.Number,
+  /** the machine that answered */
+  self: Schema.Boolean
+})
+export type ClusterMachine = typeof ClusterMachine.Type
+
+export const ClusterStatus = Schema.Struct({
+  /** solo: not in a cluster; connecting/retrying: a member without a session now (see error); refused: stopped */
+  state: Schema.Literal("solo", "connecting", "member", "retrying", "refused"),
+  /** the cluster's database, password hidden */
+  url: Schema.NullOr(Schema.String),
+  name: Schema.NullOr(Schema.String),
+  address: Schema.NullOr(Schema.String),
+  runnerPort: Schema.NullOr(Schema.Number),
+  slot: Schema.NullOr(Schema.Number),
+  error: Schema.NullOr(Schema.String),
+  machines: Schema.Array(ClusterMachine)
+})
+export type ClusterStatus = typeof ClusterStatus.Type
+
+const ClusterFailure = Schema.Union(ClusterUnavailable, ClusterRefused, InternalError)
+
 export class DaemonApi extends RpcGroup.make(
   Rpc.make("Ping", {
     success: Schema.Struct({ version: Schema.String, build: Schema.String, pid: Schema.Number, home: Schema.String })
@@ -374,5 +427,20 @@ export class DaemonApi extends RpcGroup.make(
     payload: { ...worldRef, kind: Schema.String, message: Schema.String },
     error: WorldError
   }),
+  /** join a cluster (`init`: make berth's tables in its database first) */
+  Rpc.make("ClusterJoin", {
+    payload: {
+      url: Schema.String,
+      name: Schema.optional(Schema.String),
+      address: Schema.optional(Schema.String),
+      runnerPort: Schema.optional(Schema.Number),
+      init: Schema.Boolean,
+      replace: Schema.Boolean
+    },
+    success: ClusterStatus,
+    error: ClusterFailure
+  }),
+  Rpc.make("ClusterLeave", { success: ClusterStatus, error: ClusterFailure }),
+  Rpc.make("ClusterStatus", { success: ClusterStatus, error: InternalError }),
   Rpc.make("Shutdown", {})
 ) {}

@@ -15,6 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
+import { Down, Reload, Up } from "../actors/protocol.js"
 import { ReconcilerLive } from "../actors/Reconciler.js"
 import { WorldsLive } from "../layers/index.js"
 import { Worlds } from "../actors/Worlds.js"
@@ -28,6 +29,8 @@ import { HostsKeeper } from "../services/proxy/HostsKeeper.js"
 import { Router } from "../services/proxy/Router.js"
 import { build, version } from "../version.js"
 import { DaemonApi } from "./api.js"
+import { Cluster } from "../cluster/Cluster.js"
+import { makeClusterViews } from "./cluster.js"
 import { acquireLock, socketAnswers } from "./lock.js"
 import * as machine from "./machine.js"
 import { watch } from "./watch.js"
@@ -189,6 +192,8 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
       const home = yield* Home
       const router = yield* Router
       const hostsKeeper = yield* HostsKeeper
+      const cluster = yield* Cluster
+      const clustered = makeClusterViews(worlds, cluster)
       const context = yield* Effect.context<Admission | Router | HostsKeeper | Ports | Registry | Git | Worlds>()
       const proxyInfo = Effect.map(router.info, (i) => ({
         http: { wanted: i.http.wanted, port: i.http.port ?? null, error: i.http.error ?? null },
@@ -200,13 +205,36 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
         portRange,
         proxy
       }))
+      // a world that only another machine of the cluster has is brought up, down or reloaded there
       const up = (p: UpPayload) =>
         Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
           Effect.zipRight(
-            worlds.up({ cwd: p.cwd, world: p.world }, { services: p.services, groups: p.groups }, p.env, p.wait ?? true)
+            clustered.routed(
+              p,
+              worlds.up(
+                { cwd: p.cwd, world: p.world },
+                { services: p.services, groups: p.groups },
+                p.env,
+                p.wait ?? true
+              ),
+              (remote) =>
+                clustered.forward(
+                  remote,
+                  new Up({ selection: { services: p.services, groups: p.groups }, env: p.env }),
+                  p.wait === false ? ["queued", "starting", "running", "failed"] : ["running", "failed"]
+                )
+            )
           )
         )
-      const down = (p: DownPayload) => Effect.zipRight(checkRef(p), worlds.down({ cwd: p.cwd, world: p.world }, p.all))
+      const down = (p: DownPayload) =>
+        Effect.zipRight(
+          checkRef(p),
+          p.all
+            ? worlds.down({ cwd: p.cwd, world: p.world }, true)
+            : clustered.routed(p, worlds.down({ cwd: p.cwd, world: p.world }, false), (remote) =>
+                Effect.map(clustered.forward(remote, new Down(), ["stopped", "failed"]), (w) => [w])
+              )
+        )
       return {
         Ping: () => Effect.succeed({ version, build, pid: process.pid, home: home.root }),
         Up: (p) => up(p).pipe(guarded("Up")),
@@ -230,13 +258,17 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
           ),
         Reload: (p) =>
           Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
-            Effect.zipRight(worlds.reload({ cwd: p.cwd, world: p.world }, p.env)),
+            Effect.zipRight(
+              clustered.routed(p, worlds.reload({ cwd: p.cwd, world: p.world }, p.env), (remote) =>
+                clustered.forward(remote, new Reload({ env: p.env }), ["running", "failed"], true)
+              )
+            ),
             guarded("Reload")
           ),
         Remove: (p) =>
           Effect.zipRight(checkRef(p), worlds.remove({ cwd: p.cwd, world: p.world }, p.force)).pipe(guarded("Remove")),
         Status: (p) =>
-          Effect.zipRight(p.cwd === undefined ? Effect.void : checkCwd(p.cwd), worlds.status(p.cwd)).pipe(
+          Effect.zipRight(p.cwd === undefined ? Effect.void : checkCwd(p.cwd), clustered.status(p.cwd)).pipe(
             guarded("Status")
           ),
         Env: (p) => Effect.zipRight(checkRef(p), worlds.env({ cwd: p.cwd, world: p.world })).pipe(guarded("Env")),
@@ -302,6 +334,19 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
         Metrics: () => machine.metrics.pipe(Effect.provide(context), guarded("Metrics")),
         RecordEvent: (p) =>
           Effect.zipRight(checkRef(p), recordEvent(p)).pipe(Effect.provide(context), guarded("RecordEvent")),
+        ClusterJoin: (p) =>
+          cluster
+            .join({
+              url: p.url,
+              name: p.name,
+              address: p.address,
+              runnerPort: p.runnerPort,
+              init: p.init,
+              replace: p.replace
+            })
+            .pipe(Effect.zipRight(clustered.report), guarded("ClusterJoin")),
+        ClusterLeave: () => cluster.leave.pipe(Effect.zipRight(clustered.report), guarded("ClusterLeave")),
+        ClusterStatus: () => clustered.report.pipe(guarded("ClusterStatus")),
         Shutdown: () => Deferred.succeed(shutdown, undefined).pipe(Effect.asVoid)
       }
     })

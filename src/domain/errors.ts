@@ -227,3 +227,35 @@ const formatMs = (ms: number): string =>
       : ms % 1000 === 0
         ? `${ms / 1000}s`
         : `${ms}ms`
+
+/** berth cannot use the cluster's database (it is down, refuses berth's login, or the address is wrong). */
+export class ClusterUnavailable extends Schema.TaggedError<ClusterUnavailable>()("ClusterUnavailable", {
+  /** the database's address with any password hidden */
+  url: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `cannot use the cluster's database ${this.url}: ${this.reason}\n  hint: check that PostgreSQL runs there and lets this machine log in (\`psql '${this.url}'\`)`
+  }
+}
+
+/** A cluster command that cannot be carried out as asked: what stands in the way, and what to do instead. */
+export class ClusterRefused extends Schema.TaggedError<ClusterRefused>()("ClusterRefused", {
+  reason: Schema.String,
+  hint: Schema.String
+}) {
+  override get message(): string {
+    return `${this.reason}\n  hint: ${this.hint}`
+  }
+}
+
+/** The world runs on another machine of the cluster, which has not been heard from lately. */
+export class MachineUnreachable extends Schema.TaggedError<MachineUnreachable>()("MachineUnreachable", {
+  world: Schema.String,
+  machine: Schema.String,
+  lastSeenSeconds: Schema.Number
+}) {
+  override get message(): string {
+    return `world ${this.world} runs on machine ${this.machine}, which was last heard from ${this.lastSeenSeconds} s ago\n  hint: start berth on ${this.machine} again (\`berth cluster status\` shows every machine); the world stays there until it comes back`
+  }
+}

@@ -8,6 +8,7 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as Layer from "effect/Layer"
 import { ReconcilerLive } from "../actors/Reconciler.js"
 import { Worlds } from "../actors/Worlds.js"
+import { Cluster } from "../cluster/Cluster.js"
 import { ConfigFilesLive } from "../services/ConfigFiles.js"
 import { GitLive } from "../services/Git.js"
 import { HealthLive } from "../services/Health.js"
@@ -22,7 +23,8 @@ import { AdmissionLive } from "../services/Admission.js"
 import { MachineLive } from "../services/Machine.js"
 
 /** The engine below the API: worlds and every service they use, without Home (so a caller picks BERTH_HOME). */
-export const WorldsLive = Layer.merge(Worlds.Default, HostsKeeper.Default).pipe(
+export const WorldsLive = Layer.merge(Cluster.Default, HostsKeeper.Default).pipe(
+  Layer.provideMerge(Worlds.Default),
   Layer.provideMerge(Layer.mergeAll(PortsLive, SlicesLive, Router.Default, AdmissionLive)),
   Layer.provideMerge(RegistryLive),
   Layer.provideMerge(Layer.mergeAll(ConfigFilesLive, GitLive, HealthLive, ProcessesLive, MachineLive)),

@@ -1,0 +1,432 @@
+/**
+ * This daemon's membership of a cluster of berth daemons (`berth cluster init|join|leave|status`).
+ *
+ * A member keeps one session with the cluster's PostgreSQL: it holds its machine's row (its slot, the address peers
+ * dial), runs this machine as an `@effect/cluster` runner with the `World` entity registered (so a command for one of
+ * its worlds can come from any machine), and every second writes its heartbeat and whatever changed of its worlds, and
+ * reads every other machine's. A session that fails (the database went away, the address cannot be bound) is logged
+ * and started again with a growing delay; nothing of the machine's own worlds depends on it — they keep running, and
+ * a daemon that is not a member works exactly as on one machine.
+ */
+import { randomUUID } from "node:crypto"
+import { networkInterfaces, hostname } from "node:os"
+import type * as Sharding from "@effect/cluster/Sharding"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Cause from "effect/Cause"
+import type * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import type { WorldCommand, WorldError } from "../actors/protocol.js"
+import type { AlreadyProcessingMessage, MailboxFull, PersistenceError } from "@effect/cluster/ClusterError"
+import { WorldEntity, WorldEntityLive } from "../actors/WorldEntity.js"
+import { Worlds } from "../actors/Worlds.js"
+import type { WorldStatus } from "../daemon/api.js"
+import {
+  addressProblem,
+  clusterUrlProblem,
+  DEFAULT_RUNNER_PORT,
+  machineNameProblem,
+  machineState,
+  timings,
+  worldEntityId
+} from "../domain/cluster.js"
+import { ClusterRefused, ClusterUnavailable, MachineUnreachable } from "../domain/errors.js"
+import { hidePassword } from "../domain/redact.js"
+import { Registry } from "../services/Registry.js"
+import { Router } from "../services/proxy/Router.js"
+import { version } from "../version.js"
+import { runnerLayer } from "./runner.js"
+import { type Machine, makeStore, SCHEMA_VERSION, type SharedWorld, type Store } from "./store.js"
+
+const SETTINGS_KEY = "cluster"
+
+/** What a member remembers in its state database (owner-only: the address may carry a password). */
+const Settings = Schema.Struct({
+  url: Schema.String,
+  name: Schema.String,
+  address: Schema.String,
+  runnerPort: Schema.Number,
+  /** tells this machine's row from another machine's of the same name */
+  machineId: Schema.String
+})
+type Settings = typeof Settings.Type
+
+export type MemberState = "solo" | "connecting" | "member" | "retrying" | "refused"
+
+export interface ClusterView {
+  readonly state: MemberState
+  /** the database's address, password hidden */
+  readonly url: string | undefined
+  readonly name: string | undefined
+  readonly address: string | undefined
+  readonly runnerPort: number | undefined
+  readonly slot: number | undefined
+  /** why the last session ended, while it is being tried again */
+  readonly error: string | undefined
+  readonly machines: ReadonlyArray<Machine>
+  /** every other machine's worlds, as they last published them */
+  readonly worlds: ReadonlyArray<SharedWorld>
+}
+
+export interface JoinRequest {
+  readonly url: string
+  readonly name?: string | undefined
+  readonly address?: string | undefined
+  readonly runnerPort?: number | undefined
+  /** make berth's tables in the database first (`cluster init`) */
+  readonly init: boolean
+  /** take over the name of a machine that is gone */
+  readonly replace: boolean
+}
+
+/** A world of another machine, found by name: where to send its commands. */
+export interface RemoteWorld {
+  readonly machine: Machine
+  readonly status: WorldStatus
+}
+
+const solo: ClusterView = {
+  state: "solo",
+  url: undefined,
+  name: undefined,
+  address: undefined,
+  runnerPort: undefined,
+  slot: undefined,
+  error: undefined,
+  machines: [],
+  worlds: []
+}
+
+/** How long a command for a world of another machine may wait for that machine before berth says it is unreachable. */
+const REMOTE_TIMEOUT = Duration.seconds(10)
+/** How long `cluster join` waits for this machine's runner to take its place. */
+const JOIN_TIMEOUT = Duration.seconds(20)
+/** A member publishes all of its worlds at least this often, even when none changed state (ports, restarts, pids). */
+const FULL_PUBLISH_MS = 5_000
+
+/** What went wrong, in words: an SqlError's own message is only "Failed to execute statement"; its cause says why. */
+const message = (e: unknown): string => {
+  const text = (x: unknown): string | undefined =>
+    typeof x === "object" && x !== null && "message" in x && typeof x.message === "string" ? x.message : undefined
+  const cause = typeof e === "object" && e !== null && "cause" in e ? text(e.cause) : undefined
+  const own = text(e) ?? String(e)
+  return cause === undefined || cause === own ? own : `${own}: ${cause}`
+}
+
+/** The first address of this machine that another machine could dial (IPv4, not loopback). */
+export const guessAddress = (): string | undefined => {
+  for (const entries of Object.values(networkInterfaces())) {
+    for (const entry of entries ?? []) {
+      if (entry.family === "IPv4" && !entry.internal) return entry.address
+    }
+  }
+  return undefined
+}
+
+const pgLayer = (url: string) =>
+  PgClient.layer({
+    url: Redacted.make(url),
+    applicationName: "berth",
+    maxConnections: 8,
+    connectTimeout: Duration.seconds(5)
+  })
+
+/** What berth publishes of a world: its status without the log lines (they are the owner's, and may carry secrets). */
+const publishable = (status: WorldStatus): WorldStatus => ({
+  ...status,
+  services: status.services.map((s) => ({ ...s, logTail: [] }))
+})
+
+export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
+  scoped: Effect.gen(function* () {
+    const registry = yield* Registry
+    const worlds = yield* Worlds
+    const router = yield* Router
+    const daemonScope = yield* Effect.scope
+
+    let view: ClusterView = solo
+    /** the running session's sharding, for commands to other machines' worlds */
+    let sharding: Context.Context<Sharding.Sharding> | undefined
+    let member: { readonly fiber: Fiber.RuntimeFiber<void>; readonly settings: Settings } | undefined
+
+    const unavailable = (url: string) => (e: unknown) =>
+      new ClusterUnavailable({ url: hidePassword(url), reason: message(e) })
+
+    /** A short connection to the database, for what join and leave do before and after a session. */
+    const withStore = <A, E>(url: string, use: (store: Store) => Effect.Effect<A, E>) =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const context = yield* Layer.build(pgLayer(url)).pipe(Effect.mapError(unavailable(url)))
+          const store = yield* makeStore.pipe(Effect.provide(context))
+          return yield* use(store)
+        })
+      )
+
+    const proxyPort = Effect.map(router.info, (i) => i.http.port ?? null)
+
+    /**
+     * One session: the machine's row, the runner, then the heartbeat and publishing loop until something fails.
+     * `ready` is completed once the runner has its place (or the session failed before that).
+     */
+    const session = (settings: Settings, ready: Deferred.Deferred<void, ClusterUnavailable | ClusterRefused>) =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const sql = yield* Layer.build(pgLayer(settings.url))
+          const store = yield* makeStore.pipe(Effect.provide(sql))
+          const slot = yield* store.claim({
+            name: settings.name,
+            machineId: settings.machineId,
+            address: settings.address,
+            runnerPort: settings.runnerPort,
+            proxyPort: yield* proxyPort,
+            version,
+            replace: false
+          })
+          const runner = yield* Layer.build(
+            WorldEntityLive.pipe(
+              Layer.provideMerge(runnerLayer({ address: settings.address, port: settings.runnerPort, slot })),
+              Layer.provide(Layer.succeedContext(sql)),
+              Layer.provide(Layer.succeed(Worlds, worlds))
+            )
+          )
+          sharding = runner
+          yield* Effect.addFinalizer(() => Effect.sync(() => (sharding = undefined)))
+          view = { ...view, state: "member", slot, error: undefined }
+          yield* Effect.logInfo(`berth cluster: this machine is ${settings.name} (slot ${slot}) at ${settings.address}`)
+
+          // publishing: at once after a world moves, and in full every few seconds
+          let dirty = true
+          let lastFull = 0
+          const published = new Map<string, string>()
+          yield* Stream.runForEach(worlds.changes, () => Effect.sync(() => (dirty = true))).pipe(Effect.forkScoped)
+          const tick = Effect.gen(function* () {
+            const alive = yield* store.heartbeat(settings.name, settings.machineId, yield* proxyPort)
+            if (!alive) {
+              return yield* new ClusterRefused({
+                reason: `another machine took over the name ${settings.name} in the cluster`,
+                hint: "run `berth cluster join` again with another --name"
+              })
+            }
+            const now = Date.now()
+            if (dirty || now - lastFull >= FULL_PUBLISH_MS) {
+              dirty = false
+              lastFull = now
+              const statuses = (yield* worlds.status(undefined)).worlds.map(publishable)
+              const changed = statuses.filter((s) => published.get(`${s.project}/${s.slug}`) !== JSON.stringify(s))
+              yield* store.publish(settings.name, changed, statuses)
+              published.clear()
+              for (const s of statuses) published.set(`${s.project}/${s.slug}`, JSON.stringify(s))
+            }
+            const [machines, others] = yield* Effect.all([store.machines, store.worlds(settings.name)])
+            view = { ...view, machines, worlds: others }
+          })
+          // the first round is done before a join returns, so its answer lists the machines
+          yield* tick
+          yield* Deferred.succeed(ready, undefined)
+          yield* tick.pipe(Effect.repeat(Schedule.spaced(Duration.millis(timings.publishMs))))
+        })
+      )
+
+    /** Runs sessions until the membership ends: a failed one is logged and tried again, later and later. */
+    const membership = (settings: Settings, ready: Deferred.Deferred<void, ClusterUnavailable | ClusterRefused>) =>
+      session(settings, ready).pipe(
+        Effect.mapError((e) =>
+          e instanceof ClusterRefused || e instanceof ClusterUnavailable ? e : unavailable(settings.url)(e)
+        ),
+        Effect.tapErrorCause((cause) =>
+          Effect.gen(function* () {
+            const failure = Cause.failureOption(cause)
+            const refused = Option.isSome(failure) && failure.value instanceof ClusterRefused
+            const reason = Option.match(failure, { onNone: () => Cause.pretty(cause), onSome: message })
+            view = { ...view, state: refused ? "refused" : "retrying", error: reason }
+            yield* Deferred.failCause(ready, cause)
+            yield* Effect.logWarning(`berth cluster: the session with the cluster ended: ${reason}`)
+          })
+        ),
+        Effect.retry({
+          while: (e) => !(e instanceof ClusterRefused),
+          schedule: Schedule.exponential(Duration.millis(500)).pipe(Schedule.union(Schedule.spaced("10 seconds")))
+        }),
+        Effect.ignore
+      )
+
+    const start = (settings: Settings) =>
+      Effect.gen(function* () {
+        const ready = yield* Deferred.make<void, ClusterUnavailable | ClusterRefused>()
+        view = {
+          ...solo,
+          state: "connecting",
+          url: hidePassword(settings.url),
+          name: settings.name,
+          address: settings.address,
+          runnerPort: settings.runnerPort
+        }
+        const fiber = yield* membership(settings, ready).pipe(Effect.forkIn(daemonScope))
+        member = { fiber, settings }
+        return ready
+      })
+
+    const stop = Effect.gen(function* () {
+      if (member === undefined) return
+      yield* Fiber.interrupt(member.fiber)
+      member = undefined
+      view = solo
+    })
+
+    // a member stays one across daemon restarts
+    const stored = Schema.decodeUnknownOption(Settings)(yield* registry.getSetting(SETTINGS_KEY))
+    if (Option.isSome(stored)) yield* start(stored.value)
+
+    const join = (request: JoinRequest) =>
+      Effect.gen(function* () {
+        const problem = clusterUrlProblem(request.url)
+        if (problem !== undefined)
+          return yield* new ClusterRefused({ reason: problem, hint: "see `berth cluster --help`" })
+        const name = request.name ?? hostname().toLowerCase()
+        const nameProblem = machineNameProblem(name)
+        if (nameProblem !== undefined) {
+          return yield* new ClusterRefused({ reason: `${JSON.stringify(name)}: ${nameProblem}`, hint: "pass --name" })
+        }
+        const address = request.address ?? guessAddress()
+        if (address === undefined) {
+          return yield* new ClusterRefused({
+            reason: "this machine has no network address another machine could reach",
+            hint: "pass --address with the address of this machine on the network its peers share"
+          })
+        }
+        const addressTrouble = addressProblem(address)
+        if (addressTrouble !== undefined)
+          return yield* new ClusterRefused({ reason: addressTrouble, hint: "pass --address" })
+        const runnerPort = request.runnerPort ?? DEFAULT_RUNNER_PORT
+        if (member !== undefined) {
+          if (member.settings.url === request.url && member.settings.name === name) return view
+          return yield* new ClusterRefused({
+            reason: `this machine is already in the cluster at ${hidePassword(member.settings.url)} as ${member.settings.name}`,
+            hint: "run `berth cluster leave` first"
+          })
+        }
+        const previous = Schema.decodeUnknownOption(Settings)(yield* registry.getSetting(SETTINGS_KEY))
+        const settings: Settings = {
+          url: request.url,
+          name,
+          address,
+          runnerPort,
+          machineId: Option.match(previous, { onNone: () => randomUUID(), onSome: (p) => p.machineId })
+        }
+        yield* withStore(request.url, (store) =>
+          Effect.gen(function* () {
+            if (request.init) yield* store.migrate
+            const schema = yield* store.schemaVersion
+            if (schema === undefined) {
+              return yield* new ClusterRefused({
+                reason: `the database ${hidePassword(request.url)} holds no berth cluster`,
+                hint: `make one there with \`berth cluster init ${hidePassword(request.url)}\``
+              })
+            }
+            if (schema > SCHEMA_VERSION) {
+              return yield* new ClusterRefused({
+                reason: `the cluster was made by a newer berth (its tables are at version ${schema}, this berth knows ${SCHEMA_VERSION})`,
+                hint: "update berth on this machine"
+              })
+            }
+            yield* store.claim({
+              ...settings,
+              proxyPort: yield* proxyPort,
+              version,
+              replace: request.replace
+            })
+          }).pipe(Effect.mapError((e) => (e._tag === "SqlError" ? unavailable(request.url)(e) : e)))
+        )
+        yield* registry.setSetting(SETTINGS_KEY, settings)
+        const ready = yield* start(settings)
+        const joined = yield* Deferred.await(ready).pipe(
+          Effect.timeoutFail({
+            duration: JOIN_TIMEOUT,
+            onTimeout: () => unavailable(request.url)(`this machine's runner did not take its place within 20 s`)
+          }),
+          Effect.exit
+        )
+        if (Exit.isFailure(joined)) {
+          // a machine that cannot take its place is not left half a member
+          yield* stop
+          yield* registry.setSetting(SETTINGS_KEY, null)
+          yield* withStore(request.url, (store) => store.remove(settings.name, settings.machineId)).pipe(Effect.ignore)
+          return yield* Effect.failCause(joined.cause)
+        }
+        return view
+      })
+
+    /** Leaves: the runner hands over and unregisters, the machine's rows go; its worlds keep running here. */
+    const leave = Effect.gen(function* () {
+      if (member === undefined) {
+        return yield* new ClusterRefused({
+          reason: "this machine is not in a cluster",
+          hint: "`berth cluster join <postgres url>` makes it one"
+        })
+      }
+      const { settings } = member
+      yield* stop
+      yield* registry.setSetting(SETTINGS_KEY, null)
+      yield* withStore(settings.url, (store) => store.remove(settings.name, settings.machineId)).pipe(
+        Effect.mapError((e) => (e._tag === "SqlError" ? unavailable(settings.url)(e) : e))
+      )
+    })
+
+    /** The world of another machine that `name` names in project `project` (by name or by slug). */
+    const remoteWorld = (project: ReadonlyArray<string>, name: string): RemoteWorld | undefined => {
+      const found = view.worlds.find(
+        (w) => project.includes(w.status.project) && (w.status.name === name || w.status.slug === name)
+      )
+      if (found === undefined) return undefined
+      const machine = view.machines.find((m) => m.name === found.machine)
+      return machine === undefined ? undefined : { machine, status: found.status }
+    }
+
+    /** One of the actor protocol's requests, to a world of another machine, through the cluster's sharding. */
+    const tell = (remote: RemoteWorld, command: WorldCommand) =>
+      Effect.gen(function* () {
+        const unreachable = new MachineUnreachable({
+          world: remote.status.name,
+          machine: remote.machine.name,
+          lastSeenSeconds: Math.round(remote.machine.heartbeatAgeMs / 1000)
+        })
+        if (sharding === undefined || machineState(remote.machine.heartbeatAgeMs) === "unreachable") {
+          return yield* unreachable
+        }
+        const client = yield* WorldEntity.client.pipe(Effect.provide(sharding))
+        const world = client(worldEntityId(remote.machine.slot, remote.status.project, remote.status.slug))
+        // every request of the protocol answers void with the world's failures; the client's methods are keyed by tag
+        const send = world[command._tag] as unknown as (
+          request: WorldCommand
+        ) => Effect.Effect<void, WorldError | MailboxFull | AlreadyProcessingMessage | PersistenceError>
+        yield* send(command).pipe(
+          Effect.timeoutFail({ duration: REMOTE_TIMEOUT, onTimeout: () => unreachable }),
+          Effect.catchTags({
+            MailboxFull: () => Effect.fail(unreachable),
+            AlreadyProcessingMessage: () => Effect.fail(unreachable),
+            PersistenceError: () => Effect.fail(unreachable)
+          })
+        )
+      })
+
+    yield* Effect.addFinalizer(() => stop)
+
+    return {
+      /** what this machine knows of the cluster now (no database round trip) */
+      view: Effect.sync(() => view),
+      join,
+      leave,
+      remoteWorld: (project: ReadonlyArray<string>, name: string) => Effect.sync(() => remoteWorld(project, name)),
+      tell
+    } as const
+  })
+}) {}

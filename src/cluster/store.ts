@@ -1,0 +1,229 @@
+/**
+ * What berth's daemons share through the cluster's PostgreSQL database, beside `@effect/cluster`'s own tables: which
+ * machines are members (their slot, the address their peers dial, their heartbeat) and what each machine's worlds look
+ * like now (their status as `berth status` shows it), so that any machine can list every world and route to it.
+ *
+ * Each machine writes only its own rows; a machine's rows go with it when it leaves. Liveness is read with the
+ * database's clock (`now() - heartbeat_at`), so machines whose clocks disagree still agree on who is late.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import { WorldStatus } from "../daemon/api.js"
+import { freeSlot, MAX_MACHINES } from "../domain/cluster.js"
+import { ClusterRefused } from "../domain/errors.js"
+
+/** The version of berth's own tables in a cluster's database; a berth that finds a newer one refuses to join. */
+export const SCHEMA_VERSION = 1
+
+export interface Machine {
+  readonly name: string
+  readonly machineId: string
+  readonly slot: number
+  /** the address peers dial: the runner's and the proxy's */
+  readonly address: string
+  readonly runnerPort: number
+  /** the proxy's HTTP port on `address`, when it listens there */
+  readonly proxyPort: number | null
+  readonly version: string
+  /** how long ago its last heartbeat was, by the database's clock */
+  readonly heartbeatAgeMs: number
+  readonly joinedAt: number
+}
+
+export interface MachineClaim {
+  readonly name: string
+  readonly machineId: string
+  readonly address: string
+  readonly runnerPort: number
+  readonly proxyPort: number | null
+  readonly version: string
+  /** take over the name from a machine that has not been heard from in a while */
+  readonly replace: boolean
+}
+
+/** One world of one machine, as that machine last published it. */
+export interface SharedWorld {
+  readonly machine: string
+  readonly status: WorldStatus
+}
+
+const decodeStatus = Schema.decodeUnknownOption(WorldStatus)
+
+/** JSON from PostgreSQL arrives parsed (jsonb) or as text, depending on the driver's type parsers. */
+const parsed = (value: unknown): unknown => {
+  if (typeof value !== "string") return value
+  try {
+    return JSON.parse(value)
+  } catch {
+    return undefined
+  }
+}
+
+export const makeStore = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+
+  /** Whether berth's tables are in this database (`cluster init` made them), and at which version. */
+  const schemaVersion: Effect.Effect<number | undefined, SqlError> = Effect.gen(function* () {
+    const [exists] = yield* sql<{ name: string | null }>`SELECT to_regclass('berth_meta')::text AS name`
+    if (exists?.name === null || exists === undefined) return undefined
+    const rows = yield* sql<{ value: string }>`SELECT value FROM berth_meta WHERE key = 'schema'`
+    return rows[0] === undefined ? undefined : Number(rows[0].value)
+  })
+
+  /** Makes berth's tables, once, whoever else runs `cluster init` at the same moment. */
+  const migrate = sql
+    .withTransaction(
+      Effect.gen(function* () {
+        // two machines initializing at once would race in CREATE TABLE IF NOT EXISTS (a unique violation in pg_type)
+        yield* sql`SELECT pg_advisory_xact_lock(hashtext('berth cluster schema'))`
+        yield* sql`CREATE TABLE IF NOT EXISTS berth_meta (key text PRIMARY KEY, value text NOT NULL)`
+        yield* sql`CREATE TABLE IF NOT EXISTS berth_machines (
+          name text PRIMARY KEY,
+          machine_id text NOT NULL,
+          slot integer NOT NULL UNIQUE CHECK (slot BETWEEN 1 AND ${sql.literal(String(MAX_MACHINES))}),
+          address text NOT NULL,
+          runner_port integer NOT NULL,
+          proxy_port integer,
+          version text NOT NULL,
+          joined_at timestamptz NOT NULL DEFAULT now(),
+          heartbeat_at timestamptz NOT NULL DEFAULT now()
+        )`
+        yield* sql`CREATE TABLE IF NOT EXISTS berth_worlds (
+          machine text NOT NULL REFERENCES berth_machines (name) ON DELETE CASCADE,
+          project text NOT NULL,
+          slug text NOT NULL,
+          status jsonb NOT NULL,
+          updated_at timestamptz NOT NULL DEFAULT now(),
+          PRIMARY KEY (machine, project, slug)
+        )`
+        yield* sql`INSERT INTO berth_meta (key, value) VALUES ('schema', ${String(SCHEMA_VERSION)})
+          ON CONFLICT (key) DO NOTHING`
+      })
+    )
+    .pipe(Effect.asVoid)
+
+  /**
+   * Takes this machine's row: its slot stays its own across restarts (the row is keyed by name and checked by the
+   * machine's id), a new machine gets the lowest free slot. A name another live machine holds is refused.
+   */
+  const claim = (c: MachineClaim): Effect.Effect<number, SqlError | ClusterRefused> =>
+    sql.withTransaction(
+      Effect.gen(function* () {
+        // one claim at a time, so two machines joining at once cannot take one slot
+        yield* sql`LOCK TABLE berth_machines IN SHARE ROW EXCLUSIVE MODE`
+        const rows = yield* sql<{
+          name: string
+          machine_id: string
+          slot: number
+          age_ms: number
+        }>`SELECT name, machine_id, slot, (extract(epoch FROM now() - heartbeat_at) * 1000)::float8 AS age_ms
+           FROM berth_machines`
+        const mine = rows.find((r) => r.name === c.name)
+        if (mine !== undefined && mine.machine_id !== c.machineId && !c.replace) {
+          return yield* new ClusterRefused({
+            reason: `another machine is already in the cluster as ${c.name} (last heard from ${Math.round(mine.age_ms / 1000)} s ago)`,
+            hint: "give this machine another name with --name, or — if that machine is gone for good — take its name over with --replace"
+          })
+        }
+        const slot = mine?.slot ?? freeSlot(rows.map((r) => r.slot))
+        if (slot === undefined) {
+          return yield* new ClusterRefused({
+            reason: `the cluster already has ${MAX_MACHINES} machines, as many as it can hold`,
+            hint: "run `berth cluster leave` on a machine that no longer needs to be a member"
+          })
+        }
+        if (mine !== undefined) {
+          // a replaced machine's worlds were that machine's, not this one's
+          if (mine.machine_id !== c.machineId) yield* sql`DELETE FROM berth_worlds WHERE machine = ${c.name}`
+          yield* sql`UPDATE berth_machines SET machine_id = ${c.machineId}, address = ${c.address},
+            runner_port = ${c.runnerPort}, proxy_port = ${c.proxyPort}, version = ${c.version}, heartbeat_at = now()
+            WHERE name = ${c.name}`
+        } else {
+          yield* sql`INSERT INTO berth_machines (name, machine_id, slot, address, runner_port, proxy_port, version)
+            VALUES (${c.name}, ${c.machineId}, ${slot}, ${c.address}, ${c.runnerPort}, ${c.proxyPort}, ${c.version})`
+        }
+        return slot
+      })
+    )
+
+  /** This machine is alive; false when its row is gone (another machine took its name over, or it was removed). */
+  const heartbeat = (name: string, machineId: string, proxyPort: number | null) =>
+    Effect.map(
+      sql<{ name: string }>`UPDATE berth_machines SET heartbeat_at = now(), proxy_port = ${proxyPort}
+        WHERE name = ${name} AND machine_id = ${machineId} RETURNING name`,
+      (rows) => rows.length > 0
+    )
+
+  /** Replaces this machine's published worlds: `changed` upserted, every world not in `present` dropped. */
+  const publish = (
+    machine: string,
+    changed: ReadonlyArray<WorldStatus>,
+    present: ReadonlyArray<{ readonly project: string; readonly slug: string }>
+  ) =>
+    sql.withTransaction(
+      Effect.gen(function* () {
+        for (const status of changed) {
+          yield* sql`INSERT INTO berth_worlds (machine, project, slug, status, updated_at)
+            VALUES (${machine}, ${status.project}, ${status.slug}, ${JSON.stringify(status)}::jsonb, now())
+            ON CONFLICT (machine, project, slug) DO UPDATE SET status = excluded.status, updated_at = now()`
+        }
+        const keep = present.map((w) => `${w.project}/${w.slug}`)
+        yield* sql`DELETE FROM berth_worlds WHERE machine = ${machine}
+          AND project || '/' || slug NOT IN (SELECT jsonb_array_elements_text(${JSON.stringify(keep)}::jsonb))`
+      })
+    )
+
+  const machines: Effect.Effect<ReadonlyArray<Machine>, SqlError> = Effect.map(
+    sql<{
+      name: string
+      machine_id: string
+      slot: number
+      address: string
+      runner_port: number
+      proxy_port: number | null
+      version: string
+      age_ms: number
+      joined_ms: number
+    }>`SELECT name, machine_id, slot, address, runner_port, proxy_port, version,
+         (extract(epoch FROM now() - heartbeat_at) * 1000)::float8 AS age_ms,
+         (extract(epoch FROM joined_at) * 1000)::float8 AS joined_ms
+       FROM berth_machines ORDER BY slot`,
+    (rows) =>
+      rows.map((r) => ({
+        name: r.name,
+        machineId: r.machine_id,
+        slot: r.slot,
+        address: r.address,
+        runnerPort: r.runner_port,
+        proxyPort: r.proxy_port,
+        version: r.version,
+        heartbeatAgeMs: Math.max(0, Math.round(r.age_ms)),
+        joinedAt: Math.round(r.joined_ms)
+      }))
+  )
+
+  /** Every published world of every machine but `except`'s. Rows a newer berth wrote in a shape this one cannot read are skipped. */
+  const worlds = (except: string): Effect.Effect<ReadonlyArray<SharedWorld>, SqlError> =>
+    Effect.map(
+      sql<{ machine: string; status: unknown }>`SELECT machine, status FROM berth_worlds
+        WHERE machine <> ${except} ORDER BY machine, project, slug`,
+      (rows) =>
+        rows.flatMap((r) =>
+          Option.match(decodeStatus(parsed(r.status)), {
+            onNone: () => [],
+            onSome: (status) => [{ machine: r.machine, status }]
+          })
+        )
+    )
+
+  /** This machine leaves: its row and its worlds' rows go. */
+  const remove = (name: string, machineId: string) =>
+    sql`DELETE FROM berth_machines WHERE name = ${name} AND machine_id = ${machineId}`.pipe(Effect.asVoid)
+
+  return { schemaVersion, migrate, claim, heartbeat, publish, machines, worlds, remove } as const
+})
+
+export type Store = Effect.Effect.Success<typeof makeStore>

@@ -1,0 +1,122 @@
+/**
+ * What the daemon answers about the cluster: `cluster status`, and `status` with every other machine's worlds beside
+ * this machine's own (a world of a machine that has not been heard from lately shows `unreachable`).
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type { WorldCommand } from "../actors/protocol.js"
+import type { Worlds } from "../actors/Worlds.js"
+import type { Cluster, RemoteWorld } from "../cluster/Cluster.js"
+import { machineState, UNREACHABLE } from "../domain/cluster.js"
+import type { ClusterStatus, WorldStatus } from "./api.js"
+
+/** How long a command to another machine's world waits to see the outcome published, and how often it looks. */
+const SETTLE_TIMEOUT = Duration.seconds(20)
+const SETTLE_POLL = Duration.millis(200)
+
+export const makeClusterViews = (worlds: Worlds, cluster: Cluster) => {
+  const report: Effect.Effect<ClusterStatus, never> = Effect.gen(function* () {
+    const view = yield* cluster.view
+    const own =
+      view.state === "solo"
+        ? 0
+        : (yield* worlds.status(undefined).pipe(Effect.orElseSucceed(() => ({ worlds: [] })))).worlds.length
+    return {
+      state: view.state,
+      url: view.url ?? null,
+      name: view.name ?? null,
+      address: view.address ?? null,
+      runnerPort: view.runnerPort ?? null,
+      slot: view.slot ?? null,
+      error: view.error ?? null,
+      machines: view.machines.map((m) => ({
+        name: m.name,
+        slot: m.slot,
+        address: m.address,
+        runnerPort: m.runnerPort,
+        proxyPort: m.proxyPort,
+        version: m.version,
+        state: machineState(m.heartbeatAgeMs),
+        lastSeenMs: m.heartbeatAgeMs,
+        worlds: m.name === view.name ? own : view.worlds.filter((w) => w.machine === m.name).length,
+        self: m.name === view.name
+      }))
+    }
+  })
+
+  /** This machine's worlds (of the project `cwd` is in, when given), then every other machine's. */
+  const status = (cwd: string | undefined) =>
+    Effect.gen(function* () {
+      const local = yield* worlds.status(cwd)
+      const view = yield* cluster.view
+      if (view.worlds.length === 0) return local
+      const labels = cwd === undefined ? undefined : yield* worlds.projectInfo(cwd)
+      const late = new Set(
+        view.machines.filter((m) => machineState(m.heartbeatAgeMs) === "unreachable").map((m) => m.name)
+      )
+      const remote = view.worlds
+        .filter((w) => labels === undefined || w.status.project === labels.label || w.status.project === labels.name)
+        .map(
+          (w): WorldStatus => ({
+            ...w.status,
+            machine: w.machine,
+            ...(late.has(w.machine) ? { state: UNREACHABLE, reason: `machine ${w.machine} is not answering` } : {})
+          })
+        )
+      return { worlds: [...local.worlds, ...remote] }
+    })
+
+  /** The world of another machine that `ref` names, when this machine has no world of that name in the project. */
+  const remoteOf = (ref: { readonly cwd: string; readonly world?: string | undefined }) =>
+    Effect.gen(function* () {
+      const name = ref.world
+      if (name === undefined) return undefined
+      const view = yield* cluster.view
+      if (view.worlds.length === 0) return undefined
+      const info = yield* worlds.projectInfo(ref.cwd)
+      const local = yield* worlds.status(ref.cwd)
+      if (local.worlds.some((w) => w.name === name || w.slug === name)) return undefined
+      return yield* cluster.remoteWorld([info.label, info.name], name)
+    }).pipe(Effect.orElseSucceed((): RemoteWorld | undefined => undefined))
+
+  /**
+   * Sends `command` to a world on its own machine, then waits (at most `SETTLE_TIMEOUT`) until that machine publishes
+   * one of the `settled` states for it, after having left its state of before when `change` is asked for (a reload
+   * of a running world runs again).
+   */
+  const forward = (
+    remote: RemoteWorld,
+    command: WorldCommand,
+    settled: ReadonlyArray<string>,
+    change = false
+  ): Effect.Effect<WorldStatus, Effect.Effect.Error<ReturnType<Cluster["tell"]>>> =>
+    Effect.gen(function* () {
+      yield* cluster.tell(remote, command)
+      const key = (w: WorldStatus) => `${w.project}/${w.slug}`
+      const wanted = key(remote.status)
+      let left = !change
+      let last: WorldStatus = remote.status
+      const deadline = Date.now() + Duration.toMillis(SETTLE_TIMEOUT)
+      while (Date.now() < deadline) {
+        const view = yield* cluster.view
+        const now = view.worlds.find((w) => w.machine === remote.machine.name && key(w.status) === wanted)
+        if (now !== undefined) {
+          last = now.status
+          if (now.status.state !== remote.status.state) left = true
+          if (left && settled.includes(now.status.state)) break
+        }
+        yield* Effect.sleep(SETTLE_POLL)
+      }
+      return { ...last, machine: remote.machine.name }
+    })
+
+  /** `local` for a world of this machine; `remote` for a world that only another machine has. */
+  const routed = <A, E, R, E2>(
+    ref: { readonly cwd: string; readonly world?: string | undefined },
+    local: Effect.Effect<A, E, R>,
+    remote: (world: RemoteWorld) => Effect.Effect<A, E2>
+  ): Effect.Effect<A, E | E2, R> =>
+    Effect.flatMap(remoteOf(ref), (world): Effect.Effect<A, E | E2, R> => (world === undefined ? local : remote(world)))
+
+  return { report, status, routed, forward } as const
+}

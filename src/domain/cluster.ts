@@ -1,0 +1,114 @@
+/**
+ * berth across machines, as pure data: the names and numbers a cluster of berth daemons agrees on, how a world is
+ * addressed as an `@effect/cluster` entity, and how a machine's liveness is read from its heartbeat.
+ *
+ * Worlds are pinned to the machine that holds their worktree: each machine takes one slot (1..MAX_MACHINES) when it
+ * joins, and its worlds' entities live in that slot's shard group, which only that machine's runner is assigned. A
+ * command for a world on another machine therefore reaches that machine through the cluster's sharding, and waits
+ * (never runs elsewhere) while the machine is gone. The `anywhere` group is the one every runner takes.
+ */
+
+/** At most this many machines in one cluster: every runner must know every shard group when it starts. */
+export const MAX_MACHINES = 32
+
+/** Shards per group; the same on every runner (a cluster's shard ids depend on it). */
+export const SHARDS_PER_GROUP = 16
+
+/** The group every runner takes: entities that may run on any machine. */
+export const ANYWHERE_GROUP = "anywhere"
+
+/** The TCP port a runner listens on for its peers, on the machine's cluster address, unless one is chosen. */
+export const DEFAULT_RUNNER_PORT = 7357
+
+/** The prefix of the tables `@effect/cluster` keeps in the cluster's database (its runners, locks and messages). */
+export const CLUSTER_TABLE_PREFIX = "berth_cluster"
+
+/**
+ * The engine's timings, as ../shared/cluster.md measured them: a machine that stops refreshing its locks loses them
+ * after `lockExpirationMs`; it is shown `unreachable` once its heartbeat is that old.
+ */
+export const timings = {
+  lockExpirationMs: 8_000,
+  lockRefreshMs: 2_000,
+  refreshAssignmentsMs: 1_000,
+  messagePollMs: 1_000,
+  sendRetryMs: 100,
+  /** how often a member writes its heartbeat and its worlds, and reads everyone else's */
+  publishMs: 1_000
+} as const
+
+export const groupOfSlot = (slot: number): string => `machine-${slot}`
+
+/** Every shard group of a cluster, in the order every runner lists them (the engine numbers locks by it). */
+export const allGroups: ReadonlyArray<string> = [
+  ANYWHERE_GROUP,
+  ...Array.from({ length: MAX_MACHINES }, (_, i) => groupOfSlot(i + 1))
+]
+
+/** A world's entity id: `<slot>/<project label>/<world slug>` (labels and slugs hold no `/`). */
+export const worldEntityId = (slot: number, project: string, slug: string): string => `${slot}/${project}/${slug}`
+
+export interface WorldAddress {
+  readonly slot: number
+  readonly project: string
+  readonly slug: string
+}
+
+export const parseWorldEntityId = (id: string): WorldAddress | undefined => {
+  const m = /^(\d{1,3})\/([^/]+)\/([^/]+)$/.exec(id)
+  if (m === null) return undefined
+  const slot = Number(m[1])
+  if (!Number.isInteger(slot) || slot < 1 || slot > MAX_MACHINES) return undefined
+  return { slot, project: m[2] as string, slug: m[3] as string }
+}
+
+/** The shard group of a world's entity: its machine's slot. */
+export const shardGroupOf = (entityId: string): string => {
+  const address = parseWorldEntityId(entityId)
+  return address === undefined ? ANYWHERE_GROUP : groupOfSlot(address.slot)
+}
+
+/** The lowest slot nobody holds, or undefined when the cluster is full. */
+export const freeSlot = (taken: Iterable<number>): number | undefined => {
+  const used = new Set(taken)
+  for (let slot = 1; slot <= MAX_MACHINES; slot++) if (!used.has(slot)) return slot
+  return undefined
+}
+
+/** A machine's name: one DNS label (it appears in status and in the proxy's pages). */
+export const machineNameProblem = (name: string): string | undefined =>
+  /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(name)
+    ? undefined
+    : "a machine's name is 1-63 lower-case letters, digits and dashes, not starting or ending with a dash"
+
+/** What the cluster's database address must look like: berth keeps the cluster's state in PostgreSQL. */
+export const clusterUrlProblem = (url: string): string | undefined =>
+  /^postgres(ql)?:\/\/\S*$/.test(url)
+    ? undefined
+    : "the cluster's state lives in PostgreSQL: give its address as postgres://user[:password]@host[:port]/database (or postgres:///database?host=/var/run/postgresql for a local socket)"
+
+/** An IPv4 or IPv6 literal that peers can dial: never a loopback or unspecified address. */
+export const addressProblem = (address: string): string | undefined => {
+  const v4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(address)
+  if (v4 !== null) {
+    const octets = v4.slice(1).map(Number)
+    if (octets.some((o) => o > 255)) return `${address} is not an IPv4 address`
+    if (octets[0] === 127 || octets[0] === 0) {
+      return `${address} is not reachable from another machine: give the address of this machine on the network its peers share`
+    }
+    return undefined
+  }
+  if (/^[0-9a-f:]+$/i.test(address) && address.includes(":")) {
+    return address === "::1" || address === "::" ? `${address} is not reachable from another machine` : undefined
+  }
+  return `${address} is not an IP address: give this machine's address on the network its peers share`
+}
+
+export type MachineState = "up" | "unreachable"
+
+/** A machine whose heartbeat is older than its locks' expiry has lost them: nothing of it can be reached now. */
+export const machineState = (heartbeatAgeMs: number): MachineState =>
+  heartbeatAgeMs <= timings.lockExpirationMs ? "up" : "unreachable"
+
+/** The world state other machines show for a world whose machine is unreachable. */
+export const UNREACHABLE = "unreachable"

@@ -1,0 +1,215 @@
+/**
+ * berth across machines, end to end: three test hosts (network namespaces, each with its own berth daemon and
+ * BERTH_HOME) form one cluster on a fresh PostgreSQL database, each runs a world of the same project, and every host
+ * sees and commands every world. Then one host's daemon dies (`kill -9`) and comes back, and one leaves.
+ */
+import { readFileSync } from "node:fs"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { eventually, isAlive, type Sandbox, sandbox, serverScript } from "../e2e/harness.js"
+import { type Host, hostsUnavailable, type TestNetwork, testNetwork } from "./hosts.js"
+
+const unavailable = hostsUnavailable()
+
+const shop = `
+[project]
+name = "shop"
+
+[services.api]
+cmd = "node server.mjs"
+url = "api"
+health = { http = "/healthz" }
+`
+
+interface ClusterJson {
+  readonly state: string
+  readonly name: string | null
+  readonly slot: number | null
+  readonly machines: ReadonlyArray<{
+    readonly name: string
+    readonly state: string
+    readonly worlds: number
+    readonly self: boolean
+    readonly address: string
+  }>
+}
+
+interface StatusWorld {
+  readonly name: string
+  readonly state: string
+  readonly machine?: string
+  readonly services: ReadonlyArray<{ readonly name: string; readonly pid: number | null; readonly state: string }>
+}
+
+describe.skipIf(unavailable !== undefined)(
+  `a cluster of three machines${unavailable === undefined ? "" : ` (skipped: ${unavailable})`}`,
+  () => {
+    let net: TestNetwork
+    const repos: Array<Sandbox> = []
+    const repoOf = (host: Host) => repos[Number(host.name.slice(1)) - 1] as Sandbox
+    const berth = (host: Host, args: ReadonlyArray<string>, timeoutMs?: number) =>
+      host.run(repoOf(host).dir, args, timeoutMs)
+    const clusterOf = async (host: Host): Promise<ClusterJson> => {
+      const r = await berth(host, ["cluster", "status", "--json"])
+      expect(r.code, r.stderr).toBe(0)
+      return JSON.parse(r.stdout) as ClusterJson
+    }
+    const statusOf = async (host: Host): Promise<ReadonlyArray<StatusWorld>> => {
+      const r = await berth(host, ["status", "--json"])
+      expect(r.code, r.stderr).toBe(0)
+      return (JSON.parse(r.stdout) as { worlds: ReadonlyArray<StatusWorld> }).worlds
+    }
+    const host = (i: number) => net.hosts[i - 1] as Host
+
+    beforeAll(() => {
+      net = testNetwork(3)
+      for (let i = 0; i < 3; i++) repos.push(sandbox({ "server.mjs": serverScript, "berth.toml": shop }, "shop"))
+    })
+    afterAll(() => {
+      net?.cleanup()
+      for (const r of repos) r.cleanup()
+    })
+
+    it("forms from one init and two joins, every machine in its own slot", async () => {
+      const init = await berth(host(1), [
+        "cluster",
+        "init",
+        net.url,
+        "--name",
+        "h1",
+        "--address",
+        host(1).address,
+        "--json"
+      ])
+      expect(init.code, init.stderr).toBe(0)
+      expect((JSON.parse(init.stdout) as ClusterJson).slot).toBe(1)
+      for (const i of [2, 3]) {
+        const r = await berth(host(i), ["cluster", "join", net.url, "--name", `h${i}`, "--address", host(i).address])
+        expect(r.code, r.stderr).toBe(0)
+        expect(r.stdout).toContain(`this machine: h${i} (slot ${i})`)
+      }
+      // every machine sees all three, up
+      for (const h of net.hosts) {
+        const c = await eventually(
+          () => clusterOf(h),
+          (c) => c.machines.length === 3 && c.machines.every((m) => m.state === "up")
+        )
+        expect(c.machines.map((m) => m.name)).toEqual(["h1", "h2", "h3"])
+        expect(c.machines.find((m) => m.self)?.name).toBe(h.name)
+      }
+      // the cluster's database holds no password, and the settings stay owner-only in the state database
+      const stat = readFileSync(join(host(1).home, "state.db")).length
+      expect(stat).toBeGreaterThan(0)
+    })
+
+    it("refuses a second machine under a name that is taken, and a database with no cluster", async () => {
+      const taken = await berth(host(3), ["cluster", "leave"])
+      expect(taken.code, taken.stderr).toBe(0)
+      const again = await berth(host(3), ["cluster", "join", net.url, "--name", "h2", "--address", host(3).address])
+      expect(again.code).toBe(1)
+      expect(again.stderr).toContain("another machine is already in the cluster as h2")
+      expect(again.stderr).toContain("hint:")
+      const nowhere = await berth(host(3), [
+        "cluster",
+        "join",
+        net.url.replace(/berth_cluster_test_\w+/, "postgres"),
+        "--name",
+        "h3",
+        "--address",
+        host(3).address
+      ])
+      expect(nowhere.code).toBe(1)
+      expect(nowhere.stderr).toContain("holds no berth cluster")
+      expect(nowhere.stderr).toContain("berth cluster init")
+      const back = await berth(host(3), ["cluster", "join", net.url, "--name", "h3", "--address", host(3).address])
+      expect(back.code, back.stderr).toBe(0)
+    })
+
+    it("lists every machine's worlds on every machine, and runs a command on the machine that has the world", async () => {
+      for (const i of [1, 2, 3]) {
+        const r = await berth(host(i), ["up", `feature-${i}`, "--json"], 60_000)
+        expect(r.code, r.stderr).toBe(0)
+      }
+      for (const h of net.hosts) {
+        const worlds = await eventually(
+          () => statusOf(h),
+          (ws) =>
+            ["feature-1", "feature-2", "feature-3"].every((n) => ws.some((w) => w.name === n && w.state === "running"))
+        )
+        for (const i of [1, 2, 3]) {
+          const w = worlds.find((x) => x.name === `feature-${i}`)
+          expect(w?.machine).toBe(h.name === `h${i}` ? undefined : `h${i}`)
+        }
+      }
+      const plain = await berth(host(1), ["status"])
+      expect(plain.stdout).toMatch(/feature-2\s+running\s+on h2/)
+
+      // from h1, down a world of h2: it stops on h2
+      const pidBefore = (await statusOf(host(2))).find((w) => w.name === "feature-2")?.services[0]?.pid
+      expect(pidBefore).toBeTypeOf("number")
+      const down = await berth(host(1), ["down", "feature-2", "--json"], 60_000)
+      expect(down.code, down.stderr).toBe(0)
+      const onH2 = (await statusOf(host(2))).find((w) => w.name === "feature-2")
+      expect(onH2?.state).toBe("stopped")
+      expect(isAlive(pidBefore as number)).toBe(false)
+
+      // and up again, from h3
+      const up = await berth(host(3), ["up", "feature-2", "--json"], 60_000)
+      expect(up.code, up.stderr).toBe(0)
+      const world = (JSON.parse(up.stdout) as { world: StatusWorld }).world
+      expect(world.machine).toBe("h2")
+      expect(world.state).toBe("running")
+      expect((await statusOf(host(2))).find((w) => w.name === "feature-2")?.state).toBe("running")
+    })
+
+    it("shows a dead machine's worlds unreachable, refuses commands for them clearly, and takes the machine back", async () => {
+      const pidfile = readFileSync(join(host(3).home, "daemon.pid"), "utf8").trim()
+      const daemon = Number(pidfile.split(/\s+/)[0])
+      const service = (await statusOf(host(3))).find((w) => w.name === "feature-3")?.services[0]?.pid as number
+      process.kill(daemon, "SIGKILL")
+      const seen = await eventually(
+        () => statusOf(host(1)),
+        (ws) => ws.find((w) => w.name === "feature-3")?.state === "unreachable",
+        20_000
+      )
+      expect(seen.find((w) => w.name === "feature-3")?.machine).toBe("h3")
+      const c = await clusterOf(host(1))
+      expect(c.machines.find((m) => m.name === "h3")?.state).toBe("unreachable")
+      const refused = await berth(host(1), ["down", "feature-3"])
+      expect(refused.code).toBe(1)
+      expect(refused.stderr).toContain("runs on machine h3, which was last heard from")
+      // the world's own process never noticed
+      expect(isAlive(service)).toBe(true)
+
+      // the daemon comes back (any command starts it), rejoins on its own, and its world is running again
+      const back = await berth(host(3), ["cluster", "status", "--json"])
+      expect(back.code, back.stderr).toBe(0)
+      const seenAgain = await eventually(
+        () => statusOf(host(1)),
+        (ws) => ws.find((w) => w.name === "feature-3")?.state === "running",
+        20_000
+      )
+      expect(seenAgain.find((w) => w.name === "feature-3")?.machine).toBe("h3")
+      expect(isAlive(service)).toBe(true)
+    })
+
+    it("lets a machine leave: the others stop listing it, its worlds keep running where they are", async () => {
+      const before = (await statusOf(host(2))).find((w) => w.name === "feature-2")?.services[0]?.pid as number
+      const left = await berth(host(2), ["cluster", "leave", "--json"])
+      expect(left.code, left.stderr).toBe(0)
+      expect((JSON.parse(left.stdout) as ClusterJson).state).toBe("solo")
+      const c = await eventually(
+        () => clusterOf(host(1)),
+        (c) => !c.machines.some((m) => m.name === "h2")
+      )
+      expect(c.machines.map((m) => m.name)).toEqual(["h1", "h3"])
+      const worlds = await eventually(
+        () => statusOf(host(1)),
+        (ws) => !ws.some((w) => w.name === "feature-2")
+      )
+      expect(worlds.some((w) => w.name === "feature-2")).toBe(false)
+      expect(isAlive(before)).toBe(true)
+      expect((await statusOf(host(2))).find((w) => w.name === "feature-2")?.state).toBe("running")
+    })
+  }
+)
