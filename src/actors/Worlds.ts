@@ -622,6 +622,13 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
     const idOf = (project: string, slug: string) =>
       Effect.map(registry.worlds(), (rows) => rows.find((w) => w.projectName === project && w.slug === slug)?.id)
 
+    /** How this machine's world `slug` of the project labelled `project` is named in a request: by its name, in its repository. */
+    const refOf = (project: string, slug: string) =>
+      Effect.map(registry.worlds(), (rows): WorldRef | undefined => {
+        const w = rows.find((row) => row.projectName === project && row.slug === slug)
+        return w === undefined ? undefined : { cwd: w.mainRoot, world: w.name }
+      })
+
     /** Every move of every world's observed state from now on (process-compose's state stream, for embedders). */
     const changes: Stream.Stream<WorldChange> = Stream.fromPubSub(moves)
 
@@ -635,6 +642,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
        */
       tell: send,
       idOf,
+      refOf,
       recordEvent,
       reset,
       stopServices,

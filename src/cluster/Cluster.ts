@@ -44,6 +44,7 @@ import { hidePassword } from "../domain/redact.js"
 import { Registry } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
 import { version } from "../version.js"
+import { WorldQuery, WorldQueryLive } from "./queries.js"
 import { runnerLayer } from "./runner.js"
 import { type Machine, makeStore, SCHEMA_VERSION, type SharedWorld, type Store } from "./store.js"
 
@@ -192,7 +193,7 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
             replace: false
           })
           const runner = yield* Layer.build(
-            WorldEntityLive.pipe(
+            Layer.merge(WorldEntityLive, WorldQueryLive).pipe(
               Layer.provideMerge(runnerLayer({ address: settings.address, port: settings.runnerPort, slot })),
               Layer.provide(Layer.succeedContext(sql)),
               Layer.provide(Layer.succeed(Worlds, worlds))
@@ -391,32 +392,85 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
       return machine === undefined ? undefined : { machine, status: found.status }
     }
 
+    /** The runner's sharding, when `remote`'s machine can be reached through it; else why not. */
+    const reach = (remote: RemoteWorld) => {
+      const unreachable = new MachineUnreachable({
+        world: remote.status.name,
+        machine: remote.machine.name,
+        lastSeenSeconds: Math.round(remote.machine.heartbeatAgeMs / 1000)
+      })
+      const context = sharding
+      return context === undefined || machineState(remote.machine.heartbeatAgeMs) === "unreachable"
+        ? Effect.fail(unreachable)
+        : Effect.succeed({
+            context,
+            unreachable,
+            id: worldEntityId(remote.machine.slot, remote.status.project, remote.status.slug)
+          })
+    }
+
+    /** What the cluster's client adds to a request's failures: all of them mean the machine did not take it. */
+    const transport = <A, E, R>(
+      effect: Effect.Effect<A, E | MailboxFull | AlreadyProcessingMessage | PersistenceError, R>,
+      unreachable: MachineUnreachable
+    ): Effect.Effect<
+      A,
+      Exclude<E, MailboxFull | AlreadyProcessingMessage | PersistenceError> | MachineUnreachable,
+      R
+    > =>
+      effect.pipe(
+        Effect.timeoutFail({ duration: REMOTE_TIMEOUT, onTimeout: () => unreachable }),
+        Effect.catchIf(
+          (e): e is MailboxFull | AlreadyProcessingMessage | PersistenceError =>
+            typeof e === "object" &&
+            e !== null &&
+            "_tag" in e &&
+            (e._tag === "MailboxFull" || e._tag === "AlreadyProcessingMessage" || e._tag === "PersistenceError"),
+          () => Effect.fail(unreachable)
+        )
+      ) as Effect.Effect<
+        A,
+        Exclude<E, MailboxFull | AlreadyProcessingMessage | PersistenceError> | MachineUnreachable,
+        R
+      >
+
     /** One of the actor protocol's requests, to a world of another machine, through the cluster's sharding. */
     const tell = (remote: RemoteWorld, command: WorldCommand) =>
       Effect.gen(function* () {
-        const unreachable = new MachineUnreachable({
-          world: remote.status.name,
-          machine: remote.machine.name,
-          lastSeenSeconds: Math.round(remote.machine.heartbeatAgeMs / 1000)
-        })
-        if (sharding === undefined || machineState(remote.machine.heartbeatAgeMs) === "unreachable") {
-          return yield* unreachable
-        }
-        const client = yield* WorldEntity.client.pipe(Effect.provide(sharding))
-        const world = client(worldEntityId(remote.machine.slot, remote.status.project, remote.status.slug))
+        const { context, id, unreachable } = yield* reach(remote)
+        const client = yield* WorldEntity.client.pipe(Effect.provide(context))
         // every request of the protocol answers void with the world's failures; the client's methods are keyed by tag
-        const send = world[command._tag] as unknown as (
+        const send = client(id)[command._tag] as unknown as (
           request: WorldCommand
         ) => Effect.Effect<void, WorldError | MailboxFull | AlreadyProcessingMessage | PersistenceError>
-        yield* send(command).pipe(
-          Effect.timeoutFail({ duration: REMOTE_TIMEOUT, onTimeout: () => unreachable }),
-          Effect.catchTags({
-            MailboxFull: () => Effect.fail(unreachable),
-            AlreadyProcessingMessage: () => Effect.fail(unreachable),
-            PersistenceError: () => Effect.fail(unreachable)
-          })
-        )
+        yield* transport(send(command), unreachable)
       })
+
+    /** The environment of a world of another machine, as that machine computes it. */
+    const env = (remote: RemoteWorld) =>
+      Effect.gen(function* () {
+        const { context, id, unreachable } = yield* reach(remote)
+        const client = yield* WorldQuery.client.pipe(Effect.provide(context))
+        return yield* transport(client(id).Env(), unreachable)
+      })
+
+    /** The logs of a world of another machine, read (and followed) there. */
+    const logs = (remote: RemoteWorld, options: { service?: string | undefined; follow: boolean; lines: number }) =>
+      Stream.unwrap(
+        Effect.gen(function* () {
+          const { context, id, unreachable } = yield* reach(remote)
+          const client = yield* WorldQuery.client.pipe(Effect.provide(context))
+          return client(id)
+            .Logs(options)
+            .pipe(
+              Stream.catchAll((e) =>
+                e._tag === "MailboxFull" || e._tag === "AlreadyProcessingMessage" || e._tag === "PersistenceError"
+                  ? Stream.fail(unreachable)
+                  : Stream.fail(e)
+              )
+            )
+        })
+      )
 
     yield* Effect.addFinalizer(() => stop)
 
@@ -426,7 +480,9 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
       join,
       leave,
       remoteWorld: (project: ReadonlyArray<string>, name: string) => Effect.sync(() => remoteWorld(project, name)),
-      tell
+      tell,
+      env,
+      logs
     } as const
   })
 }) {}

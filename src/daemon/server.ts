@@ -271,14 +271,22 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
           Effect.zipRight(p.cwd === undefined ? Effect.void : checkCwd(p.cwd), clustered.status(p.cwd)).pipe(
             guarded("Status")
           ),
-        Env: (p) => Effect.zipRight(checkRef(p), worlds.env({ cwd: p.cwd, world: p.world })).pipe(guarded("Env")),
-        Logs: (p) =>
-          Stream.unwrap(
-            Effect.as(
+        Env: (p) =>
+          Effect.zipRight(
+            checkRef(p),
+            clustered.routed(p, worlds.env({ cwd: p.cwd, world: p.world }), (remote) => cluster.env(remote))
+          ).pipe(guarded("Env")),
+        Logs: (p) => {
+          const options = { service: p.service, follow: p.follow, lines: p.lines }
+          return Stream.unwrap(
+            Effect.zipRight(
               checkRef(p),
-              worlds.logs({ cwd: p.cwd, world: p.world }, { service: p.service, follow: p.follow, lines: p.lines })
+              clustered.routed(p, Effect.succeed(worlds.logs({ cwd: p.cwd, world: p.world }, options)), (remote) =>
+                Effect.succeed(cluster.logs(remote, options))
+              )
             )
-          ).pipe(guardedStream("Logs")),
+          ).pipe(guardedStream("Logs"))
+        },
         Watch: (p) =>
           Stream.unwrap(Effect.as(p.cwd === undefined ? Effect.void : checkCwd(p.cwd), watch(p.cwd))).pipe(
             Stream.provideContext(context),

@@ -3,10 +3,11 @@
  * BERTH_HOME) form one cluster on a fresh PostgreSQL database, each runs a world of the same project, and every host
  * sees and commands every world. Then one host's daemon dies (`kill -9`) and comes back, and one leaves.
  */
+import { spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { eventually, isAlive, type Sandbox, sandbox, serverScript } from "../e2e/harness.js"
+import { berthBin, eventually, isAlive, type Sandbox, sandbox, serverScript } from "../e2e/harness.js"
 import { type Host, hostsUnavailable, type TestNetwork, testNetwork } from "./hosts.js"
 
 const unavailable = hostsUnavailable()
@@ -63,7 +64,12 @@ describe.skipIf(unavailable !== undefined)(
 
     beforeAll(() => {
       net = testNetwork(3)
-      for (let i = 0; i < 3; i++) repos.push(sandbox({ "server.mjs": serverScript, "berth.toml": shop }, "shop"))
+      // the test server, printing a line per request (what a followed log shows)
+      const logging = serverScript.replace(
+        "createServer((req, res) => {",
+        "createServer((req, res) => {\n  console.log(req.method, req.url)"
+      )
+      for (let i = 0; i < 3; i++) repos.push(sandbox({ "server.mjs": logging, "berth.toml": shop }, "shop"))
     })
     afterAll(() => {
       net?.cleanup()
@@ -160,6 +166,44 @@ describe.skipIf(unavailable !== undefined)(
       expect(world.machine).toBe("h2")
       expect(world.state).toBe("running")
       expect((await statusOf(host(2))).find((w) => w.name === "feature-2")?.state).toBe("running")
+    })
+
+    it("reads a world's environment and its logs from another machine, and follows them", async () => {
+      const env = await berth(host(1), ["env", "feature-2", "--json"])
+      expect(env.code, env.stderr).toBe(0)
+      const reply = JSON.parse(env.stdout) as { world: string; vars: Record<string, string> }
+      expect(reply.world).toBe("feature-2")
+      // the port h2 leased for the world's api, which only h2 knows
+      const onH2 = (await statusOf(host(2))).find((w) => w.name === "feature-2")
+      const port = (onH2?.services[0] as { port?: number } | undefined)?.port as number
+      expect(Object.values(reply.vars)).toContain(String(port))
+
+      // the service prints a line per request; a follow started on h1 sees a request made on h2
+      const follow = spawn("ip", ["netns", "exec", host(1).ns, berthBin, "logs", "feature-2", "-s", "api", "-f"], {
+        cwd: repoOf(host(1)).dir,
+        env: { ...process.env, BERTH_HOME: host(1).home, NO_COLOR: "1" },
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      let seen = ""
+      follow.stdout.on("data", (d: Buffer) => {
+        seen += d.toString()
+      })
+      try {
+        await eventually(
+          async () => {
+            host(2).exec("node", ["-e", `fetch("http://127.0.0.1:${port}/followed").then((r) => r.text())`])
+            return seen
+          },
+          (text) => text.includes("GET /followed"),
+          20_000
+        )
+        expect(seen).toContain("GET /followed")
+      } finally {
+        follow.kill("SIGINT")
+      }
+      const tail = await berth(host(3), ["logs", "feature-2", "-s", "api"])
+      expect(tail.code, tail.stderr).toBe(0)
+      expect(tail.stdout).toContain("GET /followed")
     })
 
     it("shows a dead machine's worlds unreachable, refuses commands for them clearly, and takes the machine back", async () => {

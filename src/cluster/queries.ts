@@ -1,0 +1,52 @@
+/**
+ * What one machine asks about a world that runs on another: its environment and its logs (followed, too). A second
+ * entity beside `World`, with the same ids (`<slot>/<project label>/<world slug>`, in the world's machine's shard
+ * group), because these are reads: they must not wait behind a command in the world's mailbox, and a followed log
+ * is a stream that lasts as long as its reader does.
+ */
+import * as ClusterSchema from "@effect/cluster/ClusterSchema"
+import * as Entity from "@effect/cluster/Entity"
+import * as Rpc from "@effect/rpc/Rpc"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import type { WorldRef } from "../actors/Worlds.js"
+import { Worlds } from "../actors/Worlds.js"
+import { EnvReply, LogLine, WorldError } from "../daemon/api.js"
+import { parseWorldEntityId, shardGroupOf } from "../domain/cluster.js"
+import { type InternalError, InvalidRequest, WorldNotFound } from "../domain/errors.js"
+
+export const WorldQuery = Entity.make("WorldQuery", [
+  Rpc.make("Env", { success: EnvReply, error: WorldError }),
+  Rpc.make("Logs", {
+    payload: { service: Schema.optional(Schema.String), follow: Schema.Boolean, lines: Schema.Number },
+    success: LogLine,
+    error: WorldError,
+    stream: true
+  })
+]).annotate(ClusterSchema.ShardGroup, shardGroupOf)
+
+export const WorldQueryLive = WorldQuery.toLayer(
+  Effect.gen(function* () {
+    const worlds = yield* Worlds
+    const { entityId } = yield* Entity.CurrentAddress
+    const ref = Effect.suspend((): Effect.Effect<WorldRef, InvalidRequest | WorldNotFound | InternalError> => {
+      const address = parseWorldEntityId(entityId)
+      if (address === undefined) {
+        return Effect.fail(new InvalidRequest({ reason: `no world has the entity id ${JSON.stringify(entityId)}` }))
+      }
+      return Effect.flatMap(worlds.refOf(address.project, address.slug), (found) =>
+        found === undefined
+          ? Effect.fail(new WorldNotFound({ project: address.project, name: address.slug, known: [] }))
+          : Effect.succeed(found)
+      )
+    })
+    return WorldQuery.of({
+      Env: () => Effect.flatMap(ref, worlds.env),
+      Logs: ({ payload }) => Stream.unwrap(Effect.map(ref, (r) => worlds.logs(r, payload)))
+    })
+  }),
+  // reads run side by side (a followed log lasts); an idle one goes, as nothing of it needs to stay
+  { concurrency: "unbounded", maxIdleTime: Duration.minutes(5) }
+)
