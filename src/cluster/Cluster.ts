@@ -36,6 +36,7 @@ import {
   DEFAULT_RUNNER_PORT,
   machineNameProblem,
   machineState,
+  remoteWorldId,
   timings,
   worldEntityId
 } from "../domain/cluster.js"
@@ -382,6 +383,13 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
       )
     })
 
+    /** The world of another machine that a watcher knows by this id (`remoteWorldId`). */
+    const remoteById = (id: number): RemoteWorld | undefined => {
+      const found = view.worlds.find((w) => remoteWorldId(w.machine, w.status.project, w.status.slug) === id)
+      const machine = found === undefined ? undefined : view.machines.find((m) => m.name === found.machine)
+      return found === undefined || machine === undefined ? undefined : { machine, status: found.status }
+    }
+
     /** The world of another machine that `name` names in project `project` (by name or by slug). */
     const remoteWorld = (project: ReadonlyArray<string>, name: string): RemoteWorld | undefined => {
       const found = view.worlds.find(
@@ -480,6 +488,7 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
       join,
       leave,
       remoteWorld: (project: ReadonlyArray<string>, name: string) => Effect.sync(() => remoteWorld(project, name)),
+      remoteById: (id: number) => Effect.sync(() => remoteById(id)),
       tell,
       env,
       logs

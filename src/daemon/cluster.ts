@@ -44,17 +44,19 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster) => {
     }
   })
 
-  /** This machine's worlds (of the project `cwd` is in, when given), then every other machine's. */
-  const status = (cwd: string | undefined) =>
+  /**
+   * Every other machine's worlds (of the project `cwd` is in, when given) as they last published them, each with its
+   * machine; a world whose machine is silent shows `unreachable`.
+   */
+  const remote = (cwd: string | undefined) =>
     Effect.gen(function* () {
-      const local = yield* worlds.status(cwd)
       const view = yield* cluster.view
-      if (view.worlds.length === 0) return local
+      if (view.worlds.length === 0) return []
       const labels = cwd === undefined ? undefined : yield* worlds.projectInfo(cwd)
       const late = new Set(
         view.machines.filter((m) => machineState(m.heartbeatAgeMs) === "unreachable").map((m) => m.name)
       )
-      const remote = view.worlds
+      return view.worlds
         .filter((w) => labels === undefined || w.status.project === labels.label || w.status.project === labels.name)
         .map(
           (w): WorldStatus => ({
@@ -63,7 +65,14 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster) => {
             ...(late.has(w.machine) ? { state: UNREACHABLE, reason: `machine ${w.machine} is not answering` } : {})
           })
         )
-      return { worlds: [...local.worlds, ...remote] }
+    })
+
+  /** This machine's worlds (of the project `cwd` is in, when given), then every other machine's. */
+  const status = (cwd: string | undefined) =>
+    Effect.gen(function* () {
+      const local = yield* worlds.status(cwd)
+      const others = yield* remote(cwd)
+      return others.length === 0 ? local : { worlds: [...local.worlds, ...others] }
     })
 
   /** The world of another machine that `ref` names, when this machine has no world of that name in the project. */
@@ -118,5 +127,5 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster) => {
   ): Effect.Effect<A, E | E2, R> =>
     Effect.flatMap(remoteOf(ref), (world): Effect.Effect<A, E | E2, R> => (world === undefined ? local : remote(world)))
 
-  return { report, status, routed, forward } as const
+  return { report, remote, status, routed, forward } as const
 }

@@ -194,7 +194,9 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
       const hostsKeeper = yield* HostsKeeper
       const cluster = yield* Cluster
       const clustered = makeClusterViews(worlds, cluster)
-      const context = yield* Effect.context<Admission | Router | HostsKeeper | Ports | Registry | Git | Worlds>()
+      const context = yield* Effect.context<
+        Admission | Router | HostsKeeper | Ports | Registry | Git | Worlds | Cluster
+      >()
       const proxyInfo = Effect.map(router.info, (i) => ({
         http: { wanted: i.http.wanted, port: i.http.port ?? null, error: i.http.error ?? null },
         https: { wanted: i.https.wanted, port: i.https.port ?? null, error: i.https.error ?? null },

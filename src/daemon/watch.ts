@@ -9,7 +9,9 @@ import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import { Worlds } from "../actors/Worlds.js"
+import { Cluster } from "../cluster/Cluster.js"
 import { describeWait } from "../domain/admission.js"
+import { remoteWorldId } from "../domain/cluster.js"
 import {
   diffWorlds,
   type ProcUsage,
@@ -34,6 +36,7 @@ import {
   WorldGone,
   WorldUsage
 } from "./api.js"
+import { makeClusterViews } from "./cluster.js"
 
 /** How often the machine and the worlds' processes are read while someone watches. */
 export const READINGS_EVERY_MS = 2_000
@@ -73,9 +76,21 @@ export const watch = (cwd: string | undefined) =>
       const admission = yield* Admission
       const router = yield* Router
 
-      const readWorlds = Effect.map(worlds.views(cwd), (views) =>
-        views.map((v) => ({ text: JSON.stringify(v), world: new WatchedWorld(v) }))
-      )
+      const clustered = makeClusterViews(worlds, yield* Cluster)
+
+      // another machine's world is acted on through this machine's checkout of its project, when there is one (the
+      // daemon sends the command on to the world's machine)
+      const readWorlds = Effect.gen(function* () {
+        const views = yield* worlds.views(cwd)
+        const roots = new Map(views.map((v) => [v.status.project, v.mainRoot]))
+        const others = (yield* clustered.remote(cwd)).map((status) => ({
+          id: remoteWorldId(status.machine ?? "", status.project, status.slug),
+          mainRoot: roots.get(status.project) ?? "",
+          selection: { services: [], groups: [] },
+          status
+        }))
+        return [...views, ...others].map((v) => ({ text: JSON.stringify(v), world: new WatchedWorld(v) }))
+      })
 
       const readLine = (shown: ReadonlyArray<WatchedWorld>) =>
         Effect.map(admission.queue, (queue) =>

@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { Worlds } from "../actors/Worlds.js"
+import { Cluster } from "../cluster/Cluster.js"
 import { definedEnv } from "../domain/environment.js"
 import { InternalError, InvalidRequest } from "../domain/errors.js"
 import { type ActionRequest, serveDashboard } from "../services/dashboard/web.js"
@@ -21,6 +22,16 @@ const act = (request: ActionRequest) =>
   Effect.gen(function* () {
     const worlds = yield* Worlds
     const registry = yield* Registry
+    if (request.world < 0) {
+      // a world of another machine: shown here, commanded there (its environment and selection live there)
+      const remote = yield* (yield* Cluster).remoteById(request.world)
+      return yield* new InvalidRequest({
+        reason:
+          remote === undefined
+            ? `world #${request.world} is gone`
+            : `world ${remote.status.name} runs on machine ${remote.machine.name}: ${request.action} it from there, or with \`berth ${request.action === "restart" ? "reload" : request.action} ${remote.status.name}\` in a checkout of ${remote.status.project} here`
+      })
+    }
     const w = yield* registry.world(request.world)
     if (w === undefined) return yield* new InvalidRequest({ reason: `world #${request.world} is gone` })
     const ref = { cwd: w.mainRoot, world: w.name }
@@ -64,6 +75,11 @@ export const serveWebDashboard = serveDashboard({
   logs: (world, service) =>
     Stream.unwrap(
       Effect.gen(function* () {
+        if (world < 0) {
+          const remote = yield* (yield* Cluster).remoteById(world)
+          if (remote === undefined) return yield* new InvalidRequest({ reason: `world #${world} is gone` })
+          return (yield* Cluster).logs(remote, { service, follow: true, lines: 200 }).pipe(Stream.map((l) => l.line))
+        }
         const w = yield* (yield* Registry).world(world)
         if (w === undefined) return yield* new InvalidRequest({ reason: `world #${world} is gone` })
         return (yield* Worlds)

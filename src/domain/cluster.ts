@@ -5,7 +5,7 @@
  * Worlds are pinned to the machine that holds their worktree: each machine takes one slot (1..MAX_MACHINES) when it
  * joins, and its worlds' entities live in that slot's shard group, which only that machine's runner is assigned. A
  * command for a world on another machine therefore reaches that machine through the cluster's sharding, and waits
- * (never runs elsewhere) while the machine is gone. The `anywhere` group is the one every runner takes.
+ * (never runs elsewhere) while the machine is gone. The shared group (`ANYWHERE_GROUP`) is the one every runner takes.
  */
 
 /** At most this many machines in one cluster: every runner must know every shard group when it starts. */
@@ -14,8 +14,11 @@ export const MAX_MACHINES = 32
 /** Shards per group; the same on every runner (a cluster's shard ids depend on it). */
 export const SHARDS_PER_GROUP = 16
 
-/** The group every runner takes: entities that may run on any machine. */
-export const ANYWHERE_GROUP = "anywhere"
+/**
+ * The group every runner takes: entities that may run on any machine. It is the engine's own default group, so that a
+ * world's entity on one machine (a numeric id, the in-memory test runner) lands where a runner of any config has it.
+ */
+export const ANYWHERE_GROUP = "default"
 
 /** The TCP port a runner listens on for its peers, on the machine's cluster address, unless one is chosen. */
 export const DEFAULT_RUNNER_PORT = 7357
@@ -112,3 +115,13 @@ export const machineState = (heartbeatAgeMs: number): MachineState =>
 
 /** The world state other machines show for a world whose machine is unreachable. */
 export const UNREACHABLE = "unreachable"
+
+/**
+ * A watcher's id for a world of another machine: negative (this machine's own worlds have positive row ids) and the
+ * same for as long as the world exists, so that a dashboard keeps its selection across updates.
+ */
+export const remoteWorldId = (machine: string, project: string, slug: string): number => {
+  let hash = 0x811c9dc5
+  for (const ch of `${machine}/${project}/${slug}`) hash = Math.imul(hash ^ ch.charCodeAt(0), 0x01000193) >>> 0
+  return -((hash % 0x3fffffff) + 1)
+}
