@@ -2,6 +2,9 @@
  * Connections to backends. Dev servers listen on 127.0.0.1, on ::1, or on both, and `localhost` resolves to only
  * one of them on many machines, so the proxy dials 127.0.0.1 and falls back to ::1 when refused (or the other way
  * round), remembering per port which one answered. Every socket is tracked so the proxy can close them all.
+ *
+ * Peers' proxies (worlds another machine runs) are dialled at the address the daemon gave, never anything else,
+ * with a short connect limit so a machine that is gone is answered 503 at once rather than after the usual wait.
  */
 import * as http from "node:http"
 import * as net from "node:net"
@@ -11,6 +14,10 @@ type Loopback = "127.0.0.1" | "::1"
 
 const FALLBACK_CODES = new Set(["ECONNREFUSED", "EADDRNOTAVAIL", "EAFNOSUPPORT", "ENETUNREACH", "EHOSTUNREACH"])
 const CONNECT_TIMEOUT_MS = 10_000
+/** A peer's proxy that takes longer than this to accept is taken as unreachable. */
+export const REMOTE_CONNECT_TIMEOUT_MS = 2_000
+/** Probes on idle peer connections, so that one to a machine that vanished does not stay open for ever. */
+const REMOTE_KEEPALIVE_MS = 10_000
 
 export type DialCallback = (error: NodeJS.ErrnoException | undefined, socket: net.Socket | undefined) => void
 
@@ -18,9 +25,19 @@ export class Backends {
   private readonly preferred = new Map<number, Loopback>()
   readonly sockets = new Set<net.Socket>()
   readonly agent: http.Agent
+  /** The slow path's pool of connections to peers' proxies (keyed by their address and port). */
+  readonly remoteAgent: http.Agent
+  /**
+   * The address dials to peers leave from: this machine's cluster address when it has one, so peers see the address
+   * they list (a machine with several interfaces would otherwise pick one by route).
+   */
+  source: string | undefined = undefined
+  private readonly connectTimeoutMs: number
 
-  constructor() {
+  constructor(options: { readonly remoteConnectTimeoutMs?: number } = {}) {
+    this.connectTimeoutMs = options.remoteConnectTimeoutMs ?? REMOTE_CONNECT_TIMEOUT_MS
     const dial = this.dial.bind(this)
+    const dialRemote = this.dialRemote.bind(this)
     // the slow path's keep-alive pool dials through the same fallback
     class LoopbackAgent extends http.Agent {
       override createConnection(
@@ -32,6 +49,29 @@ export class Backends {
       }
     }
     this.agent = new LoopbackAgent({ keepAlive: true, maxFreeSockets: 64, scheduling: "lifo" })
+    class RemoteAgent extends http.Agent {
+      override createConnection(
+        options: http.ClientRequestArgs,
+        callback?: (error: Error | null, socket: stream.Duplex) => void
+      ): undefined {
+        dialRemote(String(options.host), Number(options.port), (error, socket) =>
+          callback?.(error ?? null, socket as stream.Duplex)
+        )
+        return undefined
+      }
+    }
+    this.remoteAgent = new RemoteAgent({ keepAlive: true, maxFreeSockets: 16, scheduling: "lifo" })
+  }
+
+  /** Connects to a peer's proxy at `address`:`port` (the caller's route said so); fails after the connect limit. */
+  dialRemote(address: string, port: number, callback: DialCallback, onread?: net.OnReadOpts): void {
+    const source = this.source
+    // only from an address of the same family; otherwise the kernel chooses
+    const localAddress = source !== undefined && net.isIP(source) === net.isIP(address) ? source : undefined
+    this.connect({ port, host: address, localAddress }, onread, this.connectTimeoutMs, (error, socket) => {
+      socket?.setKeepAlive(true, REMOTE_KEEPALIVE_MS)
+      callback(error, socket)
+    })
   }
 
   /**
@@ -55,16 +95,27 @@ export class Backends {
   }
 
   private attempt(port: number, host: Loopback, onread: net.OnReadOpts | undefined, callback: DialCallback): void {
-    const socket = net.connect(
-      onread === undefined ? { port, host, noDelay: true } : { port, host, noDelay: true, onread }
-    )
+    this.connect({ port, host, localAddress: undefined }, onread, CONNECT_TIMEOUT_MS, callback)
+  }
+
+  private connect(
+    to: { readonly port: number; readonly host: string; readonly localAddress: string | undefined },
+    onread: net.OnReadOpts | undefined,
+    timeoutMs: number,
+    callback: DialCallback
+  ): void {
+    const { port, host, localAddress } = to
+    const options: net.TcpNetConnectOpts = { port, host, noDelay: true }
+    if (localAddress !== undefined) options.localAddress = localAddress
+    if (onread !== undefined) options.onread = onread
+    const socket = net.connect(options)
     this.sockets.add(socket)
     socket.once("close", () => this.sockets.delete(socket))
     const timer = setTimeout(() => {
       const error: NodeJS.ErrnoException = new Error(`connecting to ${host} port ${port} timed out`)
       error.code = "ETIMEDOUT"
       socket.destroy(error)
-    }, CONNECT_TIMEOUT_MS)
+    }, timeoutMs)
     const onError = (error: NodeJS.ErrnoException) => {
       clearTimeout(timer)
       socket.removeListener("connect", onConnect)
@@ -82,6 +133,7 @@ export class Backends {
 
   destroy(): void {
     this.agent.destroy()
+    this.remoteAgent.destroy()
     for (const socket of this.sockets) socket.destroy()
     this.sockets.clear()
   }

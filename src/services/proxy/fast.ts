@@ -11,14 +11,21 @@
  * What is answered here: malformed heads (400), heads over the limit (431), heads too slow to arrive (408), loops
  * (508), unknown hosts (404) and unavailable services (502), as pages. What is not usual (CONNECT, absolute-form
  * targets) is handed to the node:http server of the slow path with the bytes read so far.
+ *
+ * A world another machine runs is the same exchange with that machine's proxy as the backend (its cluster
+ * listener, Host kept). Connections a peer made to this machine's cluster listener take the same path, with two
+ * differences: the peer's X-Forwarded-Proto is believed, and nothing is forwarded to a third machine.
  */
 import type * as net from "node:net"
 import {
+  choose,
   loopPage,
   type Lookup,
   lookup,
   notFoundPage,
   type PageModel,
+  type RemoteOwner,
+  remotePage,
   type RouteTable,
   type RouteTarget,
   type Unavailable,
@@ -50,6 +57,11 @@ export interface FastContext {
   readonly headMs: number
   /** Closes connections left idle. */
   readonly idle: IdleSweep
+  /**
+   * The connections come from peers' proxies (the cluster listener): their X-Forwarded-Proto is kept, a world owned
+   * elsewhere is answered rather than forwarded again, and nothing is handed to the slow path.
+   */
+  readonly cluster: boolean
 }
 
 /**
@@ -132,6 +144,8 @@ interface Pending {
 export class FastConnection {
   private backend: net.Socket | undefined = undefined
   private port = 0
+  /** the backend is a peer's proxy at this address; undefined: a local service on loopback */
+  private address: string | undefined = undefined
   private buf: Buffer | undefined = undefined
   private scanFrom = 0
   private req = Req.Head
@@ -358,18 +372,46 @@ export class FastConnection {
     const table = this.cacheTable!
     if (found._tag === "UnknownHost") return this.answerPage(head, end + 4, notFoundPage(table, found, this.origin()))
     const target = found.target
+    const remote = target.remote
+    if (remote !== undefined) return this.readRemote(head, end + 4, found.host, target, remote)
     if (!target.ready || target.port === undefined) {
       wakeIfSuspended(table, target)
       return this.answerPage(head, end + 4, unavailablePage(table, found.host, target, "not-ready", this.origin()))
     }
-    if (this.backend === undefined || this.port !== target.port || this.doomed) {
+    if (this.backend === undefined || this.port !== target.port || this.address !== undefined || this.doomed) {
       if (this.pending.length > 0) return this.waitForResponses()
       // counted once it goes out (or is refused): this head is read again when the backend is there
-      this.connect(target.port, head, found.host, target)
+      this.connect(target.port, undefined, head, found.host, target)
       return false
     }
     table.seen?.(target)
     this.forward(head, end + 4, found.host, target)
+    return true
+  }
+
+  /** A world another machine runs: its proxy is the backend. Not counted here; the owner counts what reaches it. */
+  private readRemote(
+    head: RequestHead,
+    headLength: number,
+    host: string,
+    target: RouteTarget,
+    remote: RemoteOwner
+  ): boolean {
+    const choice = choose(target, this.ctx.cluster)
+    if (choice !== "forward") {
+      const trouble = choice === "elsewhere" ? "elsewhere" : "moving"
+      return this.answerPage(
+        head,
+        headLength,
+        remotePage(this.cacheTable!, host, target, remote, trouble, this.origin())
+      )
+    }
+    if (this.backend === undefined || this.port !== remote.port || this.address !== remote.address || this.doomed) {
+      if (this.pending.length > 0) return this.waitForResponses()
+      this.connect(remote.port, remote.address, head, host, target)
+      return false
+    }
+    this.forward(head, headLength, host, target)
     return true
   }
 
@@ -378,7 +420,9 @@ export class FastConnection {
   }
 
   private forward(head: RequestHead, headLength: number, host: string, target: RouteTarget): void {
-    const out = rewriteRequestHead(head, this.clientAddress, "http", head.hops + 1)
+    // a peer's proxy says whether its client came over TLS; anyone else's claim is dropped
+    const proto = this.ctx.cluster && head.forwardedProto === "https" ? "https" : "http"
+    const out = rewriteRequestHead(head, this.clientAddress, proto, head.hops + 1)
     const bodyless = !head.chunked && head.contentLength <= 0
     const pending: Pending = {
       isHead: head.method === "HEAD",
@@ -457,6 +501,8 @@ export class FastConnection {
   /** Hands the connection, with what it sent so far, to the node:http server. */
   private slow(): boolean {
     if (this.pending.length > 0) return this.waitForResponses()
+    // peers forward only origin-form requests
+    if (this.ctx.cluster) return this.refuse(400, "unsupported request")
     // a socket whose reading side ended cannot take bytes back
     if (this.clientEnded) return this.refuse(400, "unsupported request")
     this.dropBackend()
@@ -524,24 +570,23 @@ export class FastConnection {
    * Dials a backend whose reads land in this connection's own buffer (net's `onread`): no 'data' event, no new buffer
    * per read. Reads of a socket that is no longer this connection's backend are dropped.
    */
-  private dial(port: number, callback: DialCallback): void {
+  private dial(port: number, address: string | undefined, callback: DialCallback): void {
     let socket: net.Socket | undefined
     this.readBuffer ??= Buffer.allocUnsafeSlow(READ_BYTES)
-    this.ctx.backends.dial(
-      port,
-      (error, dialled) => {
-        socket = dialled
-        callback(error, dialled)
-      },
-      {
-        buffer: this.nextReadBuffer,
-        // true: go on reading (pausing is the stream's pause(), as before)
-        callback: (n: number, buffer: Uint8Array) => {
-          if (this.backend === socket) this.onBackendRead(n, buffer as Buffer)
-          return true
-        }
+    const dialled: DialCallback = (error, s) => {
+      socket = s
+      callback(error, s)
+    }
+    const onread = {
+      buffer: this.nextReadBuffer,
+      // true: go on reading (pausing is the stream's pause(), as before)
+      callback: (n: number, buffer: Uint8Array) => {
+        if (this.backend === socket) this.onBackendRead(n, buffer as Buffer)
+        return true
       }
-    )
+    }
+    if (address === undefined) this.ctx.backends.dial(port, dialled, onread)
+    else this.ctx.backends.dialRemote(address, port, dialled, onread)
   }
 
   private readonly nextReadBuffer = (): Buffer => this.readBuffer!
@@ -559,28 +604,35 @@ export class FastConnection {
     }
   }
 
-  private connect(port: number, head: RequestHead, host: string, target: RouteTarget): void {
+  private connect(
+    port: number,
+    address: string | undefined,
+    head: RequestHead,
+    host: string,
+    target: RouteTarget
+  ): void {
     this.dropBackend()
     this.block()
-    this.dial(port, (error, socket) => {
+    this.dial(port, address, (error, socket) => {
       if (this.closed) {
         socket?.destroy()
         return
       }
       if (error !== undefined || socket === undefined) {
         this.blocked = false
-        this.cacheTable?.seen?.(target)
+        if (address === undefined) this.cacheTable?.seen?.(target)
         this.answerDirect(head.method === "HEAD", head.accept, host, target, "refused")
         return
       }
-      this.attach(socket, port)
+      this.attach(socket, port, address)
       this.unblock()
     })
   }
 
-  private attach(socket: net.Socket, port: number): void {
+  private attach(socket: net.Socket, port: number, address: string | undefined): void {
     this.backend = socket
     this.port = port
+    this.address = address
     this.res = Res.Head
     this.resHead = undefined
     this.doomed = false
@@ -840,7 +892,8 @@ export class FastConnection {
     const replay = p.replay!
     this.pending.length = 0
     this.block()
-    this.dial(this.port, (error, socket) => {
+    const address = this.address
+    this.dial(this.port, address, (error, socket) => {
       if (this.closed) {
         socket?.destroy()
         return
@@ -848,7 +901,7 @@ export class FastConnection {
       if (error !== undefined || socket === undefined) {
         return this.answerDirect(p.isHead, p.accept, p.host, p.target, "refused")
       }
-      this.attach(socket, this.port)
+      this.attach(socket, this.port, address)
       this.replayed = true
       this.pending.push(p)
       this.toBackend(replay)
@@ -856,7 +909,7 @@ export class FastConnection {
     })
   }
 
-  /** A 502 written by the proxy at a response boundary, then the connection closes. */
+  /** A 502 (503 for a peer's world) written by the proxy at a response boundary, then the connection closes. */
   private answerDirect(
     isHead: boolean,
     accept: string | undefined,
