@@ -14,7 +14,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as tls from "node:tls"
 import * as Effect from "effect/Effect"
-import type { RouteTarget } from "../../src/domain/routes.js"
+import { makeRouteTable, type RouteTarget } from "../../src/domain/routes.js"
 import { type CertificateAuthority, loadOrCreateCa } from "../../src/services/proxy/ca.js"
 import { ProxyError } from "../../src/services/proxy/Proxy.js"
 import {
@@ -200,6 +200,32 @@ describe.each([
       expect(answer.body.toString()).toContain("nothing accepts connections")
     } finally {
       b.setRoutes([target("demo", "w1", "web", backend.port)])
+    }
+  })
+
+  it("leaves waking and counting a remote world to its owner", async () => {
+    const woken: Array<number> = []
+    const seen: Array<string> = []
+    const table = makeRouteTable([
+      ...aTargets(),
+      target("demo", "w2", "web", undefined, {
+        ready: false,
+        worldState: "suspended",
+        worldId: 1,
+        remote: remoteOf(bCluster)
+      }),
+      target("demo", "w3", "web", undefined, { worldId: 1, remote: remoteOf(bCluster) })
+    ])
+    a().handle.setRoutes({ ...table, wake: (id) => woken.push(id), seen: (t) => seen.push(t.world) })
+    try {
+      expect((await request(a().port, "web.w2.demo.localhost")).status).toBe(503)
+      expect((await request(a().port, "web.w3.demo.localhost")).status).toBe(404)
+      expect((await request(a().port, web)).status).toBe(200)
+      expect((await request(a().port, local)).status).toBe(200)
+      expect(woken).toEqual([])
+      expect(seen).toEqual(["here"])
+    } finally {
+      a().setRoutes(aTargets())
     }
   })
 

@@ -159,7 +159,8 @@ const route = (engine: Engine, req: Request, proto: Proto): Routed => {
     return { _tag: "Go", port: remote.port, address: remote.address, hops, unavailable }
   }
   if (choice !== "local" || target.port === undefined) {
-    wakeIfSuspended(table, target)
+    // a remote world's id is its owner's to use: that machine wakes it when a request reaches it
+    if (remote === undefined) wakeIfSuspended(table, target)
     return { _tag: "Page", page: unavailable("not-ready") }
   }
   table.seen?.(target)
