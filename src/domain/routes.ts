@@ -217,6 +217,18 @@ export interface Origin {
   readonly port: number
 }
 
+/**
+ * How a client reached the first proxy, read from the request a peer's proxy forwarded (Host kept, its
+ * X-Forwarded-Proto): the links of a page this machine answers are the client's, not the cluster listener's.
+ */
+export const forwardedOrigin = (hostHeader: string | undefined, proto: string | undefined): Origin => {
+  const scheme = proto === "https" ? "https" : "http"
+  const host = hostHeader ?? ""
+  const colon = host.lastIndexOf(":")
+  const port = colon > host.lastIndexOf("]") ? Number(host.slice(colon + 1).trim()) : Number.NaN
+  return { scheme, port: Number.isInteger(port) && port > 0 && port < 65_536 ? port : scheme === "https" ? 443 : 80 }
+}
+
 const worldsOf = (table: RouteTable, project: string | undefined, origin: Origin): ReadonlyArray<PageWorld> => {
   if (project === undefined) return []
   const worlds = new Map<

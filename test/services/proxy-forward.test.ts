@@ -229,6 +229,17 @@ describe.each([
     }
   })
 
+  it("gets B's own pages with links the client can follow (A's port, not B's cluster listener)", async () => {
+    a().setRoutes([...aTargets(), target("demo", "w9", "web", undefined, { remote: remoteOf(bCluster) })])
+    try {
+      const answer = await request(a().port, `web.w9.demo.localhost:${a().port}`)
+      expect(answer.status).toBe(404)
+      expect(answer.body.toString()).toContain(`http://web.w1.demo.localhost:${a().port}/`)
+    } finally {
+      a().setRoutes(aTargets())
+    }
+  })
+
   it("stops at the hop limit with 508", async () => {
     const answer = await request(a().port, web, { headers: { "x-berth-hops": "10" } })
     expect(answer.status).toBe(508)

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest"
 import {
   choose,
+  forwardedOrigin,
   makeRouteTable,
   REMOTE_RETRY_AFTER,
   remotePage,
@@ -111,6 +112,16 @@ describe("request heads forwarded to a peer", () => {
     expect(out.match(/X-Forwarded-Proto/g)).toHaveLength(1)
     expect(out).toContain("\r\nX-Forwarded-Proto: https\r\n")
     expect(head("Host: a.b.c.localhost").forwardedProto).toBeUndefined()
+  })
+
+  it("tell a peer how the client came in, so its pages link back there", () => {
+    expect(forwardedOrigin("web.w.p.localhost:7355", "http")).toEqual({ scheme: "http", port: 7355 })
+    expect(forwardedOrigin("web.w.p.localhost", "https")).toEqual({ scheme: "https", port: 443 })
+    expect(forwardedOrigin("web.w.p.localhost", undefined)).toEqual({ scheme: "http", port: 80 })
+    expect(forwardedOrigin("[::1]:8443", "https")).toEqual({ scheme: "https", port: 8443 })
+    expect(forwardedOrigin("[::1]", "gopher")).toEqual({ scheme: "http", port: 80 })
+    expect(forwardedOrigin("web.w.p.localhost:99999", "http")).toEqual({ scheme: "http", port: 80 })
+    expect(forwardedOrigin(undefined, "http")).toEqual({ scheme: "http", port: 80 })
   })
 
   it("use origin-form targets", () => {

@@ -19,10 +19,12 @@
 import type * as net from "node:net"
 import {
   choose,
+  forwardedOrigin,
   loopPage,
   type Lookup,
   lookup,
   notFoundPage,
+  type Origin,
   type PageModel,
   type RemoteOwner,
   remotePage,
@@ -137,6 +139,8 @@ interface Pending {
   readonly host: string
   readonly target: RouteTarget
   readonly accept: string | undefined
+  /** how the client reached the first proxy, for a request a peer forwarded (else this listener's) */
+  readonly origin: Origin | undefined
   /** response bytes have reached the client */
   started: boolean
 }
@@ -370,13 +374,14 @@ export class FastConnection {
     const found = this.find(head.host)
     if (head.hops >= this.ctx.hopLimit) return this.answerPage(head, end + 4, loopPage(found.host, head.hops))
     const table = this.cacheTable!
-    if (found._tag === "UnknownHost") return this.answerPage(head, end + 4, notFoundPage(table, found, this.origin()))
+    if (found._tag === "UnknownHost")
+      return this.answerPage(head, end + 4, notFoundPage(table, found, this.origin(head)))
     const target = found.target
     const remote = target.remote
     if (remote !== undefined) return this.readRemote(head, end + 4, found.host, target, remote)
     if (!target.ready || target.port === undefined) {
       wakeIfSuspended(table, target)
-      return this.answerPage(head, end + 4, unavailablePage(table, found.host, target, "not-ready", this.origin()))
+      return this.answerPage(head, end + 4, unavailablePage(table, found.host, target, "not-ready", this.origin(head)))
     }
     if (this.backend === undefined || this.port !== target.port || this.address !== undefined || this.doomed) {
       if (this.pending.length > 0) return this.waitForResponses()
@@ -403,7 +408,7 @@ export class FastConnection {
       return this.answerPage(
         head,
         headLength,
-        remotePage(this.cacheTable!, host, target, remote, trouble, this.origin())
+        remotePage(this.cacheTable!, host, target, remote, trouble, this.origin(head))
       )
     }
     if (this.backend === undefined || this.port !== remote.port || this.address !== remote.address || this.doomed) {
@@ -415,8 +420,10 @@ export class FastConnection {
     return true
   }
 
-  private origin() {
-    return { scheme: "http", port: this.localPort } as const
+  /** Where page links point: this listener, or for a peer's forwarded request, where its client came in. */
+  private origin(head: RequestHead | undefined): Origin {
+    if (this.ctx.cluster && head !== undefined) return forwardedOrigin(head.host, head.forwardedProto)
+    return { scheme: "http", port: this.localPort }
   }
 
   private forward(head: RequestHead, headLength: number, host: string, target: RouteTarget): void {
@@ -432,6 +439,7 @@ export class FastConnection {
       host,
       target,
       accept: head.accept,
+      origin: this.ctx.cluster ? forwardedOrigin(head.host, head.forwardedProto) : undefined,
       started: false
     }
     this.pending.push(pending)
@@ -621,7 +629,7 @@ export class FastConnection {
       if (error !== undefined || socket === undefined) {
         this.blocked = false
         if (address === undefined) this.cacheTable?.seen?.(target)
-        this.answerDirect(head.method === "HEAD", head.accept, host, target, "refused")
+        this.answerDirect(head.method === "HEAD", head.accept, host, target, "refused", this.origin(head))
         return
       }
       this.attach(socket, port, address)
@@ -885,7 +893,7 @@ export class FastConnection {
       this.replay(p)
       return
     }
-    this.answerDirect(p.isHead, p.accept, p.host, p.target, "closed")
+    this.answerDirect(p.isHead, p.accept, p.host, p.target, "closed", p.origin)
   }
 
   private replay(p: Pending): void {
@@ -899,7 +907,7 @@ export class FastConnection {
         return
       }
       if (error !== undefined || socket === undefined) {
-        return this.answerDirect(p.isHead, p.accept, p.host, p.target, "refused")
+        return this.answerDirect(p.isHead, p.accept, p.host, p.target, "refused", p.origin)
       }
       this.attach(socket, this.port, address)
       this.replayed = true
@@ -915,9 +923,10 @@ export class FastConnection {
     accept: string | undefined,
     host: string,
     target: RouteTarget,
-    reason: Unavailable
+    reason: Unavailable,
+    origin: Origin | undefined
   ): void {
-    const page = unavailablePage(this.ctx.routes(), host, target, reason, this.origin())
+    const page = unavailablePage(this.ctx.routes(), host, target, reason, origin ?? this.origin(undefined))
     this.closed = true
     this.pending.length = 0
     this.buf = undefined
