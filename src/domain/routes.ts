@@ -42,6 +42,11 @@ export interface RouteTarget {
    * machine takes them now (false while the world moves); `port` and the states are only for pages.
    */
   readonly remote?: RemoteOwner | undefined
+  /**
+   * Served only to this machine's own clients, never to a peer through the cluster listener: berth's dashboard,
+   * whose page carries the token that lets it act (loopback is its boundary).
+   */
+  readonly machineOnly?: boolean | undefined
 }
 
 export interface RouteTable {
@@ -110,7 +115,8 @@ export const withDashboardRoute = (table: RouteTable, port: number | undefined):
     worldState: "running",
     serviceState: "running",
     port,
-    ready: true
+    ready: true,
+    machineOnly: true
   })
   return { ...table, byHost }
 }
@@ -173,6 +179,17 @@ export const choose = (target: RouteTarget, viaCluster: boolean): Choice => {
   if (viaCluster) return "elsewhere"
   return target.ready ? "forward" : "moving"
 }
+
+/** The 404 a peer gets for a route served only on its own machine (see `RouteTarget.machineOnly`). */
+export const machineOnlyPage = (host: string): PageModel => ({
+  status: 404,
+  title: "Not found",
+  message: `${host} is served only to its own machine, not to other machines of the cluster.`,
+  hint: undefined,
+  host,
+  project: undefined,
+  worlds: []
+})
 
 /** Whether a host name may get a certificate from berth's CA: the domain itself or a name under it. */
 export const isUnderDomain = (host: string, domain: string): boolean =>

@@ -14,7 +14,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as tls from "node:tls"
 import * as Effect from "effect/Effect"
-import { makeRouteTable, type RouteTarget } from "../../src/domain/routes.js"
+import { makeRouteTable, type RouteTarget, withDashboardRoute } from "../../src/domain/routes.js"
 import { type CertificateAuthority, loadOrCreateCa } from "../../src/services/proxy/ca.js"
 import { ProxyError } from "../../src/services/proxy/Proxy.js"
 import {
@@ -432,6 +432,25 @@ describe("the cluster listener", () => {
       socket.on("close", () => resolve(Buffer.concat(chunks).toString("latin1")))
     })
     expect(peer).toMatch(/^HTTP\/1\.1 200 /)
+  })
+
+  it("never serves berth's dashboard to a peer: its page carries the token that acts on this machine", async () => {
+    b.handle.setRoutes(withDashboardRoute(makeRouteTable([target("demo", "w1", "web", backend.port)]), backend.port))
+    try {
+      expect((await request(b.port, "berth.localhost")).status).toBe(200)
+      const fromPeer = await new Promise<string>((resolve, reject) => {
+        const socket = net.connect({ host: B_CLUSTER, port: bCluster, localAddress: A_CLUSTER })
+        const chunks: Array<Buffer> = []
+        socket.on("connect", () => socket.write("GET / HTTP/1.1\r\nHost: berth.localhost\r\nConnection: close\r\n\r\n"))
+        socket.on("data", (c: Buffer) => chunks.push(c))
+        socket.on("error", reject)
+        socket.on("close", () => resolve(Buffer.concat(chunks).toString("latin1")))
+      })
+      expect(fromPeer).toMatch(/^HTTP\/1\.1 404 /)
+      expect(fromPeer).toContain("served only to its own machine")
+    } finally {
+      b.setRoutes([target("demo", "w1", "web", backend.port)])
+    }
   })
 
   it("listens only on its address: B's loopback listener is not it, and it is not on 127.0.0.1", async () => {

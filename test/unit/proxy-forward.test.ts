@@ -2,11 +2,14 @@ import { describe, expect, it } from "vitest"
 import {
   choose,
   forwardedOrigin,
+  lookup,
+  machineOnlyPage,
   makeRouteTable,
   REMOTE_RETRY_AFTER,
   remotePage,
   type RouteTarget,
-  unavailablePage
+  unavailablePage,
+  withDashboardRoute
 } from "../../src/domain/routes.js"
 import { parseRequestHead, rewriteRequestHead } from "../../src/services/proxy/http1.js"
 import { rawResponse, renderPage } from "../../src/services/proxy/pages.js"
@@ -45,6 +48,15 @@ describe("choosing where a request goes", () => {
   it("never forwards again what a peer sent (the cluster listener)", () => {
     expect(choose(t({ remote }), true)).toBe("elsewhere")
     expect(choose(t({ remote, ready: false }), true)).toBe("elsewhere")
+  })
+})
+
+describe("berth's dashboard in a cluster", () => {
+  it("is a route for this machine only", () => {
+    const table = withDashboardRoute(makeRouteTable([t()]), 41234)
+    const found = lookup(table, "berth.localhost")
+    expect(found._tag === "Found" && found.target.machineOnly).toBe(true)
+    expect(machineOnlyPage("berth.localhost").status).toBe(404)
   })
 })
 

@@ -22,6 +22,7 @@ import {
   forwardedOrigin,
   loopPage,
   type Lookup,
+  machineOnlyPage,
   lookup,
   notFoundPage,
   type Origin,
@@ -377,6 +378,9 @@ export class FastConnection {
     if (found._tag === "UnknownHost")
       return this.answerPage(head, end + 4, notFoundPage(table, found, this.origin(head)))
     const target = found.target
+    if (this.ctx.cluster && target.machineOnly === true) {
+      return this.answerPage(head, end + 4, machineOnlyPage(found.host))
+    }
     const remote = target.remote
     if (remote !== undefined) return this.readRemote(head, end + 4, found.host, target, remote)
     if (!target.ready || target.port === undefined) {
