@@ -402,6 +402,51 @@ describe("a peer that takes no connection", () => {
   })
 })
 
+describe("a peer that drops off while requests wait", () => {
+  it("keeps slow answers, and answers 503 once the peer takes no more connections", async () => {
+    const held: Array<http.ServerResponse> = []
+    const slowBackend = await startBackend((req, res) => {
+      if (req.url === "/slow") setTimeout(() => res.end("slow but alive"), 1_200)
+      else held.push(res)
+    })
+    const owner = await startProxy([target("demo", "w1", "web", slowBackend.port)], {
+      cluster: { host: "127.0.0.8", port: 0, peers: ["127.0.0.9"] }
+    })
+    const remote = remoteOf(owner.handle.cluster()!.port, "127.0.0.8", "machine-c")
+    const fronts = await Promise.all(
+      [true, false].map((fastPath) =>
+        startProxy([target("demo", "w1", "web", undefined, { remote })], {
+          fastPath,
+          timeouts: { remoteProbeMs: 200 },
+          cluster: { host: "127.0.0.9", port: 0, peers: [] }
+        })
+      )
+    )
+    try {
+      // probes succeed all along: a slow answer is no failure
+      for (const slow of await Promise.all(fronts.map((f) => request(f.port, web, { path: "/slow" })))) {
+        expect(slow.status).toBe(200)
+        expect(slow.body.toString()).toBe("slow but alive")
+      }
+      const waiting = fronts.map((f) => request(f.port, web, { path: "/hold" }))
+      while (held.length < fronts.length) await new Promise((r) => setTimeout(r, 20))
+      // the owner's listener goes (its open connections stay, and would wait for ever)
+      const gone = Date.now()
+      await Effect.runPromise(owner.handle.closeCluster)
+      for (const answer of await Promise.all(waiting)) {
+        expect(answer.status).toBe(503)
+        expect(answer.headers["retry-after"]).toBe("2")
+        expect(answer.body.toString()).toContain("machine-c")
+      }
+      expect(Date.now() - gone).toBeLessThan(1_500)
+    } finally {
+      for (const f of fronts) await f.close()
+      await owner.close()
+      await slowBackend.close()
+    }
+  })
+})
+
 describe("the cluster listener", () => {
   it("closes a connection from an address that is no peer at once, and counts it", async () => {
     const before = b.handle.cluster()!.refused

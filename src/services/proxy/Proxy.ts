@@ -132,8 +132,13 @@ export interface ProxyOptions {
   readonly hopLimit?: number
   /** false: plain HTTP goes through node:http as well (for comparisons). Default true. */
   readonly fastPath?: boolean
-  /** Default `HEAD_TIMEOUT_MS` and `IDLE_TIMEOUT_MS`, and `REMOTE_CONNECT_TIMEOUT_MS`; tests shorten them. */
-  readonly timeouts?: { readonly headMs?: number; readonly idleMs?: number; readonly remoteConnectMs?: number }
+  /** Default `HEAD_TIMEOUT_MS`, `IDLE_TIMEOUT_MS`, `REMOTE_CONNECT_TIMEOUT_MS`, `REMOTE_PROBE_MS`; tests shorten them. */
+  readonly timeouts?: {
+    readonly headMs?: number
+    readonly idleMs?: number
+    readonly remoteConnectMs?: number
+    readonly remoteProbeMs?: number
+  }
   /** Listens for peers' proxies at once (or later through `listenCluster`). */
   readonly cluster?: ClusterListenerSpec
 }
@@ -285,9 +290,12 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
   const idleMs = options.timeouts?.idleMs ?? IDLE_TIMEOUT_MS
   // how often node looks for heads past their time
   const checkEveryMs = Math.max(100, Math.min(5_000, Math.floor(headMs / 4)))
-  const backends = new Backends(
-    options.timeouts?.remoteConnectMs === undefined ? {} : { remoteConnectTimeoutMs: options.timeouts.remoteConnectMs }
-  )
+  const backends = new Backends({
+    ...(options.timeouts?.remoteConnectMs === undefined
+      ? {}
+      : { remoteConnectTimeoutMs: options.timeouts.remoteConnectMs }),
+    ...(options.timeouts?.remoteProbeMs === undefined ? {} : { remoteProbeMs: options.timeouts.remoteProbeMs })
+  })
   const engine: Engine = { routes: () => table, hopLimit, backends }
   const clients = new Set<stream.Duplex>()
   const track = (socket: stream.Duplex) => {

@@ -5,6 +5,9 @@
  *
  * Peers' proxies (worlds another machine runs) are dialled at the address the daemon gave, never anything else,
  * with a short connect limit so a machine that is gone is answered 503 at once rather than after the usual wait.
+ * While connections to a peer are open, the peer is probed (a fresh connection) every few seconds: a request in
+ * flight to a machine that dropped off the network would otherwise wait for TCP to give up — many minutes — so when
+ * a probe fails every connection to that peer is closed, and its clients get their 503 at once.
  */
 import * as http from "node:http"
 import * as net from "node:net"
@@ -18,6 +21,14 @@ const CONNECT_TIMEOUT_MS = 10_000
 export const REMOTE_CONNECT_TIMEOUT_MS = 2_000
 /** Probes on idle peer connections, so that one to a machine that vanished does not stay open for ever. */
 const REMOTE_KEEPALIVE_MS = 10_000
+/** How often a peer with open connections is probed. */
+export const REMOTE_PROBE_MS = 5_000
+
+interface Peer {
+  readonly sockets: Set<net.Socket>
+  readonly timer: NodeJS.Timeout
+  probing: boolean
+}
 
 export type DialCallback = (error: NodeJS.ErrnoException | undefined, socket: net.Socket | undefined) => void
 
@@ -33,9 +44,13 @@ export class Backends {
    */
   source: string | undefined = undefined
   private readonly connectTimeoutMs: number
+  private readonly probeMs: number
+  /** peers with open connections, by address and port */
+  private readonly peers = new Map<string, Peer>()
 
-  constructor(options: { readonly remoteConnectTimeoutMs?: number } = {}) {
+  constructor(options: { readonly remoteConnectTimeoutMs?: number; readonly remoteProbeMs?: number } = {}) {
     this.connectTimeoutMs = options.remoteConnectTimeoutMs ?? REMOTE_CONNECT_TIMEOUT_MS
+    this.probeMs = options.remoteProbeMs ?? REMOTE_PROBE_MS
     const dial = this.dial.bind(this)
     const dialRemote = this.dialRemote.bind(this)
     // the slow path's keep-alive pool dials through the same fallback
@@ -65,12 +80,52 @@ export class Backends {
 
   /** Connects to a peer's proxy at `address`:`port` (the caller's route said so); fails after the connect limit. */
   dialRemote(address: string, port: number, callback: DialCallback, onread?: net.OnReadOpts): void {
+    this.connect(this.remoteTo(address, port), onread, this.connectTimeoutMs, (error, socket) => {
+      if (socket !== undefined) {
+        socket.setKeepAlive(true, REMOTE_KEEPALIVE_MS)
+        this.watch(address, port, socket)
+      }
+      callback(error, socket)
+    })
+  }
+
+  private remoteTo(address: string, port: number) {
     const source = this.source
     // only from an address of the same family; otherwise the kernel chooses
     const localAddress = source !== undefined && net.isIP(source) === net.isIP(address) ? source : undefined
-    this.connect({ port, host: address, localAddress }, onread, this.connectTimeoutMs, (error, socket) => {
-      socket?.setKeepAlive(true, REMOTE_KEEPALIVE_MS)
-      callback(error, socket)
+    return { port, host: address, localAddress }
+  }
+
+  /** Counts `socket` among its peer's open connections; the peer is probed while it has any. */
+  private watch(address: string, port: number, socket: net.Socket): void {
+    const key = `${address}|${port}`
+    let peer = this.peers.get(key)
+    if (peer === undefined) {
+      const timer = setInterval(() => this.probe(key, address, port), this.probeMs)
+      timer.unref()
+      peer = { sockets: new Set(), timer, probing: false }
+      this.peers.set(key, peer)
+    }
+    const mine = peer
+    mine.sockets.add(socket)
+    socket.once("close", () => {
+      mine.sockets.delete(socket)
+      if (mine.sockets.size === 0 && this.peers.get(key) === mine) {
+        clearInterval(mine.timer)
+        this.peers.delete(key)
+      }
+    })
+  }
+
+  private probe(key: string, address: string, port: number): void {
+    const peer = this.peers.get(key)
+    if (peer === undefined || peer.probing) return
+    peer.probing = true
+    this.connect(this.remoteTo(address, port), undefined, this.connectTimeoutMs, (error, socket) => {
+      peer.probing = false
+      socket?.destroy()
+      // refused or timed out: nothing sent on the open connections will be answered
+      if (error !== undefined) for (const open of peer.sockets) open.destroy()
     })
   }
 
@@ -134,6 +189,8 @@ export class Backends {
   destroy(): void {
     this.agent.destroy()
     this.remoteAgent.destroy()
+    for (const peer of this.peers.values()) clearInterval(peer.timer)
+    this.peers.clear()
     for (const socket of this.sockets) socket.destroy()
     this.sockets.clear()
   }
