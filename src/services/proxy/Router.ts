@@ -401,11 +401,11 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
       /**
        * The routes of worlds other machines run (each with `remote` set: the owner's name and its cluster listener;
        * `ready: false` while the world moves), replacing the last ones given; the table is rebuilt at once. A host
-       * also routed locally goes to the remote owner.
+       * also routed locally goes to the remote owner. A world id is this machine's numbering: any given is dropped.
        */
       setRemoteTargets: (targets: ReadonlyArray<RouteTarget>) =>
         Effect.suspend(() => {
-          remoteTargets = targets.filter((t) => t.remote !== undefined)
+          remoteTargets = targets.flatMap((t) => (t.remote === undefined ? [] : [{ ...t, worldId: undefined }]))
           return refresh
         }),
       /**
