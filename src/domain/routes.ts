@@ -8,6 +8,15 @@ import type { WorldState } from "./world-state.js"
 
 export const defaultDomain = "localhost"
 
+/** The machine that runs a world this machine does not: requests for it go to that machine's proxy. */
+export interface RemoteOwner {
+  /** The owner machine's name, as pages show it. */
+  readonly machine: string
+  /** Its proxy's cluster listener (an IP address and a port). */
+  readonly address: string
+  readonly port: number
+}
+
 /** One routable service of one world. */
 export interface RouteTarget {
   /** The project's host label (`[a-z0-9-]`). */
@@ -28,6 +37,16 @@ export interface RouteTarget {
   readonly domain?: string | undefined
   /** The world's id, so a request to a suspended world can wake it. */
   readonly worldId?: number | undefined
+  /**
+   * Another machine runs the world: requests are forwarded to its proxy, Host kept. `ready` then says whether that
+   * machine takes them now (false while the world moves); `port` and the states are only for pages.
+   */
+  readonly remote?: RemoteOwner | undefined
+  /**
+   * Served only to this machine's own clients, never to a peer through the cluster listener: berth's dashboard,
+   * whose page carries the token that lets it act (loopback is its boundary).
+   */
+  readonly machineOnly?: boolean | undefined
 }
 
 export interface RouteTable {
@@ -96,7 +115,8 @@ export const withDashboardRoute = (table: RouteTable, port: number | undefined):
     worldState: "running",
     serviceState: "running",
     port,
-    ready: true
+    ready: true,
+    machineOnly: true
   })
   return { ...table, byHost }
 }
@@ -145,6 +165,32 @@ export const lookup = (table: RouteTable, hostHeader: string | undefined): Looku
   return { _tag: "UnknownHost", host, project: projectOfHost(host, table.domain) }
 }
 
+/**
+ * What to do with a request for `target`: send it to the local port, forward it to the owner machine's proxy, or
+ * answer a page — not ready here, moving there, or (reached through the cluster listener, from a peer) owned
+ * elsewhere, which is never forwarded again: two machines whose tables disagree must not bounce a request.
+ * Returns a constant: the hot path allocates nothing.
+ */
+export type Choice = "local" | "forward" | "not-ready" | "moving" | "elsewhere"
+
+export const choose = (target: RouteTarget, viaCluster: boolean): Choice => {
+  const remote = target.remote
+  if (remote === undefined) return target.ready && target.port !== undefined ? "local" : "not-ready"
+  if (viaCluster) return "elsewhere"
+  return target.ready ? "forward" : "moving"
+}
+
+/** The 404 a peer gets for a route served only on its own machine (see `RouteTarget.machineOnly`). */
+export const machineOnlyPage = (host: string): PageModel => ({
+  status: 404,
+  title: "Not found",
+  message: `${host} is served only to its own machine, not to other machines of the cluster.`,
+  hint: undefined,
+  host,
+  project: undefined,
+  worlds: []
+})
+
 /** Whether a host name may get a certificate from berth's CA: the domain itself or a name under it. */
 export const isUnderDomain = (host: string, domain: string): boolean =>
   (host === domain || host.endsWith(`.${domain}`)) && /^[a-z0-9.-]+$/.test(host) && !host.includes("..")
@@ -186,6 +232,18 @@ export interface PageModel {
 export interface Origin {
   readonly scheme: "http" | "https"
   readonly port: number
+}
+
+/**
+ * How a client reached the first proxy, read from the request a peer's proxy forwarded (Host kept, its
+ * X-Forwarded-Proto): the links of a page this machine answers are the client's, not the cluster listener's.
+ */
+export const forwardedOrigin = (hostHeader: string | undefined, proto: string | undefined): Origin => {
+  const scheme = proto === "https" ? "https" : "http"
+  const host = hostHeader ?? ""
+  const colon = host.lastIndexOf(":")
+  const port = colon > host.lastIndexOf("]") ? Number(host.slice(colon + 1).trim()) : Number.NaN
+  return { scheme, port: Number.isInteger(port) && port > 0 && port < 65_536 ? port : scheme === "https" ? 443 : 80 }
 }
 
 const worldsOf = (table: RouteTable, project: string | undefined, origin: Origin): ReadonlyArray<PageWorld> => {
@@ -259,6 +317,9 @@ export const unavailablePage = (
   reason: Unavailable,
   origin: Origin
 ): PageModel => {
+  if (target.remote !== undefined) {
+    return remotePage(table, host, target, target.remote, reason === "not-ready" ? "moving" : "unreachable", origin)
+  }
   const who = `service ${target.service} of world ${displayWorld(target)} (project ${target.project})`
   let message: string
   let hint: string | undefined
@@ -299,6 +360,43 @@ export const unavailablePage = (
     title: reason === "not-ready" && worldStopped(target.worldState) ? "World stopped" : "Service unavailable",
     message,
     hint,
+    host,
+    project: target.project,
+    worlds: worldsOf(table, target.project, origin)
+  }
+}
+
+/** Seconds a client waits before asking again while a world's owner cannot answer. */
+export const REMOTE_RETRY_AFTER = 2
+
+/**
+ * Why a world another machine runs cannot be reached: it is moving, its owner's proxy does not answer, or a peer
+ * sent the request here although this machine's table says the world is elsewhere (the tables disagree while it
+ * moves). Always 503 with `Retry-After`: each is over within seconds, and the page reloads itself.
+ */
+export type RemoteTrouble = "moving" | "unreachable" | "elsewhere"
+
+export const remotePage = (
+  table: RouteTable,
+  host: string,
+  target: RouteTarget,
+  remote: RemoteOwner,
+  trouble: RemoteTrouble,
+  origin: Origin
+): PageModel => {
+  const world = `World ${displayWorld(target)} of project ${target.project}`
+  const message =
+    trouble === "moving"
+      ? `${world} is moving to machine ${remote.machine}.`
+      : trouble === "unreachable"
+        ? `${world} runs on machine ${remote.machine}, whose proxy does not answer.`
+        : `${world} runs on machine ${remote.machine}, but a machine that thinks it runs here sent the request: berth's machines are still agreeing where it is.`
+  return {
+    status: 503,
+    retryAfter: REMOTE_RETRY_AFTER,
+    title: trouble === "unreachable" ? "Machine unreachable" : "Moving",
+    message,
+    hint: "This page reloads by itself.",
     host,
     project: target.project,
     worlds: worldsOf(table, target.project, origin)

@@ -14,6 +14,11 @@
  *
  * Slow clients are cut everywhere: a request head must arrive whole within `headMs` (a TLS handshake too), and a
  * connection with nothing in flight is closed after `idleMs`.
+ *
+ * In a cluster of machines, a route may name a world another machine runs (`RouteTarget.remote`): its requests go
+ * to that machine's proxy, to its *cluster listener* — one more listener, on the one address it is given (the
+ * machine's cluster address), that takes connections only from the peers it is told of and serves only this
+ * machine's own worlds (`listenCluster`).
  */
 import * as http from "node:http"
 import * as http2 from "node:http2"
@@ -33,9 +38,11 @@ export const LOOPBACK_HOSTS: ReadonlyArray<string> = ["127.0.0.1", "::1"]
 export const DEFAULT_HOP_LIMIT = 10
 
 export type Scheme = "http" | "https"
+/** What a listener serves: plain HTTP or HTTPS on loopback, or peers' forwarded requests on the cluster address. */
+export type ListenerKind = Scheme | "cluster"
 
 export class ProxyError extends Data.TaggedError("ProxyError")<{
-  readonly scheme: Scheme
+  readonly scheme: ListenerKind
   readonly host: string
   readonly port: number
   /** the system's error code, e.g. EADDRINUSE */
@@ -50,12 +57,19 @@ export class ProxyError extends Data.TaggedError("ProxyError")<{
 
 /** What a failed bind means for a person, naming the port and the setting that moves it. */
 export const bindFailureMessage = (
-  scheme: Scheme,
+  scheme: ListenerKind,
   host: string,
   port: number,
   code: string,
   heldBy?: Scheme
 ): string => {
+  if (scheme === "cluster") {
+    const where = `${host} port ${port} for berth's cluster listener`
+    if (code === "EADDRINUSE") return `${where} is already in use by another program`
+    if (code === "EADDRNOTAVAIL") return `${where}: no interface of this machine has that address`
+    if (code === "EINVAL") return `${where}: the cluster listener needs one IP address of this machine, and a port`
+    return `cannot listen on ${where}: ${code}`
+  }
   const option = scheme === "http" ? "--proxy" : "--https"
   const where = `port ${port} (${host}) for the ${scheme.toUpperCase()} proxy`
   if (heldBy !== undefined) {
@@ -84,6 +98,24 @@ export type ListenerSpec =
       readonly ca: CertificateAuthority
     }
 
+/** Where peers' proxies reach this one: one address of this machine, and the peers that may connect. */
+export interface ClusterListenerSpec {
+  /** An IP address of this machine (never a wildcard such as 0.0.0.0 or ::). */
+  readonly host: string
+  /** 0: any free port */
+  readonly port: number
+  /** The peers' addresses, as their connections come from; a connection from any other is closed at once. */
+  readonly peers: ReadonlyArray<string>
+}
+
+export interface ClusterListenerInfo {
+  readonly host: string
+  readonly port: number
+  readonly peers: ReadonlyArray<string>
+  /** Connections closed at once since the proxy started: they came from no peer. */
+  readonly refused: number
+}
+
 export interface ProxyOptions {
   /** Listens for plain HTTP at once (or later through `listen`). */
   readonly http?: { readonly port: number; readonly hosts?: ReadonlyArray<string> }
@@ -100,8 +132,15 @@ export interface ProxyOptions {
   readonly hopLimit?: number
   /** false: plain HTTP goes through node:http as well (for comparisons). Default true. */
   readonly fastPath?: boolean
-  /** Default `HEAD_TIMEOUT_MS` and `IDLE_TIMEOUT_MS`; tests shorten them. */
-  readonly timeouts?: { readonly headMs?: number; readonly idleMs?: number }
+  /** Default `HEAD_TIMEOUT_MS`, `IDLE_TIMEOUT_MS`, `REMOTE_CONNECT_TIMEOUT_MS`, `REMOTE_PROBE_MS`; tests shorten them. */
+  readonly timeouts?: {
+    readonly headMs?: number
+    readonly idleMs?: number
+    readonly remoteConnectMs?: number
+    readonly remoteProbeMs?: number
+  }
+  /** Listens for peers' proxies at once (or later through `listenCluster`). */
+  readonly cluster?: ClusterListenerSpec
 }
 
 export interface ProxyHandle {
@@ -118,6 +157,17 @@ export interface ProxyHandle {
   readonly listen: (spec: ListenerSpec) => Effect.Effect<number, ProxyError>
   /** Stops listening for `scheme`; its open connections finish (or idle out). */
   readonly close: (scheme: Scheme) => Effect.Effect<void>
+  /**
+   * Listens for peers' proxies on `spec.host`:`spec.port` only. Where it already listens there (or anywhere on that
+   * host, for port 0), only the peers change, at once. Otherwise the new address is bound first and the old
+   * listener closed after, so a failure leaves the old one serving. Fails without binding for a host that is not
+   * one IP address (a wildcard included).
+   */
+  readonly listenCluster: (spec: ClusterListenerSpec) => Effect.Effect<number, ProxyError>
+  /** Stops listening for peers; their open connections finish (or idle out). */
+  readonly closeCluster: Effect.Effect<void>
+  /** The cluster listener, when there is one. */
+  readonly cluster: () => ClusterListenerInfo | undefined
 }
 
 type Listener = net.Server | http2.Http2SecureServer
@@ -145,7 +195,7 @@ const listenOn = (server: Listener, host: string, port: number) =>
  * (retrying when the other family has it taken). A host of a family the machine lacks is skipped. On failure
  * every server it bound is closed again.
  */
-const listenAll = (scheme: Scheme, make: () => Listener, hosts: ReadonlyArray<string>, port: number) =>
+const listenAll = (scheme: ListenerKind, make: () => Listener, hosts: ReadonlyArray<string>, port: number) =>
   Effect.gen(function* () {
     for (let attempt = 0; ; attempt++) {
       const mine: Array<Listener> = []
@@ -199,6 +249,38 @@ const watchSession = (idleMs: number) => (session: http2.ServerHttp2Session) => 
   })
 }
 
+/**
+ * The cluster listener's address as node binds it, or undefined when `host` is not one IP address of a single
+ * interface: a wildcard (0.0.0.0, ::) would listen everywhere, a name could resolve to anything.
+ */
+export const clusterHost = (host: string): string | undefined => {
+  const family = net.isIP(host)
+  if (family === 0) return undefined
+  const probe = new net.BlockList()
+  probe.addAddress(family === 4 ? "0.0.0.0" : "::", family === 4 ? "ipv4" : "ipv6")
+  return probe.check(host, family === 4 ? "ipv4" : "ipv6") ? undefined : host
+}
+
+/** The peers as a list (what was given, IP addresses only: nothing else can match a connection) and a matcher. */
+export const peerList = (given: ReadonlyArray<string>): { list: ReadonlyArray<string>; allowed: net.BlockList } => {
+  const allowed = new net.BlockList()
+  const list: Array<string> = []
+  for (const peer of given) {
+    const family = net.isIP(peer)
+    if (family === 0) continue
+    allowed.addAddress(peer, family === 4 ? "ipv4" : "ipv6")
+    list.push(peer)
+  }
+  return { list, allowed }
+}
+
+/** Whether a connection from `address` comes from a peer (an IPv4 peer matches its IPv4-mapped IPv6 form too). */
+export const isPeer = (allowed: net.BlockList, address: string | undefined): boolean => {
+  if (address === undefined) return false
+  const family = net.isIP(address)
+  return family !== 0 && allowed.check(address, family === 4 ? "ipv4" : "ipv6")
+}
+
 /** Starts the proxy in the current scope. */
 export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOptions) {
   const domain = (options.domain ?? defaultDomain).toLowerCase()
@@ -208,7 +290,12 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
   const idleMs = options.timeouts?.idleMs ?? IDLE_TIMEOUT_MS
   // how often node looks for heads past their time
   const checkEveryMs = Math.max(100, Math.min(5_000, Math.floor(headMs / 4)))
-  const backends = new Backends()
+  const backends = new Backends({
+    ...(options.timeouts?.remoteConnectMs === undefined
+      ? {}
+      : { remoteConnectTimeoutMs: options.timeouts.remoteConnectMs }),
+    ...(options.timeouts?.remoteProbeMs === undefined ? {} : { remoteProbeMs: options.timeouts.remoteProbeMs })
+  })
   const engine: Engine = { routes: () => table, hopLimit, backends }
   const clients = new Set<stream.Duplex>()
   const track = (socket: stream.Duplex) => {
@@ -231,11 +318,20 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
   // node starts timing heads when a server starts listening; this one never does (it is handed connections)
   slowHttp.emit("listening")
 
+  let clusterListener:
+    | { readonly host: string; readonly port: number; readonly servers: ReadonlyArray<Listener> }
+    | undefined
+  let peers = { list: [] as ReadonlyArray<string>, allowed: new net.BlockList() }
+  let refusedPeers = 0
+
   yield* Effect.addFinalizer(() =>
     Effect.gen(function* () {
-      const closing = [listeners.http, listeners.https].flatMap((l) => l?.servers ?? []).map(closeServer)
+      const closing = [listeners.http, listeners.https, clusterListener]
+        .flatMap((l) => l?.servers ?? [])
+        .map(closeServer)
       listeners.http = undefined
       listeners.https = undefined
+      clusterListener = undefined
       slowHttp.close()
       idle.stop()
       for (const socket of clients) socket.destroy()
@@ -264,14 +360,27 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
     handOff: (socket: net.Socket) => {
       slowHttp.emit("connection", socket)
       socket.resume()
-    }
+    },
+    cluster: false
   }
+  // peers' connections: always the fast path, which never hands them on
+  const clusterContext = { ...fastContext, cluster: true }
   const onHttpConnection = (socket: net.Socket) => {
     track(socket)
     if (fast) new FastConnection(socket, fastContext)
     else slowHttp.emit("connection", socket)
   }
   const makeHttp = () => net.createServer({ allowHalfOpen: true, noDelay: true }, onHttpConnection)
+  const onClusterConnection = (socket: net.Socket) => {
+    if (!isPeer(peers.allowed, socket.remoteAddress)) {
+      refusedPeers++
+      socket.destroy()
+      return
+    }
+    track(socket)
+    new FastConnection(socket, clusterContext)
+  }
+  const makeCluster = () => net.createServer({ allowHalfOpen: true, noDelay: true }, onClusterConnection)
 
   const onRequest = handleRequest(engine, "https")
   const onUpgrade = handleUpgrade(engine, "https")
@@ -353,8 +462,36 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
       listeners[scheme] = undefined
     })
 
+  const listenCluster = (spec: ClusterListenerSpec): Effect.Effect<number, ProxyError> =>
+    Effect.gen(function* () {
+      const host = clusterHost(spec.host)
+      if (host === undefined || !Number.isInteger(spec.port) || spec.port < 0 || spec.port > 65_535) {
+        return yield* new ProxyError({ scheme: "cluster", host: spec.host, port: spec.port, code: "EINVAL" })
+      }
+      const allowed = peerList(spec.peers)
+      const current = clusterListener
+      if (current !== undefined && current.host === host && (current.port === spec.port || spec.port === 0)) {
+        peers = allowed
+        return current.port
+      }
+      const bound = yield* listenAll("cluster", makeCluster, [host], spec.port)
+      clusterListener = { host, port: bound.port, servers: bound.servers }
+      peers = allowed
+      // peers know this machine by its cluster address: dials to them leave from it
+      backends.source = host
+      for (const server of current?.servers ?? []) server.close()
+      return bound.port
+    })
+
+  const closeCluster = Effect.sync(() => {
+    for (const server of clusterListener?.servers ?? []) server.close()
+    clusterListener = undefined
+    backends.source = undefined
+  })
+
   if (options.http !== undefined) yield* listen({ scheme: "http", ...options.http })
   if (options.https !== undefined) yield* listen({ scheme: "https", ...options.https })
+  if (options.cluster !== undefined) yield* listenCluster(options.cluster)
 
   const handle: ProxyHandle = {
     ports: {
@@ -370,7 +507,13 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
     },
     routes: () => table,
     listen,
-    close
+    close,
+    listenCluster,
+    closeCluster,
+    cluster: () =>
+      clusterListener === undefined
+        ? undefined
+        : { host: clusterListener.host, port: clusterListener.port, peers: peers.list, refused: refusedPeers }
   }
   return handle
 })

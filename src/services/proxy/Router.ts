@@ -5,6 +5,9 @@
  *
  * The HTTP and HTTPS listeners are placed one at a time: one that cannot bind never costs the other, and asking for
  * the port a listener already holds changes nothing.
+ *
+ * In a cluster, the daemon also hands it the routes of worlds other machines run (`setRemoteTargets`), which the
+ * proxy forwards to their owners' proxies, and where this machine's own cluster listener is (`setClusterListener`).
  */
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
@@ -21,7 +24,7 @@ import { ConfigFiles } from "../ConfigFiles.js"
 import { Home } from "../Home.js"
 import { Registry } from "../Registry.js"
 import { type CaError, type CertificateAuthority, loadOrCreateCa } from "./ca.js"
-import { makeProxy, type ProxyError, type Scheme } from "./Proxy.js"
+import { type ClusterListenerInfo, type ClusterListenerSpec, makeProxy, type ProxyError, type Scheme } from "./Proxy.js"
 import { Traffic } from "./traffic.js"
 
 /** Where the proxy listens when port 80 (443) is not available: fixed, so URLs stay the same across restarts. */
@@ -192,9 +195,13 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
     const hostNames = yield* SubscriptionRef.make<ReadonlyArray<string>>([])
     /** the loopback port of the daemon's web dashboard, routed as `berth.localhost` (see `withDashboardRoute`) */
     let dashboardPort: number | undefined
+    /** the routes of worlds other machines run, as the daemon last gave them */
+    let remoteTargets: ReadonlyArray<RouteTarget> = []
 
     const refresh = Effect.gen(function* () {
-      const table = withDashboardRoute(makeRouteTable(yield* targets, PROXY_DOMAIN), dashboardPort)
+      // the shared tables say who owns a world: a remote route wins over a local row left from before a move
+      const all = remoteTargets.length === 0 ? yield* targets : [...remoteTargets, ...(yield* targets)]
+      const table = withDashboardRoute(makeRouteTable(all, PROXY_DOMAIN), dashboardPort)
       traffic.prepare(table.byHost.values())
       proxy.setRoutes({ ...table, wake: (id) => waker(id), seen: traffic.seen })
       const names = [...table.byHost.keys()].sort()
@@ -391,6 +398,29 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
         const https = origin("https", info.https.port)
         return info.httpsUrls ? [...https, ...http] : [...http, ...https]
       }),
+      /**
+       * The routes of worlds other machines run (each with `remote` set: the owner's name and its cluster listener;
+       * `ready: false` while the world moves), replacing the last ones given; the table is rebuilt at once. A host
+       * also routed locally goes to the remote owner. A world id is this machine's numbering: any given is dropped.
+       */
+      setRemoteTargets: (targets: ReadonlyArray<RouteTarget>) =>
+        Effect.suspend(() => {
+          remoteTargets = targets.flatMap((t) => (t.remote === undefined ? [] : [{ ...t, worldId: undefined }]))
+          return refresh
+        }),
+      /**
+       * Listens for peers' proxies on this machine's cluster address (only there, only from `peers`), or stops
+       * (undefined). Moving it binds the new address first: a failure leaves the listener as it was. Answers what
+       * listens now.
+       */
+      setClusterListener: (
+        spec: ClusterListenerSpec | undefined
+      ): Effect.Effect<ClusterListenerInfo | undefined, ProxyError> =>
+        spec === undefined
+          ? Effect.as(proxy.closeCluster, undefined)
+          : Effect.map(proxy.listenCluster(spec), () => proxy.cluster()),
+      /** the cluster listener, and how many connections from non-peers it closed */
+      clusterInfo: Effect.sync((): ClusterListenerInfo | undefined => proxy.cluster()),
       /** who resumes a suspended world that a request reached */
       onWake: (wake: (worldId: number) => void) =>
         Effect.sync(() => {

@@ -11,14 +11,24 @@
  * What is answered here: malformed heads (400), heads over the limit (431), heads too slow to arrive (408), loops
  * (508), unknown hosts (404) and unavailable services (502), as pages. What is not usual (CONNECT, absolute-form
  * targets) is handed to the node:http server of the slow path with the bytes read so far.
+ *
+ * A world another machine runs is the same exchange with that machine's proxy as the backend (its cluster
+ * listener, Host kept). Connections a peer made to this machine's cluster listener take the same path, with two
+ * differences: the peer's X-Forwarded-Proto is believed, and nothing is forwarded to a third machine.
  */
 import type * as net from "node:net"
 import {
+  choose,
+  forwardedOrigin,
   loopPage,
   type Lookup,
+  machineOnlyPage,
   lookup,
   notFoundPage,
+  type Origin,
   type PageModel,
+  type RemoteOwner,
+  remotePage,
   type RouteTable,
   type RouteTarget,
   type Unavailable,
@@ -50,6 +60,11 @@ export interface FastContext {
   readonly headMs: number
   /** Closes connections left idle. */
   readonly idle: IdleSweep
+  /**
+   * The connections come from peers' proxies (the cluster listener): their X-Forwarded-Proto is kept, a world owned
+   * elsewhere is answered rather than forwarded again, and nothing is handed to the slow path.
+   */
+  readonly cluster: boolean
 }
 
 /**
@@ -125,6 +140,8 @@ interface Pending {
   readonly host: string
   readonly target: RouteTarget
   readonly accept: string | undefined
+  /** how the client reached the first proxy, for a request a peer forwarded (else this listener's) */
+  readonly origin: Origin | undefined
   /** response bytes have reached the client */
   started: boolean
 }
@@ -132,6 +149,8 @@ interface Pending {
 export class FastConnection {
   private backend: net.Socket | undefined = undefined
   private port = 0
+  /** the backend is a peer's proxy at this address; undefined: a local service on loopback */
+  private address: string | undefined = undefined
   private buf: Buffer | undefined = undefined
   private scanFrom = 0
   private req = Req.Head
@@ -356,16 +375,22 @@ export class FastConnection {
     const found = this.find(head.host)
     if (head.hops >= this.ctx.hopLimit) return this.answerPage(head, end + 4, loopPage(found.host, head.hops))
     const table = this.cacheTable!
-    if (found._tag === "UnknownHost") return this.answerPage(head, end + 4, notFoundPage(table, found, this.origin()))
+    if (found._tag === "UnknownHost")
+      return this.answerPage(head, end + 4, notFoundPage(table, found, this.origin(head)))
     const target = found.target
+    if (this.ctx.cluster && target.machineOnly === true) {
+      return this.answerPage(head, end + 4, machineOnlyPage(found.host))
+    }
+    const remote = target.remote
+    if (remote !== undefined) return this.readRemote(head, end + 4, found.host, target, remote)
     if (!target.ready || target.port === undefined) {
       wakeIfSuspended(table, target)
-      return this.answerPage(head, end + 4, unavailablePage(table, found.host, target, "not-ready", this.origin()))
+      return this.answerPage(head, end + 4, unavailablePage(table, found.host, target, "not-ready", this.origin(head)))
     }
-    if (this.backend === undefined || this.port !== target.port || this.doomed) {
+    if (this.backend === undefined || this.port !== target.port || this.address !== undefined || this.doomed) {
       if (this.pending.length > 0) return this.waitForResponses()
       // counted once it goes out (or is refused): this head is read again when the backend is there
-      this.connect(target.port, head, found.host, target)
+      this.connect(target.port, undefined, head, found.host, target)
       return false
     }
     table.seen?.(target)
@@ -373,12 +398,42 @@ export class FastConnection {
     return true
   }
 
-  private origin() {
-    return { scheme: "http", port: this.localPort } as const
+  /** A world another machine runs: its proxy is the backend. Not counted here; the owner counts what reaches it. */
+  private readRemote(
+    head: RequestHead,
+    headLength: number,
+    host: string,
+    target: RouteTarget,
+    remote: RemoteOwner
+  ): boolean {
+    const choice = choose(target, this.ctx.cluster)
+    if (choice !== "forward") {
+      const trouble = choice === "elsewhere" ? "elsewhere" : "moving"
+      return this.answerPage(
+        head,
+        headLength,
+        remotePage(this.cacheTable!, host, target, remote, trouble, this.origin(head))
+      )
+    }
+    if (this.backend === undefined || this.port !== remote.port || this.address !== remote.address || this.doomed) {
+      if (this.pending.length > 0) return this.waitForResponses()
+      this.connect(remote.port, remote.address, head, host, target)
+      return false
+    }
+    this.forward(head, headLength, host, target)
+    return true
+  }
+
+  /** Where page links point: this listener, or for a peer's forwarded request, where its client came in. */
+  private origin(head: RequestHead | undefined): Origin {
+    if (this.ctx.cluster && head !== undefined) return forwardedOrigin(head.host, head.forwardedProto)
+    return { scheme: "http", port: this.localPort }
   }
 
   private forward(head: RequestHead, headLength: number, host: string, target: RouteTarget): void {
-    const out = rewriteRequestHead(head, this.clientAddress, "http", head.hops + 1)
+    // a peer's proxy says whether its client came over TLS; anyone else's claim is dropped
+    const proto = this.ctx.cluster && head.forwardedProto === "https" ? "https" : "http"
+    const out = rewriteRequestHead(head, this.clientAddress, proto, head.hops + 1)
     const bodyless = !head.chunked && head.contentLength <= 0
     const pending: Pending = {
       isHead: head.method === "HEAD",
@@ -388,6 +443,7 @@ export class FastConnection {
       host,
       target,
       accept: head.accept,
+      origin: this.ctx.cluster ? forwardedOrigin(head.host, head.forwardedProto) : undefined,
       started: false
     }
     this.pending.push(pending)
@@ -457,6 +513,8 @@ export class FastConnection {
   /** Hands the connection, with what it sent so far, to the node:http server. */
   private slow(): boolean {
     if (this.pending.length > 0) return this.waitForResponses()
+    // peers forward only origin-form requests
+    if (this.ctx.cluster) return this.refuse(400, "unsupported request")
     // a socket whose reading side ended cannot take bytes back
     if (this.clientEnded) return this.refuse(400, "unsupported request")
     this.dropBackend()
@@ -524,24 +582,23 @@ export class FastConnection {
    * Dials a backend whose reads land in this connection's own buffer (net's `onread`): no 'data' event, no new buffer
    * per read. Reads of a socket that is no longer this connection's backend are dropped.
    */
-  private dial(port: number, callback: DialCallback): void {
+  private dial(port: number, address: string | undefined, callback: DialCallback): void {
     let socket: net.Socket | undefined
     this.readBuffer ??= Buffer.allocUnsafeSlow(READ_BYTES)
-    this.ctx.backends.dial(
-      port,
-      (error, dialled) => {
-        socket = dialled
-        callback(error, dialled)
-      },
-      {
-        buffer: this.nextReadBuffer,
-        // true: go on reading (pausing is the stream's pause(), as before)
-        callback: (n: number, buffer: Uint8Array) => {
-          if (this.backend === socket) this.onBackendRead(n, buffer as Buffer)
-          return true
-        }
+    const dialled: DialCallback = (error, s) => {
+      socket = s
+      callback(error, s)
+    }
+    const onread = {
+      buffer: this.nextReadBuffer,
+      // true: go on reading (pausing is the stream's pause(), as before)
+      callback: (n: number, buffer: Uint8Array) => {
+        if (this.backend === socket) this.onBackendRead(n, buffer as Buffer)
+        return true
       }
-    )
+    }
+    if (address === undefined) this.ctx.backends.dial(port, dialled, onread)
+    else this.ctx.backends.dialRemote(address, port, dialled, onread)
   }
 
   private readonly nextReadBuffer = (): Buffer => this.readBuffer!
@@ -559,28 +616,35 @@ export class FastConnection {
     }
   }
 
-  private connect(port: number, head: RequestHead, host: string, target: RouteTarget): void {
+  private connect(
+    port: number,
+    address: string | undefined,
+    head: RequestHead,
+    host: string,
+    target: RouteTarget
+  ): void {
     this.dropBackend()
     this.block()
-    this.dial(port, (error, socket) => {
+    this.dial(port, address, (error, socket) => {
       if (this.closed) {
         socket?.destroy()
         return
       }
       if (error !== undefined || socket === undefined) {
         this.blocked = false
-        this.cacheTable?.seen?.(target)
-        this.answerDirect(head.method === "HEAD", head.accept, host, target, "refused")
+        if (address === undefined) this.cacheTable?.seen?.(target)
+        this.answerDirect(head.method === "HEAD", head.accept, host, target, "refused", this.origin(head))
         return
       }
-      this.attach(socket, port)
+      this.attach(socket, port, address)
       this.unblock()
     })
   }
 
-  private attach(socket: net.Socket, port: number): void {
+  private attach(socket: net.Socket, port: number, address: string | undefined): void {
     this.backend = socket
     this.port = port
+    this.address = address
     this.res = Res.Head
     this.resHead = undefined
     this.doomed = false
@@ -833,22 +897,23 @@ export class FastConnection {
       this.replay(p)
       return
     }
-    this.answerDirect(p.isHead, p.accept, p.host, p.target, "closed")
+    this.answerDirect(p.isHead, p.accept, p.host, p.target, "closed", p.origin)
   }
 
   private replay(p: Pending): void {
     const replay = p.replay!
     this.pending.length = 0
     this.block()
-    this.dial(this.port, (error, socket) => {
+    const address = this.address
+    this.dial(this.port, address, (error, socket) => {
       if (this.closed) {
         socket?.destroy()
         return
       }
       if (error !== undefined || socket === undefined) {
-        return this.answerDirect(p.isHead, p.accept, p.host, p.target, "refused")
+        return this.answerDirect(p.isHead, p.accept, p.host, p.target, "refused", p.origin)
       }
-      this.attach(socket, this.port)
+      this.attach(socket, this.port, address)
       this.replayed = true
       this.pending.push(p)
       this.toBackend(replay)
@@ -856,15 +921,16 @@ export class FastConnection {
     })
   }
 
-  /** A 502 written by the proxy at a response boundary, then the connection closes. */
+  /** A 502 (503 for a peer's world) written by the proxy at a response boundary, then the connection closes. */
   private answerDirect(
     isHead: boolean,
     accept: string | undefined,
     host: string,
     target: RouteTarget,
-    reason: Unavailable
+    reason: Unavailable,
+    origin: Origin | undefined
   ): void {
-    const page = unavailablePage(this.ctx.routes(), host, target, reason, this.origin())
+    const page = unavailablePage(this.ctx.routes(), host, target, reason, origin ?? this.origin(undefined))
     this.closed = true
     this.pending.length = 0
     this.buf = undefined

@@ -37,6 +37,8 @@ export interface RequestHead {
   readonly hops: number
   readonly accept: string | undefined
   readonly forwardedFor: string | undefined
+  /** X-Forwarded-Proto as received: believed only from a peer's proxy (the cluster listener), dropped otherwise. */
+  readonly forwardedProto: string | undefined
   /** The header lines to pass on, as received, each ending in CRLF. */
   readonly kept: string
 }
@@ -64,7 +66,8 @@ enum Field {
   Trailer,
   Accept,
   Hops,
-  ForwardedFor
+  ForwardedFor,
+  ForwardedProto
 }
 
 /** Whether `t` at `at` spells `lower` (lower case letters, digits, dashes) in any case; `t` there holds tchars. */
@@ -112,7 +115,7 @@ const fieldOf = (t: string, at: number, length: number): Field => {
       break
     case 17:
       if (spells(t, at, "transfer-encoding")) return Field.TransferEncoding
-      if (spells(t, at, "x-forwarded-proto")) return Field.Dropped
+      if (spells(t, at, "x-forwarded-proto")) return Field.ForwardedProto
       break
   }
   return length >= 6 && spells(t, at, "proxy-") ? Field.Dropped : Field.Kept
@@ -161,6 +164,7 @@ export const parseRequestHead = (t: string): HeadResult => {
   let hops = 0
   let accept: string | undefined
   let forwardedFor: string | undefined
+  let forwardedProto: string | undefined
   let trailer: string | undefined
   let kept = ""
   /** where the lines being kept began (they pass as one slice), or -1 */
@@ -239,6 +243,9 @@ export const parseRequestHead = (t: string): HeadResult => {
         forwardedFor = forwardedFor === undefined ? value : `${forwardedFor}, ${value}`
         break
       }
+      case Field.ForwardedProto:
+        forwardedProto = t.slice(v, vEnd)
+        break
     }
     if (keep) {
       if (run === -1) run = line
@@ -298,6 +305,7 @@ export const parseRequestHead = (t: string): HeadResult => {
     hops,
     accept,
     forwardedFor,
+    forwardedProto,
     kept
   }
 }

@@ -11,6 +11,7 @@ const reasons: Record<number, string> = {
   408: "Request Timeout",
   431: "Request Header Fields Too Large",
   502: "Bad Gateway",
+  503: "Service Unavailable",
   508: "Loop Detected"
 }
 

@@ -1,7 +1,9 @@
 /**
  * The proxy on `node:http`/`node:http2`: HTTPS (h2 and HTTP/1.1), WebSockets over both (RFC 8441 extended CONNECT
  * on h2, bridged to an HTTP/1.1 upgrade), the error pages, and every plain-HTTP connection the fast path hands over
- * because it is unusual. Bodies stream both ways; the backend pool is a keep-alive agent.
+ * because it is unusual. Bodies stream both ways; the backend pool is a keep-alive agent. A world another machine
+ * runs has that machine's proxy as its backend (plain HTTP/1.1 to its cluster listener, Host kept), so HTTPS and h2
+ * end here and the peer sees `X-Forwarded-Proto: https`.
  */
 import * as crypto from "node:crypto"
 import type * as http from "node:http"
@@ -10,6 +12,7 @@ import type * as http2 from "node:http2"
 import type * as net from "node:net"
 import type * as stream from "node:stream"
 import {
+  choose,
   loopPage,
   lookup,
   notFoundPage,
@@ -19,7 +22,7 @@ import {
   unavailablePage,
   wakeIfSuspended
 } from "../../domain/routes.js"
-import type { Backends } from "./backends.js"
+import type { Backends, DialCallback } from "./backends.js"
 import { HOP_HEADER } from "./http1.js"
 import { rawResponse, reasonPhrase, renderPage } from "./pages.js"
 
@@ -131,6 +134,8 @@ type Routed =
   | {
       readonly _tag: "Go"
       readonly port: number
+      /** a peer's proxy at this address; undefined: a local service */
+      readonly address: string | undefined
       readonly hops: number
       readonly unavailable: (reason: Unavailable) => PageModel
     }
@@ -145,13 +150,41 @@ const route = (engine: Engine, req: Request, proto: Proto): Routed => {
   if (hops >= engine.hopLimit) return { _tag: "Page", page: loopPage(found.host, hops) }
   if (found._tag === "UnknownHost") return { _tag: "Page", page: notFoundPage(table, found, origin) }
   const target = found.target
+  // a remote target's pages are 503s that say so (see `unavailablePage`)
   const unavailable = (reason: Unavailable) => unavailablePage(table, found.host, target, reason, origin)
-  if (!target.ready || target.port === undefined) {
-    wakeIfSuspended(table, target)
+  // connections from peers never come here (the cluster listener keeps to the fast path)
+  const choice = choose(target, false)
+  const remote = target.remote
+  if (choice === "forward" && remote !== undefined) {
+    return { _tag: "Go", port: remote.port, address: remote.address, hops, unavailable }
+  }
+  if (choice !== "local" || target.port === undefined) {
+    // a remote world's id is its owner's to use: that machine wakes it when a request reaches it
+    if (remote === undefined) wakeIfSuspended(table, target)
     return { _tag: "Page", page: unavailable("not-ready") }
   }
   table.seen?.(target)
-  return { _tag: "Go", port: target.port, hops, unavailable }
+  return { _tag: "Go", port: target.port, address: undefined, hops, unavailable }
+}
+
+type Go = Extract<Routed, { _tag: "Go" }>
+
+/** A connection to where a routed request goes: the local service, or the owner machine's proxy. */
+const dialFor = (engine: Engine, routed: Go, callback: DialCallback): void => {
+  if (routed.address === undefined) engine.backends.dial(routed.port, callback)
+  else engine.backends.dialRemote(routed.address, routed.port, callback)
+}
+
+/** A peer's proxy reads origin-form targets only: an absolute-form one (`http://host/path`) becomes its path. */
+export const originForm = (url: string | undefined): string => {
+  if (url === undefined || url === "") return "/"
+  if (url.startsWith("/") || url === "*") return url
+  try {
+    const parsed = new URL(url)
+    return `${parsed.pathname}${parsed.search}`
+  } catch {
+    return url
+  }
 }
 
 const failureReason = (error: NodeJS.ErrnoException): Unavailable =>
@@ -177,12 +210,13 @@ export const handleRequest = (engine: Engine, proto: Proto) => (req: Request, re
   const headers = backendHeaders(req, proto, routed.hops)
   const replayable = REPLAYABLE.has(req.method ?? "") && !hasBody(req)
   const send = (mayRetry: boolean): http.ClientRequest => {
+    const remote = routed.address !== undefined
     const upstream = httpModule.request({
-      agent: engine.backends.agent,
-      host: "localhost",
+      agent: remote ? engine.backends.remoteAgent : engine.backends.agent,
+      host: routed.address ?? "localhost",
       port: routed.port,
       method: req.method,
-      path: req.url,
+      path: remote ? originForm(req.url) : req.url,
       headers,
       setHost: false
     })
@@ -263,12 +297,13 @@ export const handleUpgrade =
     const upgrade = firstValue(req.headers.upgrade) ?? "websocket"
     headers.connection = "upgrade"
     headers.upgrade = upgrade
-    engine.backends.dial(routed.port, (error, backend) => {
+    dialFor(engine, routed, (error, backend) => {
       if (socket.destroyed) return backend?.destroy()
       if (error !== undefined || backend === undefined) {
         return writePageAndClose(socket, req, routed.unavailable(failureReason(error ?? new Error("no socket"))))
       }
-      backend.write(requestHeadText(req.method ?? "GET", req.url ?? "/", headers), "latin1")
+      const path = routed.address === undefined ? (req.url ?? "/") : originForm(req.url)
+      backend.write(requestHeadText(req.method ?? "GET", path, headers), "latin1")
       if (head.length > 0) backend.write(head)
       pipeBoth(socket, backend)
     })
@@ -299,7 +334,7 @@ export const handleExtendedConnect =
     })
     const upstream = httpModule.request({
       createConnection: (_options: unknown, callback: (e: Error | null, s: net.Socket) => void) => {
-        engine.backends.dial(routed.port, (error, socket) => callback(error ?? null, socket!))
+        dialFor(engine, routed, (error, socket) => callback(error ?? null, socket!))
         return undefined as unknown as net.Socket
       },
       host: "localhost",
