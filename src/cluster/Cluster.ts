@@ -36,7 +36,9 @@ import {
   DEFAULT_RUNNER_PORT,
   machineNameProblem,
   machineState,
+  remoteTargets,
   remoteWorldId,
+  clusterProxyPort,
   timings,
   worldEntityId
 } from "../domain/cluster.js"
@@ -173,8 +175,6 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
         })
       )
 
-    const proxyPort = Effect.map(router.info, (i) => i.http.port ?? null)
-
     /**
      * One session: the machine's row, the runner, then the heartbeat and publishing loop until something fails.
      * `ready` is completed once the runner has its place (or the session failed before that).
@@ -189,7 +189,7 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
             machineId: settings.machineId,
             address: settings.address,
             runnerPort: settings.runnerPort,
-            proxyPort: yield* proxyPort,
+            proxyPort: null,
             version,
             replace: false
           })
@@ -205,13 +205,44 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
           view = { ...view, state: "member", slot, error: undefined }
           yield* Effect.logInfo(`berth cluster: this machine is ${settings.name} (slot ${slot}) at ${settings.address}`)
 
+          // the proxy's door for peers: on the cluster address only, open to the cluster's machines only
+          let listening: number | null = null
+          let listenError: string | undefined
+          let peersText = ""
+          let routesText = ""
+          const listen = (peers: ReadonlyArray<string>) =>
+            router
+              .setClusterListener({ host: settings.address, port: clusterProxyPort(settings.runnerPort), peers })
+              .pipe(
+                Effect.tap((info) =>
+                  Effect.sync(() => {
+                    listening = info?.port ?? null
+                    listenError = undefined
+                    peersText = JSON.stringify(peers)
+                  })
+                ),
+                // tried again each round; said once
+                Effect.catchAll((e) =>
+                  Effect.gen(function* () {
+                    listening = null
+                    if (listenError === e.message) return
+                    listenError = e.message
+                    yield* Effect.logWarning(`berth cluster: other machines cannot reach this one's URLs: ${e.message}`)
+                  })
+                )
+              )
+          yield* listen([])
+          yield* Effect.addFinalizer(() =>
+            Effect.zipRight(router.setRemoteTargets([]), router.setClusterListener(undefined)).pipe(Effect.ignore)
+          )
+
           // publishing: at once after a world moves, and in full every few seconds
           let dirty = true
           let lastFull = 0
           const published = new Map<string, string>()
           yield* Stream.runForEach(worlds.changes, () => Effect.sync(() => (dirty = true))).pipe(Effect.forkScoped)
           const tick = Effect.gen(function* () {
-            const alive = yield* store.heartbeat(settings.name, settings.machineId, yield* proxyPort)
+            const alive = yield* store.heartbeat(settings.name, settings.machineId, listening)
             if (!alive) {
               return yield* new ClusterRefused({
                 reason: `another machine took over the name ${settings.name} in the cluster`,
@@ -230,6 +261,15 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
             }
             const [machines, others] = yield* Effect.all([store.machines, store.worlds(settings.name)])
             view = { ...view, machines, worlds: others }
+            // who may knock (every other machine, as its connections come from) and where its worlds are
+            const peers = machines.filter((m) => m.name !== settings.name).map((m) => m.address)
+            if (JSON.stringify(peers) !== peersText || listening === null) yield* listen(peers)
+            const routes = remoteTargets(others, machines)
+            const text = JSON.stringify(routes)
+            if (text !== routesText) {
+              routesText = text
+              yield* router.setRemoteTargets(routes).pipe(Effect.ignore)
+            }
           })
           // the first round is done before a join returns, so its answer lists the machines
           yield* tick
@@ -342,7 +382,7 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
             }
             yield* store.claim({
               ...settings,
-              proxyPort: yield* proxyPort,
+              proxyPort: null,
               version,
               replace: request.replace
             })
@@ -454,6 +494,14 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
         yield* transport(send(command), unreachable)
       })
 
+    /** A world of another machine as that machine sees it now. */
+    const statusOf = (remote: RemoteWorld) =>
+      Effect.gen(function* () {
+        const { context, id, unreachable } = yield* reach(remote)
+        const client = yield* WorldQuery.client.pipe(Effect.provide(context))
+        return yield* transport(client(id).Status(), unreachable)
+      })
+
     /** The environment of a world of another machine, as that machine computes it. */
     const env = (remote: RemoteWorld) =>
       Effect.gen(function* () {
@@ -490,6 +538,7 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
       remoteWorld: (project: ReadonlyArray<string>, name: string) => Effect.sync(() => remoteWorld(project, name)),
       remoteById: (id: number) => Effect.sync(() => remoteById(id)),
       tell,
+      statusOf,
       env,
       logs
     } as const

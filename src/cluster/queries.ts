@@ -13,11 +13,13 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type { WorldRef } from "../actors/Worlds.js"
 import { Worlds } from "../actors/Worlds.js"
-import { EnvReply, LogLine, WorldError } from "../daemon/api.js"
+import { EnvReply, LogLine, WorldError, WorldStatus } from "../daemon/api.js"
 import { parseWorldEntityId, shardGroupOf } from "../domain/cluster.js"
 import { type InternalError, InvalidRequest, WorldNotFound } from "../domain/errors.js"
 
 export const WorldQuery = Entity.make("WorldQuery", [
+  /** the world as its machine sees it now (what another machine has read of it may be a second old) */
+  Rpc.make("Status", { success: WorldStatus, error: WorldError }),
   Rpc.make("Env", { success: EnvReply, error: WorldError }),
   Rpc.make("Logs", {
     payload: { service: Schema.optional(Schema.String), follow: Schema.Boolean, lines: Schema.Number },
@@ -43,6 +45,15 @@ export const WorldQueryLive = WorldQuery.toLayer(
       )
     })
     return WorldQuery.of({
+      Status: () =>
+        Effect.flatMap(ref, (r) =>
+          Effect.flatMap(worlds.status(r.cwd), ({ worlds: all }) => {
+            const found = all.find((w) => w.name === r.world)
+            return found === undefined
+              ? Effect.fail(new WorldNotFound({ project: "", name: r.world ?? "", known: [] }))
+              : Effect.succeed(found)
+          })
+        ),
       Env: () => Effect.flatMap(ref, worlds.env),
       Logs: ({ payload }) => Stream.unwrap(Effect.map(ref, (r) => worlds.logs(r, payload)))
     })

@@ -14,6 +14,8 @@ import type { ClusterStatus, WorldStatus } from "./api.js"
 const SETTLE_TIMEOUT = Duration.seconds(20)
 const SETTLE_POLL = Duration.millis(200)
 
+const pids = (w: WorldStatus) => w.services.map((s) => s.pid).join(",")
+
 export const makeClusterViews = (worlds: Worlds, cluster: Cluster) => {
   const report: Effect.Effect<ClusterStatus, never> = Effect.gen(function* () {
     const view = yield* cluster.view
@@ -89,31 +91,22 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster) => {
     }).pipe(Effect.orElseSucceed((): RemoteWorld | undefined => undefined))
 
   /**
-   * Sends `command` to a world on its own machine, then waits (at most `SETTLE_TIMEOUT`) until that machine publishes
-   * one of the `settled` states for it, after having left its state of before when `change` is asked for (a reload
-   * of a running world runs again).
+   * Sends `command` to a world on its own machine, then asks that machine (at most for `SETTLE_TIMEOUT`) until the
+   * world is in one of the `settled` states — after having left the state it was in when the command went, when
+   * `change` is asked for (a reload of a running world runs again).
    */
-  const forward = (
-    remote: RemoteWorld,
-    command: WorldCommand,
-    settled: ReadonlyArray<string>,
-    change = false
-  ): Effect.Effect<WorldStatus, Effect.Effect.Error<ReturnType<Cluster["tell"]>>> =>
+  const forward = (remote: RemoteWorld, command: WorldCommand, settled: ReadonlyArray<string>, change = false) =>
     Effect.gen(function* () {
+      const before = yield* cluster.statusOf(remote)
       yield* cluster.tell(remote, command)
-      const key = (w: WorldStatus) => `${w.project}/${w.slug}`
-      const wanted = key(remote.status)
       let left = !change
-      let last: WorldStatus = remote.status
+      let last = before
       const deadline = Date.now() + Duration.toMillis(SETTLE_TIMEOUT)
       while (Date.now() < deadline) {
-        const view = yield* cluster.view
-        const now = view.worlds.find((w) => w.machine === remote.machine.name && key(w.status) === wanted)
-        if (now !== undefined) {
-          last = now.status
-          if (now.status.state !== remote.status.state) left = true
-          if (left && settled.includes(now.status.state)) break
-        }
+        last = yield* cluster.statusOf(remote)
+        // a quick reload may be running again before the first look: its processes are new ones then
+        if (last.state !== before.state || pids(last) !== pids(before)) left = true
+        if (left && settled.includes(last.state)) break
         yield* Effect.sleep(SETTLE_POLL)
       }
       return { ...last, machine: remote.machine.name }

@@ -8,6 +8,10 @@
  * (never runs elsewhere) while the machine is gone. The shared group (`ANYWHERE_GROUP`) is the one every runner takes.
  */
 
+import type { RouteTarget } from "./routes.js"
+import { type ServiceState, serviceStates } from "./service-state.js"
+import { type WorldState, worldStates } from "./world-state.js"
+
 /** At most this many machines in one cluster: every runner must know every shard group when it starts. */
 export const MAX_MACHINES = 32
 
@@ -22,6 +26,9 @@ export const ANYWHERE_GROUP = "default"
 
 /** The TCP port a runner listens on for its peers, on the machine's cluster address, unless one is chosen. */
 export const DEFAULT_RUNNER_PORT = 7357
+
+/** The port of the proxy's door for peers (forwarded requests), on the cluster address: the runner's, plus one. */
+export const clusterProxyPort = (runnerPort: number): number => runnerPort + 1
 
 /** The prefix of the tables `@effect/cluster` keeps in the cluster's database (its runners, locks and messages). */
 export const CLUSTER_TABLE_PREFIX = "berth_cluster"
@@ -124,4 +131,77 @@ export const remoteWorldId = (machine: string, project: string, slug: string): n
   let hash = 0x811c9dc5
   for (const ch of `${machine}/${project}/${slug}`) hash = Math.imul(hash ^ ch.charCodeAt(0), 0x01000193) >>> 0
   return -((hash % 0x3fffffff) + 1)
+}
+
+/** What a machine publishes of a world that the proxy needs: its services' URLs and states. */
+export interface PublishedWorld {
+  readonly machine: string
+  readonly status: {
+    readonly project: string
+    readonly name: string
+    readonly slug: string
+    readonly state: string
+    readonly services: ReadonlyArray<{
+      readonly state: string
+      readonly port: number | null
+      readonly url: string | null
+    }>
+  }
+}
+
+export interface PeerMachine {
+  readonly name: string
+  readonly address: string
+  /** its cluster listener's port, where peers forward requests */
+  readonly proxyPort: number | null
+  readonly heartbeatAgeMs: number
+}
+
+/** A service counts as reachable in the same states the proxy routes a local one in. */
+const REACHABLE: ReadonlySet<string> = new Set(["running", "healthy", "unhealthy"])
+
+const isWorldState = (s: string): s is WorldState => (worldStates as ReadonlyArray<string>).includes(s)
+const isServiceState = (s: string): s is ServiceState => (serviceStates as ReadonlyArray<string>).includes(s)
+
+/**
+ * The routes of other machines' worlds: every service with a URL, forwarded to its machine's cluster listener, Host
+ * kept (the same host names on every machine). A world whose machine is silent, or that does not run, keeps its route
+ * with `ready` false, so the proxy answers 503 with Retry-After rather than 404.
+ */
+export const remoteTargets = (
+  worlds: ReadonlyArray<PublishedWorld>,
+  machines: ReadonlyArray<PeerMachine>
+): Array<RouteTarget> => {
+  const byName = new Map(machines.map((m) => [m.name, m]))
+  const out: Array<RouteTarget> = []
+  for (const w of worlds) {
+    const machine = byName.get(w.machine)
+    if (machine === undefined || machine.proxyPort === null) continue
+    const up = machineState(machine.heartbeatAgeMs) === "up"
+    for (const s of w.status.services) {
+      if (s.url === null) continue
+      let hostname: string
+      try {
+        hostname = new URL(s.url).hostname.toLowerCase()
+      } catch {
+        continue
+      }
+      const label = hostname.split(".")[0] ?? ""
+      const prefix = `${label}.${w.status.slug}.${w.status.project}.`
+      if (label === "" || !hostname.startsWith(prefix)) continue
+      out.push({
+        project: w.status.project,
+        world: w.status.slug,
+        worldName: w.status.name === w.status.slug ? undefined : w.status.name,
+        service: label,
+        worldState: isWorldState(w.status.state) ? w.status.state : "stopped",
+        serviceState: isServiceState(s.state) ? s.state : "stopped",
+        port: s.port ?? undefined,
+        ready: up && REACHABLE.has(s.state),
+        domain: hostname.slice(prefix.length),
+        remote: { machine: machine.name, address: machine.address, port: machine.proxyPort }
+      })
+    }
+  }
+  return out
 }

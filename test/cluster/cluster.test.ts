@@ -11,6 +11,13 @@ import { berthBin, eventually, isAlive, type Sandbox, sandbox, serverScript } fr
 import { type Host, hostsUnavailable, type TestNetwork, testNetwork } from "./hosts.js"
 
 const unavailable = hostsUnavailable()
+const PROXY_PORT = 17355
+
+/** A request to a world's URL through the proxy of `host`, as a browser on that machine would make it. */
+const viaProxy = (host: Host, hostname: string, accept = "*/*") => {
+  const script = `require("node:http").get({ host: "127.0.0.1", port: ${PROXY_PORT}, path: "/", headers: { host: "${hostname}:${PROXY_PORT}", accept: "${accept}" } }, (r) => { let b = ""; r.on("data", (d) => (b += d)); r.on("end", () => console.log(JSON.stringify({ status: r.statusCode, retryAfter: r.headers["retry-after"] ?? null, body: b }))) }).on("error", (e) => console.log(JSON.stringify({ status: 0, body: e.message })))`
+  return JSON.parse(host.exec("node", ["-e", script])) as { status: number; retryAfter: string | null; body: string }
+}
 
 const shop = `
 [project]
@@ -63,7 +70,8 @@ describe.skipIf(unavailable !== undefined)(
     const host = (i: number) => net.hosts[i - 1] as Host
 
     beforeAll(() => {
-      net = testNetwork(3)
+      // every host's proxy on one port: each has a loopback of its own
+      net = testNetwork(3, { BERTH_PROXY_PORT: String(PROXY_PORT) })
       // the test server, printing a line per request (what a followed log shows)
       const logging = serverScript.replace(
         "createServer((req, res) => {",
@@ -147,6 +155,17 @@ describe.skipIf(unavailable !== undefined)(
           expect(w?.machine).toBe(h.name === `h${i}` ? undefined : `h${i}`)
         }
       }
+      // every world's URL works from every machine: the proxy there forwards to the world's own machine, Host kept
+      for (const h of net.hosts) {
+        for (const i of [1, 2, 3]) {
+          const r = await eventually(
+            async () => viaProxy(h, `api.feature-${i}.shop.localhost`),
+            (r) => r.status === 200
+          )
+          expect(r.status, r.body).toBe(200)
+          expect((JSON.parse(r.body) as { world: string }).world).toBe(`feature-${i}`)
+        }
+      }
       const plain = await berth(host(1), ["status"])
       expect(plain.stdout).toMatch(/feature-2\s+running\s+on h2/)
 
@@ -219,6 +238,11 @@ describe.skipIf(unavailable !== undefined)(
       expect(seen.find((w) => w.name === "feature-3")?.machine).toBe("h3")
       const c = await clusterOf(host(1))
       expect(c.machines.find((m) => m.name === "h3")?.state).toBe("unreachable")
+      // its URL answers from the other machines: not there now, try again soon
+      const waiting = viaProxy(host(1), "api.feature-3.shop.localhost", "text/html")
+      expect(waiting.status).toBe(503)
+      expect(waiting.retryAfter).not.toBeNull()
+      expect(waiting.body).toContain("h3")
       const refused = await berth(host(1), ["down", "feature-3"])
       expect(refused.code).toBe(1)
       expect(refused.stderr).toContain("runs on machine h3, which was last heard from")
@@ -235,6 +259,11 @@ describe.skipIf(unavailable !== undefined)(
       )
       expect(seenAgain.find((w) => w.name === "feature-3")?.machine).toBe("h3")
       expect(isAlive(service)).toBe(true)
+      const served = await eventually(
+        async () => viaProxy(host(1), "api.feature-3.shop.localhost"),
+        (r) => r.status === 200
+      )
+      expect(served.status, served.body).toBe(200)
     })
 
     it("lets a machine leave: the others stop listing it, its worlds keep running where they are", async () => {
