@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import type { WorldCommand } from "../actors/protocol.js"
 import type { Worlds } from "../actors/Worlds.js"
 import type { Cluster, RemoteWorld } from "../cluster/Cluster.js"
+import type { ProxyInfo, Router } from "../services/proxy/Router.js"
 import { machineState, UNREACHABLE } from "../domain/cluster.js"
 import type { ClusterStatus, WorldStatus } from "./api.js"
 
@@ -16,7 +17,24 @@ const SETTLE_POLL = Duration.millis(200)
 
 const pids = (w: WorldStatus) => w.services.map((s) => s.pid).join(",")
 
-export const makeClusterViews = (worlds: Worlds, cluster: Cluster) => {
+/** Another machine's URL of a service, made this machine's: its host name and path kept, this proxy's scheme and port. */
+const localOrigin =
+  (info: ProxyInfo) =>
+  (url: string): string => {
+    const https = info.httpsUrls && info.https.port !== undefined
+    const port = https ? info.https.port : info.http.port
+    if (port === undefined) return url
+    try {
+      const u = new URL(url)
+      u.protocol = https ? "https:" : "http:"
+      u.port = String(port)
+      return u.href
+    } catch {
+      return url
+    }
+  }
+
+export const makeClusterViews = (worlds: Worlds, cluster: Cluster, router: Router) => {
   const report: Effect.Effect<ClusterStatus, never> = Effect.gen(function* () {
     const view = yield* cluster.view
     const own =
@@ -58,12 +76,15 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster) => {
       const late = new Set(
         view.machines.filter((m) => machineState(m.heartbeatAgeMs) === "unreachable").map((m) => m.name)
       )
+      const local = localOrigin(yield* router.info)
       return view.worlds
         .filter((w) => labels === undefined || w.status.project === labels.label || w.status.project === labels.name)
         .map(
           (w): WorldStatus => ({
             ...w.status,
             machine: w.machine,
+            // the URL as it works here: through this machine's proxy, which forwards to the world's machine
+            services: w.status.services.map((s) => ({ ...s, url: s.url === null ? null : local(s.url) })),
             ...(late.has(w.machine) ? { state: UNREACHABLE, reason: `machine ${w.machine} is not answering` } : {})
           })
         )

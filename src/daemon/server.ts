@@ -193,7 +193,7 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
       const router = yield* Router
       const hostsKeeper = yield* HostsKeeper
       const cluster = yield* Cluster
-      const clustered = makeClusterViews(worlds, cluster)
+      const clustered = makeClusterViews(worlds, cluster, router)
       const context = yield* Effect.context<
         Admission | Router | HostsKeeper | Ports | Registry | Git | Worlds | Cluster
       >()

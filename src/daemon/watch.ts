@@ -76,7 +76,7 @@ export const watch = (cwd: string | undefined) =>
       const admission = yield* Admission
       const router = yield* Router
 
-      const clustered = makeClusterViews(worlds, yield* Cluster)
+      const clustered = makeClusterViews(worlds, yield* Cluster, router)
 
       // another machine's world is acted on through this machine's checkout of its project, when there is one (the
       // daemon sends the command on to the world's machine)

@@ -3,7 +3,7 @@
  * BERTH_HOME) form one cluster on a fresh PostgreSQL database, each runs a world of the same project, and every host
  * sees and commands every world. Then one host's daemon dies (`kill -9`) and comes back, and one leaves.
  */
-import { spawn } from "node:child_process"
+import { execFileSync, spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
@@ -264,6 +264,67 @@ describe.skipIf(unavailable !== undefined)(
         (r) => r.status === 200
       )
       expect(served.status, served.body).toBe(200)
+    })
+
+    it("calls another machine's service through this machine's proxy with berth curl", async () => {
+      const r = await berth(host(1), ["curl", "feature-2", "api", "/from-h1", "--json"])
+      expect(r.code, r.stderr).toBe(0)
+      const answer = JSON.parse(r.stdout) as { url: string; status: number; body: string }
+      expect(answer.status).toBe(200)
+      // the URL is this machine's: its own proxy's port, the world's host name
+      expect(answer.url).toBe(`http://api.feature-2.shop.localhost:${PROXY_PORT}/from-h1`)
+      expect((JSON.parse(answer.body) as { world: string }).world).toBe("feature-2")
+    })
+
+    it("takes a frozen machine (SIGSTOP) for unreachable and back once it runs again", async () => {
+      const daemon = Number(
+        readFileSync(join(host(3).home, "daemon.pid"), "utf8")
+          .trim()
+          .split(/\s+/)[0]
+      )
+      process.kill(daemon, "SIGSTOP")
+      try {
+        const seen = await eventually(
+          () => statusOf(host(1)),
+          (ws) => ws.find((w) => w.name === "feature-3")?.state === "unreachable",
+          20_000
+        )
+        expect(seen.find((w) => w.name === "feature-3")?.state).toBe("unreachable")
+        const r = viaProxy(host(1), "api.feature-3.shop.localhost")
+        expect(r.status).toBe(503)
+      } finally {
+        process.kill(daemon, "SIGCONT")
+      }
+      const back = await eventually(
+        () => statusOf(host(1)),
+        (ws) => ws.find((w) => w.name === "feature-3")?.state === "running",
+        20_000
+      )
+      expect(back.find((w) => w.name === "feature-3")?.state).toBe("running")
+    })
+
+    it("answers for a machine cut off the network at once, and serves it again once its link is back", async () => {
+      execFileSync("ip", ["link", "set", host(2).link, "down"])
+      try {
+        // its URL: 503 within the proxy's 2 s connect limit, never a hang
+        const started = Date.now()
+        const r = viaProxy(host(1), "api.feature-2.shop.localhost")
+        expect(r.status).toBe(503)
+        expect(Date.now() - started).toBeLessThan(15_000)
+        // a command for its world is refused with the machine named
+        const refused = await berth(host(1), ["down", "feature-2"], 60_000)
+        expect(refused.code).toBe(1)
+        expect(refused.stderr).toContain("runs on machine h2")
+      } finally {
+        execFileSync("ip", ["link", "set", host(2).link, "up"])
+      }
+      const served = await eventually(
+        async () => viaProxy(host(1), "api.feature-2.shop.localhost"),
+        (r) => r.status === 200
+      )
+      expect(served.status).toBe(200)
+      // the world never stopped on its own machine
+      expect((await statusOf(host(2))).find((w) => w.name === "feature-2")?.state).toBe("running")
     })
 
     it("lets a machine leave: the others stop listing it, its worlds keep running where they are", async () => {
