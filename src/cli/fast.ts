@@ -205,6 +205,13 @@ const showingLine = async <A>(socket: string, lean: Lean, pending: Promise<A>): 
   }
 }
 
+/**
+ * A change is given as long as it takes: an `up` may wait in line for hours on a full machine, and closing the
+ * connection is what takes a world out of the line. (A 10-minute limit here once withdrew such a world and said the
+ * daemon had stopped.) A daemon that dies closes the connection, which ends the wait at once.
+ */
+export const CHANGE_IDLE_TIMEOUT_MS = 0
+
 /** True when the command was answered here (its output written and its exit code set). */
 export const tryFast = async (argv: ReadonlyArray<string>): Promise<boolean> => {
   const lean = match(argv)
@@ -217,7 +224,7 @@ export const tryFast = async (argv: ReadonlyArray<string>): Promise<boolean> => 
   const replies = lean.plain
     ? await exchange(home.socket, [ping], 10_000).then(async ([pong]) =>
         sameVersion(pong)
-          ? [pong, ...(await showingLine(home.socket, lean, exchange(home.socket, [ask], 10 * 60_000)))]
+          ? [pong, ...(await showingLine(home.socket, lean, exchange(home.socket, [ask], CHANGE_IDLE_TIMEOUT_MS)))]
           : [pong]
       )
     : await exchange(home.socket, [ping, ask], 10_000)

@@ -47,7 +47,8 @@ export const exchange = async (
         )
       )
     }
-    socket.setTimeout(timeoutMs, () => finish("the daemon did not answer in time"))
+    // 0: no limit (see CHANGE_IDLE_TIMEOUT_MS)
+    if (timeoutMs > 0) socket.setTimeout(timeoutMs, () => finish("the daemon did not answer in time"))
     socket.once("error", (e) => finish(e.message))
     socket.once("close", () => finish("the daemon closed the connection"))
     socket.once("connect", () => {

@@ -169,6 +169,23 @@ describe.skipIf(unavailable !== undefined)(
       const plain = await berth(host(1), ["status"])
       expect(plain.stdout).toMatch(/feature-2\s+running\s+on h2/)
 
+      // every clone's main checkout is a world `main`: on each machine its name means that machine's own
+      for (const h of net.hosts) {
+        const r = await berth(h, ["up", "--json"], 60_000)
+        expect(r.code, r.stderr).toBe(0)
+      }
+      for (const h of net.hosts) {
+        await eventually(
+          () => statusOf(host(1)),
+          (ws) => ws.some((w) => w.name === "main" && (w.machine ?? "h1") === h.name)
+        )
+      }
+      for (const h of net.hosts) {
+        const r = viaProxy(h, "api.main.shop.localhost")
+        expect(r.status, r.body).toBe(200)
+        expect((JSON.parse(r.body) as { env: { BERTH_HOME: string } }).env.BERTH_HOME).toBe(h.home)
+      }
+
       // from h1, down a world of h2: it stops on h2
       const pidBefore = (await statusOf(host(2))).find((w) => w.name === "feature-2")?.services[0]?.pid
       expect(pidBefore).toBeTypeOf("number")

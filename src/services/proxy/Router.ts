@@ -199,8 +199,9 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
     let remoteTargets: ReadonlyArray<RouteTarget> = []
 
     const refresh = Effect.gen(function* () {
-      // the shared tables say who owns a world: a remote route wins over a local row left from before a move
-      const all = remoteTargets.length === 0 ? yield* targets : [...remoteTargets, ...(yield* targets)]
+      // a world of this machine keeps its name here: every clone's main checkout is a world `main`, so two machines
+      // often publish the same host, and the person at this machine means their own (makeRouteTable: first wins)
+      const all = remoteTargets.length === 0 ? yield* targets : [...(yield* targets), ...remoteTargets]
       const table = withDashboardRoute(makeRouteTable(all, PROXY_DOMAIN), dashboardPort)
       traffic.prepare(table.byHost.values())
       proxy.setRoutes({ ...table, wake: (id) => waker(id), seen: traffic.seen })
