@@ -102,7 +102,7 @@ await Promise.all(
     await berth(h, ["up", `web-${h.name}`, "-s", "api", "--json"])
   })
 )
-const alone = await statusRuns(`status --json, ${worldCount} worlds of its own, no cluster`)
+const alone = await statusRuns(`status --json, ${worldCount + 1} worlds of its own, no cluster`)
 
 console.error("forming the cluster…")
 await berth(h1, ["cluster", "init", net.url, "--name", "h1", "--address", h1.address])

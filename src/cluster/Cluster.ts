@@ -79,6 +79,8 @@ export interface ClusterView {
   readonly machines: ReadonlyArray<Machine>
   /** every other machine's worlds, as they last published them */
   readonly worlds: ReadonlyArray<SharedWorld>
+  /** how many worlds this machine last published */
+  readonly own: number
 }
 
 export interface JoinRequest {
@@ -107,7 +109,8 @@ const solo: ClusterView = {
   slot: undefined,
   error: undefined,
   machines: [],
-  worlds: []
+  worlds: [],
+  own: 0
 }
 
 /** How long a command for a world of another machine may wait for that machine before berth says it is unreachable. */
@@ -258,6 +261,7 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
               yield* store.publish(settings.name, changed, statuses)
               published.clear()
               for (const s of statuses) published.set(`${s.project}/${s.slug}`, JSON.stringify(s))
+              view = { ...view, own: statuses.length }
             }
             const [machines, others] = yield* Effect.all([store.machines, store.worlds(settings.name)])
             view = { ...view, machines, worlds: others }

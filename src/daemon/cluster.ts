@@ -37,10 +37,7 @@ const localOrigin =
 export const makeClusterViews = (worlds: Worlds, cluster: Cluster, router: Router) => {
   const report: Effect.Effect<ClusterStatus, never> = Effect.gen(function* () {
     const view = yield* cluster.view
-    const own =
-      view.state === "solo"
-        ? 0
-        : (yield* worlds.status(undefined).pipe(Effect.orElseSucceed(() => ({ worlds: [] })))).worlds.length
+    const own = view.own
     return {
       state: view.state,
       url: view.url ?? null,
