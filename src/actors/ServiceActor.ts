@@ -29,6 +29,7 @@ import {
 } from "../domain/service-state.js"
 import { defaultCheck, Health, livenessAttemptMs } from "../services/Health.js"
 import * as LogFiles from "../services/LogFiles.js"
+import { trace } from "../services/trace.js"
 import { type ProcessHandle, Processes } from "../services/Processes.js"
 
 export interface ServicePlan {
@@ -187,12 +188,14 @@ export const runService = (
               return yield* giveUp(`setup \`${plan.service.setup}\` failed (${exitDescription(setupExit)})`)
             }
           }
+          trace(`service ${name}: spawning`)
           const logOffset = yield* LogFiles.size(plan.logFile).pipe(Effect.orElseSucceed(() => 0))
           const handle =
             adopt ??
             (yield* processes
               .spawn({ command: plan.command, cwd: plan.cwd, env: plan.env, logFile: plan.logFile })
               .pipe(Effect.catchTag("SpawnFailed", (e) => giveUp(e.reason))))
+          trace(`service ${name}: spawned`)
           yield* Effect.addFinalizer(() => processes.stop(handle, plan.service.stopGraceMs))
           adopt = undefined
           yield* apply({ _tag: "Spawned" }, { handle })
@@ -228,6 +231,7 @@ export const runService = (
                       : undefined
                   )
             const confirm = Effect.gen(function* () {
+              trace(`service ${name}: check passed`)
               rejected = yield* foreignHolder(yield* processes.groupMembers(handle.pgid))
               if (rejected !== undefined) return rejected
               return (yield* processes.isRunning(handle)) ? undefined : "its process is gone"
@@ -286,6 +290,7 @@ export const runService = (
                 diedAfterPass = true
               } else {
                 yield* becomeReady
+                trace(`service ${name}: ready`)
                 yield* watchLiveness(0)
               }
             }
