@@ -230,9 +230,16 @@ export const runService = (
                       ? `port ${plan.port} is held by pid ${verdict.holder.pid} (${verdict.holder.command}), not by this service`
                       : undefined
                   )
+            /** the leader's own family usually holds the listener: the whole group is read only when it does not */
+            const listenerRejected = Effect.gen(function* () {
+              if (judge === undefined) return undefined
+              const near = yield* judge(yield* processes.family(handle), { partial: true })
+              if (near._tag === "Ours") return undefined
+              return yield* foreignHolder(yield* processes.groupMembers(handle.pgid))
+            })
             const confirm = Effect.gen(function* () {
               trace(`service ${name}: check passed`)
-              rejected = yield* foreignHolder(yield* processes.groupMembers(handle.pgid))
+              rejected = yield* listenerRejected
               if (rejected !== undefined) return rejected
               return (yield* processes.isRunning(handle)) ? undefined : "its process is gone"
             })
