@@ -151,9 +151,13 @@ const make = Effect.gen(function* () {
             return yield* new PortRangeExhausted({ from: r.from, to: r.to, wanted: plan.left.wanted })
           }
           let retry = false
-          for (const q of requests) {
+          // every port proven at once: a world's ports are independent, and each proof waits on the event loop
+          const bindable = yield* Effect.forEach(requests, (q) => canBind(plan.right.get(key(q))!), {
+            concurrency: "unbounded"
+          })
+          for (const [i, q] of requests.entries()) {
             const port = plan.right.get(key(q))!
-            if (yield* canBind(port)) continue
+            if (bindable[i]) continue
             // taken from outside: never hand it out; a lease we held moves elsewhere
             taken.add(port)
             if (existing.get(key(q)) === port) {
