@@ -215,12 +215,15 @@ export const tryFast = async (argv: ReadonlyArray<string>): Promise<boolean> => 
   const ask = { tag: lean.tag, payload: lean.payload }
   const ping = { tag: "Ping", payload: undefined }
   const sameVersion = (r: WireReply | undefined) => r?._tag === "Success" && isThisBuild(r.value)
-  // a read travels with the version check; a change waits for it, so a daemon of another version never acts on it
+  // a read travels with the version check; a change waits for it (on the same connection), so a daemon of another
+  // version never acts on it
   const replies = lean.plain
-    ? await exchange(home.socket, [ping], 10_000).then(async ([pong]) =>
-        sameVersion(pong)
-          ? [pong, ...(await showingLine(home.socket, lean, exchange(home.socket, [ask], 10 * 60_000)))]
-          : [pong]
+    ? await showingLine(
+        home.socket,
+        lean,
+        exchange(home.socket, [ping], 10_000, ([pong]) =>
+          sameVersion(pong) ? { requests: [ask], timeoutMs: 10 * 60_000 } : undefined
+        )
       )
     : await exchange(home.socket, [ping, ask], 10_000)
   const [pong, reply] = replies
