@@ -168,10 +168,14 @@ const make = Effect.gen(function* () {
           }
           if (retry) continue
           const assigned: Array<Assigned> = requests.map((q) => ({ ...q, port: plan.right.get(key(q))! }))
-          yield* registry.setLeases(
-            world.id,
-            assigned.map((a) => ({ port: a.port, worldId: world.id, service: a.service, name: a.name }))
-          )
+          // a world coming up again holds the same leases: nothing to write (and no change for the routes to follow)
+          const same = assigned.length === existing.size && assigned.every((a) => existing.get(key(a)) === a.port)
+          if (!same) {
+            yield* registry.setLeases(
+              world.id,
+              assigned.map((a) => ({ port: a.port, worldId: world.id, service: a.service, name: a.name }))
+            )
+          }
           return { assigned, replaced }
         }
       })
