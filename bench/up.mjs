@@ -82,18 +82,29 @@ const answers = (port) =>
     attempt()
   })
 
+/** A port nothing listens on now, as the OS picks one (fixed ports may be another run's on a shared machine). */
+const freePort = () =>
+  new Promise((resolve) => {
+    const server = net.createServer().listen(0, "127.0.0.1", () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+  })
+
 /** The three services started directly, in parallel, until each answers; then stopped. */
-const floor = async (firstPort) => {
+const floor = async () => {
+  const ports = [await freePort(), await freePort(), await freePort()]
   const start = process.hrtime.bigint()
-  const children = [0, 1, 2].map((i) =>
-    spawn(process.execPath, ["server.js"], { cwd: repo, env: { ...env, PORT: String(firstPort + i) }, stdio: "ignore" })
+  const children = ports.map((port) =>
+    spawn(process.execPath, ["server.js"], { cwd: repo, env: { ...env, PORT: String(port) }, stdio: "ignore" })
   )
-  await Promise.all([0, 1, 2].map((i) => answers(firstPort + i)))
+  await Promise.all(ports.map(answers))
   const ms = Number(process.hrtime.bigint() - start) / 1e6
   await Promise.all(
     children.map(
       (child) =>
         new Promise((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resolve()
           child.once("exit", resolve)
           child.kill("SIGKILL")
         })
@@ -110,8 +121,8 @@ try {
     samples.node.push(time(["-e", "0"]))
     samples.cold.push(berth("up", `cold-${i}`, "-s", "a", "-s", "b", "-s", "c"))
     berth("down", `cold-${i}`)
-    // the floor right before the warm up it is compared with, on ports outside berth's range
-    const bare = await floor(44000)
+    // the floor right before the warm up it is compared with, on ports the OS picks (outside berth's range)
+    const bare = await floor()
     samples.floor.push(bare)
     const warm = berth("up", `cold-${i}`, "-s", "a", "-s", "b", "-s", "c")
     samples.warm.push(warm)
@@ -125,6 +136,8 @@ try {
   const daemonPid = JSON.parse(spawnSync(cli, ["daemon", "status", "--json"], { cwd: repo, env }).stdout).pid
   const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${daemonPid}/status`, "utf8"))[1]) * 1024
   const before = rss()
+  // all of them at once: above the gate's default max_parallel (20), the next would wait in line for good
+  berth("reserve", "--max-parallel", String(worldCount + 1))
   for (let i = 0; i < worldCount; i++) berth("up", `many-${i}`, "--group", "idle")
   // let the reconciler make a few passes over all of them
   await new Promise((r) => setTimeout(r, 7_000))

@@ -6,8 +6,9 @@
  *
  * A check passing proves only that something answers, so a pass counts only while the service's group lives and, where
  * /proc tells, when the listener on its port is the group's: with EADDRINUSE another process's listener answers while
- * the service is dying. During an `up`, the service must then stay up a moment longer (`confirmMs`) before it is
- * ready, so an exit right after the pass fails the `up` with its log instead of reporting it healthy.
+ * the service is dying. A first start is ready at its first pass, so a waiting `up` answers then; should the service
+ * not stay up a moment longer (`confirmMs`), it is `failed` with its log (never `exited`): its start failed, which the
+ * `up` could not know yet.
  */
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
@@ -29,6 +30,7 @@ import {
 } from "../domain/service-state.js"
 import { defaultCheck, Health, livenessAttemptMs } from "../services/Health.js"
 import * as LogFiles from "../services/LogFiles.js"
+import { trace } from "../services/trace.js"
 import { type ProcessHandle, Processes } from "../services/Processes.js"
 
 export interface ServicePlan {
@@ -84,9 +86,10 @@ const TAIL_LINES = 20
 /** How long a service without a health check must stay up to count as started: a crash at start comes sooner. */
 export const SETTLE_MS = 500
 /**
- * How long a service must stay up after its check first passed before an `up` counts it ready: long enough for a
- * crash on the heels of its first answer (a second bind, an init that throws) to fail the `up`, short enough to stay
- * out of a warm `up`'s way. Where /proc tells, a pass from another process's listener is refused outright.
+ * How long a service must stay up after its check first passed to count as started: a crash on the heels of its first
+ * answer (a second bind, an init that throws) makes it `failed`, not a finished task. Waited beside the service, not
+ * by the `up` (a warm `up` answers at the pass). Where /proc tells, a pass from another process's listener is refused
+ * outright.
  */
 export const CONFIRM_MS = 50
 /** How often a ready service's check is repeated to notice it turning unhealthy. */
@@ -187,12 +190,14 @@ export const runService = (
               return yield* giveUp(`setup \`${plan.service.setup}\` failed (${exitDescription(setupExit)})`)
             }
           }
+          trace(`service ${name}: spawning`)
           const logOffset = yield* LogFiles.size(plan.logFile).pipe(Effect.orElseSucceed(() => 0))
           const handle =
             adopt ??
             (yield* processes
               .spawn({ command: plan.command, cwd: plan.cwd, env: plan.env, logFile: plan.logFile })
               .pipe(Effect.catchTag("SpawnFailed", (e) => giveUp(e.reason))))
+          trace(`service ${name}: spawned`)
           yield* Effect.addFinalizer(() => processes.stop(handle, plan.service.stopGraceMs))
           adopt = undefined
           yield* apply({ _tag: "Spawned" }, { handle })
@@ -227,8 +232,16 @@ export const runService = (
                       ? `port ${plan.port} is held by pid ${verdict.holder.pid} (${verdict.holder.command}), not by this service`
                       : undefined
                   )
+            /** the leader's own family usually holds the listener: the whole group is read only when it does not */
+            const listenerRejected = Effect.gen(function* () {
+              if (judge === undefined) return undefined
+              const near = yield* judge(yield* processes.family(handle), { partial: true })
+              if (near._tag === "Ours") return undefined
+              return yield* foreignHolder(yield* processes.groupMembers(handle.pgid))
+            })
             const confirm = Effect.gen(function* () {
-              rejected = yield* foreignHolder(yield* processes.groupMembers(handle.pgid))
+              trace(`service ${name}: check passed`)
+              rejected = yield* listenerRejected
               if (rejected !== undefined) return rejected
               return (yield* processes.isRunning(handle)) ? undefined : "its process is gone"
             })
@@ -282,12 +295,11 @@ export const runService = (
               // it died before it was ready: if someone else holds its port, that is why (EADDRINUSE)
               rejected = yield* foreignHolder([])
             } else {
-              if (confirming && !(yield* staysUp(timing.confirmMs))) {
-                diedAfterPass = true
-              } else {
-                yield* becomeReady
-                yield* watchLiveness(0)
-              }
+              // ready at the pass: a waiting `up` answers now; gone within confirmMs, it is still a failed start
+              yield* becomeReady
+              trace(`service ${name}: ready`)
+              yield* watchLiveness(0)
+              if (confirming && !(yield* staysUp(timing.confirmMs))) diedAfterPass = true
             }
           }
           const result = yield* gone.await

@@ -37,6 +37,7 @@ import { ConfigFiles } from "../services/ConfigFiles.js"
 import { bringIntoWorktree } from "../services/worktree/files.js"
 import { Git } from "../services/Git.js"
 import { Home } from "../services/Home.js"
+import { trace } from "../services/trace.js"
 import * as LogFiles from "../services/LogFiles.js"
 import { Ports } from "../services/Ports.js"
 import { ONESHOT_VARIABLE, Processes, type ProcessHandle } from "../services/Processes.js"
@@ -565,6 +566,7 @@ export const makeWorldActor = (
             : (yield* ports.allocate({ id: worldId, project: w.projectName, name: w.name }, portRequests(config)))
                 .assigned
         const portMap = groupPorts(leased)
+        trace("actor: ports leased")
         const coords = yield* provisionSlices(w, config, userEnv, lookup, (urls) =>
           coordinates(config, portMap, urls, routing)
         )
@@ -658,6 +660,7 @@ export const makeWorldActor = (
           }).pipe(Effect.provide(context), Effect.forkIn(scope))
           g.services.set(name, { rt, fiber })
         }
+        trace("actor: services forked")
         if (running === undefined) yield* registry.dropServicesExcept(worldId, [...runtimes.keys(), ...kept])
         // ready when every selected service is healthy; the first failure fails the up
         // a service fiber that ends before its service is ready (a defect, say) fails the start: nothing waits forever
@@ -709,6 +712,7 @@ export const makeWorldActor = (
           })
         }
         yield* apply(WorldEvent.Started())
+        trace("actor: started")
       })
 
     /** Whatever stops a start half-way leaves nothing running and the world `failed` with the first line of why. */
@@ -833,6 +837,7 @@ export const makeWorldActor = (
           return yield* start(sel, lastEnv, new Map())
         }
         // checked before anything is recorded: an up that cannot resolve its tokens changes nothing
+        trace("actor: up")
         const ready = yield* prepare(sel, env)
         yield* registry.setDesired(worldId, "up")
         selection = sel

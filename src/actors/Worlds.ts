@@ -22,6 +22,7 @@ import { ConfigFiles } from "../services/ConfigFiles.js"
 import { Git, type RepoInfo } from "../services/Git.js"
 import type { Health } from "../services/Health.js"
 import { Home } from "../services/Home.js"
+import { trace } from "../services/trace.js"
 import * as LogFiles from "../services/LogFiles.js"
 import { Ports } from "../services/Ports.js"
 import { Processes } from "../services/Processes.js"
@@ -303,7 +304,9 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       env: Readonly<Record<string, string>>,
       wait = true
     ) {
+      trace("daemon: up received")
       const w = yield* resolve(ref, true)
+      trace("daemon: world resolved")
       const settle = (id: number) =>
         Effect.flatMap(actorFor(id), (actor) => actor.started).pipe(
           Effect.onInterrupt(() => send(id, new Protocol.Withdraw()).pipe(Effect.ignore)),
@@ -334,7 +337,9 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
             })
         )
       )
-      return yield* statusOf(id)
+      const status = yield* statusOf(id)
+      trace("daemon: replying")
+      return status
     })
 
     /**

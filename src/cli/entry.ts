@@ -1,17 +1,17 @@
 // The process entry. Kept tiny: `--version` answers without evaluating Effect; everything else loads the CLI lazily.
 //
-// In dist/berth.cjs the program (main.ts and all it imports) is not code: scripts/build.mjs puts it in `//` comments
-// ahead of this entry. V8 only skims comments, while it pre-parses code even if it never runs (tens of milliseconds
-// for this bundle; a string constant costs several too). Commands read the program back from the file and compile it
-// with a V8 code cache in the user's cache folder, which also saves later runs compiling the functions that the run
-// which wrote the cache needed. BERTH_CODE_CACHE=0 turns the cache off. The entry is CommonJS: Node loads a CommonJS
-// file about 15 ms sooner than an ES module.
+// The program (main.ts and all it imports) is not in this file: scripts/build.mjs writes it beside it, to
+// dist/berth-program.cjs, since V8 scans all of an entry file's text before running any of it (even comments: ~11 ms
+// for this bundle; pre-parsing it as code costs tens). `--version` and the lean path never read it; other commands
+// compile it with a V8 code cache in the user's cache folder, which also saves later runs compiling the functions that
+// the run which wrote the cache needed. BERTH_CODE_CACHE=0 turns the cache off. The entry is CommonJS: Node loads a
+// CommonJS file about 15 ms sooner than an ES module.
 import type * as Main from "./main.js"
 
 declare const BERTH_VERSION: string
 /**
- * Set by the build: the length of the commented program, which starts on the file's second line and, comments taken
- * off, reads `(function (exports, require, module, __filename, __dirname, __berthImportMeta) { …main.ts as CommonJS… })`.
+ * Set by the build: the length of the program in dist/berth-program.cjs, which reads
+ * `(function (exports, require, module, __filename, __dirname, __berthImportMeta) { …main.ts as CommonJS… })`.
  */
 declare const BERTH_MAIN_LENGTH: number | undefined
 /** A hash of the program, naming its code cache. */
@@ -113,18 +113,19 @@ async function loadBundledMain(length: number): Promise<MainModule> {
   }
 
   const filename = __filename
-  const text = fs.readFileSync(filename, "utf8")
-  const start = text.indexOf("\n") + 1
-  const source = text.slice(start + 2, start + length).replaceAll("\n//", "\n")
+  const programFile = path.join(path.dirname(filename), "berth-program.cjs")
+  const source = fs.readFileSync(programFile, "utf8")
+  // the two files come from one build: another's program would not fit this entry (nor its build id the daemon's)
+  if (source.length !== length) {
+    throw new Error(`${programFile} is not the program of this berth (${filename}): install berth again`)
+  }
   const folder = cacheFolder()
   const cacheFile = folder && path.join(folder, `main-${BERTH_MAIN_HASH}-${process.version}-${process.arch}.v8`)
   const cachedData = cacheFile ? readCache(cacheFile) : undefined
   // the build turns import() into require(), so this is only a fallback (and Node < 20.12 lacks it)
   const importModuleDynamically = (vm as Partial<typeof vm>).constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER
   const script = new vm.Script(source, {
-    filename,
-    // stack traces then give the program's lines as lines of dist/berth.cjs
-    lineOffset: 1,
+    filename: programFile,
     ...(cachedData ? { cachedData } : {}),
     ...(importModuleDynamically === undefined ? {} : { importModuleDynamically })
   })

@@ -8,6 +8,7 @@ import type { PlainFailure, WorldStatus } from "../daemon/api.js"
 import { exchange, type WireReply } from "../daemon/wire.js"
 import { definedEnv } from "../domain/environment.js"
 import { homePaths, resolveHome } from "../services/homePaths.js"
+import { trace } from "../services/trace.js"
 import { isThisBuild } from "../version.js"
 import { expandAlias } from "./aliases.js"
 import { envDocument, formatDocument, formatErrorLine, worldDocument, worldsDocument } from "./documents.js"
@@ -214,21 +215,26 @@ export const CHANGE_IDLE_TIMEOUT_MS = 0
 
 /** True when the command was answered here (its output written and its exit code set). */
 export const tryFast = async (argv: ReadonlyArray<string>): Promise<boolean> => {
+  trace("cli: lean path")
   const lean = match(argv)
   if (lean === undefined) return false
   const home = homePaths(resolveHome())
   const ask = { tag: lean.tag, payload: lean.payload }
   const ping = { tag: "Ping", payload: undefined }
   const sameVersion = (r: WireReply | undefined) => r?._tag === "Success" && isThisBuild(r.value)
-  // a read travels with the version check; a change waits for it, so a daemon of another version never acts on it
+  // a read travels with the version check; a change waits for it (on the same connection), so a daemon of another
+  // version never acts on it
   const replies = lean.plain
-    ? await exchange(home.socket, [ping], 10_000).then(async ([pong]) =>
-        sameVersion(pong)
-          ? [pong, ...(await showingLine(home.socket, lean, exchange(home.socket, [ask], CHANGE_IDLE_TIMEOUT_MS)))]
-          : [pong]
+    ? await showingLine(
+        home.socket,
+        lean,
+        exchange(home.socket, [ping], 10_000, ([pong]) =>
+          sameVersion(pong) ? { requests: [ask], timeoutMs: CHANGE_IDLE_TIMEOUT_MS } : undefined
+        )
       )
     : await exchange(home.socket, [ping, ask], 10_000)
   const [pong, reply] = replies
+  trace("cli: replied")
   if (lean.plain && sameVersion(pong) && reply?._tag === "Unreachable") {
     // the change was sent: sending it again to another daemon could act twice, so say what happened instead
     const message = `the daemon stopped while handling \`${argv.join(" ")}\` (${reply.reason}); run \`berth status\` to see where the world is, then retry`

@@ -24,43 +24,55 @@ export interface WireRequest {
   readonly payload: unknown
 }
 
-/** Sends requests on one connection and resolves with their replies, in order; never rejects. */
+/** What to send next on the same connection, once every reply so far has come; undefined: nothing. */
+export type FollowUp = (
+  replies: ReadonlyArray<WireReply>
+) => { readonly requests: ReadonlyArray<WireRequest>; readonly timeoutMs: number } | undefined
+
+/**
+ * Sends requests on one connection and resolves with their replies, in order; never rejects. `next` may send more on
+ * the same connection once they are all answered (a change after the version check, without a second connection);
+ * their replies follow.
+ */
 export const exchange = async (
   socketPath: string,
   requests: ReadonlyArray<WireRequest>,
-  timeoutMs = 30_000
+  timeoutMs = 30_000,
+  next?: FollowUp
 ): Promise<ReadonlyArray<WireReply>> => {
   // loaded here, not at the top: the CLI's entry bundles this module and must not load node:net for `--version`
   const net = await import("node:net")
   return new Promise((resolve) => {
     const replies = new Map<string, WireReply>()
     const socket = net.connect({ path: socketPath })
+    /** every request of the connection, its id its place here (1-based) */
+    const sent = [...requests]
     let buffer = ""
     let settled = false
+    const inOrder = (failure?: string): ReadonlyArray<WireReply> =>
+      sent.map(
+        (_, i) => replies.get(String(i + 1)) ?? { _tag: "Unreachable", reason: failure ?? "no reply from the daemon" }
+      )
     const finish = (failure?: string) => {
       if (settled) return
       settled = true
       socket.destroy()
-      resolve(
-        requests.map(
-          (_, i) => replies.get(String(i + 1)) ?? { _tag: "Unreachable", reason: failure ?? "no reply from the daemon" }
-        )
-      )
+      resolve(inOrder(failure))
     }
-    // 0: no limit (see CHANGE_IDLE_TIMEOUT_MS)
-    if (timeoutMs > 0) socket.setTimeout(timeoutMs, () => finish("the daemon did not answer in time"))
-    socket.once("error", (e) => finish(e.message))
-    socket.once("close", () => finish("the daemon closed the connection"))
-    socket.once("connect", () => {
+    const write = (from: number) =>
       socket.write(
-        requests
+        sent
+          .slice(from)
           .map(
             (r, i) =>
-              `${JSON.stringify({ _tag: "Request", id: String(i + 1), tag: r.tag, payload: r.payload, headers: [] })}\n`
+              `${JSON.stringify({ _tag: "Request", id: String(from + i + 1), tag: r.tag, payload: r.payload, headers: [] })}\n`
           )
           .join("")
       )
-    })
+    socket.setTimeout(timeoutMs, () => finish("the daemon did not answer in time"))
+    socket.once("error", (e) => finish(e.message))
+    socket.once("close", () => finish("the daemon closed the connection"))
+    socket.once("connect", () => write(0))
     socket.on("data", (chunk: Buffer) => {
       buffer += chunk.toString("utf8")
       for (let nl = buffer.indexOf("\n"); nl !== -1; nl = buffer.indexOf("\n")) {
@@ -83,7 +95,14 @@ export const exchange = async (
             ? { _tag: "Success", value: exit.value }
             : { _tag: "Failure", error: cause?._tag === "Fail" ? cause.error : (cause?.defect ?? cause) }
         )
-        if (replies.size === requests.length) return finish()
+        if (replies.size < sent.length) continue
+        const more = next?.(inOrder())
+        next = undefined
+        if (more === undefined || more.requests.length === 0) return finish()
+        const from = sent.length
+        sent.push(...more.requests)
+        socket.setTimeout(more.timeoutMs)
+        write(from)
       }
     })
   })

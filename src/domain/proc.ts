@@ -73,6 +73,25 @@ export const listeningSockets = (text: string): ReadonlyArray<{ readonly inode: 
   return out
 }
 
+/**
+ * The listening sockets in the complete lines of the start of a `/proc/net/tcp{,6}` table, and whether that start
+ * holds them all: the kernel lists every listener before any other socket, so the first line of another state ends
+ * them. Lets a reader stop early (see `services/Health`).
+ */
+export const leadingListeners = (
+  text: string
+): {
+  readonly sockets: ReadonlyArray<{ readonly inode: string; readonly port: number }>
+  readonly complete: boolean
+} => {
+  const lines = text.split("\n")
+  // the last piece is a line still being read (or the empty rest after the final newline)
+  const whole = lines.slice(1, -1).filter((line) => line.trim() !== "")
+  const end = whole.findIndex((line) => line.trim().split(/\s+/)[3] !== TCP_LISTEN)
+  const listeners = end === -1 ? whole : whole.slice(0, end)
+  return { sockets: listeningSockets(`header\n${listeners.join("\n")}`), complete: end !== -1 }
+}
+
 /** The inodes of the sockets listening on `port` (see `listeningSockets`). */
 export const listeningInodes = (text: string, port: number): ReadonlyArray<string> =>
   listeningSockets(text)

@@ -8,6 +8,7 @@
  * ServiceActor does not take another process's answer for its service's.
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import { closeSync, openSync, readdirSync, readlinkSync, readSync } from "node:fs"
 import { open, readdir, readFile, readlink } from "node:fs/promises"
 import * as http from "node:http"
 import * as net from "node:net"
@@ -23,6 +24,7 @@ import * as Schedule from "effect/Schedule"
 import { defaults, type HealthCheck } from "../domain/config/model.js"
 import {
   judgeListener,
+  leadingListeners,
   type ListenerHolder,
   type ListenerVerdict,
   listeningInodes,
@@ -368,26 +370,80 @@ const groupListeningPorts = (group: ReadonlyArray<number>): Effect.Effect<Readon
     return sockets.filter((s) => owned.has(s.inode)).map((s) => s.port)
   })
 
+/** `socketsOf`, read synchronously: the few processes of one service, where the thread pool costs more than the reading. */
+const socketsOfSync = (pid: number): ReadonlyArray<string> => {
+  try {
+    return readdirSync(`/proc/${pid}/fd`).flatMap((fd) => {
+      try {
+        return socketInode(readlinkSync(`/proc/${pid}/fd/${fd}`)) ?? []
+      } catch {
+        return []
+      }
+    })
+  } catch {
+    return []
+  }
+}
+
+/**
+ * Whether one of a /proc/net/tcp table's listeners is `wanted`, reading it 4 KiB at a time and only as far as needed:
+ * the listeners come first, and reading on into the connections makes the kernel walk its whole table of them (about
+ * 10 ms a table here, however few it holds). Undefined when the table cannot be read.
+ */
+const hasListener = (table: string, wanted: (s: { readonly inode: string; readonly port: number }) => boolean) => {
+  let fd: number
+  try {
+    fd = openSync(table, "r")
+  } catch {
+    return undefined
+  }
+  try {
+    const chunk = Buffer.allocUnsafe(4096)
+    let text = ""
+    for (;;) {
+      const n = readSync(fd, chunk, 0, chunk.length, null)
+      text += chunk.toString("latin1", 0, n)
+      const { sockets, complete } = leadingListeners(n === 0 ? `${text}\n` : text)
+      if (sockets.some(wanted)) return true
+      if (complete || n === 0) return false
+    }
+  } catch {
+    return undefined
+  } finally {
+    closeSync(fd)
+  }
+}
+
 const makeListenerJudge = (port: number, serviceStartTime: string) =>
   Effect.sync(() => {
     const holders = new Map<string, ListenerHolder | undefined>()
-    return (group: ReadonlyArray<number>): Effect.Effect<ListenerVerdict> =>
-      Effect.promise(async () => {
-        const tables = await Promise.all(["/proc/net/tcp", "/proc/net/tcp6"].map(readText))
-        const listening = tables.every((t) => t === undefined)
-          ? undefined
-          : tables.flatMap((t) => (t === undefined ? [] : listeningInodes(t, port)))
-        const perMember = await Promise.all(group.map(socketsOf))
-        const groupSockets = perMember.flatMap((s) => s ?? [])
-        const groupUnreadable = perMember.some((s) => s === undefined)
-        let holder: ListenerHolder | undefined
-        if (listening !== undefined && listening.length > 0 && !listening.some((i) => groupSockets.includes(i))) {
-          const key = [...listening].sort().join(",")
-          if (!holders.has(key)) holders.set(key, await findHolder(listening, group))
-          holder = holders.get(key)
-        }
-        return judgeListener({ listening, groupSockets, groupUnreadable, holder, serviceStartTime })
-      })
+    /** part of the group can prove the listener ours, never someone else's: cheap, so it is asked first */
+    const partOfGroup = (pids: ReadonlyArray<number>): ListenerVerdict => {
+      const sockets = new Set(pids.flatMap(socketsOfSync))
+      const mine = (s: { readonly inode: string; readonly port: number }) => s.port === port && sockets.has(s.inode)
+      return sockets.size > 0 && ["/proc/net/tcp", "/proc/net/tcp6"].some((t) => hasListener(t, mine) === true)
+        ? { _tag: "Ours" }
+        : { _tag: "Unknown" }
+    }
+    return (group: ReadonlyArray<number>, options?: { readonly partial?: boolean }): Effect.Effect<ListenerVerdict> =>
+      options?.partial === true
+        ? Effect.sync(() => partOfGroup(group))
+        : Effect.promise(async () => {
+            const tables = await Promise.all(["/proc/net/tcp", "/proc/net/tcp6"].map(readText))
+            const listening = tables.every((t) => t === undefined)
+              ? undefined
+              : tables.flatMap((t) => (t === undefined ? [] : listeningInodes(t, port)))
+            const perMember = await Promise.all(group.map(socketsOf))
+            const groupSockets = perMember.flatMap((s) => s ?? [])
+            const groupUnreadable = perMember.some((s) => s === undefined)
+            let holder: ListenerHolder | undefined
+            if (listening !== undefined && listening.length > 0 && !listening.some((i) => groupSockets.includes(i))) {
+              const key = [...listening].sort().join(",")
+              if (!holders.has(key)) holders.set(key, await findHolder(listening, group))
+              holder = holders.get(key)
+            }
+            return judgeListener({ listening, groupSockets, groupUnreadable, holder, serviceStartTime })
+          })
   })
 
 /**
@@ -460,12 +516,15 @@ export interface HealthService {
   readonly makeLogWatcher: (file: string, pattern: string | RegExp, offset: number) => Effect.Effect<LogWatcher>
   /**
    * A judge of whose listener answers on `port`, for a service whose leader started at `serviceStartTime`: call it
-   * with the pids of the service's group each time its check passes.
+   * with the pids of the service's group each time its check passes. With `partial`, the pids are only part of the
+   * group (read cheaply): the verdict is then `Ours` or `Unknown`, never `Foreign`.
    */
   readonly listenerJudge: (
     port: number,
     serviceStartTime: string
-  ) => Effect.Effect<(group: ReadonlyArray<number>) => Effect.Effect<ListenerVerdict>>
+  ) => Effect.Effect<
+    (group: ReadonlyArray<number>, options?: { readonly partial?: boolean }) => Effect.Effect<ListenerVerdict>
+  >
   /** The TCP ports the processes `group` listen on (from /proc; none where it cannot tell). */
   readonly listeningPorts: (group: ReadonlyArray<number>) => Effect.Effect<ReadonlyArray<number>>
 }

@@ -151,9 +151,13 @@ const make = Effect.gen(function* () {
             return yield* new PortRangeExhausted({ from: r.from, to: r.to, wanted: plan.left.wanted })
           }
           let retry = false
-          for (const q of requests) {
+          // every port proven at once: a world's ports are independent, and each proof waits on the event loop
+          const bindable = yield* Effect.forEach(requests, (q) => canBind(plan.right.get(key(q))!), {
+            concurrency: "unbounded"
+          })
+          for (const [i, q] of requests.entries()) {
             const port = plan.right.get(key(q))!
-            if (yield* canBind(port)) continue
+            if (bindable[i]) continue
             // taken from outside: never hand it out; a lease we held moves elsewhere
             taken.add(port)
             if (existing.get(key(q)) === port) {
@@ -164,10 +168,14 @@ const make = Effect.gen(function* () {
           }
           if (retry) continue
           const assigned: Array<Assigned> = requests.map((q) => ({ ...q, port: plan.right.get(key(q))! }))
-          yield* registry.setLeases(
-            world.id,
-            assigned.map((a) => ({ port: a.port, worldId: world.id, service: a.service, name: a.name }))
-          )
+          // a world coming up again holds the same leases: nothing to write (and no change for the routes to follow)
+          const same = assigned.length === existing.size && assigned.every((a) => existing.get(key(a)) === a.port)
+          if (!same) {
+            yield* registry.setLeases(
+              world.id,
+              assigned.map((a) => ({ port: a.port, worldId: world.id, service: a.service, name: a.name }))
+            )
+          }
           return { assigned, replaced }
         }
       })

@@ -148,6 +148,12 @@ export interface ProcessesService {
   readonly isRunning: (handle: ProcessHandle) => Effect.Effect<boolean>
   /** Pids of the live processes of a group. */
   readonly groupMembers: (pgid: number) => Effect.Effect<ReadonlyArray<number>>
+  /**
+   * The live leader and its descendants still in its group, found from the leader down through /proc's children
+   * lists: part of the group (a member whose parent left is missed), read in a few files where `groupMembers` reads
+   * every process's. Empty once the leader is gone.
+   */
+  readonly family: (handle: ProcessHandle) => Effect.Effect<ReadonlyArray<number>>
   /** SIGTERM to the group, `graceMs`, then SIGKILL to the group and its strays; never fails, bounded in time. */
   readonly stop: (handle: ProcessHandle, graceMs: number) => Effect.Effect<StopOutcome>
   /** How the process ended; nulls for one adopted after a daemon restart (only its parent hears its status). */
@@ -238,6 +244,34 @@ const make = Effect.sync((): ProcessesService => {
   const groupMembers = Effect.fn("Processes.groupMembers")(function* (pgid: number) {
     return (yield* scanProc()).filter(isLiveMember(pgid)).map((s) => s.pid)
   })
+
+  /** The children of `pid` its main thread forked (a service's shell and what it starts), by /proc; none if unreadable. */
+  const childrenOf = (pid: number): ReadonlyArray<number> => {
+    try {
+      return fs
+        .readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
+        .split(" ")
+        .flatMap((n) => (/^\d+$/.test(n) ? [Number(n)] : []))
+    } catch {
+      return []
+    }
+  }
+
+  /** Read synchronously: a handful of /proc files, where going through the thread pool costs more than reading them. */
+  const family = (handle: ProcessHandle): Effect.Effect<ReadonlyArray<number>> =>
+    Effect.sync(() => {
+      if (!isSame(readStatSync(handle.pid), handle.pid, handle.startTime)) return []
+      const found = [handle.pid]
+      const pending = [...childrenOf(handle.pid)]
+      // bounded: a service that forks a crowd is left to `groupMembers`
+      for (let pid = pending.pop(); pid !== undefined && found.length < 64; pid = pending.pop()) {
+        const stat = readStatSync(pid)
+        if (stat === undefined || stat.pgrp !== handle.pgid || isDefunct(stat) || found.includes(pid)) continue
+        found.push(pid)
+        pending.push(...childrenOf(pid))
+      }
+      return found
+    })
 
   /**
    * The group number names our group unless a different process now leads a group of that number. While any
@@ -412,6 +446,7 @@ const make = Effect.sync((): ProcessesService => {
     isAlive,
     isRunning,
     groupMembers,
+    family,
     stop,
     awaitExit,
     /** the same as `awaitExit` */

@@ -208,6 +208,12 @@ export const makeFakeProcesses = Effect.gen(function* () {
             .filter((e) => e.record.handle.pgid === pgid && (e.record.alive || e.record.lingering))
             .map((e) => e.record.handle.pid)
         ),
+      family: (handle) =>
+        Effect.sync(() =>
+          entries
+            .filter((e) => e.record.handle.pgid === handle.pgid && (e.record.alive || e.record.lingering))
+            .map((e) => e.record.handle.pid)
+        ),
       stop: stopHere,
       awaitExit,
       exits: awaitExit,

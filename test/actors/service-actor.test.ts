@@ -1,6 +1,6 @@
 /**
  * The ServiceActor's promises, driven with fake processes and health verdicts under a TestClock: what counts as ready
- * (a check passing and the process staying up CONFIRM_MS, or SETTLE_MS without a check), what fails an `up`, the
+ * (a check passing, with the process then staying up CONFIRM_MS, or SETTLE_MS without a check), what fails an `up`, the
  * restart policy and its backoff, liveness (UNHEALTHY_AFTER_MISSES misses in a row), and that leaving the actor stops
  * its process. No process runs and no test waits on wall time: `within` is only a safety net against a hang.
  */
@@ -133,7 +133,7 @@ const exitWith = (code: number | null, signal: string | null = null) => ({ code,
 
 describe("ServiceActor", () => {
   describe("readiness", () => {
-    it.effect("is reached only once the check passed and the process stayed up CONFIRM_MS longer", () =>
+    it.effect("is reached when the check passes, not before, however long that takes", () =>
       Effect.gen(function* () {
         const h = yield* harness
         const plan = checked("web")
@@ -146,13 +146,11 @@ describe("ServiceActor", () => {
 
         yield* h.health.setHealthy(plan.logFile, true)
         yield* TestClock.adjust(CHECK.intervalMs)
-        // passed, but not yet confirmed: an exit now would be a failed start, not a ready service
-        expect(s.states.at(-1)).toBe("running")
-        yield* TestClock.adjust(CONFIRM_MS - 1)
-        expect(yield* isReady(s)).toBe(false)
-        yield* TestClock.adjust(1)
+        // ready at the pass: a waiting `up` does not wait for the confirmation too
         yield* inState(s, "healthy")
         expect(yield* isReady(s)).toBe(true)
+        // and it stays so once the confirmation is over
+        yield* TestClock.adjust(CONFIRM_MS)
         expect(s.states).toEqual(["pending", "starting", "running", "healthy"])
       })
     )
@@ -199,19 +197,55 @@ describe("ServiceActor", () => {
       })
     )
 
-    it.effect("a service that passes its check and is gone within CONFIRM_MS fails readiness, even exiting 0", () =>
+    it.effect("a service that passes its check and is gone within CONFIRM_MS is failed, even exiting 0", () =>
       Effect.gen(function* () {
         const h = yield* harness
         const plan = checked("web", { restart: "on-failure" })
         yield* h.health.setHealthy(plan.logFile, true)
         const s = yield* h.start(plan)
         const p = yield* h.processes.nth(1)
-        yield* inState(s, "running")
+        yield* inState(s, "healthy")
+        // the up that waited has had its answer: the service was ready then
+        expect(yield* isReady(s)).toBe(true)
         yield* TestClock.adjust(CONFIRM_MS / 2)
         yield* h.processes.exit(p, exitWith(0))
-        expect(yield* readinessFailure(s)).toBe("exited (exit code 0) right after its health check passed")
-        expect(s.states).not.toContain("healthy")
+        const failed = yield* inState(s, "failed")
+        expect(failed.reason).toBe("exited (exit code 0) right after its health check passed")
+        expect(failed.handle).toBeUndefined()
+        expect(s.states).toEqual(["pending", "starting", "running", "healthy", "failed"])
         // a clean exit under on-failure is not restarted
+        yield* TestClock.adjust(60_000)
+        expect(yield* h.processes.spawnCount).toBe(1)
+      })
+    )
+
+    it.effect("a crash within CONFIRM_MS is restarted by the policy, as any crash of a ready service", () =>
+      Effect.gen(function* () {
+        const h = yield* harness
+        const plan = checked("web", { restart: "on-failure" })
+        yield* h.health.setHealthy(plan.logFile, true)
+        const s = yield* h.start(plan)
+        yield* inState(s, "healthy")
+        yield* h.processes.exit(yield* h.processes.nth(1), exitWith(1))
+        yield* inState(s, "restarting")
+        yield* TestClock.adjust(100)
+        yield* h.processes.nth(2)
+        // a restart is not a first start: healthy at its pass, and confirmed no more
+        yield* inState(s, "healthy")
+        expect(yield* isReady(s)).toBe(true)
+      })
+    )
+
+    it.effect("a clean exit after CONFIRM_MS is a finished task: exited, not failed", () =>
+      Effect.gen(function* () {
+        const h = yield* harness
+        const plan = checked("web", { restart: "on-failure" })
+        yield* h.health.setHealthy(plan.logFile, true)
+        const s = yield* h.start(plan)
+        yield* inState(s, "healthy")
+        yield* TestClock.adjust(CONFIRM_MS)
+        yield* h.processes.exit(yield* h.processes.nth(1), exitWith(0))
+        expect((yield* inState(s, "exited")).reason).toBeUndefined()
         expect(yield* h.processes.spawnCount).toBe(1)
       })
     )

@@ -241,11 +241,14 @@ describe("safety", () => {
     const build = (pong as { value: { build: string } }).value.build
     const other = join(berthBin, "../../node_modules", `.berth-other-build-${process.pid}`)
     mkdirSync(other, { recursive: true })
-    const program = readFileSync(join(berthBin, "../berth.cjs"), "utf8")
-    expect(program).toContain(JSON.stringify(build))
-    writeFileSync(join(other, "berth.cjs"), program.replaceAll(JSON.stringify(build), JSON.stringify("0therb1d")), {
-      mode: 0o755
-    })
+    // the entry and the program it compiles (both name the build)
+    for (const file of ["berth.cjs", "berth-program.cjs"]) {
+      const text = readFileSync(join(berthBin, "..", file), "utf8")
+      expect(text).toContain(JSON.stringify(build))
+      writeFileSync(join(other, file), text.replaceAll(JSON.stringify(build), JSON.stringify("0therb1d")), {
+        mode: 0o755
+      })
+    }
     copyFileSync(berthBin, join(other, "berth"))
     chmodSync(join(other, "berth"), 0o755)
     try {

@@ -204,6 +204,10 @@ layer(HealthLive, { excludeTestServices: true })("Health", (it) => {
         // nobody listens
         const none = yield* health.listenerJudge(yield* closedPort, selfStart)
         expect(yield* none([process.pid])).toEqual({ _tag: "Unknown" })
+        // part of the group proves the listener ours, and never names a holder: one outside that part may be a member
+        expect(yield* ours([process.pid], { partial: true })).toEqual({ _tag: "Ours" })
+        expect(yield* later([], { partial: true })).toEqual({ _tag: "Unknown" })
+        expect(yield* none([process.pid], { partial: true })).toEqual({ _tag: "Unknown" })
       })
     )
   })

@@ -160,6 +160,25 @@ describe("Processes", () => {
     }).pipe(Effect.provide(ProcessesLive))
   )
 
+  it.live("family: the leader and its descendants in its group, read from the leader down; none once it is gone", () =>
+    Effect.gen(function* () {
+      const p = yield* Processes
+      const h = yield* spawn(spec(`sh -c 'sleep 1000 & sleep 1000' & setsid sleep 1000 & sleep 1000`))
+      yield* waitFor(
+        "the group's three sleeps",
+        Effect.map(p.groupMembers(h.pgid), (pids) => commsOf(pids).filter((c) => c === "sleep").length === 3)
+      )
+      trackPids(yield* p.groupMembers(h.pgid))
+      const members = yield* p.groupMembers(h.pgid)
+      const family = yield* p.family(h)
+      // every member of the group, the leader first; the sleep that left by setsid is not in it
+      expect(family[0]).toBe(h.pid)
+      expect([...family].sort()).toEqual([...members].sort())
+      yield* p.stop(h, 200)
+      expect(yield* p.family(h)).toEqual([])
+    }).pipe(Effect.provide(ProcessesLive))
+  )
+
   it.live("also kills a descendant that moved to a session of its own", () =>
     Effect.gen(function* () {
       const p = yield* Processes

@@ -5,6 +5,7 @@ import {
   isDefunct,
   judgeListener,
   type ListenerFacts,
+  leadingListeners,
   listeningInodes,
   listeningSockets,
   parseStat,
@@ -109,6 +110,44 @@ describe("listeningSockets", () => {
     }
     expect(all.every((s) => s.inode !== "0")).toBe(true)
     expect(listeningSockets("")).toEqual([])
+  })
+})
+
+describe("leadingListeners", () => {
+  // as the kernel writes it: every listener, then the connections
+  const table = [
+    "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode      ",
+    "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 6454 1 0000000000000000 100 0 0 10 0   ",
+    "   1: 00000000:0BB8 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 6455 1 0000000000000000 100 0 0 10 0",
+    "   2: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1000        0 7001 1 0000000000000000 20 4 30 10 -1",
+    ""
+  ].join("\n")
+
+  it("reads the listeners of a start of the table, and tells when a connection ended them", () => {
+    expect(leadingListeners(table)).toEqual({
+      sockets: [
+        { inode: "6454", port: 8080 },
+        { inode: "6455", port: 3000 }
+      ],
+      complete: true
+    })
+  })
+
+  it("reads only whole lines: a line cut off by the read is not taken, nor taken for the end", () => {
+    const cut = table.slice(0, table.indexOf("0A 00000000", table.indexOf("   1:")))
+    expect(leadingListeners(cut)).toEqual({ sockets: [{ inode: "6454", port: 8080 }], complete: false })
+    const beforeConnection = table.slice(0, table.indexOf("   2:") + 20)
+    expect(leadingListeners(beforeConnection).complete).toBe(false)
+    expect(leadingListeners(beforeConnection).sockets).toHaveLength(2)
+    expect(leadingListeners("")).toEqual({ sockets: [], complete: false })
+  })
+
+  it("agrees with listeningSockets on a whole table of listeners", () => {
+    const listenersOnly = table.split("\n").slice(0, 3).join("\n")
+    expect(leadingListeners(`${listenersOnly}\n`)).toEqual({
+      sockets: listeningSockets(listenersOnly),
+      complete: false
+    })
   })
 })
 
