@@ -12,6 +12,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
+import { commitRepo } from "./fixtures.mjs"
 
 const { values: options } = parseArgs({
   options: {
@@ -32,14 +33,7 @@ const home = join(base, "home")
 const env = { ...process.env, BERTH_HOME: home, BERTH_PROXY_PORT: "off", BERTH_HTTPS_PORT: "off" }
 execFileSync("mkdir", ["-p", repo])
 writeFileSync(join(repo, "berth.toml"), `[services.idle]\ncmd = "sleep 100000"\n`)
-const git = (...args) =>
-  execFileSync("git", args, {
-    cwd: repo,
-    env: { ...env, GIT_AUTHOR_NAME: "b", GIT_AUTHOR_EMAIL: "b@b", GIT_COMMITTER_NAME: "b", GIT_COMMITTER_EMAIL: "b@b" }
-  })
-git("init", "-q", "-b", "main")
-git("add", "-A")
-git("commit", "-qm", "bench")
+commitRepo(repo, env)
 
 const berth = (...args) => {
   const r = spawnSync(cli, args, { cwd: repo, env, encoding: "utf8" })

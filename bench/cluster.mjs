@@ -9,6 +9,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import { createHosts, hostsUnavailable } from "../test/cluster/netns.mjs"
+import { commitRepo } from "./fixtures.mjs"
 import { median, printTable, summarize } from "./stats.mjs"
 
 const { values: options } = parseArgs({
@@ -67,20 +68,7 @@ const hosts = net.hosts.map((h) => {
     join(repo, "api.js"),
     `require("node:http").createServer((q, s) => s.end("ok")).listen(Number(process.env.PORT), "127.0.0.1")`
   )
-  const git = (...args) =>
-    execFileSync("git", args, {
-      cwd: repo,
-      env: {
-        ...process.env,
-        GIT_AUTHOR_NAME: "b",
-        GIT_AUTHOR_EMAIL: "b@b",
-        GIT_COMMITTER_NAME: "b",
-        GIT_COMMITTER_EMAIL: "b@b"
-      }
-    })
-  git("init", "-q", "-b", "main")
-  git("add", "-A")
-  git("commit", "-qm", "bench")
+  commitRepo(repo)
   return { ...h, repo }
 })
 const [h1] = hosts

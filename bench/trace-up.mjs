@@ -3,13 +3,13 @@
 // src/services/trace.ts); the services mark when node began, when their script ran and when they listened.
 // Prints each mark's offset from the CLI's spawn (median and range over the runs), then the warm up against its floor.
 // Usage: node bench/trace-up.mjs [--runs N] [--clean-env]   (build first)
-import { execFileSync, spawn, spawnSync } from "node:child_process"
+import { execFileSync, spawnSync } from "node:child_process"
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import * as net from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
+import { commitRepo, floor } from "./fixtures.mjs"
 import { median } from "./stats.mjs"
 
 const { values: options } = parseArgs({
@@ -42,61 +42,11 @@ writeFileSync(
   join(repo, "berth.toml"),
   ["a", "b", "c"].map((s) => `[services.${s}]\ncmd = "node server.js"\nurl = "${s}"\n`).join("\n")
 )
-const git = (...args) =>
-  execFileSync("git", args, {
-    cwd: repo,
-    env: { ...env, GIT_AUTHOR_NAME: "b", GIT_AUTHOR_EMAIL: "b@b", GIT_COMMITTER_NAME: "b", GIT_COMMITTER_EMAIL: "b@b" }
-  })
-git("init", "-q", "-b", "main")
-git("add", "-A")
-git("commit", "-qm", "bench")
+commitRepo(repo, env)
 
 const berth = (...args) => {
   const r = spawnSync(cli, args, { cwd: repo, env, stdio: ["ignore", "pipe", "pipe"] })
   if (r.status !== 0) throw new Error(`${args.join(" ")} failed: ${r.stderr}`)
-}
-const answers = (port) =>
-  new Promise((resolve) => {
-    const attempt = () => {
-      const socket = net.connect(port, "127.0.0.1")
-      socket.once("connect", () => {
-        socket.destroy()
-        resolve()
-      })
-      socket.once("error", () => {
-        socket.destroy()
-        setTimeout(attempt, 5)
-      })
-    }
-    attempt()
-  })
-const freePort = () =>
-  new Promise((resolve) => {
-    const s = net.createServer().listen(0, "127.0.0.1", () => {
-      const { port } = s.address()
-      s.close(() => resolve(port))
-    })
-  })
-/** bench/up.mjs's floor: the three servers started directly until each answers (without BERTH_TRACE) */
-const floor = async () => {
-  const ports = [await freePort(), await freePort(), await freePort()]
-  const start = now()
-  const children = ports.map((port) =>
-    spawn(process.execPath, ["server.js"], { cwd: repo, env: { ...inherited, PORT: String(port) }, stdio: "ignore" })
-  )
-  await Promise.all(ports.map(answers))
-  const ms = now() - start
-  await Promise.all(
-    children.map(
-      (child) =>
-        new Promise((resolve) => {
-          if (child.exitCode !== null || child.signalCode !== null) return resolve()
-          child.once("exit", resolve)
-          child.kill("SIGKILL")
-        })
-    )
-  )
-  return ms
 }
 
 const runs = []
@@ -105,7 +55,7 @@ try {
   berth("up", "w", "-s", "a", "-s", "b", "-s", "c")
   berth("down", "w")
   for (let i = 0; i < Number(options.runs); i++) {
-    const bare = await floor()
+    const bare = await floor(repo, inherited)
     writeFileSync(traceFile, "")
     mark("bench: spawns the CLI")
     const start = now()

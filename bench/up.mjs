@@ -10,13 +10,13 @@
 // - daemon RSS: VmRSS of the daemon with --worlds worlds × 3 services up (services are `sleep`, so the machine's
 //   memory goes to the daemon's bookkeeping only)
 // --clean-env: see `env` below.
-import { execFileSync, spawn, spawnSync } from "node:child_process"
-import * as net from "node:net"
+import { execFileSync, spawnSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
+import { commitRepo, floor } from "./fixtures.mjs"
 import { median, printTable, summarize } from "./stats.mjs"
 
 const { values: options } = parseArgs({
@@ -47,14 +47,7 @@ writeFileSync(
   ["a", "b", "c"].map((s) => `[services.${s}]\ncmd = "node server.js"\nurl = "${s}"\n`).join("\n") +
     `\n[services.idle1]\ncmd = "sleep 100000"\ngroups = ["idle"]\n[services.idle2]\ncmd = "sleep 100000"\ngroups = ["idle"]\n[services.idle3]\ncmd = "sleep 100000"\ngroups = ["idle"]\n`
 )
-const git = (...args) =>
-  execFileSync("git", args, {
-    cwd: repo,
-    env: { ...env, GIT_AUTHOR_NAME: "b", GIT_AUTHOR_EMAIL: "b@b", GIT_COMMITTER_NAME: "b", GIT_COMMITTER_EMAIL: "b@b" }
-  })
-git("init", "-q", "-b", "main")
-git("add", "-A")
-git("commit", "-qm", "bench")
+commitRepo(repo, env)
 
 const time = (args, command = process.execPath) => {
   const start = process.hrtime.bigint()
@@ -66,52 +59,6 @@ const time = (args, command = process.execPath) => {
 const berth = (...args) => time(args, cli)
 
 /** Answers once something accepts a connection on the port (polled every 5 ms, as tightly as a health check can). */
-const answers = (port) =>
-  new Promise((resolve) => {
-    const attempt = () => {
-      const socket = net.connect(port, "127.0.0.1")
-      socket.once("connect", () => {
-        socket.destroy()
-        resolve()
-      })
-      socket.once("error", () => {
-        socket.destroy()
-        setTimeout(attempt, 5)
-      })
-    }
-    attempt()
-  })
-
-/** A port nothing listens on now, as the OS picks one (fixed ports may be another run's on a shared machine). */
-const freePort = () =>
-  new Promise((resolve) => {
-    const server = net.createServer().listen(0, "127.0.0.1", () => {
-      const { port } = server.address()
-      server.close(() => resolve(port))
-    })
-  })
-
-/** The three services started directly, in parallel, until each answers; then stopped. */
-const floor = async () => {
-  const ports = [await freePort(), await freePort(), await freePort()]
-  const start = process.hrtime.bigint()
-  const children = ports.map((port) =>
-    spawn(process.execPath, ["server.js"], { cwd: repo, env: { ...env, PORT: String(port) }, stdio: "ignore" })
-  )
-  await Promise.all(ports.map(answers))
-  const ms = Number(process.hrtime.bigint() - start) / 1e6
-  await Promise.all(
-    children.map(
-      (child) =>
-        new Promise((resolve) => {
-          if (child.exitCode !== null || child.signalCode !== null) return resolve()
-          child.once("exit", resolve)
-          child.kill("SIGKILL")
-        })
-    )
-  )
-  return ms
-}
 
 const samples = { node: [], floor: [], cold: [], warm: [], over: [], status: [], env: [] }
 try {
@@ -122,7 +69,7 @@ try {
     samples.cold.push(berth("up", `cold-${i}`, "-s", "a", "-s", "b", "-s", "c"))
     berth("down", `cold-${i}`)
     // the floor right before the warm up it is compared with, on ports the OS picks (outside berth's range)
-    const bare = await floor()
+    const bare = await floor(repo, env)
     samples.floor.push(bare)
     const warm = berth("up", `cold-${i}`, "-s", "a", "-s", "b", "-s", "c")
     samples.warm.push(warm)

@@ -18,23 +18,34 @@ import { Worlds } from "./Worlds.js"
 
 export const WorldEntity = Entity.fromRpcGroup("World", WorldRpcs).annotate(ClusterSchema.ShardGroup, shardGroupOf)
 
+/**
+ * What a cluster entity id (`<slot>/<project>/<slug>`) names on this machine, as `find` looks it up; typed failures
+ * for an id that names no world here.
+ */
+export const addressedWorld = <A>(
+  entityId: string,
+  find: (project: string, slug: string) => Effect.Effect<A | undefined, InternalError>
+): Effect.Effect<A, InvalidRequest | WorldNotFound | InternalError> => {
+  const address = parseWorldEntityId(entityId)
+  if (address === undefined) {
+    return Effect.fail(new InvalidRequest({ reason: `no world has the entity id ${JSON.stringify(entityId)}` }))
+  }
+  return Effect.flatMap(find(address.project, address.slug), (found) =>
+    found === undefined
+      ? Effect.fail(new WorldNotFound({ project: address.project, name: address.slug, known: [] }))
+      : Effect.succeed(found)
+  )
+}
+
 export const WorldEntityLive = WorldEntity.toLayer(
   Effect.gen(function* () {
     const worlds = yield* Worlds
     const { entityId } = yield* Entity.CurrentAddress
     /** the world this entity is: looked up on each message, since a world can be made after its entity started */
-    const worldId = Effect.suspend((): Effect.Effect<number, InvalidRequest | WorldNotFound | InternalError> => {
-      if (/^[1-9]\d{0,14}$/.test(entityId)) return Effect.succeed(Number(entityId))
-      const address = parseWorldEntityId(entityId)
-      if (address === undefined) {
-        return Effect.fail(new InvalidRequest({ reason: `no world has the entity id ${JSON.stringify(entityId)}` }))
-      }
-      return Effect.flatMap(worlds.idOf(address.project, address.slug), (id) =>
-        id === undefined
-          ? Effect.fail(new WorldNotFound({ project: address.project, name: address.slug, known: [] }))
-          : Effect.succeed(id)
-      )
-    })
+    const worldId = Effect.suspend(
+      (): Effect.Effect<number, InvalidRequest | WorldNotFound | InternalError> =>
+        /^[1-9]\d{0,14}$/.test(entityId) ? Effect.succeed(Number(entityId)) : addressedWorld(entityId, worlds.idOf)
+    )
     const tell = (request: { readonly payload: WorldCommand }) =>
       Effect.flatMap(worldId, (id) => worlds.tell(id, request.payload))
     return WorldEntity.of({

@@ -11,11 +11,11 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import type { WorldRef } from "../actors/Worlds.js"
+import { addressedWorld } from "../actors/WorldEntity.js"
 import { Worlds } from "../actors/Worlds.js"
 import { EnvReply, LogLine, WorldError, WorldStatus } from "../daemon/api.js"
-import { parseWorldEntityId, shardGroupOf } from "../domain/cluster.js"
-import { type InternalError, InvalidRequest, WorldNotFound } from "../domain/errors.js"
+import { shardGroupOf } from "../domain/cluster.js"
+import { WorldNotFound } from "../domain/errors.js"
 
 export const WorldQuery = Entity.make("WorldQuery", [
   /** the world as its machine sees it now (what another machine has read of it may be a second old) */
@@ -33,17 +33,7 @@ export const WorldQueryLive = WorldQuery.toLayer(
   Effect.gen(function* () {
     const worlds = yield* Worlds
     const { entityId } = yield* Entity.CurrentAddress
-    const ref = Effect.suspend((): Effect.Effect<WorldRef, InvalidRequest | WorldNotFound | InternalError> => {
-      const address = parseWorldEntityId(entityId)
-      if (address === undefined) {
-        return Effect.fail(new InvalidRequest({ reason: `no world has the entity id ${JSON.stringify(entityId)}` }))
-      }
-      return Effect.flatMap(worlds.refOf(address.project, address.slug), (found) =>
-        found === undefined
-          ? Effect.fail(new WorldNotFound({ project: address.project, name: address.slug, known: [] }))
-          : Effect.succeed(found)
-      )
-    })
+    const ref = Effect.suspend(() => addressedWorld(entityId, worlds.refOf))
     return WorldQuery.of({
       Status: () =>
         Effect.flatMap(ref, (r) =>

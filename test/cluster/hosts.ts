@@ -5,8 +5,8 @@
  * shares with the machine. Needs root and iproute2; everything made here (namespaces, links, the database, every
  * process of every host) is removed by `cleanup`.
  */
-import { execFileSync, spawn } from "node:child_process"
-import { berthBin, type RunResult } from "../e2e/harness.js"
+import { execFileSync } from "node:child_process"
+import { type RunResult, runBerth } from "../e2e/harness.js"
 import { createHosts, type HostSpec, hostsUnavailable } from "./netns.mjs"
 
 export { hostsUnavailable }
@@ -30,30 +30,7 @@ export const testNetwork = (count: number, env: Readonly<Record<string, string>>
   const made = createHosts(count)
   const hosts = made.hosts.map((spec): Host => {
     const run = (cwd: string, args: ReadonlyArray<string>, timeoutMs = 30_000) =>
-      new Promise<RunResult>((resolve, reject) => {
-        const child = spawn("ip", ["netns", "exec", spec.ns, berthBin, ...args], {
-          cwd,
-          env: { ...process.env, BERTH_HOME: spec.home, NO_COLOR: "1", BERTH_HTTPS_PORT: "off", ...env },
-          stdio: ["ignore", "pipe", "pipe"]
-        })
-        let stdout = ""
-        let stderr = ""
-        child.stdout.on("data", (d: Buffer) => {
-          stdout += d.toString()
-        })
-        child.stderr.on("data", (d: Buffer) => {
-          stderr += d.toString()
-        })
-        const timer = setTimeout(() => {
-          child.kill("SIGKILL")
-          reject(new Error(`berth ${args.join(" ")} on ${spec.name} timed out\nstdout: ${stdout}\nstderr: ${stderr}`))
-        }, timeoutMs)
-        child.on("error", reject)
-        child.on("close", (code) => {
-          clearTimeout(timer)
-          resolve({ code, stdout, stderr })
-        })
-      })
+      runBerth(args, cwd, spec.home, { via: ["ip", "netns", "exec", spec.ns], env, timeoutMs })
     const exec = (command: string, args: ReadonlyArray<string>) =>
       execFileSync("ip", ["netns", "exec", spec.ns, command, ...args], { encoding: "utf8" })
     return { ...spec, run, exec }

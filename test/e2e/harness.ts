@@ -39,6 +39,8 @@ export interface RunOptions {
   readonly umask?: number
   /** another berth binary to run (another build, say); dist/berth when unset */
   readonly bin?: string
+  /** the command that runs berth, e.g. `ip netns exec <host>` for a test host of its own (no umask with it) */
+  readonly via?: ReadonlyArray<string>
   /** sees stderr as it comes, for a test that acts on what a running command has said so far */
   readonly onStderr?: (text: string) => void
 }
@@ -46,18 +48,13 @@ export interface RunOptions {
 export const runBerth = (args: ReadonlyArray<string>, cwd: string, home: string, options?: RunOptions) =>
   new Promise<RunResult>((resolvePromise, reject) => {
     // a umask is set by a shell that then becomes berth, so that nothing else of the test process changes
+    const bin = options?.bin ?? berthBin
     const [command, argv] =
-      options?.umask === undefined
-        ? [options?.bin ?? berthBin, args]
-        : [
-            "/bin/sh",
-            [
-              "-c",
-              `umask ${options.umask.toString(8).padStart(3, "0")} && exec "$0" "$@"`,
-              options.bin ?? berthBin,
-              ...args
-            ]
-          ]
+      options?.via !== undefined && options.via.length > 0
+        ? [options.via[0] as string, [...options.via.slice(1), bin, ...args]]
+        : options?.umask === undefined
+          ? [bin, args]
+          : ["/bin/sh", ["-c", `umask ${options.umask.toString(8).padStart(3, "0")} && exec "$0" "$@"`, bin, ...args]]
     const child = spawn(command, argv, {
       cwd: options?.cwd ?? cwd,
       // the proxy is off unless a test gives the sandbox ports of its own: every daemon would want port 80 otherwise
