@@ -561,7 +561,7 @@ const berthWorlds = async (facts) => {
   for (let i = 1; i <= maxWorlds; i++) {
     checkInterrupt()
     const up = await berth("up", `w${i}`)
-    const url = JSON.parse((await berth("env", `w${i}`, "--json")).stdout).DB_URL
+    const url = JSON.parse((await berth("env", `w${i}`, "--json")).stdout).vars.DB_URL
     const check = await psql(["-d", url], "SELECT count(*), pg_database_size(current_database()) FROM items")
     const [count, size] = check.stdout.trim().split("|").map(Number)
     if (count !== rows) throw new Error(`berth world w${i}: ${count} rows instead of ${rows}`)
