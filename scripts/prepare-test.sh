@@ -110,8 +110,8 @@ if ! port_open 15672; then
 fi
 
 # headless Chromium (driven by playwright-core) and certutil (NSS trust stores) for the browser and trust tests, and
-# zsh and fish for the completion tests, and tmux (a real terminal for berth dash): what is missing, and the
-# Debian packages that bring it
+# zsh and fish for the completion tests, tmux (a real terminal for berth dash) and iproute2 (network namespaces, the
+# cluster tests' hosts): what is missing, and the Debian packages that bring it
 browser_tools() {
   tools=()
   packages=()
@@ -120,6 +120,7 @@ browser_tools() {
   has zsh || { tools+=(zsh) && packages+=(zsh); }
   has fish || { tools+=(fish) && packages+=(fish); }
   has tmux || { tools+=(tmux) && packages+=(tmux); }
+  has ip || { tools+=("ip (iproute2: the cluster tests' hosts)") && packages+=(iproute2); }
 }
 browser_tools
 if [ ${#packages[@]} -gt 0 ]; then
