@@ -28,7 +28,8 @@ import {
   target,
   wsConnect,
   wsFrame,
-  wsReader
+  wsReader,
+  onBody
 } from "./proxy-helpers.js"
 
 const base = mkdtempSync(join(tmpdir(), "berth-proxy-forward-"))
@@ -58,17 +59,9 @@ const aTargets = (): ReadonlyArray<RouteTarget> => [
 ]
 
 const echoHandler: http.RequestListener = (req, res) => {
-  const hash = crypto.createHash("sha256")
-  let length = 0
-  req.on("data", (c: Buffer) => {
-    hash.update(c)
-    length += c.length
-  })
-  req.on("end", () => {
+  onBody(req, (length, sha256) => {
     res.writeHead(200, { "content-type": "application/json", "x-backend": "b" })
-    res.end(
-      JSON.stringify({ url: req.url, method: req.method, headers: req.headers, length, sha256: hash.digest("hex") })
-    )
+    res.end(JSON.stringify({ url: req.url, method: req.method, headers: req.headers, length, sha256 }))
   })
 }
 

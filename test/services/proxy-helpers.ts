@@ -397,3 +397,14 @@ export const clientHello = (servername: string): Promise<Buffer> =>
     })
     server.on("error", reject)
   })
+
+/** Reads a request's body to its end, then hands over its length and SHA-256: what the echo backends answer with. */
+export const onBody = (req: http.IncomingMessage, done: (length: number, sha256: string) => void): void => {
+  const hash = crypto.createHash("sha256")
+  let length = 0
+  req.on("data", (c: Buffer) => {
+    hash.update(c)
+    length += c.length
+  })
+  req.on("end", () => done(length, hash.digest("hex")))
+}

@@ -23,7 +23,8 @@ import {
   h2Preface,
   wsConnect,
   wsFrame,
-  wsReader
+  wsReader,
+  onBody
 } from "./proxy-helpers.js"
 
 const base = mkdtempSync(join(tmpdir(), "berth-proxy-https-"))
@@ -38,15 +39,9 @@ let port: number
 beforeAll(async () => {
   ca = await Effect.runPromise(loadOrCreateCa(join(base, "ca")))
   backend = await startBackend((req, res) => {
-    const hash = crypto.createHash("sha256")
-    let length = 0
-    req.on("data", (c: Buffer) => {
-      hash.update(c)
-      length += c.length
-    })
-    req.on("end", () => {
+    onBody(req, (length, sha256) => {
       res.writeHead(200, { "content-type": "application/json", connection: "keep-alive" })
-      res.end(JSON.stringify({ url: req.url, headers: req.headers, length, sha256: hash.digest("hex") }))
+      res.end(JSON.stringify({ url: req.url, headers: req.headers, length, sha256 }))
     })
   })
   acceptWebSockets(backend.server)

@@ -25,7 +25,8 @@ import {
   startProxy,
   target,
   wsConnect,
-  acceptWebSockets
+  acceptWebSockets,
+  onBody
 } from "./proxy-helpers.js"
 
 const caBase = mkdtempSync(join(tmpdir(), "berth-proxy-ca-"))
@@ -41,13 +42,7 @@ const echo = (who: string): http.RequestListener => {
       res.end("released")
       return
     }
-    const hash = crypto.createHash("sha256")
-    let length = 0
-    req.on("data", (c: Buffer) => {
-      hash.update(c)
-      length += c.length
-    })
-    req.on("end", () => {
+    onBody(req, (length, sha256) => {
       const send = () => {
         const body = JSON.stringify({
           who,
@@ -55,7 +50,7 @@ const echo = (who: string): http.RequestListener => {
           url: req.url,
           headers: req.headers,
           length,
-          sha256: hash.digest("hex")
+          sha256
         })
         if (req.url === "/chunked") {
           res.writeHead(200, { "content-type": "application/json" })
