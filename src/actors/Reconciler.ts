@@ -10,9 +10,11 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
+import { strayGroups } from "../domain/marks.js"
 import { Home } from "../services/Home.js"
 import * as LogFiles from "../services/LogFiles.js"
 import { Processes } from "../services/Processes.js"
+import { Registry } from "../services/Registry.js"
 import { monitorPressure, PressureTargetsLive } from "./PressureMonitor.js"
 import { Worlds } from "./Worlds.js"
 
@@ -45,37 +47,74 @@ const rotateLogs = Effect.gen(function* () {
   })
 })
 
-export const ReconcilerLive = Layer.scopedDiscard(
-  Effect.gen(function* () {
-    const worlds = yield* Worlds
-    const home = yield* Home
-    // a migrate or setup that outlived a crashed daemon would run beside the retry the first pass may start
-    const processes = yield* Processes
-    const swept = yield* processes.sweepOneShots(home.root)
-    if (swept > 0) yield* Effect.logInfo(`stopped ${swept} one-off command(s) a previous daemon left running`)
-    yield* worlds.reconcile().pipe(
-      Effect.catchAllCause((cause) => Effect.logError("reconcile pass failed", cause)),
-      Effect.repeat(Schedule.spaced(RECONCILE_EVERY)),
-      Effect.forkScoped
-    )
-    yield* rotateLogs.pipe(Effect.repeat(Schedule.spaced(ROTATE_EVERY)), Effect.forkScoped)
-    yield* monitorPressure
-    const every = gcEvery()
-    const sweep = worlds.gc(false, {}, true).pipe(
-      Effect.tap((report) =>
-        Effect.forEach(report.entries, (e) => Effect.logInfo(`gc: ${e.outcome} ${e.adapter} ${e.name} (${e.reason})`), {
-          discard: true
-        })
-      ),
-      Effect.catchAllCause((cause) => Effect.logError("slice sweep failed", cause))
-    )
-    // once soon after start — what a crash left half-made (a copy cut off mid-way) goes then, not ten minutes later;
-    // the first reconcile pass has started every world's adoption by then, and what it provisions is marked busy —
-    // then every `every`
-    yield* sweep.pipe(
-      Effect.delay(Duration.min(Duration.seconds(2), every)),
-      Effect.zipRight(sweep.pipe(Effect.delay(every), Effect.forever)),
-      Effect.forkScoped
-    )
-  })
-).pipe(Layer.provide(PressureTargetsLive))
+/** how long a process a crash left unrecorded gets to end on SIGTERM before it is killed */
+const STRAY_GRACE_MS = 3_000
+
+/**
+ * What a previous daemon of this home left running that nothing records: one-off commands (a migrate or setup would
+ * run beside the retry), and service processes spawned in the moment before their record was written (a second copy
+ * would be started beside them). Run before this process starts anything of its own — in the daemon, before it
+ * listens — since a spawn of its own is unrecorded for a moment too.
+ */
+export const sweepLeftovers = Effect.gen(function* () {
+  const home = yield* Home
+  const processes = yield* Processes
+  const registry = yield* Registry
+  const swept = yield* processes.sweepOneShots(home.root)
+  if (swept > 0) yield* Effect.logInfo(`stopped ${swept} one-off command(s) a previous daemon left running`)
+  // what runs can only be told from the records: without them nothing is stopped
+  const rows = yield* registry.services().pipe(Effect.option)
+  if (rows._tag === "None") return yield* Effect.logWarning("the state database cannot be read: no leftovers swept")
+  const recorded = new Set<number>()
+  for (const s of rows.value) {
+    if (s.pid === null || s.pgid === null || s.startTime === null) continue
+    if (yield* processes.isRunning({ pid: s.pid, pgid: s.pgid, startTime: s.startTime })) recorded.add(s.pgid)
+  }
+  const marked = yield* processes.marked
+  const stray = strayGroups(marked, home.root, recorded)
+  if (stray.length === 0) return
+  const named = [
+    ...new Set(marked.filter((p) => stray.includes(p.pgid)).map((p) => `world ${p.mark.world} ${p.mark.service}`))
+  ]
+  yield* Effect.logWarning(
+    `stopping ${stray.length} process group(s) a previous daemon started but never recorded: ${named.join(", ")}`
+  )
+  yield* processes.stopGroups(stray, STRAY_GRACE_MS)
+})
+
+/** The reconcile loop, log rotation, the pressure monitor and the slice sweep, all forked into the layer's scope. */
+const loops = Effect.gen(function* () {
+  const worlds = yield* Worlds
+  yield* worlds.reconcile().pipe(
+    Effect.catchAllCause((cause) => Effect.logError("reconcile pass failed", cause)),
+    Effect.repeat(Schedule.spaced(RECONCILE_EVERY)),
+    Effect.forkScoped
+  )
+  yield* rotateLogs.pipe(Effect.repeat(Schedule.spaced(ROTATE_EVERY)), Effect.forkScoped)
+  yield* monitorPressure
+  const every = gcEvery()
+  const sweep = worlds.gc(false, {}, true).pipe(
+    Effect.tap((report) =>
+      Effect.forEach(report.entries, (e) => Effect.logInfo(`gc: ${e.outcome} ${e.adapter} ${e.name} (${e.reason})`), {
+        discard: true
+      })
+    ),
+    Effect.catchAllCause((cause) => Effect.logError("slice sweep failed", cause))
+  )
+  // once soon after start — what a crash left half-made (a copy cut off mid-way) goes then, not ten minutes later;
+  // the first reconcile pass has started every world's adoption by then, and what it provisions is marked busy —
+  // then every `every`
+  yield* sweep.pipe(
+    Effect.delay(Duration.min(Duration.seconds(2), every)),
+    Effect.zipRight(sweep.pipe(Effect.delay(every), Effect.forever)),
+    Effect.forkScoped
+  )
+})
+
+/** The daemon's: it sweeps what a previous daemon left before it listens (`runDaemon`), so not here. */
+export const ReconcileLoopLive = Layer.scopedDiscard(loops).pipe(Layer.provide(PressureTargetsLive))
+
+/** berth embedded: what a previous run left is swept first, then the loops start. */
+export const ReconcilerLive = Layer.scopedDiscard(Effect.zipRight(sweepLeftovers, loops)).pipe(
+  Layer.provide(PressureTargetsLive)
+)

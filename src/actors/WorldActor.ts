@@ -626,7 +626,8 @@ export const makeWorldActor = (
             env: l.env,
             port: portMap.get(name)?.main,
             logFile: home.serviceLog(worldId, name),
-            secrets: [...l.secrets, ...secretsOf(userEnv)]
+            secrets: [...l.secrets, ...secretsOf(userEnv)],
+            owner: { worldId, home: home.root }
           })
           runtimes.set(name, rt)
         }

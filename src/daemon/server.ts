@@ -16,7 +16,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import { Down, Reload, Up } from "../actors/protocol.js"
-import { ReconcilerLive } from "../actors/Reconciler.js"
+import { ReconcileLoopLive, sweepLeftovers } from "../actors/Reconciler.js"
 import { WorldsLive } from "../layers/index.js"
 import { Worlds } from "../actors/Worlds.js"
 import { InternalError, InvalidRequest, InvalidWorldName, NotARepository } from "../domain/errors.js"
@@ -378,6 +378,8 @@ export const runDaemon = Effect.gen(function* () {
   }
   const shutdown = yield* Deferred.make<void>()
   const worlds = yield* Layer.build(WorldsLive)
+  // before any command can start something of this daemon's own
+  yield* sweepLeftovers.pipe(Effect.provide(worlds))
   // runs before the engine's scope closes (finalizers run in reverse): a daemon that stops — asked to, replaced by
   // another build, or signalled — lets go of every process exactly as a crash would, and the next daemon adopts them
   yield* Effect.addFinalizer(() => Context.get(worlds, Processes).detach)
@@ -396,7 +398,7 @@ export const runDaemon = Effect.gen(function* () {
   if (!existsSync(home.socket)) return yield* Effect.dieMessage(`the daemon could not listen on ${home.socket}`)
   chmodSync(home.socket, 0o600)
   yield* Effect.logInfo(`berth ${version} daemon (pid ${process.pid}) serving ${home.root}`)
-  yield* Layer.launch(ReconcilerLive).pipe(Effect.provide(worlds), Effect.forkScoped)
+  yield* Layer.launch(ReconcileLoopLive).pipe(Effect.provide(worlds), Effect.forkScoped)
   // the Prometheus endpoint, when the user asked for one
   yield* machine.serveMetrics.pipe(Effect.provide(worlds))
   // the web dashboard, at berth.localhost through the proxy

@@ -18,6 +18,7 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
+import { MARK_VARIABLE, type MarkedProcess, markIn } from "../domain/marks.js"
 import { isDefunct, type ProcStat, parseStat } from "../domain/proc.js"
 
 export interface SpawnSpec {
@@ -142,6 +143,13 @@ export interface ProcessesService {
   readonly spawnScoped: (spec: SpawnSpec, graceMs: number) => Effect.Effect<ProcessHandle, SpawnFailed, Scope.Scope>
   /** Kills the groups of one-off commands marked `BERTH_ONESHOT=<marker>`; answers how many groups. */
   readonly sweepOneShots: (marker: string) => Effect.Effect<number>
+  /** Every live process whose environment carries a service mark (`domain/marks.ts`), with its group. */
+  readonly marked: Effect.Effect<ReadonlyArray<MarkedProcess>>
+  /**
+   * SIGTERM to each group, up to `graceMs` for them to empty, then SIGKILL to what is left: for groups no handle names
+   * (what a crashed daemon left). Never fails, bounded in time.
+   */
+  readonly stopGroups: (pgids: ReadonlyArray<number>, graceMs: number) => Effect.Effect<void>
   /** The recorded process itself still runs: same pid, same start time, not a zombie. */
   readonly isAlive: (handle: ProcessHandle) => Effect.Effect<boolean>
   /** Its leader or anything left in its group still runs (never someone else's group of the same number). */
@@ -407,6 +415,22 @@ const make = Effect.sync((): ProcessesService => {
   const spawnScoped = (spec: SpawnSpec, graceMs: number): Effect.Effect<ProcessHandle, SpawnFailed, Scope.Scope> =>
     Effect.acquireRelease(spawn(spec), (handle) => stop(handle, graceMs))
 
+  /** The live processes that could be a service's (not a zombie, not in our own group) with their environment. */
+  const environs = Effect.flatMap(scanProc(), (stats) =>
+    Effect.promise(() =>
+      Promise.all(
+        stats
+          .filter((stat) => !isDefunct(stat) && signalable(stat.pgrp))
+          .map((stat) =>
+            fsp.readFile(`/proc/${stat.pid}/environ`, "latin1").then(
+              (text) => ({ stat, environ: `\u0000${text}` }),
+              () => ({ stat, environ: "" })
+            )
+          )
+      )
+    )
+  )
+
   /**
    * Kills the process groups of one-off commands (setup, migrate, seed) that a previous daemon of this home started
    * and did not live to stop: they carry `BERTH_ONESHOT=<marker>` in their environment. Run at daemon start, before
@@ -414,25 +438,26 @@ const make = Effect.sync((): ProcessesService => {
    */
   const sweepOneShots = Effect.fn("Processes.sweepOneShots")(function* (marker: string) {
     const needle = `\u0000${ONESHOT_VARIABLE}=${marker}\u0000`
-    const groups = new Set<number>()
-    for (const stat of yield* scanProc()) {
-      if (isDefunct(stat) || !signalable(stat.pgrp)) continue
-      const environ = yield* Effect.promise(() =>
-        fsp.readFile(`/proc/${stat.pid}/environ`, "latin1").then(
-          (text) => `\u0000${text}`,
-          () => ""
-        )
-      )
-      if (environ.includes(needle)) groups.add(stat.pgrp)
-    }
-    for (const pgid of groups) {
-      try {
-        process.kill(-pgid, "SIGKILL")
-      } catch {
-        // gone meanwhile
-      }
-    }
+    const groups = new Set((yield* environs).filter((p) => p.environ.includes(needle)).map((p) => p.stat.pgrp))
+    for (const pgid of groups) yield* signal(-pgid, "SIGKILL")
     return groups.size
+  })
+
+  const marked = Effect.map(environs, (all) =>
+    all.flatMap(({ environ, stat }) => {
+      const mark = environ.includes(`\u0000${MARK_VARIABLE}=`) ? markIn(environ) : undefined
+      return mark === undefined ? [] : [{ pid: stat.pid, pgid: stat.pgrp, mark }]
+    })
+  )
+
+  const stopGroups = Effect.fn("Processes.stopGroups")(function* (pgids: ReadonlyArray<number>, graceMs: number) {
+    const targets = pgids.filter(signalable)
+    if (targets.length === 0) return
+    for (const pgid of targets) yield* signal(-pgid, "SIGTERM")
+    const alive = Effect.map(scanProc(), (now) => now.some((s) => !isDefunct(s) && targets.includes(s.pgrp)))
+    const deadline = Date.now() + Math.max(0, graceMs)
+    while (Date.now() < deadline && (yield* alive)) yield* sleepMs(POLL_MS)
+    for (const pgid of targets) yield* signal(-pgid, "SIGKILL")
   })
 
   return {
@@ -443,6 +468,8 @@ const make = Effect.sync((): ProcessesService => {
     spawn,
     spawnScoped,
     sweepOneShots,
+    marked,
+    stopGroups,
     isAlive,
     isRunning,
     groupMembers,

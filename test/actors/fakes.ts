@@ -4,6 +4,7 @@
  * addresses kept in memory. Each fake is a pair: the service (to provide under the real Tag) and a control the test
  * holds.
  */
+import { MARK_VARIABLE, parseMark } from "../../src/domain/marks.js"
 import { basename } from "node:path"
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
@@ -200,6 +201,20 @@ export const makeFakeProcesses = Effect.gen(function* () {
       spawn,
       spawnScoped: (spec, graceMs) => Effect.acquireRelease(spawn(spec), (handle) => stopHere(handle, graceMs)),
       sweepOneShots: () => Effect.succeed(0),
+      marked: Effect.sync(() =>
+        entries.flatMap((e) => {
+          const value = e.record.spec.env[MARK_VARIABLE]
+          const mark = value === undefined ? undefined : parseMark(value)
+          const live = e.record.alive || e.record.lingering
+          return mark === undefined || !live ? [] : [{ pid: e.record.handle.pid, pgid: e.record.handle.pgid, mark }]
+        })
+      ),
+      stopGroups: (pgids) =>
+        Effect.forEach(
+          entries.filter((e) => pgids.includes(e.record.handle.pgid)),
+          (e) => stopHere(e.record.handle, 0),
+          { discard: true }
+        ),
       isAlive: (handle) => Effect.sync(() => entryOf(handle)?.record.alive === true),
       isRunning,
       groupMembers: (pgid) =>

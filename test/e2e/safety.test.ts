@@ -361,6 +361,44 @@ describe("safety", () => {
     expect(sleeps).toHaveLength(1)
   })
 
+  it("stops the copy a crash left unrecorded: kill -9 between a spawn and its record, then one copy and none after down", async () => {
+    const box = await boxes.project({
+      "berth.toml": `[services.api]\ncmd = "node server.mjs"\nurl = "api"\nhealth = { http = "/healthz" }\n\n[services.worker]\ncmd = "sleep 601"\n`
+    })
+    const sleeps = () =>
+      processesOf(box.home).filter((p) => {
+        try {
+          return readFileSync(`/proc/${p}/cmdline`, "latin1").startsWith("sleep\u0000601")
+        } catch {
+          return false
+        }
+      })
+    // a daemon started with the hook dies right after it started the worker, before the worker's pid is written anywhere
+    expect((await box.run(["daemon", "stop"])).code).toBe(0)
+    const crashed = await box.run(["up", "w1", "--json"], {
+      timeoutMs: 60_000,
+      env: { BERTH_TEST_CRASH_AFTER_SPAWN: "worker" }
+    })
+    expect(crashed.code, crashed.stdout + crashed.stderr).toBe(1)
+    expect(sleeps()).toHaveLength(1)
+    const again = json<{ world: WorldJson }>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 })).world
+    expect(again.state).toBe("running")
+    // the next daemon stopped the unrecorded one before it started the worker again
+    const left = await eventually(
+      async () => sleeps(),
+      (pids) => pids.length === 1
+    )
+    expect(left).toHaveLength(1)
+    expect(pidsOf(again).worker).toBeDefined()
+    expect((await box.run(["down", "--all"], { timeoutMs: 60_000 })).code).toBe(0)
+    expect(
+      await eventually(
+        async () => sleeps(),
+        (pids) => pids.length === 0
+      )
+    ).toEqual([])
+  })
+
   it("brings up a new world when its up reaches a daemon finishing a removal a crash cut short", async () => {
     const box = await boxes.project({
       "berth.toml": `[services.slow]\ncmd = "trap 'sleep 4; exit 0' TERM; while true; do sleep 0.2; done"\n`
