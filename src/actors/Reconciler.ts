@@ -10,6 +10,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
+import { ANYWHERE_SETTING, anywhereIds, isAnywhereCheckout } from "../domain/cluster.js"
 import { strayGroups } from "../domain/marks.js"
 import { Home } from "../services/Home.js"
 import * as LogFiles from "../services/LogFiles.js"
@@ -63,10 +64,22 @@ export const sweepLeftovers = Effect.gen(function* () {
   const swept = yield* processes.sweepOneShots(home.root)
   if (swept > 0) yield* Effect.logInfo(`stopped ${swept} one-off command(s) a previous daemon left running`)
   // what runs can only be told from the records: without them nothing is stopped
-  const rows = yield* registry.services().pipe(Effect.option)
+  const rows = yield* Effect.all([registry.services(), registry.worlds(), registry.getSetting(ANYWHERE_SETTING)]).pipe(
+    Effect.option
+  )
   if (rows._tag === "None") return yield* Effect.logWarning("the state database cannot be read: no leftovers swept")
+  const [services, worldRows, listed] = rows.value
+  // a world that runs anywhere is never adopted: another machine of the cluster may run it by now. Its processes are
+  // stopped with the strays, and it waits, down, for the cluster to start it again wherever it lands.
+  const anywhereListed = new Set(anywhereIds(listed))
+  const anywhere = worldRows.filter((w) => anywhereListed.has(w.id) || isAnywhereCheckout(home.root, w.path))
+  for (const w of anywhere) {
+    if (w.desired === "up") yield* registry.setDesired(w.id, "down").pipe(Effect.ignore)
+  }
+  const notAdopted = new Set(anywhere.map((w) => w.id))
   const recorded = new Set<number>()
-  for (const s of rows.value) {
+  for (const s of services) {
+    if (notAdopted.has(s.worldId)) continue
     if (s.pid === null || s.pgid === null || s.startTime === null) continue
     if (yield* processes.isRunning({ pid: s.pid, pgid: s.pgid, startTime: s.startTime })) recorded.add(s.pgid)
   }

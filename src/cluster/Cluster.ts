@@ -25,13 +25,17 @@ import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import type { WorldCommand, WorldError } from "../actors/protocol.js"
+import { Remove, type WorldCommand, type WorldError } from "../actors/protocol.js"
 import type { AlreadyProcessingMessage, MailboxFull, PersistenceError } from "@effect/cluster/ClusterError"
 import { WorldEntity, WorldEntityLive } from "../actors/WorldEntity.js"
 import { Worlds } from "../actors/Worlds.js"
 import type { WorldStatus } from "../daemon/api.js"
 import {
+  ANYWHERE_SETTING,
   addressProblem,
+  anywhereEntityId,
+  anywhereIds,
+  isAnywhereCheckout,
   clusterUrlProblem,
   DEFAULT_RUNNER_PORT,
   machineNameProblem,
@@ -42,14 +46,25 @@ import {
   timings,
   worldEntityId
 } from "../domain/cluster.js"
-import { ClusterRefused, ClusterUnavailable, MachineUnreachable } from "../domain/errors.js"
+import {
+  ClusterRefused,
+  ClusterUnavailable,
+  InternalError,
+  InvalidRequest,
+  InvalidWorldName,
+  MachineUnreachable
+} from "../domain/errors.js"
 import { hidePassword } from "../domain/redact.js"
+import { slugify } from "../domain/names.js"
+import { Git } from "../services/Git.js"
+import { Home } from "../services/Home.js"
 import { Registry } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
 import { version } from "../version.js"
+import { Anywhere, anywhereLayer, anywhereReconciler, removeClone } from "./anywhere.js"
 import { WorldQuery, WorldQueryLive } from "./queries.js"
 import { runnerLayer } from "./runner.js"
-import { type Machine, makeStore, SCHEMA_VERSION, type SharedWorld, type Store } from "./store.js"
+import { type AnywhereRow, type Machine, makeStore, SCHEMA_VERSION, type SharedWorld, type Store } from "./store.js"
 
 const SETTINGS_KEY = "cluster"
 
@@ -81,6 +96,8 @@ export interface ClusterView {
   readonly worlds: ReadonlyArray<SharedWorld>
   /** how many worlds this machine last published */
   readonly own: number
+  /** the worlds wanted anywhere, as the shared table said at the last round */
+  readonly anywhere: ReadonlyArray<AnywhereRow>
 }
 
 export interface JoinRequest {
@@ -110,7 +127,8 @@ const solo: ClusterView = {
   error: undefined,
   machines: [],
   worlds: [],
-  own: 0
+  own: 0,
+  anywhere: []
 }
 
 /** How long a command for a world of another machine may wait for that machine before berth says it is unreachable. */
@@ -147,22 +165,42 @@ const pgLayer = (url: string) =>
     connectTimeout: Duration.seconds(5)
   })
 
+/** A world in these states has processes of its own, or is about to: never tidied away. */
+const LIVE: ReadonlySet<string> = new Set([
+  "queued",
+  "starting",
+  "running",
+  "stopping",
+  "suspending",
+  "suspended",
+  "removing"
+])
+
 /** What berth publishes of a world: its status without the log lines (they are the owner's, and may carry secrets). */
-const publishable = (status: WorldStatus): WorldStatus => ({
-  ...status,
-  services: status.services.map((s) => ({ ...s, logTail: [] }))
-})
+const publishable =
+  (anywhere: ReadonlySet<string>) =>
+  (status: WorldStatus): WorldStatus => ({
+    ...status,
+    services: status.services.map((s) => ({ ...s, logTail: [] })),
+    ...(anywhere.has(`${status.project}/${status.slug}`) ? { placement: "anywhere" as const } : {})
+  })
 
 export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
   scoped: Effect.gen(function* () {
     const registry = yield* Registry
     const worlds = yield* Worlds
     const router = yield* Router
+    const git = yield* Git
+    const home = yield* Home
     const daemonScope = yield* Effect.scope
 
     let view: ClusterView = solo
     /** the running session's sharding, for commands to other machines' worlds */
     let sharding: Context.Context<Sharding.Sharding> | undefined
+    /** the running session's store, for what users ask of worlds that run anywhere */
+    let shared: { readonly store: Store; readonly machine: string } | undefined
+    /** set when the daemon stops: worlds that run anywhere are stopped here and start nowhere here any more */
+    let draining = false
     let member: { readonly fiber: Fiber.RuntimeFiber<void>; readonly settings: Settings } | undefined
 
     const unavailable = (url: string) => (e: unknown) =>
@@ -196,15 +234,30 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
             version,
             replace: false
           })
+          yield* store.createAnywhere
+          const anywhereHost = { store, machine: settings.name, draining: () => draining }
           const runner = yield* Layer.build(
-            Layer.merge(WorldEntityLive, WorldQueryLive).pipe(
+            Layer.mergeAll(
+              WorldEntityLive,
+              WorldQueryLive,
+              anywhereLayer(anywhereHost),
+              anywhereReconciler(store)
+            ).pipe(
               Layer.provideMerge(runnerLayer({ address: settings.address, port: settings.runnerPort, slot })),
               Layer.provide(Layer.succeedContext(sql)),
-              Layer.provide(Layer.succeed(Worlds, worlds))
+              Layer.provide(
+                Layer.mergeAll(Layer.succeed(Worlds, worlds), Layer.succeed(Git, git), Layer.succeed(Home, home))
+              )
             )
           )
           sharding = runner
-          yield* Effect.addFinalizer(() => Effect.sync(() => (sharding = undefined)))
+          shared = { store, machine: settings.name }
+          yield* Effect.addFinalizer(() =>
+            Effect.sync(() => {
+              sharding = undefined
+              shared = undefined
+            })
+          )
           view = { ...view, state: "member", slot, error: undefined }
           yield* Effect.logInfo(`berth cluster: this machine is ${settings.name} (slot ${slot}) at ${settings.address}`)
 
@@ -252,11 +305,16 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
                 hint: "run `berth cluster join` again with another --name"
               })
             }
+            // what is wanted anywhere first: what is published next says which of this machine's worlds those are
+            const anywhere = yield* store.anywhere()
+            view = { ...view, anywhere }
+            yield* tidy(anywhere, settings.name)
             const now = Date.now()
             if (dirty || now - lastFull >= FULL_PUBLISH_MS) {
               dirty = false
               lastFull = now
-              const statuses = (yield* worlds.status(undefined)).worlds.map(publishable)
+              const anywhereKeys = new Set(view.anywhere.map((r) => `${r.project}/${r.slug}`))
+              const statuses = (yield* worlds.status(undefined)).worlds.map(publishable(anywhereKeys))
               const changed = statuses.filter((s) => published.get(`${s.project}/${s.slug}`) !== JSON.stringify(s))
               yield* store.publish(settings.name, changed, statuses)
               published.clear()
@@ -281,6 +339,35 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
           yield* tick.pipe(Effect.repeat(Schedule.spaced(Duration.millis(timings.publishMs))))
         })
       )
+
+    /**
+     * This machine's copies of worlds that run anywhere which it no longer runs and nobody wants here: the world was
+     * removed, or another machine took it over while this daemon was away (its copy was stopped, never adopted). They
+     * go, files and all, unless they hold changes of their own (then they stay, stopped, and say so in `status`).
+     */
+    const tidy = (anywhere: ReadonlyArray<AnywhereRow>, machine: string) =>
+      Effect.gen(function* () {
+        const ids = anywhereIds(yield* registry.getSetting(ANYWHERE_SETTING))
+        if (ids.length === 0) return
+        const keep: Array<number> = []
+        for (const id of ids) {
+          const w = yield* registry.world(id)
+          if (w === undefined) continue
+          const row = anywhere.find((r) => r.project === w.projectName && r.slug === w.slug)
+          const stale = row === undefined || row.desired === "removed" || (row.owner !== null && row.owner !== machine)
+          if (!stale || LIVE.has(w.observed)) {
+            keep.push(id)
+            continue
+          }
+          const removed = yield* worlds.tell(id, new Remove({ force: false })).pipe(Effect.either)
+          if (removed._tag === "Left" && removed.left._tag !== "WorldNotFound") {
+            keep.push(id)
+            continue
+          }
+          if (isAnywhereCheckout(home.root, w.mainRoot)) yield* removeClone(w.mainRoot)
+        }
+        if (keep.length !== ids.length) yield* registry.setSetting(ANYWHERE_SETTING, keep)
+      }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("berth cluster: tidying worlds that moved", cause)))
 
     /** Runs sessions until the membership ends: a failed one is logged and tried again, later and later. */
     const membership = (settings: Settings, ready: Deferred.Deferred<void, ClusterUnavailable | ClusterRefused>) =>
@@ -532,6 +619,160 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
         })
       )
 
+    /** The session's store and sharding, or why a world cannot run anywhere now. */
+    const sharedNow = Effect.suspend(() => {
+      const context = sharding
+      const s = shared
+      if (context !== undefined && s !== undefined) return Effect.succeed({ ...s, context })
+      return Effect.fail(
+        new InvalidRequest({
+          reason:
+            member === undefined
+              ? "a world runs anywhere only in a cluster, and this machine is not in one\n  hint: `berth cluster join <postgres url>` makes it a member (`berth cluster init` makes the cluster)"
+              : `this machine is not connected to its cluster now${view.error === undefined ? "" : `: ${view.error}`}\n  hint: \`berth cluster status\` shows the connection; berth keeps trying`
+        })
+      )
+    })
+
+    /** The row of a world wanted anywhere that `name` names in the project `labels` (its label and declared name). */
+    const anywhereOf = (labels: ReadonlyArray<string>, name: string): AnywhereRow | undefined =>
+      view.anywhere.find((r) => labels.includes(r.project) && (r.name === name || r.slug === name))
+
+    /** What a world wanted anywhere looks like when no machine runs it: wanted, waiting for a machine, or stopped. */
+    const placeholder = (row: AnywhereRow, state: string, reason: string | null): WorldStatus => ({
+      project: row.project,
+      name: row.name,
+      slug: row.slug,
+      path: "",
+      branch: row.branch,
+      main: false,
+      desired: row.desired === "up" ? "up" : "down",
+      state,
+      reason,
+      services: [],
+      events: [],
+      placement: "anywhere"
+    })
+
+    /** Asks the world's entity, wherever it lives, to make its machine's part true; waits for its answer. */
+    const ensure = (row: AnywhereRow, asked: boolean) =>
+      Effect.gen(function* () {
+        const { context } = yield* sharedNow
+        const client = yield* Anywhere.client.pipe(Effect.provide(context))
+        const answer = yield* client(anywhereEntityId(row.project, row.slug))
+          .Ensure({ asked })
+          .pipe(
+            Effect.catchIf(
+              (e): e is MailboxFull | AlreadyProcessingMessage | PersistenceError =>
+                e._tag === "MailboxFull" || e._tag === "AlreadyProcessingMessage" || e._tag === "PersistenceError",
+              (e) => Effect.fail(new InternalError({ reason: `the cluster did not take the request: ${e._tag}` }))
+            )
+          )
+        return answer
+      })
+
+    /**
+     * `berth up --anywhere <branch>`: the branch must be on the repository's `origin`, where every machine clones it
+     * from; the world is wanted up in the shared table and its entity, wherever it lives, starts it.
+     */
+    const upAnywhere = (request: {
+      readonly cwd: string
+      readonly world: string | undefined
+      readonly selection: AnywhereRow["selection"]
+      readonly env: Readonly<Record<string, string>>
+      readonly wait: boolean
+    }) =>
+      Effect.gen(function* () {
+        const { store } = yield* sharedNow
+        const gitFailed = (e: { readonly message: string }) => new InternalError({ reason: e.message })
+        const repo = yield* git.repo(request.cwd).pipe(Effect.mapError(gitFailed))
+        const branch = request.world ?? repo.branch
+        if (branch === undefined) {
+          return yield* new InvalidRequest({
+            reason: "berth up --anywhere needs a branch: name it, or run it in a worktree that has one checked out"
+          })
+        }
+        yield* git
+          .validateBranch(branch)
+          .pipe(Effect.mapError((e) => new InvalidWorldName({ name: e.name, reason: e.reason })))
+        const info = yield* worlds.projectInfo(request.cwd)
+        const slug = slugify(branch)
+        const local = yield* worlds.status(request.cwd)
+        const already = anywhereOf([info.label], branch) !== undefined
+        if (!already && local.worlds.some((w) => w.name === branch || w.slug === slug)) {
+          return yield* new InvalidRequest({
+            reason: `world ${branch} already exists on this machine, which keeps it: a world runs anywhere only if it was made so\n  hint: take it off this machine first (berth remove ${branch}), then berth up --anywhere ${branch}`
+          })
+        }
+        const remote = yield* git.remoteUrl(repo.mainRoot, "origin").pipe(Effect.mapError(gitFailed))
+        if (remote === undefined) {
+          return yield* new InvalidRequest({
+            reason: `${repo.mainRoot} has no remote "origin": a world that runs anywhere is cloned from it by the machine that runs it\n  hint: add one every machine of the cluster can reach: git remote add origin <url>`
+          })
+        }
+        if (!(yield* git.remoteHasBranch(remote, branch).pipe(Effect.mapError(gitFailed)))) {
+          return yield* new InvalidRequest({
+            reason: `branch ${branch} is not on origin (${remote}): the machine that runs the world clones it from there\n  hint: push it first: git push -u origin ${branch}`
+          })
+        }
+        const row: AnywhereRow = {
+          project: info.label,
+          slug,
+          name: branch,
+          branch,
+          remote,
+          selection: request.selection,
+          env: request.env,
+          desired: "up",
+          generation: 0,
+          owner: null
+        }
+        yield* store.want({ ...row, desired: "up" }).pipe(Effect.mapError(gitFailed))
+        view = {
+          ...view,
+          anywhere: [...view.anywhere.filter((r) => r.project !== row.project || r.slug !== slug), row]
+        }
+        if (!request.wait) {
+          yield* ensure(row, true).pipe(Effect.ignore, Effect.forkIn(daemonScope))
+          return placeholder(row, "starting", "a machine of the cluster is starting it")
+        }
+        const answer = yield* ensure(row, true)
+        return answer ?? placeholder(row, "stopped", "it was taken down meanwhile")
+      })
+
+    /** `down` or `remove` of a world that runs anywhere, from any machine: the shared table first, then its entity. */
+    const setAnywhere = (row: AnywhereRow, desired: "down" | "removed") =>
+      Effect.gen(function* () {
+        const { store } = yield* sharedNow
+        yield* store
+          .setDesired(row.project, row.slug, desired)
+          .pipe(Effect.mapError((e) => new InternalError({ reason: e.message })))
+        view = { ...view, anywhere: view.anywhere.map((r) => (r === row ? { ...r, desired } : r)) }
+        yield* ensure({ ...row, desired }, true)
+        return placeholder({ ...row, desired }, desired === "removed" ? "removed" : "stopped", null)
+      })
+
+    /**
+     * Before the daemon lets go of its processes (it stops, or a new build replaces it): the worlds that run anywhere
+     * stop here, since another machine starts them as soon as this one's shards are free, and nothing more starts here.
+     */
+    const drain = Effect.gen(function* () {
+      draining = true
+      if (shared === undefined) return
+      const { machine, store } = shared
+      yield* Effect.forEach(
+        view.anywhere,
+        (row) =>
+          Effect.gen(function* () {
+            const ref = yield* worlds.refOf(row.project, row.slug)
+            if (ref === undefined) return
+            yield* worlds.down(ref, false)
+            yield* store.letGo(row.project, row.slug, machine)
+          }).pipe(Effect.ignore),
+        { concurrency: "unbounded", discard: true }
+      )
+    })
+
     yield* Effect.addFinalizer(() => stop)
 
     return {
@@ -544,7 +785,12 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
       tell,
       statusOf,
       env,
-      logs
+      logs,
+      anywhereOf: (labels: ReadonlyArray<string>, name: string) => Effect.sync(() => anywhereOf(labels, name)),
+      upAnywhere,
+      setAnywhere,
+      placeholder,
+      drain
     } as const
   })
 }) {}

@@ -12,11 +12,29 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { WorldStatus } from "../daemon/api.js"
-import { freeSlot, MAX_MACHINES } from "../domain/cluster.js"
+import { type AnywhereDesired, freeSlot, MAX_MACHINES } from "../domain/cluster.js"
 import { ClusterRefused } from "../domain/errors.js"
 
 /** The version of berth's own tables in a cluster's database; a berth that finds a newer one refuses to join. */
-export const SCHEMA_VERSION = 1
+export const SCHEMA_VERSION = 2
+
+/** A world that runs anywhere, as the cluster wants it: the shared half of its state (DESIGN: entities are in memory). */
+export interface AnywhereRow {
+  /** the project's label and the world's slug on the machine that asked for it: the entity's id */
+  readonly project: string
+  readonly slug: string
+  readonly name: string
+  readonly branch: string
+  /** the git remote every machine clones the branch from */
+  readonly remote: string
+  readonly selection: { readonly services: ReadonlyArray<string>; readonly groups: ReadonlyArray<string> }
+  readonly env: Readonly<Record<string, string>>
+  readonly desired: AnywhereDesired
+  /** counts the starts: a machine whose generation is not the row's lost the world and stops its copy */
+  readonly generation: number
+  /** the machine that runs it now, if any */
+  readonly owner: string | null
+}
 
 export interface Machine {
   readonly name: string
@@ -99,11 +117,104 @@ export const makeStore = Effect.gen(function* () {
           updated_at timestamptz NOT NULL DEFAULT now(),
           PRIMARY KEY (machine, project, slug)
         )`
+        yield* createAnywhere
         yield* sql`INSERT INTO berth_meta (key, value) VALUES ('schema', ${String(SCHEMA_VERSION)})
-          ON CONFLICT (key) DO NOTHING`
+          ON CONFLICT (key) DO UPDATE SET value = greatest(berth_meta.value::int, excluded.value::int)::text`
       })
     )
     .pipe(Effect.asVoid)
+
+  /** The table of worlds that run anywhere (version 2); a cluster made by version 1 gains it when a member starts. */
+  const createAnywhere = sql`CREATE TABLE IF NOT EXISTS berth_anywhere (
+    project text NOT NULL,
+    slug text NOT NULL,
+    name text NOT NULL,
+    branch text NOT NULL,
+    remote text NOT NULL,
+    selection jsonb NOT NULL,
+    env jsonb NOT NULL,
+    desired text NOT NULL,
+    generation bigint NOT NULL DEFAULT 0,
+    owner text,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (project, slug)
+  )`
+
+  const toAnywhere = (r: {
+    project: string
+    slug: string
+    name: string
+    branch: string
+    remote: string
+    selection: unknown
+    env: unknown
+    desired: string
+    generation: string | number
+    owner: string | null
+  }): AnywhereRow => {
+    const selection = parsed(r.selection) as AnywhereRow["selection"] | undefined
+    const env = parsed(r.env) as AnywhereRow["env"] | undefined
+    return {
+      project: r.project,
+      slug: r.slug,
+      name: r.name,
+      branch: r.branch,
+      remote: r.remote,
+      selection: { services: selection?.services ?? [], groups: selection?.groups ?? [] },
+      env: env ?? {},
+      desired: r.desired === "down" || r.desired === "removed" ? r.desired : "up",
+      generation: Number(r.generation),
+      owner: r.owner
+    }
+  }
+
+  /** Every world wanted anywhere, or the one of `project`/`slug`. */
+  const anywhere = (only?: { readonly project: string; readonly slug: string }) =>
+    Effect.map(
+      only === undefined
+        ? sql<Parameters<typeof toAnywhere>[0]>`SELECT * FROM berth_anywhere ORDER BY project, slug`
+        : sql<Parameters<typeof toAnywhere>[0]>`SELECT * FROM berth_anywhere
+            WHERE project = ${only.project} AND slug = ${only.slug}`,
+      (rows) => rows.map(toAnywhere)
+    )
+
+  /** What a user asked of a world that runs anywhere: a new one, or its desired state, selection and environment. */
+  const want = (
+    w: Omit<AnywhereRow, "generation" | "owner" | "desired"> & { readonly desired: "up" }
+  ): Effect.Effect<void, SqlError> =>
+    sql`INSERT INTO berth_anywhere (project, slug, name, branch, remote, selection, env, desired)
+      VALUES (${w.project}, ${w.slug}, ${w.name}, ${w.branch}, ${w.remote}, ${JSON.stringify(w.selection)}::jsonb,
+        ${JSON.stringify(w.env)}::jsonb, 'up')
+      ON CONFLICT (project, slug) DO UPDATE SET selection = excluded.selection, env = excluded.env,
+        branch = excluded.branch, remote = excluded.remote, desired = 'up', updated_at = now()`.pipe(Effect.asVoid)
+
+  const setDesired = (project: string, slug: string, desired: AnywhereDesired) =>
+    sql`UPDATE berth_anywhere SET desired = ${desired}, updated_at = now()
+      WHERE project = ${project} AND slug = ${slug}`.pipe(Effect.asVoid)
+
+  /**
+   * `machine` runs the world from now on: a new generation, unless it already holds the current one. The answer is the
+   * generation it runs, or undefined when the row is gone or no longer wanted up.
+   */
+  const takeOver = (project: string, slug: string, machine: string) =>
+    Effect.map(
+      sql<{ generation: string | number }>`UPDATE berth_anywhere
+        SET generation = CASE WHEN owner IS NOT DISTINCT FROM ${machine} THEN generation ELSE generation + 1 END,
+            owner = ${machine}, updated_at = now()
+        WHERE project = ${project} AND slug = ${slug} AND desired = 'up' RETURNING generation`,
+      (rows) => (rows[0] === undefined ? undefined : Number(rows[0].generation))
+    )
+
+  /** `machine` no longer runs the world (it stopped it); a row wanted removed goes with it. */
+  const letGo = (project: string, slug: string, machine: string) =>
+    sql.withTransaction(
+      Effect.gen(function* () {
+        yield* sql`UPDATE berth_anywhere SET owner = NULL, updated_at = now()
+          WHERE project = ${project} AND slug = ${slug} AND owner = ${machine}`
+        yield* sql`DELETE FROM berth_anywhere WHERE project = ${project} AND slug = ${slug}
+          AND desired = 'removed' AND owner IS NULL`
+      })
+    )
 
   /**
    * Takes this machine's row: its slot stays its own across restarts (the row is keyed by name and checked by the
@@ -223,7 +334,22 @@ export const makeStore = Effect.gen(function* () {
   const remove = (name: string, machineId: string) =>
     sql`DELETE FROM berth_machines WHERE name = ${name} AND machine_id = ${machineId}`.pipe(Effect.asVoid)
 
-  return { schemaVersion, migrate, claim, heartbeat, publish, machines, worlds, remove } as const
+  return {
+    schemaVersion,
+    migrate,
+    createAnywhere: Effect.asVoid(createAnywhere),
+    claim,
+    heartbeat,
+    publish,
+    machines,
+    worlds,
+    remove,
+    anywhere,
+    want,
+    setDesired,
+    takeOver,
+    letGo
+  } as const
 })
 
 export type Store = Effect.Effect.Success<typeof makeStore>

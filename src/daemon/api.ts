@@ -62,7 +62,9 @@ export const WorldStatus = Schema.Struct({
   /** set while the project's setup runs for the starting world: the last line it printed (secrets masked) */
   setupTail: Schema.optional(Schema.String),
   /** in a cluster: the machine the world runs on, when it is another machine than the one that answered */
-  machine: Schema.optional(Schema.String)
+  machine: Schema.optional(Schema.String),
+  /** in a cluster: set for a world that runs anywhere (`up --anywhere`), which moves when its machine is gone */
+  placement: Schema.optional(Schema.Literal("anywhere"))
 })
 export type WorldStatus = typeof WorldStatus.Type
 
@@ -149,7 +151,9 @@ const upPayload = {
   services: Schema.Array(Schema.String),
   groups: Schema.Array(Schema.String),
   /** false: answer at once (the world may still be in line or starting) */
-  wait: Schema.optional(Schema.Boolean)
+  wait: Schema.optional(Schema.Boolean),
+  /** in a cluster: the branch (pushed to origin) runs on whichever machine has room, and moves when it is gone */
+  anywhere: Schema.optional(Schema.Boolean)
 }
 
 /** One machine-global setting, where its value comes from. */

@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import type { WorldCommand } from "../actors/protocol.js"
 import type { Worlds } from "../actors/Worlds.js"
 import type { Cluster, RemoteWorld } from "../cluster/Cluster.js"
+import type { AnywhereRow } from "../cluster/store.js"
 import type { ProxyInfo, Router } from "../services/proxy/Router.js"
 import { machineState, UNREACHABLE } from "../domain/cluster.js"
 import type { ClusterStatus, WorldStatus } from "./api.js"
@@ -68,14 +69,25 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster, router: Route
   const remote = (cwd: string | undefined) =>
     Effect.gen(function* () {
       const view = yield* cluster.view
-      if (view.worlds.length === 0) return []
+      if (view.worlds.length === 0 && view.anywhere.length === 0) return []
       const labels = cwd === undefined ? undefined : yield* worlds.projectInfo(cwd)
       const late = new Set(
         view.machines.filter((m) => machineState(m.heartbeatAgeMs) === "unreachable").map((m) => m.name)
       )
       const local = localOrigin(yield* router.info)
+      const ofProject = (project: string) => labels === undefined || project === labels.label || project === labels.name
+      // a world wanted anywhere that no machine runs now (it is moving, or wanted down) is listed all the same
+      const running = new Set(view.worlds.map((w) => `${w.status.project}/${w.status.slug}`))
+      for (const w of (yield* worlds.status(undefined)).worlds) running.add(`${w.project}/${w.slug}`)
+      const waiting = view.anywhere
+        .filter((r) => ofProject(r.project) && !running.has(`${r.project}/${r.slug}`) && r.desired !== "removed")
+        .map((r) =>
+          r.desired === "up"
+            ? cluster.placeholder(r, "starting", "waiting for a machine of the cluster to run it")
+            : cluster.placeholder(r, "stopped", null)
+        )
       return view.worlds
-        .filter((w) => labels === undefined || w.status.project === labels.label || w.status.project === labels.name)
+        .filter((w) => ofProject(w.status.project))
         .map(
           (w): WorldStatus => ({
             ...w.status,
@@ -85,6 +97,7 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster, router: Route
             ...(late.has(w.machine) ? { state: UNREACHABLE, reason: `machine ${w.machine} is not answering` } : {})
           })
         )
+        .concat(waiting)
     })
 
   /** This machine's worlds (of the project `cwd` is in, when given), then every other machine's. */
@@ -92,7 +105,12 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster, router: Route
     Effect.gen(function* () {
       const local = yield* worlds.status(cwd)
       const others = yield* remote(cwd)
-      return others.length === 0 ? local : { worlds: [...local.worlds, ...others] }
+      const anywhere = new Set((yield* cluster.view).anywhere.map((r) => `${r.project}/${r.slug}`))
+      if (others.length === 0 && anywhere.size === 0) return local
+      const here = local.worlds.map((w) =>
+        anywhere.has(`${w.project}/${w.slug}`) ? { ...w, placement: "anywhere" as const } : w
+      )
+      return { worlds: [...here, ...others] }
     })
 
   /** The world of another machine that `ref` names, when this machine has no world of that name in the project. */
@@ -130,6 +148,25 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster, router: Route
       return { ...last, machine: remote.machine.name }
     })
 
+  /** The world wanted anywhere that `ref` names in its project, when it names one (by name: never the cwd's own). */
+  const anywhereFor = (ref: { readonly cwd: string; readonly world?: string | undefined }) =>
+    Effect.gen(function* () {
+      const name = ref.world
+      if (name === undefined) return undefined
+      const view = yield* cluster.view
+      if (view.anywhere.length === 0) return undefined
+      const info = yield* worlds.projectInfo(ref.cwd)
+      return yield* cluster.anywhereOf([info.label, info.name], name)
+    }).pipe(Effect.orElseSucceed((): AnywhereRow | undefined => undefined))
+
+  /** `other` for a world wanted anywhere, else `rest`. */
+  const anywhereOr = <A, E, R, E2, R2>(
+    ref: { readonly cwd: string; readonly world?: string | undefined },
+    other: (row: AnywhereRow) => Effect.Effect<A, E2, R2>,
+    rest: Effect.Effect<A, E, R>
+  ): Effect.Effect<A, E | E2, R | R2> =>
+    Effect.flatMap(anywhereFor(ref), (row): Effect.Effect<A, E | E2, R | R2> => (row === undefined ? rest : other(row)))
+
   /** `local` for a world of this machine; `remote` for a world that only another machine has. */
   const routed = <A, E, R, E2>(
     ref: { readonly cwd: string; readonly world?: string | undefined },
@@ -138,5 +175,5 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster, router: Route
   ): Effect.Effect<A, E | E2, R> =>
     Effect.flatMap(remoteOf(ref), (world): Effect.Effect<A, E | E2, R> => (world === undefined ? local : remote(world)))
 
-  return { report, remote, status, routed, forward } as const
+  return { report, remote, status, routed, forward, anywhereOr } as const
 }

@@ -146,6 +146,7 @@ interface UpPayload {
   readonly services: ReadonlyArray<string>
   readonly groups: ReadonlyArray<string>
   readonly wait?: boolean | undefined
+  readonly anywhere?: boolean | undefined
 }
 
 interface DownPayload {
@@ -211,21 +212,40 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
       const up = (p: UpPayload) =>
         Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
           Effect.zipRight(
-            clustered.routed(
-              p,
-              worlds.up(
-                { cwd: p.cwd, world: p.world },
-                { services: p.services, groups: p.groups },
-                p.env,
-                p.wait ?? true
-              ),
-              (remote) =>
-                clustered.forward(
-                  remote,
-                  new Up({ selection: { services: p.services, groups: p.groups }, env: p.env }),
-                  p.wait === false ? ["queued", "starting", "running", "failed"] : ["running", "failed"]
+            p.anywhere === true
+              ? cluster.upAnywhere({
+                  cwd: p.cwd,
+                  world: p.world,
+                  selection: { services: p.services, groups: p.groups },
+                  env: p.env,
+                  wait: p.wait ?? true
+                })
+              : clustered.anywhereOr(
+                  p,
+                  (row) =>
+                    cluster.upAnywhere({
+                      cwd: p.cwd,
+                      world: row.name,
+                      selection: { services: p.services, groups: p.groups },
+                      env: p.env,
+                      wait: p.wait ?? true
+                    }),
+                  clustered.routed(
+                    p,
+                    worlds.up(
+                      { cwd: p.cwd, world: p.world },
+                      { services: p.services, groups: p.groups },
+                      p.env,
+                      p.wait ?? true
+                    ),
+                    (remote) =>
+                      clustered.forward(
+                        remote,
+                        new Up({ selection: { services: p.services, groups: p.groups }, env: p.env }),
+                        p.wait === false ? ["queued", "starting", "running", "failed"] : ["running", "failed"]
+                      )
+                  )
                 )
-            )
           )
         )
       const down = (p: DownPayload) =>
@@ -233,8 +253,12 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
           checkRef(p),
           p.all
             ? worlds.down({ cwd: p.cwd, world: p.world }, true)
-            : clustered.routed(p, worlds.down({ cwd: p.cwd, world: p.world }, false), (remote) =>
-                Effect.map(clustered.forward(remote, new Down(), ["stopped", "failed"]), (w) => [w])
+            : clustered.anywhereOr(
+                p,
+                (row) => Effect.map(cluster.setAnywhere(row, "down"), (w) => [w]),
+                clustered.routed(p, worlds.down({ cwd: p.cwd, world: p.world }, false), (remote) =>
+                  Effect.map(clustered.forward(remote, new Down(), ["stopped", "failed"]), (w) => [w])
+                )
               )
         )
       return {
@@ -268,7 +292,15 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
             guarded("Reload")
           ),
         Remove: (p) =>
-          Effect.zipRight(checkRef(p), worlds.remove({ cwd: p.cwd, world: p.world }, p.force)).pipe(guarded("Remove")),
+          Effect.zipRight(
+            checkRef(p),
+            clustered.anywhereOr(
+              p,
+              (row) =>
+                Effect.as(cluster.setAnywhere(row, "removed"), { project: row.project, name: row.name, path: "" }),
+              worlds.remove({ cwd: p.cwd, world: p.world }, p.force)
+            )
+          ).pipe(guarded("Remove")),
         Status: (p) =>
           Effect.zipRight(p.cwd === undefined ? Effect.void : checkCwd(p.cwd), clustered.status(p.cwd)).pipe(
             guarded("Status")
@@ -383,6 +415,9 @@ export const runDaemon = Effect.gen(function* () {
   // runs before the engine's scope closes (finalizers run in reverse): a daemon that stops — asked to, replaced by
   // another build, or signalled — lets go of every process exactly as a crash would, and the next daemon adopts them
   yield* Effect.addFinalizer(() => Context.get(worlds, Processes).detach)
+  // runs before that: worlds that run anywhere stop here rather than be left running, since another machine starts
+  // them once this one's shards are free
+  yield* Effect.addFinalizer(() => Context.get(worlds, Cluster).drain)
   const server = RpcServer.layer(DaemonApi, { concurrency: "unbounded" }).pipe(
     Layer.provide(handlers(shutdown)),
     Layer.provide(RpcServer.layerProtocolSocketServer),

@@ -72,6 +72,62 @@ export const parseWorldEntityId = (id: string): WorldAddress | undefined => {
   return { slot, project: m[2] as string, slug: m[3] as string }
 }
 
+/**
+ * A world that runs anywhere (`berth up --anywhere`): its entity id is `any/<project>/<slug>`, in the group every
+ * machine takes, so it lives on whichever machine holds that shard and moves when the machine is gone.
+ */
+export const anywhereEntityId = (project: string, slug: string): string => `any/${project}/${slug}`
+
+export const parseAnywhereEntityId = (id: string): { readonly project: string; readonly slug: string } | undefined => {
+  const m = /^any\/([^/]+)\/([^/]+)$/.exec(id)
+  return m === null ? undefined : { project: m[1] as string, slug: m[2] as string }
+}
+
+/** What a world that runs anywhere is wanted to be; `removed` rows go once their owner has removed the world. */
+export type AnywhereDesired = "up" | "down" | "removed"
+
+/**
+ * Where the machine that runs a world `--anywhere` keeps its clone of the branch, under BERTH_HOME: the folder's name
+ * is the project's label, which is the name berth gives a checkout whose berth.toml names no project.
+ */
+export const anywhereCheckout = (homeRoot: string, project: string, slug: string): string =>
+  `${homeRoot}/anywhere/${slug}/${project}`
+
+/** A world is one that runs anywhere when its checkout is one of those clones. */
+export const isAnywhereCheckout = (homeRoot: string, path: string): boolean => path.startsWith(`${homeRoot}/anywhere/`)
+
+/**
+ * The machine's own setting that lists its worlds that run anywhere (by row id), whether in a clone or in a worktree
+ * of its own checkout of the repository: a new daemon never adopts those (another machine may run them by then).
+ */
+export const ANYWHERE_SETTING = "anywhere-worlds"
+
+export const anywhereIds = (value: unknown): ReadonlyArray<number> =>
+  Array.isArray(value) ? value.filter((v): v is number => typeof v === "number") : []
+
+/**
+ * What the machine that holds a world's `Anywhere` entity does when asked to make sure of it: stop its copy here
+ * (the world is wanted down or removed, or its row is gone), start it (wanted up and not started by this entity, or a
+ * user asked again: a new selection or environment), or only say how it is (it runs, or failed and waits for the user,
+ * as a world on one machine does).
+ */
+export type EnsureStep = "stop" | "remove" | "start" | "report"
+
+export const ensureStep = (facts: {
+  readonly desired: AnywhereDesired | undefined
+  /** this entity has started the world since it began here */
+  readonly started: boolean
+  /** a user's `up` rather than the reconciler's round */
+  readonly asked: boolean
+}): EnsureStep => {
+  if (facts.desired === undefined || facts.desired === "removed") return "remove"
+  if (facts.desired === "down") return "stop"
+  return facts.started && !facts.asked ? "report" : "start"
+}
+
+/** How often the cluster's reconciler makes sure every world wanted anywhere runs somewhere (or nowhere). */
+export const ENSURE_EVERY_MS = 2_000
+
 /** The shard group of a world's entity: its machine's slot. */
 export const shardGroupOf = (entityId: string): string => {
   const address = parseWorldEntityId(entityId)

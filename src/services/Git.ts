@@ -4,7 +4,7 @@
  * are dropped, so berth behaves the same when it runs inside a git hook).
  */
 import { execFile } from "node:child_process"
-import { existsSync, realpathSync } from "node:fs"
+import { existsSync, mkdirSync, realpathSync } from "node:fs"
 import * as path from "node:path"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
@@ -257,6 +257,27 @@ export interface GitService {
   ) => Effect.Effect<void, NotARepository | GitFailed>
   /** Uncommitted and untracked files, paths relative to the worktree root. */
   readonly changes: (worktreePath: string) => Effect.Effect<ReadonlyArray<Change>, NotARepository | GitFailed>
+  /** The address of `remote` (say `origin`) in the repository, if it has one. */
+  readonly remoteUrl: (
+    repoRoot: string,
+    remote: string
+  ) => Effect.Effect<string | undefined, NotARepository | GitFailed>
+  /** Whether the repository at `url` has the branch (`git ls-remote`): what another machine can clone. */
+  readonly remoteHasBranch: (url: string, branch: string) => Effect.Effect<boolean, NotARepository | GitFailed>
+  /**
+   * A checkout of `branch` from `url` at `path`, made by berth for a world that runs anywhere: cloned on first use,
+   * then fetched and moved to the branch's latest commit (files the services wrote, untracked, stay).
+   */
+  readonly materialize: (url: string, branch: string, path: string) => Effect.Effect<void, NotARepository | GitFailed>
+  /**
+   * Brings `branch` from `url` into the repository when it has no branch of that name (one it has is its own: never
+   * moved), so that a worktree of it can be made.
+   */
+  readonly fetchBranch: (
+    repoRoot: string,
+    url: string,
+    branch: string
+  ) => Effect.Effect<void, NotARepository | GitFailed>
 }
 
 export class Git extends Context.Tag("berth/Git")<Git, GitService>() {}
@@ -382,8 +403,42 @@ const make = Effect.gen(function* () {
     return parseStatus(yield* run(worktreePath, ["status", "--porcelain=v1", "-z", "--untracked-files=all"]))
   })
 
+  const remoteUrl = Effect.fn("Git.remoteUrl")(function* (repoRoot: string, remote: string) {
+    const out = yield* exec(repoRoot, ["remote", "get-url", "--", remote])
+    if (out.exitCode === 0) return out.stdout.trim() || undefined
+    if (isNotARepository(out.stderr)) return yield* new NotARepository({ path: repoRoot })
+    return undefined
+  })
+
+  const remoteHasBranch = Effect.fn("Git.remoteHasBranch")(function* (url: string, branch: string) {
+    const args = ["ls-remote", "--heads", "--", url, `refs/heads/${branch}`]
+    const out = yield* exec(process.cwd(), args)
+    if (out.exitCode !== 0) return yield* new GitFailed({ args, stderr: out.stderr.trim(), exitCode: out.exitCode })
+    return out.stdout.trim() !== ""
+  })
+
+  const materialize = Effect.fn("Git.materialize")(function* (url: string, branch: string, target: string) {
+    if (!existsSync(`${target}/.git`)) {
+      const parent = path.dirname(target)
+      mkdirSync(parent, { recursive: true, mode: 0o700 })
+      yield* run(parent, ["clone", "--quiet", "--single-branch", "--branch", branch, "--", url, target])
+      return
+    }
+    yield* run(target, ["fetch", "--quiet", "--", url, `refs/heads/${branch}`])
+    yield* run(target, ["checkout", "--quiet", "-B", branch, "FETCH_HEAD"])
+  })
+
+  const fetchBranch = Effect.fn("Git.fetchBranch")(function* (repoRoot: string, url: string, branch: string) {
+    if (yield* branchExists(repoRoot, branch)) return
+    yield* run(repoRoot, ["fetch", "--quiet", "--", url, `refs/heads/${branch}:refs/heads/${branch}`])
+  })
+
   return {
     repo,
+    remoteUrl,
+    fetchBranch,
+    remoteHasBranch,
+    materialize,
     // a listing during another add can read a half-written entry too
     worktrees: (repoRoot: string) => worktreeLock.withPermits(1)(worktrees(repoRoot)),
     validateBranch,

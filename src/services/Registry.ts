@@ -405,6 +405,8 @@ export interface RegistryService {
   readonly upsertProject: (p: Omit<ProjectRow, "id" | "label">) => Effect.Effect<ProjectRow, InternalError>
   /** Every repository whose berth.toml declares `name`. */
   readonly projectsNamed: (name: string) => Effect.Effect<ReadonlyArray<ProjectRow>, InternalError>
+  /** The project that has this label on this machine, if one has. */
+  readonly projectLabelled: (label: string) => Effect.Effect<ProjectRow | undefined, InternalError>
   /** A project's worlds, or (no argument) every world. */
   readonly worlds: (projectId?: number) => Effect.Effect<ReadonlyArray<WorldRow>, InternalError>
   readonly world: (id: number) => Effect.Effect<WorldRow | undefined, InternalError>
@@ -546,6 +548,10 @@ const makeRegistry = Effect.gen(function* () {
   /** Other repositories whose berth.toml declares `name` (for saying why a label carries a suffix). */
   const projectsNamed = Effect.fn("Registry.projectsNamed")(function* (name: string) {
     return yield* sql<ProjectRow>`${projectSelect} WHERE name = ${name} ORDER BY id`
+  })
+
+  const projectLabelled = Effect.fn("Registry.projectLabelled")(function* (label: string) {
+    return (yield* sql<ProjectRow>`${projectSelect} WHERE label = ${label}`)[0]
   })
 
   const worlds = Effect.fn("Registry.worlds")(function* (projectId?: number) {
@@ -756,6 +762,7 @@ const makeRegistry = Effect.gen(function* () {
     changes,
     upsertProject: orInternal(upsertProject),
     projectsNamed: orInternal(projectsNamed),
+    projectLabelled: orInternal(projectLabelled),
     worlds: orInternal(worlds),
     world: orInternal(world),
     findWorld: orInternal(findWorld),

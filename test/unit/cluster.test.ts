@@ -3,6 +3,10 @@ import * as FastCheck from "effect/FastCheck"
 import {
   ANYWHERE_GROUP,
   addressProblem,
+  anywhereEntityId,
+  anywhereIds,
+  ensureStep,
+  parseAnywhereEntityId,
   allGroups,
   clusterUrlProblem,
   freeSlot,
@@ -85,5 +89,42 @@ describe("cluster settings", () => {
     expect(machineState(0)).toBe("up")
     expect(machineState(timings.lockExpirationMs)).toBe("up")
     expect(machineState(timings.lockExpirationMs + 1)).toBe("unreachable")
+  })
+})
+
+describe("worlds that run anywhere", () => {
+  it("have entity ids in the group every machine takes, never taken for a pinned world's", () => {
+    const id = anywhereEntityId("shop", "feat-a")
+    expect(parseAnywhereEntityId(id)).toEqual({ project: "shop", slug: "feat-a" })
+    expect(parseWorldEntityId(id)).toBeUndefined()
+    expect(shardGroupOf(id)).toBe(ANYWHERE_GROUP)
+    expect(parseAnywhereEntityId(worldEntityId(2, "shop", "feat-a"))).toBeUndefined()
+  })
+
+  it("property: an anywhere id reads back, and is in the shared group", () => {
+    FastCheck.assert(
+      FastCheck.property(label, label, (project, slug) => {
+        const id = anywhereEntityId(project, slug)
+        expect(parseAnywhereEntityId(id)).toEqual({ project, slug })
+        expect(shardGroupOf(id)).toBe(ANYWHERE_GROUP)
+      })
+    )
+  })
+
+  it("are started, stopped, removed or only reported, as the shared table wants", () => {
+    expect(ensureStep({ desired: undefined, started: true, asked: false })).toBe("remove")
+    expect(ensureStep({ desired: "removed", started: false, asked: true })).toBe("remove")
+    expect(ensureStep({ desired: "down", started: true, asked: false })).toBe("stop")
+    expect(ensureStep({ desired: "up", started: false, asked: false })).toBe("start")
+    // the reconciler's round leaves a started world alone (a failed one waits for its user, as on one machine)
+    expect(ensureStep({ desired: "up", started: true, asked: false })).toBe("report")
+    // a user's up applies its selection and environment again
+    expect(ensureStep({ desired: "up", started: true, asked: true })).toBe("start")
+  })
+
+  it("are listed in the machine's own setting by id; anything else there is ignored", () => {
+    expect(anywhereIds([3, "x", 5, null])).toEqual([3, 5])
+    expect(anywhereIds(undefined)).toEqual([])
+    expect(anywhereIds({ 1: 2 })).toEqual([])
   })
 })

@@ -88,6 +88,7 @@ const upWaiting = (
     readonly env: Readonly<Record<string, string>>
     readonly services: ReadonlyArray<string>
     readonly groups: ReadonlyArray<string>
+    readonly anywhere?: boolean
   },
   telling: Telling
 ) =>
@@ -184,13 +185,19 @@ export const up = Command.make(
     all: Options.boolean("all").pipe(
       Options.withDescription("every world of this project whose worktree exists (not with a name)")
     ),
+    anywhere: Options.boolean("anywhere").pipe(
+      Options.withDescription(
+        "in a cluster: run the branch (pushed to origin) on whichever machine has room; it moves when that machine is gone"
+      )
+    ),
     json
   },
-  ({ all, groups, json, name, noWait, progress, services }) =>
+  ({ all, anywhere, groups, json, name, noWait, progress, services }) =>
     viaDaemon(
       Effect.gen(function* () {
         const client = yield* DaemonClient
-        const request = { ...ref(name), env: clientEnv(), services, groups }
+        const request = { ...ref(name), env: clientEnv(), services, groups, ...(anywhere ? { anywhere } : {}) }
+        if (all && anywhere) return yield* new UsageError({ message: "up: --anywhere takes one world, not --all" })
         if (all) {
           if (Option.isSome(name)) {
             return yield* new UsageError({ message: "up: give a world's name or --all, not both" })
