@@ -1,8 +1,11 @@
 // berth across machines: three test hosts (network namespaces on this machine, each with its own daemon, see
 // test/cluster/netns.mjs) form a cluster on a fresh PostgreSQL database and run --worlds worlds each; then how long
 // `berth status` takes on one machine to list every world of all three, beside the same command before the cluster
-// formed (its own worlds only). Needs root, iproute2 and PostgreSQL's socket in /var/run/postgresql; `npm run build`
-// first. Usage: node bench/cluster.mjs [--worlds 50] [--runs 20] [--json]
+// formed (its own worlds only); the extra latency of a request through another machine's proxy; and failover: --kills
+// times, the daemon of the machine that runs the most of --anywhere worlds brought up with `up --anywhere` is killed
+// (kill -9), timed until every one of them answers through another machine's proxy again, then started again and
+// left to settle. Needs root, iproute2 and PostgreSQL's socket in /var/run/postgresql; `npm run build` first.
+// Usage: node bench/cluster.mjs [--worlds 50] [--runs 20] [--kills 10] [--anywhere 3] [--json]
 import { execFileSync, spawn } from "node:child_process"
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
@@ -16,11 +19,15 @@ const { values: options } = parseArgs({
   options: {
     worlds: { type: "string", default: "50" },
     runs: { type: "string", default: "20" },
+    kills: { type: "string", default: "10" },
+    anywhere: { type: "string", default: "3" },
     json: { type: "boolean" }
   }
 })
 const worldCount = Number(options.worlds)
 const runs = Number(options.runs)
+const kills = Number(options.kills)
+const anywhereCount = Number(options.anywhere)
 const cli = fileURLToPath(new URL("../dist/berth", import.meta.url))
 
 const why = hostsUnavailable()
@@ -72,6 +79,26 @@ const hosts = net.hosts.map((h) => {
   return { ...h, repo }
 })
 const [h1] = hosts
+
+// a team's clones of one repository: every machine's checkout has the same origin, where h1 pushes the branches that
+// run anywhere
+const origin = join(net.base, "origin.git")
+const git = (cwd, ...args) =>
+  execFileSync("git", args, {
+    cwd,
+    env: {
+      ...process.env,
+      GIT_AUTHOR_NAME: "b",
+      GIT_AUTHOR_EMAIL: "b@b",
+      GIT_COMMITTER_NAME: "b",
+      GIT_COMMITTER_EMAIL: "b@b"
+    }
+  })
+git(net.base, "init", "-q", "--bare", origin)
+for (const h of hosts) git(h.repo, "remote", "add", "origin", origin)
+const anywhereNames = Array.from({ length: anywhereCount }, (_, i) => `any-${i}`)
+for (const name of anywhereNames) git(h1.repo, "branch", name)
+git(h1.repo, "push", "-q", "origin", "main", ...anywhereNames)
 
 const statusRuns = async (label) => {
   for (let i = 0; i < 3; i++) await timed(h1, ["status", "--json"])
@@ -135,12 +162,81 @@ const get = (i, host) => new Promise((resolve, reject) => {
 )
 const [localMs, remoteMs] = JSON.parse(hop)
 
+/** A GET through `host`'s proxy: its status, 0 when nothing answered. */
+const probe = (host, hostname) =>
+  Number(
+    execFileSync(
+      "ip",
+      [
+        "netns",
+        "exec",
+        host.ns,
+        process.execPath,
+        "-e",
+        `require("node:http").get({ host: "127.0.0.1", port: ${proxyPort}, path: "/", headers: { host: "${hostname}" }, timeout: 2000 }, (r) => { r.resume(); console.log(r.statusCode) }).on("error", () => console.log(0)).on("timeout", function () { this.destroy() })`
+      ],
+      { encoding: "utf8" }
+    ).trim() || "0"
+  )
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+/** Where each world that runs anywhere runs now, as `observer` sees it; undefined for one that runs nowhere. */
+const placements = async (observer) => {
+  const worlds = JSON.parse(await berth(observer, ["status", "--json"])).worlds
+  return anywhereNames.map((n) => {
+    const w = worlds.find((x) => x.name === n && x.state === "running")
+    return w === undefined ? undefined : (w.machine ?? observer.name)
+  })
+}
+const settled = async (observer) => {
+  for (;;) {
+    const where = await placements(observer).catch(() => [])
+    if (where.length === anywhereCount && where.every((m) => m !== undefined)) return where
+    await sleep(250)
+  }
+}
+
+const failover = []
+if (kills > 0 && anywhereCount > 0) {
+  console.error(`failover: ${anywhereCount} worlds up --anywhere, ${kills} kills…`)
+  for (const name of anywhereNames) await berth(h1, ["up", name, "--anywhere", "-s", "api", "--json"])
+  for (let k = 0; k < kills; k++) {
+    const where = await settled(hosts[(k + 1) % 3])
+    const counts = hosts.map((h) => where.filter((m) => m === h.name).length)
+    const victim = hosts[counts.indexOf(Math.max(...counts))]
+    const observer = hosts.find((h) => h !== victim)
+    const moving = anywhereNames.filter((_, i) => where[i] === victim.name)
+    const pid = Number(
+      execFileSync("cat", [join(victim.home, "daemon.pid")], { encoding: "utf8" })
+        .trim()
+        .split(/\s+/)[0]
+    )
+    const killed = process.hrtime.bigint()
+    process.kill(pid, "SIGKILL")
+    // every world it ran answers again through another machine's proxy (the dead machine's proxy died with it)
+    for (const name of moving) while (probe(observer, `api.${name}.shop.localhost`) !== 200) await sleep(50)
+    failover.push(Number(process.hrtime.bigint() - killed) / 1e6)
+    console.error(
+      `  kill ${k + 1}: ${victim.name} ran ${moving.length}; serving again after ${(failover.at(-1) / 1000).toFixed(2)} s`
+    )
+    // the machine comes back (any command starts its daemon) and the cluster settles before the next kill
+    await berth(victim, ["cluster", "status", "--json"])
+    await settled(observer)
+    await sleep(3000)
+  }
+}
+
 const rows = [
   across,
   alone,
   summarize("cluster status --json, 3 machines", clusterStatus),
   summarize("a request through this machine's proxy to its own world", localMs),
-  summarize("the same to a world of another machine (one hop more)", remoteMs)
+  summarize("the same to a world of another machine (one hop more)", remoteMs),
+  ...(failover.length === 0
+    ? []
+    : [
+        summarize(`failover: kill -9 until its --anywhere worlds answer elsewhere (${failover.length} kills)`, failover)
+      ])
 ]
 if (options.json) console.log(JSON.stringify({ worlds: worldCount, runs, rows }, null, 2))
 else {
@@ -148,6 +244,9 @@ else {
   console.log(
     `\nthe hop costs ${(median(remoteMs) - median(localMs)).toFixed(2)} ms at the median (goal ≤ 1 ms); goal for status across 3 machines and 150 worlds: ≤ 200 ms`
   )
+  if (failover.length > 0)
+    console.log(`failover per kill, s: ${failover.map((ms) => (ms / 1000).toFixed(2)).join(", ")} (goal ≤ 10 s)`)
 }
+for (const name of anywhereNames) await berth(h1, ["remove", name, "--force"]).catch(() => undefined)
 await Promise.all(hosts.map((h) => berth(h, ["down", "--all"]).catch(() => undefined)))
 process.exit(0)

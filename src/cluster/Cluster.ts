@@ -33,6 +33,7 @@ import type { WorldStatus } from "../daemon/api.js"
 import {
   ANYWHERE_SETTING,
   addressProblem,
+  anywhereCheckout,
   anywhereEntityId,
   anywhereIds,
   isAnywhereCheckout,
@@ -61,7 +62,7 @@ import { Home } from "../services/Home.js"
 import { Registry } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
 import { version } from "../version.js"
-import { Anywhere, anywhereLayer, anywhereReconciler, removeClone } from "./anywhere.js"
+import { Anywhere, anywhereClones, anywhereLayer, anywhereReconciler, removeClone } from "./anywhere.js"
 import { WorldQuery, WorldQueryLive } from "./queries.js"
 import { runnerLayer } from "./runner.js"
 import { type AnywhereRow, type Machine, makeStore, SCHEMA_VERSION, type SharedWorld, type Store } from "./store.js"
@@ -367,6 +368,12 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
           if (isAnywhereCheckout(home.root, w.mainRoot)) yield* removeClone(w.mainRoot)
         }
         if (keep.length !== ids.length) yield* registry.setSetting(ANYWHERE_SETTING, keep)
+        // clones no world of this machine uses and no world wanted here needs (a removal that raced another)
+        const used = new Set((yield* registry.worlds()).map((w) => w.mainRoot))
+        for (const folder of anywhereClones(home.root)) {
+          const row = anywhere.find((r) => anywhereCheckout(home.root, r.project, r.slug) === folder)
+          if (!used.has(folder) && (row === undefined || row.owner !== machine)) yield* removeClone(folder)
+        }
       }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("berth cluster: tidying worlds that moved", cause)))
 
     /** Runs sessions until the membership ends: a failed one is logged and tried again, later and later. */

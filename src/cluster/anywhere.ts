@@ -10,8 +10,8 @@
  * stops there too. `generation` counts the starts: a machine that takes a world over makes a new one, and a daemon
  * never adopts such a world's processes after a restart (`sweepLeftovers`): another machine may run it by then.
  */
-import { existsSync, rmdirSync, rmSync } from "node:fs"
-import { dirname } from "node:path"
+import { existsSync, readdirSync, rmdirSync, rmSync } from "node:fs"
+import { dirname, join } from "node:path"
 import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as Entity from "@effect/cluster/Entity"
 import * as Singleton from "@effect/cluster/Singleton"
@@ -63,6 +63,19 @@ export const removeClone = (clone: string) =>
     }
   })
 
+/** Every clone under BERTH_HOME/anywhere (`<slug>/<project>`). */
+export const anywhereClones = (homeRoot: string): ReadonlyArray<string> => {
+  const root = join(homeRoot, "anywhere")
+  const list = (dir: string) => {
+    try {
+      return readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory())
+    } catch {
+      return []
+    }
+  }
+  return list(root).flatMap((slug) => list(join(root, slug.name)).map((p) => join(root, slug.name, p.name)))
+}
+
 export interface AnywhereHost {
   readonly store: Store
   /** this machine's name in the cluster */
@@ -102,12 +115,15 @@ export const anywhereLayer = (host: AnywhereHost) =>
               yield* worlds
                 .tell(id, new Remove({ force: false }))
                 .pipe(Effect.catchTag("WorldNotFound", () => Effect.void))
-              const clone = anywhereCheckout(home.root, address.project, address.slug)
-              if (existsSync(clone)) yield* removeClone(clone)
               yield* mark(id, false)
             } else {
               yield* worlds.tell(id, new Down()).pipe(Effect.catchTag("WorldNotFound", () => Effect.void))
             }
+          }
+          // the clone berth made goes with the world, whoever removed the world's record first
+          const clone = anywhereCheckout(home.root, address.project, address.slug)
+          if (remove && existsSync(clone) && (yield* worlds.idOf(address.project, address.slug)) === undefined) {
+            yield* removeClone(clone)
           }
           started = false
           yield* host.store.letGo(address.project, address.slug, host.machine).pipe(Effect.mapError(internal))
