@@ -84,7 +84,7 @@ const entries = (part: Part | undefined, repeated = false, optional = false): Ar
 
 /** What people type most, per command path. */
 const EXAMPLES: Readonly<Record<string, ReadonlyArray<string>>> = {
-  up: ["berth up login-fix", "berth up -s api --no-wait", "berth up --all"],
+  up: ["berth up login-fix", "berth up -s api --no-wait", "berth up --all", "berth up login-fix --anywhere"],
   down: ["berth down login-fix", "berth down -s worker", "berth down --all"],
   reload: ["berth reload", "berth reload -s api"],
   reset: ["berth reset", "berth reset login-fix db"],

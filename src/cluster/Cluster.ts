@@ -33,10 +33,8 @@ import type { WorldStatus } from "../daemon/api.js"
 import {
   ANYWHERE_SETTING,
   addressProblem,
-  anywhereCheckout,
   anywhereEntityId,
   anywhereIds,
-  isAnywhereCheckout,
   clusterUrlProblem,
   DEFAULT_RUNNER_PORT,
   machineNameProblem,
@@ -62,7 +60,7 @@ import { Home } from "../services/Home.js"
 import { Registry } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
 import { version } from "../version.js"
-import { Anywhere, anywhereClones, anywhereLayer, anywhereReconciler, removeClone } from "./anywhere.js"
+import { Anywhere, anywhereLayer, anywhereReconciler } from "./anywhere.js"
 import { WorldQuery, WorldQueryLive } from "./queries.js"
 import { runnerLayer } from "./runner.js"
 import { type AnywhereRow, type Machine, makeStore, SCHEMA_VERSION, type SharedWorld, type Store } from "./store.js"
@@ -344,7 +342,8 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
     /**
      * This machine's copies of worlds that run anywhere which it no longer runs and nobody wants here: the world was
      * removed, or another machine took it over while this daemon was away (its copy was stopped, never adopted). They
-     * go, files and all, unless they hold changes of their own (then they stay, stopped, and say so in `status`).
+     * go, worktree and all, unless it holds changes of its own (then they stay, stopped). berth's clone of the project
+     * stays: the next world of it starts from there.
      */
     const tidy = (anywhere: ReadonlyArray<AnywhereRow>, machine: string) =>
       Effect.gen(function* () {
@@ -363,17 +362,9 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
           const removed = yield* worlds.tell(id, new Remove({ force: false })).pipe(Effect.either)
           if (removed._tag === "Left" && removed.left._tag !== "WorldNotFound") {
             keep.push(id)
-            continue
           }
-          if (isAnywhereCheckout(home.root, w.mainRoot)) yield* removeClone(w.mainRoot)
         }
         if (keep.length !== ids.length) yield* registry.setSetting(ANYWHERE_SETTING, keep)
-        // clones no world of this machine uses and no world wanted here needs (a removal that raced another)
-        const used = new Set((yield* registry.worlds()).map((w) => w.mainRoot))
-        for (const folder of anywhereClones(home.root)) {
-          const row = anywhere.find((r) => anywhereCheckout(home.root, r.project, r.slug) === folder)
-          if (!used.has(folder) && (row === undefined || row.owner !== machine)) yield* removeClone(folder)
-        }
       }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("berth cluster: tidying worlds that moved", cause)))
 
     /** Runs sessions until the membership ends: a failed one is logged and tried again, later and later. */
@@ -732,7 +723,8 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
           env: request.env,
           desired: "up",
           generation: 0,
-          owner: null
+          owner: null,
+          reason: null
         }
         yield* store.want({ ...row, desired: "up" }).pipe(Effect.mapError(gitFailed))
         view = {

@@ -10,8 +10,7 @@
  * stops there too. `generation` counts the starts: a machine that takes a world over makes a new one, and a daemon
  * never adopts such a world's processes after a restart (`sweepLeftovers`): another machine may run it by then.
  */
-import { existsSync, readdirSync, rmdirSync, rmSync } from "node:fs"
-import { dirname, join } from "node:path"
+import { existsSync } from "node:fs"
 import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as Entity from "@effect/cluster/Entity"
 import * as Singleton from "@effect/cluster/Singleton"
@@ -25,7 +24,7 @@ import { Worlds } from "../actors/Worlds.js"
 import { WorldError, WorldStatus } from "../daemon/api.js"
 import {
   ANYWHERE_GROUP,
-  anywhereCheckout,
+  anywhereClone,
   anywhereEntityId,
   ENSURE_EVERY_MS,
   ANYWHERE_SETTING,
@@ -51,30 +50,6 @@ export const Anywhere = Entity.make("Anywhere", [
     error: WorldError
   })
 ]).annotate(ClusterSchema.ShardGroup, () => ANYWHERE_GROUP)
-
-/** A clone berth made for a world that runs anywhere goes, and its world's folder with it once empty. */
-export const removeClone = (clone: string) =>
-  Effect.sync(() => {
-    rmSync(clone, { recursive: true, force: true })
-    try {
-      rmdirSync(dirname(clone))
-    } catch {
-      // not empty, or gone
-    }
-  })
-
-/** Every clone under BERTH_HOME/anywhere (`<slug>/<project>`). */
-export const anywhereClones = (homeRoot: string): ReadonlyArray<string> => {
-  const root = join(homeRoot, "anywhere")
-  const list = (dir: string) => {
-    try {
-      return readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory())
-    } catch {
-      return []
-    }
-  }
-  return list(root).flatMap((slug) => list(join(root, slug.name)).map((p) => join(root, slug.name, p.name)))
-}
 
 export interface AnywhereHost {
   readonly store: Store
@@ -120,11 +95,6 @@ export const anywhereLayer = (host: AnywhereHost) =>
               yield* worlds.tell(id, new Down()).pipe(Effect.catchTag("WorldNotFound", () => Effect.void))
             }
           }
-          // the clone berth made goes with the world, whoever removed the world's record first
-          const clone = anywhereCheckout(home.root, address.project, address.slug)
-          if (remove && existsSync(clone) && (yield* worlds.idOf(address.project, address.slug)) === undefined) {
-            yield* removeClone(clone)
-          }
           started = false
           yield* host.store.letGo(address.project, address.slug, host.machine).pipe(Effect.mapError(internal))
         })
@@ -137,9 +107,9 @@ export const anywhereLayer = (host: AnywhereHost) =>
       )
 
       /**
-       * Where this machine runs the world: in a worktree of its own checkout of the same repository (the project of
-       * that label, whose origin is the world's remote), or else in a clone of its own under BERTH_HOME. A project of
-       * that label from another repository would give the world other URLs: refused.
+       * Where this machine runs the world: a worktree of its checkout of the same repository (the project of that
+       * label, whose origin is the world's remote) — the user's own, or else berth's clone under BERTH_HOME, made
+       * once. A project of that label from another repository would give the world other URLs: refused.
        */
       const place = (row: AnywhereRow) =>
         Effect.gen(function* () {
@@ -152,21 +122,22 @@ export const anywhereLayer = (host: AnywhereHost) =>
               reason: `world ${row.name}: cannot check out ${row.branch} from ${row.remote} on ${host.machine}: ${e.message}`
             })
           const own = yield* registry.projectLabelled(row.project)
-          if (own !== undefined && existsSync(own.mainRoot)) {
-            const origin = yield* git.remoteUrl(own.mainRoot, "origin").pipe(Effect.orElseSucceed(() => undefined))
+          const checkout =
+            own !== undefined && existsSync(own.mainRoot) ? own.mainRoot : anywhereClone(home.root, row.project)
+          if (checkout === own?.mainRoot) {
+            const origin = yield* git.remoteUrl(checkout, "origin").pipe(Effect.orElseSucceed(() => undefined))
             if (origin !== row.remote) {
-              return yield* cannot(`its project ${row.project} there is ${own.mainRoot}, another repository`)
+              return yield* cannot(`its project ${row.project} there is ${checkout}, another repository`)
             }
-            yield* git.fetchBranch(own.mainRoot, row.remote, row.branch).pipe(Effect.mapError(checkoutFailed))
-            return { cwd: own.mainRoot, world: row.name }
+          } else {
+            yield* git.cloneOnce(row.remote, checkout, row.branch).pipe(Effect.mapError(checkoutFailed))
+            const info = yield* worlds.projectInfo(checkout)
+            if (info.label !== row.project) {
+              return yield* cannot(`another repository there is already called ${row.project}`)
+            }
           }
-          const clone = anywhereCheckout(home.root, row.project, row.slug)
-          yield* git.materialize(row.remote, row.branch, clone).pipe(Effect.mapError(checkoutFailed))
-          const info = yield* worlds.projectInfo(clone)
-          if (info.label !== row.project) {
-            return yield* cannot(`another repository there is already called ${row.project}`)
-          }
-          return { cwd: clone, world: undefined }
+          yield* git.fetchBranch(checkout, row.remote, row.branch).pipe(Effect.mapError(checkoutFailed))
+          return { cwd: checkout, world: row.name }
         })
 
       const start = (row: AnywhereRow) =>
@@ -181,9 +152,18 @@ export const anywhereLayer = (host: AnywhereHost) =>
             .pipe(Effect.mapError(internal))
           // a down or a removal came first
           if (generation === undefined) return null
-          const ref = yield* place(row)
-          started = true
-          const status = yield* worlds.up(ref, row.selection, row.env, true)
+          const status = yield* Effect.gen(function* () {
+            const ref = yield* place(row)
+            started = true
+            return yield* worlds.up(ref, row.selection, row.env, true)
+          }).pipe(
+            Effect.tapError((e) =>
+              host.store
+                .note(row.project, row.slug, `on ${host.machine}: ${e.message.split("\n")[0] ?? ""}`)
+                .pipe(Effect.ignore)
+            )
+          )
+          if (row.reason !== null) yield* host.store.note(row.project, row.slug, null).pipe(Effect.ignore)
           const id = yield* worlds.idOf(status.project, status.slug)
           if (id !== undefined) yield* mark(id, true)
           return { ...status, machine: host.machine }

@@ -34,6 +34,8 @@ export interface AnywhereRow {
   readonly generation: number
   /** the machine that runs it now, if any */
   readonly owner: string | null
+  /** why the last machine that tried could not start it, until one does */
+  readonly reason: string | null
 }
 
 export interface Machine {
@@ -136,6 +138,7 @@ export const makeStore = Effect.gen(function* () {
     desired text NOT NULL,
     generation bigint NOT NULL DEFAULT 0,
     owner text,
+    reason text,
     updated_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (project, slug)
   )`
@@ -151,6 +154,7 @@ export const makeStore = Effect.gen(function* () {
     desired: string
     generation: string | number
     owner: string | null
+    reason: string | null
   }): AnywhereRow => {
     const selection = parsed(r.selection) as AnywhereRow["selection"] | undefined
     const env = parsed(r.env) as AnywhereRow["env"] | undefined
@@ -164,7 +168,8 @@ export const makeStore = Effect.gen(function* () {
       env: env ?? {},
       desired: r.desired === "down" || r.desired === "removed" ? r.desired : "up",
       generation: Number(r.generation),
-      owner: r.owner
+      owner: r.owner,
+      reason: r.reason
     }
   }
 
@@ -180,7 +185,7 @@ export const makeStore = Effect.gen(function* () {
 
   /** What a user asked of a world that runs anywhere: a new one, or its desired state, selection and environment. */
   const want = (
-    w: Omit<AnywhereRow, "generation" | "owner" | "desired"> & { readonly desired: "up" }
+    w: Omit<AnywhereRow, "generation" | "owner" | "desired" | "reason"> & { readonly desired: "up" }
   ): Effect.Effect<void, SqlError> =>
     sql`INSERT INTO berth_anywhere (project, slug, name, branch, remote, selection, env, desired)
       VALUES (${w.project}, ${w.slug}, ${w.name}, ${w.branch}, ${w.remote}, ${JSON.stringify(w.selection)}::jsonb,
@@ -204,6 +209,10 @@ export const makeStore = Effect.gen(function* () {
         WHERE project = ${project} AND slug = ${slug} AND desired = 'up' RETURNING generation`,
       (rows) => (rows[0] === undefined ? undefined : Number(rows[0].generation))
     )
+
+  /** Why the world could not start (or null once it has): what `status` shows while no machine runs it. */
+  const note = (project: string, slug: string, reason: string | null) =>
+    sql`UPDATE berth_anywhere SET reason = ${reason} WHERE project = ${project} AND slug = ${slug}`.pipe(Effect.asVoid)
 
   /** `machine` no longer runs the world (it stopped it); a row wanted removed goes with it. */
   const letGo = (project: string, slug: string, machine: string) =>
@@ -348,7 +357,8 @@ export const makeStore = Effect.gen(function* () {
     want,
     setDesired,
     takeOver,
-    letGo
+    letGo,
+    note
   } as const
 })
 

@@ -83,11 +83,17 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster, router: Route
         .filter((r) => ofProject(r.project) && !running.has(`${r.project}/${r.slug}`) && r.desired !== "removed")
         .map((r) =>
           r.desired === "up"
-            ? cluster.placeholder(r, "starting", "waiting for a machine of the cluster to run it")
+            ? cluster.placeholder(r, "starting", r.reason ?? "waiting for a machine of the cluster to run it")
             : cluster.placeholder(r, "stopped", null)
         )
+      // a world that runs anywhere is listed where its row says it runs: an old machine's copy is stale
+      const owners = new Map(view.anywhere.map((r) => [`${r.project}/${r.slug}`, r.owner]))
+      const current = (w: { readonly machine: string; readonly status: WorldStatus }) => {
+        const owner = owners.get(`${w.status.project}/${w.status.slug}`)
+        return owner === undefined || owner === null || owner === w.machine
+      }
       return view.worlds
-        .filter((w) => ofProject(w.status.project))
+        .filter((w) => ofProject(w.status.project) && current(w))
         .map(
           (w): WorldStatus => ({
             ...w.status,

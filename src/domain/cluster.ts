@@ -38,7 +38,7 @@ export const CLUSTER_TABLE_PREFIX = "berth_cluster"
  * after `lockExpirationMs`; it is shown `unreachable` once its heartbeat is that old.
  */
 export const timings = {
-  lockExpirationMs: 8_000,
+  lockExpirationMs: 6_000,
   lockRefreshMs: 2_000,
   refreshAssignmentsMs: 1_000,
   messagePollMs: 1_000,
@@ -87,13 +87,13 @@ export const parseAnywhereEntityId = (id: string): { readonly project: string; r
 export type AnywhereDesired = "up" | "down" | "removed"
 
 /**
- * Where the machine that runs a world `--anywhere` keeps its clone of the branch, under BERTH_HOME: the folder's name
- * is the project's label, which is the name berth gives a checkout whose berth.toml names no project.
+ * Where a machine that has no checkout of a project keeps berth's own clone of it, for the worlds of that project it
+ * runs anywhere (worktrees of the clone, beside it as for any checkout): the folder's name is the project's label,
+ * which is the name berth gives a checkout whose berth.toml names no project.
  */
-export const anywhereCheckout = (homeRoot: string, project: string, slug: string): string =>
-  `${homeRoot}/anywhere/${slug}/${project}`
+export const anywhereClone = (homeRoot: string, project: string): string => `${homeRoot}/anywhere/${project}`
 
-/** A world is one that runs anywhere when its checkout is one of those clones. */
+/** A world is one that runs anywhere when its checkout is one of those clones or their worktrees. */
 export const isAnywhereCheckout = (homeRoot: string, path: string): boolean => path.startsWith(`${homeRoot}/anywhere/`)
 
 /**
@@ -126,7 +126,7 @@ export const ensureStep = (facts: {
 }
 
 /** How often the cluster's reconciler makes sure every world wanted anywhere runs somewhere (or nowhere). */
-export const ENSURE_EVERY_MS = 2_000
+export const ENSURE_EVERY_MS = 1_000
 
 /** The shard group of a world's entity: its machine's slot. */
 export const shardGroupOf = (entityId: string): string => {
@@ -229,7 +229,10 @@ export const remoteTargets = (
   machines: ReadonlyArray<PeerMachine>
 ): Array<RouteTarget> => {
   const byName = new Map(machines.map((m) => [m.name, m]))
-  const out: Array<RouteTarget> = []
+  // one route per host name: a world that moved is published by its new machine and, until it is tidied or its
+  // machine's rows expire, by the old one too; the one that can serve wins
+  const out = new Map<string, RouteTarget>()
+  const rank = (t: RouteTarget) => (t.ready ? 2 : 0) + (t.worldState === "running" ? 1 : 0)
   for (const w of worlds) {
     const machine = byName.get(w.machine)
     if (machine === undefined || machine.proxyPort === null) continue
@@ -245,7 +248,7 @@ export const remoteTargets = (
       const label = hostname.split(".")[0] ?? ""
       const prefix = `${label}.${w.status.slug}.${w.status.project}.`
       if (label === "" || !hostname.startsWith(prefix)) continue
-      out.push({
+      const target: RouteTarget = {
         project: w.status.project,
         world: w.status.slug,
         worldName: w.status.name === w.status.slug ? undefined : w.status.name,
@@ -256,8 +259,10 @@ export const remoteTargets = (
         ready: up && REACHABLE.has(s.state),
         domain: hostname.slice(prefix.length),
         remote: { machine: machine.name, address: machine.address, port: machine.proxyPort }
-      })
+      }
+      const known = out.get(hostname)
+      if (known === undefined || rank(target) > rank(known)) out.set(hostname, target)
     }
   }
-  return out
+  return [...out.values()]
 }

@@ -4,7 +4,7 @@
  * are dropped, so berth behaves the same when it runs inside a git hook).
  */
 import { execFile } from "node:child_process"
-import { existsSync, mkdirSync, realpathSync } from "node:fs"
+import { existsSync, mkdirSync, realpathSync, renameSync, rmSync } from "node:fs"
 import * as path from "node:path"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
@@ -265,10 +265,10 @@ export interface GitService {
   /** Whether the repository at `url` has the branch (`git ls-remote`): what another machine can clone. */
   readonly remoteHasBranch: (url: string, branch: string) => Effect.Effect<boolean, NotARepository | GitFailed>
   /**
-   * A checkout of `branch` from `url` at `path`, made by berth for a world that runs anywhere: cloned on first use,
-   * then fetched and moved to the branch's latest commit (files the services wrote, untracked, stay).
+   * A clone of `url` at `path`, made when there is none yet (a clone there is kept as it is), its own checkout detached
+   * at `branch`: whatever the remote's HEAD names, and with every branch left free for a worktree.
    */
-  readonly materialize: (url: string, branch: string, path: string) => Effect.Effect<void, NotARepository | GitFailed>
+  readonly cloneOnce: (url: string, path: string, branch: string) => Effect.Effect<void, NotARepository | GitFailed>
   /**
    * Brings `branch` from `url` into the repository when it has no branch of that name (one it has is its own: never
    * moved), so that a worktree of it can be made.
@@ -417,15 +417,16 @@ const make = Effect.gen(function* () {
     return out.stdout.trim() !== ""
   })
 
-  const materialize = Effect.fn("Git.materialize")(function* (url: string, branch: string, target: string) {
-    if (!existsSync(`${target}/.git`)) {
-      const parent = path.dirname(target)
-      mkdirSync(parent, { recursive: true, mode: 0o700 })
-      yield* run(parent, ["clone", "--quiet", "--single-branch", "--branch", branch, "--", url, target])
-      return
-    }
-    yield* run(target, ["fetch", "--quiet", "--", url, `refs/heads/${branch}`])
-    yield* run(target, ["checkout", "--quiet", "-B", branch, "FETCH_HEAD"])
+  const cloneOnce = Effect.fn("Git.cloneOnce")(function* (url: string, target: string, branch: string) {
+    if (existsSync(`${target}/.git`)) return
+    const parent = path.dirname(target)
+    mkdirSync(parent, { recursive: true, mode: 0o700 })
+    // into a folder of its own first: a clone cut off half-way is never taken for one
+    const partial = `${target}.partial-${process.pid}`
+    rmSync(partial, { recursive: true, force: true })
+    yield* run(parent, ["clone", "--quiet", "--no-checkout", "--", url, partial])
+    yield* run(partial, ["checkout", "--quiet", "--detach", `refs/remotes/origin/${branch}`])
+    renameSync(partial, target)
   })
 
   const fetchBranch = Effect.fn("Git.fetchBranch")(function* (repoRoot: string, url: string, branch: string) {
@@ -438,7 +439,7 @@ const make = Effect.gen(function* () {
     remoteUrl,
     fetchBranch,
     remoteHasBranch,
-    materialize,
+    cloneOnce,
     // a listing during another add can read a half-written entry too
     worktrees: (repoRoot: string) => worktreeLock.withPermits(1)(worktrees(repoRoot)),
     validateBranch,

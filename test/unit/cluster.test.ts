@@ -15,6 +15,7 @@ import {
   machineNameProblem,
   machineState,
   parseWorldEntityId,
+  remoteTargets,
   remoteWorldId,
   shardGroupOf,
   timings,
@@ -126,5 +127,36 @@ describe("worlds that run anywhere", () => {
     expect(anywhereIds([3, "x", 5, null])).toEqual([3, 5])
     expect(anywhereIds(undefined)).toEqual([])
     expect(anywhereIds({ 1: 2 })).toEqual([])
+  })
+})
+
+describe("remoteTargets", () => {
+  const world = (machine: string, state: string) => ({
+    machine,
+    status: {
+      project: "shop",
+      name: "feat-a",
+      slug: "feat-a",
+      state,
+      services: [
+        { state: state === "running" ? "healthy" : "stopped", port: 4000, url: "http://api.feat-a.shop.localhost" }
+      ]
+    }
+  })
+  const machines = [
+    { name: "h1", address: "10.0.0.1", proxyPort: 7358, heartbeatAgeMs: 20_000 },
+    { name: "h2", address: "10.0.0.2", proxyPort: 7358, heartbeatAgeMs: 100 }
+  ]
+
+  it("routes a world that moved to the machine that serves it, not to the stale copy of the one it left", () => {
+    for (const order of [
+      [world("h1", "running"), world("h2", "running")],
+      [world("h2", "running"), world("h1", "running")]
+    ]) {
+      const routes = remoteTargets(order, machines)
+      expect(routes).toHaveLength(1)
+      expect(routes[0]?.remote?.machine).toBe("h2")
+      expect(routes[0]?.ready).toBe(true)
+    }
   })
 })
