@@ -352,6 +352,14 @@ const make = Effect.gen(function* () {
   const addWorktree = Effect.fn("Git.addWorktree")(function* (repoRoot: string, worktreePath: string, branch: string) {
     yield* validateBranch(branch)
     const target = path.resolve(repoRoot, worktreePath)
+    // the usual case, a new branch into a new folder, in one process: git refuses -b for a branch that exists (checked
+    // out anywhere or not) and a folder that exists or is registered, before it makes anything; those cases take the
+    // careful path below, which lists the worktrees first (a git process fewer for every new world)
+    const quick = yield* run(repoRoot, ["worktree", "add", "-b", branch, "--", target, "HEAD"]).pipe(
+      Effect.as(true),
+      Effect.catchTag("GitFailed", () => Effect.succeed(false))
+    )
+    if (quick) return { path: canonical(target), branch, created: true, reused: false } satisfies AddedWorktree
     let list = yield* worktrees(repoRoot)
     if (list.some((w) => w.prunable)) {
       yield* run(repoRoot, ["worktree", "prune"])
