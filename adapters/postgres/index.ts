@@ -137,13 +137,15 @@ const connect = (server: Server): Effect.Effect<pg.Client, PgFailure, Scope.Scop
       },
       catch: (cause) => new PgFailure({ phase: "connect", cause })
     }),
-    (client) => Effect.promise(() => client.end().catch(() => undefined))
+    // not waited for: the server ends the session (and its advisory locks) on its own time, ~15-20 ms here, and a
+    // verb that next needs one of those locks waits for it on the server as it would for anyone's
+    (client) => Effect.sync(() => void client.end().catch(() => undefined))
   )
 
 const query = (
   client: pg.Client,
   sql: string,
-  params: ReadonlyArray<string> = []
+  params: ReadonlyArray<string | ReadonlyArray<string>> = []
 ): Effect.Effect<ReadonlyArray<Record<string, unknown>>, PgFailure> =>
   Effect.tryPromise({
     try: () => client.query<Record<string, unknown>>(sql, [...params]).then((result) => result.rows),
@@ -196,17 +198,40 @@ const checkTarget = (slice: Pick<Slice, "name" | "owner">): Effect.Effect<string
 
 type Ownership = "missing" | "ours" | "foreign"
 
+/** Whose database `name` is, from its row in pg_database (none: missing). */
+const ownershipOf = (owner: string, name: string, row: Record<string, unknown> | undefined): Ownership => {
+  if (row === undefined) return "missing"
+  // a pending name is this installation's by its shape, marked or not (a crash before the mark)
+  if (isPending(owner, name)) return "ours"
+  // the owner part decides: a spare renamed into a world is ours even if a crash came before its re-marking
+  return typeof row.mark === "string" && row.mark.startsWith(`berth:${owner}:`) ? "ours" : "foreign"
+}
+
 const ownership = (client: pg.Client, owner: string, name: string): Effect.Effect<Ownership, PgFailure> =>
   Effect.map(
     query(client, "SELECT shobj_description(oid, 'pg_database') AS mark FROM pg_database WHERE datname = $1", [name]),
-    (rows) => {
-      const row = rows[0]
-      if (row === undefined) return "missing"
-      // a pending name is this installation's by its shape, marked or not (a crash before the mark)
-      if (isPending(owner, name)) return "ours"
-      // the owner part decides: a spare renamed into a world is ours even if a crash came before its re-marking
-      return typeof row.mark === "string" && row.mark.startsWith(`berth:${owner}:`) ? "ours" : "foreign"
-    }
+    (rows) => ownershipOf(owner, name, rows[0])
+  )
+
+/** The ownership of several databases in one round trip. */
+const ownerships = (
+  client: pg.Client,
+  of: ReadonlyArray<{ readonly owner: string; readonly name: string }>
+): Effect.Effect<ReadonlyArray<Ownership>, PgFailure> =>
+  Effect.map(
+    query(
+      client,
+      "SELECT datname, shobj_description(oid, 'pg_database') AS mark FROM pg_database WHERE datname = ANY($1)",
+      [of.map((o) => o.name)]
+    ),
+    (rows) =>
+      of.map((o) =>
+        ownershipOf(
+          o.owner,
+          o.name,
+          rows.find((row) => row.datname === o.name)
+        )
+      )
   )
 
 /** This installation's pending databases of slice `name`: attempts that a crash (or a failed drop) left behind. */
@@ -228,8 +253,11 @@ const lockNames = (client: pg.Client, owner: string, names: ReadonlyArray<string
     { discard: true }
   )
 
+const markSql = (owner: string, name: string, database = name): string =>
+  `COMMENT ON DATABASE ${ident(database)} IS '${markOf(owner, name)}'`
+
 const mark = (client: pg.Client, owner: string, name: string, database = name): Effect.Effect<void, PgFailure> =>
-  Effect.asVoid(query(client, `COMMENT ON DATABASE ${ident(database)} IS '${markOf(owner, name)}'`))
+  Effect.asVoid(query(client, markSql(owner, name, database)))
 
 /**
  * Builds slice `name` under a pending name (`create` makes the database there), marks it, runs `clear` (which may
@@ -433,18 +461,22 @@ const rename = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
     yield* withServer(to.adminUrl ?? from.adminUrl, "rename into", target, (client, server) =>
       Effect.gen(function* () {
         yield* lockNames(client, to.owner, [source, target])
-        if ((yield* ownership(client, from.owner, source)) !== "ours") {
+        // a new world waits on this rename: both looks in one round trip, the rename and the new mark in another
+        const [sourceState, targetState] = yield* ownerships(client, [
+          { owner: from.owner, name: source },
+          { owner: to.owner, name: target }
+        ])
+        if (sourceState !== "ours") {
           return yield* Effect.fail(
             fail("failed", `cannot rename: database "${source}" on ${server.location} is not this berth's slice`)
           )
         }
-        if ((yield* ownership(client, to.owner, target)) !== "missing") {
+        if (targetState !== "missing") {
           return yield* Effect.fail(fail("taken", `cannot rename into "${target}" on ${server.location}: it exists`))
         }
-        // nobody should be connected to a spare; if someone is, RENAME fails and the caller copies instead. Between
-        // the rename and the new mark the spare's mark (same owner) keeps it ours
-        yield* query(client, `ALTER DATABASE ${ident(source)} RENAME TO ${ident(target)}`)
-        yield* mark(client, to.owner, target)
+        // nobody should be connected to a spare; if someone is, RENAME fails and the caller copies instead. Two
+        // statements of one query are one transaction: the database is never seen renamed without its new mark
+        yield* query(client, `ALTER DATABASE ${ident(source)} RENAME TO ${ident(target)}; ${markSql(to.owner, target)}`)
       })
     )
   })
