@@ -200,7 +200,15 @@ const make = Effect.sync((): ProcessesService => {
    */
   const spawn = Effect.fn("Processes.spawn")(function* (spec: SpawnSpec) {
     const fail = (reason: string) => new SpawnFailed({ command: spec.command, cwd: spec.cwd, reason })
-    const cwdStat = yield* Effect.promise(() => fsp.stat(spec.cwd).then((s) => s, reasonOf))
+    // one stat, read at once: a trip through the thread pool costs more than the call, and a world's services are
+    // spawned one after the other on the daemon's thread
+    const cwdStat = yield* Effect.sync(() => {
+      try {
+        return fs.statSync(spec.cwd)
+      } catch (e) {
+        return reasonOf(e)
+      }
+    })
     if (typeof cwdStat === "string") return yield* fail(`working folder: ${cwdStat}`)
     if (!cwdStat.isDirectory()) return yield* fail("working folder: not a folder")
 
