@@ -8,7 +8,7 @@ import { readFileSync, statSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { berthBin, eventually, isAlive, type Sandbox, sandbox, serverScript } from "../e2e/harness.js"
-import { type Host, hostsUnavailable, type TestNetwork, testNetwork } from "./hosts.js"
+import { type Host, hostsUnavailable, shop, type TestNetwork, testNetwork } from "./hosts.js"
 
 const unavailable = hostsUnavailable()
 const PROXY_PORT = 17355
@@ -18,16 +18,6 @@ const viaProxy = (host: Host, hostname: string, accept = "*/*") => {
   const script = `require("node:http").get({ host: "127.0.0.1", port: ${PROXY_PORT}, path: "/", headers: { host: "${hostname}:${PROXY_PORT}", accept: "${accept}" } }, (r) => { let b = ""; r.on("data", (d) => (b += d)); r.on("end", () => console.log(JSON.stringify({ status: r.statusCode, retryAfter: r.headers["retry-after"] ?? null, body: b }))) }).on("error", (e) => console.log(JSON.stringify({ status: 0, body: e.message })))`
   return JSON.parse(host.exec("node", ["-e", script])) as { status: number; retryAfter: string | null; body: string }
 }
-
-const shop = `
-[project]
-name = "shop"
-
-[services.api]
-cmd = "node server.mjs"
-url = "api"
-health = { http = "/healthz" }
-`
 
 interface ClusterJson {
   readonly state: string

@@ -11,6 +11,17 @@ import { createHosts, type HostSpec, hostsUnavailable } from "./netns.mjs"
 
 export { hostsUnavailable }
 
+/** The project every test host's checkout holds: one service with a route and a health check. */
+export const shop = `
+[project]
+name = "shop"
+
+[services.api]
+cmd = "node server.mjs"
+url = "api"
+health = { http = "/healthz" }
+`
+
 export interface Host extends HostSpec {
   /** runs `berth args` on this host, in `cwd` */
   readonly run: (cwd: string, args: ReadonlyArray<string>, timeoutMs?: number) => Promise<RunResult>
