@@ -164,16 +164,17 @@ const pgLayer = (url: string) =>
     connectTimeout: Duration.seconds(5)
   })
 
-/** A world in these states has processes of its own, or is about to: never tidied away. */
-const LIVE: ReadonlySet<string> = new Set([
-  "queued",
-  "starting",
-  "running",
-  "stopping",
-  "suspending",
-  "suspended",
-  "removing"
-])
+/** A copy is tidied away only once nothing of it runs or is about to. */
+const TIDYABLE: ReadonlySet<string> = new Set(["stopped", "failed"])
+
+type TransportError = MailboxFull | AlreadyProcessingMessage | PersistenceError
+
+/** The engine's own failures of a request: each means the machine never took it. */
+const isTransportError = (e: unknown): e is TransportError =>
+  typeof e === "object" &&
+  e !== null &&
+  "_tag" in e &&
+  (e._tag === "MailboxFull" || e._tag === "AlreadyProcessingMessage" || e._tag === "PersistenceError")
 
 /** What berth publishes of a world: its status without the log lines (they are the owner's, and may carry secrets). */
 const publishable =
@@ -355,7 +356,7 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
           if (w === undefined) continue
           const row = anywhere.find((r) => r.project === w.projectName && r.slug === w.slug)
           const stale = row === undefined || row.desired === "removed" || (row.owner !== null && row.owner !== machine)
-          if (!stale || LIVE.has(w.observed)) {
+          if (!stale || !TIDYABLE.has(w.observed)) {
             keep.push(id)
             continue
           }
@@ -557,14 +558,7 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
     > =>
       effect.pipe(
         Effect.timeoutFail({ duration: REMOTE_TIMEOUT, onTimeout: () => unreachable }),
-        Effect.catchIf(
-          (e): e is MailboxFull | AlreadyProcessingMessage | PersistenceError =>
-            typeof e === "object" &&
-            e !== null &&
-            "_tag" in e &&
-            (e._tag === "MailboxFull" || e._tag === "AlreadyProcessingMessage" || e._tag === "PersistenceError"),
-          () => Effect.fail(unreachable)
-        )
+        Effect.catchIf(isTransportError, () => Effect.fail(unreachable))
       ) as Effect.Effect<
         A,
         Exclude<E, MailboxFull | AlreadyProcessingMessage | PersistenceError> | MachineUnreachable,
@@ -607,13 +601,7 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
           const client = yield* WorldQuery.client.pipe(Effect.provide(context))
           return client(id)
             .Logs(options)
-            .pipe(
-              Stream.catchAll((e) =>
-                e._tag === "MailboxFull" || e._tag === "AlreadyProcessingMessage" || e._tag === "PersistenceError"
-                  ? Stream.fail(unreachable)
-                  : Stream.fail(e)
-              )
-            )
+            .pipe(Stream.catchAll((e) => (isTransportError(e) ? Stream.fail(unreachable) : Stream.fail(e))))
         })
       )
 
@@ -657,16 +645,13 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
       Effect.gen(function* () {
         const { context } = yield* sharedNow
         const client = yield* Anywhere.client.pipe(Effect.provide(context))
-        const answer = yield* client(anywhereEntityId(row.project, row.slug))
+        return yield* client(anywhereEntityId(row.project, row.slug))
           .Ensure({ asked })
           .pipe(
-            Effect.catchIf(
-              (e): e is MailboxFull | AlreadyProcessingMessage | PersistenceError =>
-                e._tag === "MailboxFull" || e._tag === "AlreadyProcessingMessage" || e._tag === "PersistenceError",
-              (e) => Effect.fail(new InternalError({ reason: `the cluster did not take the request: ${e._tag}` }))
+            Effect.catchIf(isTransportError, (e) =>
+              Effect.fail(new InternalError({ reason: `the cluster did not take the request: ${e._tag}` }))
             )
           )
-        return answer
       })
 
     /**
@@ -683,7 +668,7 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
       Effect.gen(function* () {
         const { store } = yield* sharedNow
         const gitFailed = (e: { readonly message: string }) => new InternalError({ reason: e.message })
-        const repo = yield* git.repo(request.cwd).pipe(Effect.mapError(gitFailed))
+        const repo = yield* git.repo(request.cwd).pipe(Effect.catchTag("GitFailed", (e) => Effect.fail(gitFailed(e))))
         const branch = request.world ?? repo.branch
         if (branch === undefined) {
           return yield* new InvalidRequest({

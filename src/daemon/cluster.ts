@@ -78,7 +78,9 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster, router: Route
       const ofProject = (project: string) => labels === undefined || project === labels.label || project === labels.name
       // a world wanted anywhere that no machine runs now (it is moving, or wanted down) is listed all the same
       const running = new Set(view.worlds.map((w) => `${w.status.project}/${w.status.slug}`))
-      for (const w of (yield* worlds.status(undefined)).worlds) running.add(`${w.project}/${w.slug}`)
+      if (view.anywhere.length > 0) {
+        for (const w of (yield* worlds.status(undefined)).worlds) running.add(`${w.project}/${w.slug}`)
+      }
       const waiting = view.anywhere
         .filter((r) => ofProject(r.project) && !running.has(`${r.project}/${r.slug}`) && r.desired !== "removed")
         .map((r) =>

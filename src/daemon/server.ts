@@ -209,27 +209,22 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
         proxy
       }))
       // a world that only another machine of the cluster has is brought up, down or reloaded there
-      const up = (p: UpPayload) =>
-        Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
+      const up = (p: UpPayload) => {
+        const anywhere = (world: string | undefined) =>
+          cluster.upAnywhere({
+            cwd: p.cwd,
+            world,
+            selection: { services: p.services, groups: p.groups },
+            env: p.env,
+            wait: p.wait ?? true
+          })
+        return Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
           Effect.zipRight(
             p.anywhere === true
-              ? cluster.upAnywhere({
-                  cwd: p.cwd,
-                  world: p.world,
-                  selection: { services: p.services, groups: p.groups },
-                  env: p.env,
-                  wait: p.wait ?? true
-                })
+              ? anywhere(p.world)
               : clustered.anywhereOr(
                   p,
-                  (row) =>
-                    cluster.upAnywhere({
-                      cwd: p.cwd,
-                      world: row.name,
-                      selection: { services: p.services, groups: p.groups },
-                      env: p.env,
-                      wait: p.wait ?? true
-                    }),
+                  (row) => anywhere(row.name),
                   clustered.routed(
                     p,
                     worlds.up(
@@ -248,6 +243,7 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
                 )
           )
         )
+      }
       const down = (p: DownPayload) =>
         Effect.zipRight(
           checkRef(p),

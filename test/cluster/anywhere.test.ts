@@ -198,6 +198,28 @@ describe.skipIf(unavailable !== undefined)(
       expect(back.code, back.stderr).toBe(0)
     }, 180_000)
 
+    it("stops a world that runs anywhere on daemon stop (rather than leave it running) and runs it elsewhere", async () => {
+      const { machine } = await runner("feat-a")
+      const owner = net.hosts.find((h) => h.name === machine) as Host
+      const observer = net.hosts.find((h) => h.name !== machine) as Host
+      const pid = (await pidOn(owner, "feat-a")) as number
+      expect(pid).toBeTypeOf("number")
+      const stop = await berth(owner, ["daemon", "stop"], 60_000)
+      expect(stop.code, stop.stderr).toBe(0)
+      // unlike a pinned world's processes, which a stopping daemon leaves running for the next one
+      expect(
+        await eventually(
+          async () => isAlive(pid),
+          (alive) => !alive
+        )
+      ).toBe(false)
+      const moved = await runner("feat-a", machine, 30_000, observer)
+      expect(moved.machine).not.toBe(machine)
+      // the machine comes back (any command starts its daemon); one copy runs
+      expect((await berth(owner, ["cluster", "status", "--json"])).code).toBe(0)
+      await runner("feat-a", undefined, 30_000, observer)
+    }, 120_000)
+
     it("takes a world down and removes it from any machine", async () => {
       const { machine } = await runner("feat-a")
       const owner = net.hosts.find((h) => h.name === machine) as Host
