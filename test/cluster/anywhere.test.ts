@@ -79,6 +79,35 @@ describe.skipIf(unavailable !== undefined)(
     /** pids of the world's api on `h`, wherever berth runs it there */
     const pidOn = async (h: Host, name: string) =>
       (await statusOf(h)).find((w) => w.name === name && w.machine === undefined)?.services[0]?.pid ?? undefined
+    /**
+     * The machine that runs `name` and the pid of its api there, once the owner's own status agrees with the
+     * observer's: a machine that joins takes some shards over, so a world can be moving while a test looks at it.
+     */
+    const placed = async (name: string, not?: string, timeoutMs = 30_000, observer: Host = host(1)) => {
+      const until = Date.now() + timeoutMs
+      for (;;) {
+        const { machine } = await runner(name, not, Math.max(1_000, until - Date.now()), observer)
+        const owner = net.hosts.find((h) => h.name === machine) as Host
+        const pid = await pidOn(owner, name)
+        if (pid !== undefined && pid !== null) return { machine, owner, pid }
+        if (Date.now() > until)
+          throw new Error(`world ${name}: ${observer.name} says it runs on ${machine}, which does not`)
+        await new Promise((r) => setTimeout(r, 250))
+      }
+    }
+
+    /** the world's placement once it has held still for a few seconds (same machine, same process) */
+    const steady = async (name: string, timeoutMs = 60_000) => {
+      const until = Date.now() + timeoutMs
+      let last = await placed(name)
+      for (;;) {
+        await new Promise((r) => setTimeout(r, 3_000))
+        const now = await placed(name)
+        if (now.machine === last.machine && now.pid === last.pid) return now
+        if (Date.now() > until) throw new Error(`world ${name} keeps moving: ${last.machine} then ${now.machine}`)
+        last = now
+      }
+    }
 
     beforeAll(async () => {
       net = testNetwork(3, { BERTH_PROXY_PORT: String(PROXY_PORT) })
@@ -135,9 +164,7 @@ describe.skipIf(unavailable !== undefined)(
         }
       }
       // a second up of a running world is the same world: nothing restarts
-      const { machine } = await runner("feat-a")
-      const owner = net.hosts.find((h) => h.name === machine) as Host
-      const pid = await pidOn(owner, "feat-a")
+      const { machine, owner, pid } = await placed("feat-a")
       const again = await berth(host(1), ["up", "feat-a", "--json"], 60_000)
       expect(again.code, again.stderr).toBe(0)
       expect((JSON.parse(again.stdout) as { world: StatusWorld }).world.machine).toBe(machine)
@@ -145,12 +172,9 @@ describe.skipIf(unavailable !== undefined)(
     })
 
     it("moves a world whose machine's daemon is killed, and the machine runs no second copy when it comes back", async () => {
-      const { machine } = await runner("feat-a")
-      const owner = net.hosts.find((h) => h.name === machine) as Host
+      const { machine, owner, pid } = await placed("feat-a")
       // watched from a machine that stays up: a command on the killed one would start its daemon again
       const observer = net.hosts.find((h) => h.name !== machine) as Host
-      const pid = (await pidOn(owner, "feat-a")) as number
-      expect(pid).toBeTypeOf("number")
       const killedAt = Date.now()
       process.kill(daemonPid(owner), "SIGKILL")
       const moved = await runner("feat-a", machine, 45_000, observer)
@@ -183,9 +207,7 @@ describe.skipIf(unavailable !== undefined)(
     }, 120_000)
 
     it("hands a leaving machine's worlds over to the others", async () => {
-      const { machine } = await runner("feat-b")
-      const owner = net.hosts.find((h) => h.name === machine) as Host
-      const pid = (await pidOn(owner, "feat-b")) as number
+      const { machine, owner, pid } = await placed("feat-b")
       const left = await berth(owner, ["cluster", "leave"], 60_000)
       expect(left.code, left.stderr).toBe(0)
       // stopped there, running elsewhere
@@ -196,14 +218,13 @@ describe.skipIf(unavailable !== undefined)(
       expect(moved.machine).not.toBe(machine)
       const back = await berth(owner, ["cluster", "join", net.url, "--name", machine, "--address", owner.address])
       expect(back.code, back.stderr).toBe(0)
+      // a machine that joins takes some shards over: wait until both worlds stay where they are
+      for (const name of ["feat-a", "feat-b"]) await steady(name)
     }, 180_000)
 
     it("stops a world that runs anywhere on daemon stop (rather than leave it running) and runs it elsewhere", async () => {
-      const { machine } = await runner("feat-a")
-      const owner = net.hosts.find((h) => h.name === machine) as Host
+      const { machine, owner, pid } = await placed("feat-a")
       const observer = net.hosts.find((h) => h.name !== machine) as Host
-      const pid = (await pidOn(owner, "feat-a")) as number
-      expect(pid).toBeTypeOf("number")
       const stop = await berth(owner, ["daemon", "stop"], 60_000)
       expect(stop.code, stop.stderr).toBe(0)
       // unlike a pinned world's processes, which a stopping daemon leaves running for the next one
@@ -221,9 +242,7 @@ describe.skipIf(unavailable !== undefined)(
     }, 120_000)
 
     it("takes a world down and removes it from any machine", async () => {
-      const { machine } = await runner("feat-a")
-      const owner = net.hosts.find((h) => h.name === machine) as Host
-      const pid = (await pidOn(owner, "feat-a")) as number
+      const { owner, pid } = await placed("feat-a")
       const down = await berth(host(1), ["down", "feat-a", "--json"], 60_000)
       expect(down.code, down.stderr).toBe(0)
       expect(

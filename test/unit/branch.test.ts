@@ -8,7 +8,11 @@ import { branchNameProblem } from "../../src/domain/branch.js"
 const gitAccepts = (name: string): boolean => {
   try {
     return (
-      execFileSync("git", ["check-ref-format", "--branch", name], { cwd: tmpdir(), encoding: "utf8" }) === `${name}\n`
+      execFileSync("git", ["check-ref-format", "--branch", name], {
+        cwd: tmpdir(),
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "ignore"]
+      }) === `${name}\n`
     )
   } catch {
     return false
