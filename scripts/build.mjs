@@ -143,6 +143,19 @@ if (sdkInputs.length !== 1)
 // adapter finds it with PYTHONPATH or copies it from
 copyFileSync("src/adapter-sdk/berth_adapter.py", `${out}/berth_adapter.py`)
 
+// the fence's watchdog (src/cluster/watchdog.ts), started beside a cluster member's daemon: plain Node and berth's
+// pure modules only, so it starts at once and stays small
+const watchdog = await esbuild.build({
+  ...shared,
+  entryPoints: ["src/cluster/watchdog.ts"],
+  outfile: `${out}/berth-watchdog.cjs`,
+  format: "cjs",
+  write: true
+})
+const watchdogInputs = Object.keys(watchdog.metafile.inputs)
+if (watchdogInputs.some((file) => file.includes("node_modules")))
+  throw new Error(`dist/berth-watchdog.cjs must stand alone, but it bundles ${watchdogInputs.join(", ")}`)
+
 if (process.argv.includes("--analyze")) {
   console.log(await esbuild.analyzeMetafile(main.metafile))
 }

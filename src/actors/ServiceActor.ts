@@ -47,6 +47,8 @@ export interface ServicePlan {
   readonly secrets: ReadonlyArray<string>
   /** whose mark its processes carry (`domain/marks.ts`), so a process a crash left unrecorded is found again */
   readonly owner?: { readonly worldId: number; readonly home: string }
+  /** waited on before each spawn (setup included): a world that runs anywhere starts nothing while its hold is stale */
+  readonly fence?: Effect.Effect<void>
 }
 
 export interface ServiceSnapshot {
@@ -199,6 +201,7 @@ export const runService = (
       // one life: the scope owns the process group, so leaving it any way at all stops the group
       const life: Life = yield* Effect.scoped(
         Effect.gen(function* () {
+          if (adopt === undefined && plan.fence !== undefined) yield* plan.fence
           if (adopt === undefined && plan.setup !== undefined) {
             const setupExit = yield* runSetup(plan.setup)
             if (setupExit.code !== 0 || setupExit.signal !== null) {

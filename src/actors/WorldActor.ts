@@ -44,6 +44,7 @@ import { ONESHOT_VARIABLE, Processes, type ProcessHandle } from "../services/Pro
 import { Registry, type WorldRow } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
 import { type SliceInit, Slices } from "../services/slices/Slices.js"
+import { Fence } from "../services/Fence.js"
 import { Admission } from "../services/Admission.js"
 import { describeWait } from "../domain/admission.js"
 import {
@@ -173,6 +174,7 @@ export const makeWorldActor = (
     const home = yield* Home
     const processes = yield* Processes
     const admission = yield* Admission
+    const fence = yield* Fence
     const context = yield* Effect.context<Processes | Health>()
     const mailbox = yield* Queue.unbounded<Envelope>()
     const done = yield* Deferred.make<void>()
@@ -627,7 +629,8 @@ export const makeWorldActor = (
             port: portMap.get(name)?.main,
             logFile: home.serviceLog(worldId, name),
             secrets: [...l.secrets, ...secretsOf(userEnv)],
-            owner: { worldId, home: home.root }
+            owner: { worldId, home: home.root },
+            fence: fence.hold(worldId)
           })
           runtimes.set(name, rt)
         }

@@ -29,6 +29,7 @@ import { Processes } from "../services/Processes.js"
 import { type EventRow, type ProjectRow, Registry, type ServiceRow, type WorldRow } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
 import { Slices } from "../services/slices/Slices.js"
+import type { Fence } from "../services/Fence.js"
 import { Admission } from "../services/Admission.js"
 import { describeWait } from "../domain/admission.js"
 import * as Protocol from "./protocol.js"
@@ -63,7 +64,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
     const slices = yield* Slices
     const router = yield* Router
     const context = yield* Effect.context<
-      Registry | ConfigFiles | Git | Ports | Home | Processes | Health | Slices | Router | Admission
+      Registry | ConfigFiles | Git | Ports | Home | Processes | Health | Slices | Router | Admission | Fence
     >()
     const admission = yield* Admission
     const actors = new Map<number, WorldActor>()

@@ -57,12 +57,14 @@ import { hidePassword } from "../domain/redact.js"
 import { slugify } from "../domain/names.js"
 import { Git } from "../services/Git.js"
 import { Home } from "../services/Home.js"
+import { Fence } from "../services/Fence.js"
 import { Registry } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
 import { version } from "../version.js"
 import { Anywhere, anywhereLayer, anywhereReconciler } from "./anywhere.js"
 import { WorldQuery, WorldQueryLive } from "./queries.js"
 import { runnerLayer } from "./runner.js"
+import { type Hold, installRule, keepLease } from "./fence.js"
 import { type AnywhereRow, type Machine, makeStore, SCHEMA_VERSION, type SharedWorld, type Store } from "./store.js"
 
 const SETTINGS_KEY = "cluster"
@@ -202,6 +204,13 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
     /** set when the daemon stops: worlds that run anywhere are stopped here and start nowhere here any more */
     let draining = false
     let member: { readonly fiber: Fiber.RuntimeFiber<void>; readonly settings: Settings } | undefined
+    /** the fence (fence.ts): this machine's hold on its shards, and the rule that keeps a stale one from starting */
+    const hold: Hold = { renewedAt: undefined }
+    const fence = yield* Fence
+    yield* installRule(hold, () => view.state !== "solo").pipe(
+      Effect.provideService(Fence, fence),
+      Effect.provideService(Registry, registry)
+    )
 
     const unavailable = (url: string) => (e: unknown) =>
       new ClusterUnavailable({ url: hidePassword(url), reason: message(e) })
@@ -235,6 +244,9 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
             replace: false
           })
           yield* store.createAnywhere
+          // before the runner: its scope closes after the runner's, once the engine has stopped this session's worlds
+          hold.renewedAt = undefined
+          yield* keepLease(hold).pipe(Effect.provideService(Home, home), Effect.provideService(Registry, registry))
           const anywhereHost = { store, machine: settings.name, draining: () => draining }
           const runner = yield* Layer.build(
             Layer.mergeAll(
@@ -243,7 +255,7 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
               anywhereLayer(anywhereHost),
               anywhereReconciler(store)
             ).pipe(
-              Layer.provideMerge(runnerLayer({ address: settings.address, port: settings.runnerPort, slot })),
+              Layer.provideMerge(runnerLayer({ address: settings.address, port: settings.runnerPort, slot }, hold)),
               Layer.provide(Layer.succeedContext(sql)),
               Layer.provide(
                 Layer.mergeAll(Layer.succeed(Worlds, worlds), Layer.succeed(Git, git), Layer.succeed(Home, home))

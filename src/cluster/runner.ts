@@ -26,6 +26,7 @@ import {
   SHARDS_PER_GROUP,
   timings
 } from "../domain/cluster.js"
+import { type Hold, renewing } from "./fence.js"
 
 export interface RunnerSpec {
   readonly address: string
@@ -60,13 +61,18 @@ export const shardingConfig = (spec: RunnerSpec | undefined): ShardingConfig.Sha
   simulateRemoteSerialization: false
 })
 
-/** The runner's sharding and its storage; needs an `SqlClient` on the cluster's database. */
-export const runnerLayer = (spec: RunnerSpec) =>
+/**
+ * The runner's sharding and its storage; needs an `SqlClient` on the cluster's database. Each lock refresh that keeps
+ * every shard renews `hold` (the fence's lease, fence.ts).
+ */
+export const runnerLayer = (spec: RunnerSpec, hold: Hold) =>
   SocketRunner.layer.pipe(
     Layer.provide([NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]),
     Layer.provide(RunnerHealth.layerNoop),
     Layer.provideMerge(SqlMessageStorage.layerWith({ prefix: CLUSTER_TABLE_PREFIX })),
-    Layer.provide(Layer.orDie(SqlRunnerStorage.layerWith({ prefix: CLUSTER_TABLE_PREFIX }))),
+    Layer.provide(
+      renewing(hold).pipe(Layer.provide(Layer.orDie(SqlRunnerStorage.layerWith({ prefix: CLUSTER_TABLE_PREFIX }))))
+    ),
     Layer.provide(ShardingConfig.layer(shardingConfig(spec))),
     Layer.provide(RpcSerialization.layerMsgPack)
   )

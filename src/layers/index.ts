@@ -20,12 +20,13 @@ import { HostsKeeper } from "../services/proxy/HostsKeeper.js"
 import { Router } from "../services/proxy/Router.js"
 import { SlicesLive } from "../services/slices/Slices.js"
 import { AdmissionLive } from "../services/Admission.js"
+import { FenceLive } from "../services/Fence.js"
 import { MachineLive } from "../services/Machine.js"
 
 /** The engine below the API: worlds and every service they use, without Home (so a caller picks BERTH_HOME). */
 export const WorldsLive = Layer.merge(Cluster.Default, HostsKeeper.Default).pipe(
   Layer.provideMerge(Worlds.Default),
-  Layer.provideMerge(Layer.mergeAll(PortsLive, SlicesLive, Router.Default, AdmissionLive)),
+  Layer.provideMerge(Layer.mergeAll(PortsLive, SlicesLive, Router.Default, AdmissionLive, FenceLive)),
   Layer.provideMerge(RegistryLive),
   Layer.provideMerge(Layer.mergeAll(ConfigFilesLive, GitLive, HealthLive, ProcessesLive, MachineLive)),
   Layer.provideMerge(NodeContext.layer)

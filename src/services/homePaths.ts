@@ -11,6 +11,8 @@ export interface HomePaths {
   readonly database: string
   readonly pidFile: string
   readonly daemonLog: string
+  /** a cluster member's lease on its worlds that run anywhere, for its watchdog (`domain/fence.ts`) */
+  readonly fenceFile: string
   readonly logs: string
   /** the log file of one service of one world */
   readonly serviceLog: (worldId: number, service: string) => string
@@ -22,6 +24,7 @@ export const homePaths = (root: string): HomePaths => ({
   database: join(root, "state.db"),
   pidFile: join(root, "daemon.pid"),
   daemonLog: join(root, "daemon.log"),
+  fenceFile: join(root, "fence.json"),
   logs: join(root, "logs"),
   serviceLog: (worldId, service) => join(root, "logs", String(worldId), `${service}.log`)
 })

@@ -31,6 +31,7 @@ import type { InternalError } from "../../src/domain/errors.js"
 import type { PortRange } from "../../src/domain/ports.js"
 import type { WorldState } from "../../src/domain/world-state.js"
 import { Admission, AdmissionLive, type AdmissionService } from "../../src/services/Admission.js"
+import { FenceLive } from "../../src/services/Fence.js"
 import { ConfigFilesLive } from "../../src/services/ConfigFiles.js"
 import { GitLive } from "../../src/services/Git.js"
 import { Health } from "../../src/services/Health.js"
@@ -251,7 +252,9 @@ const engineLayer = (
   }
 ) =>
   Worlds.Default.pipe(
-    Layer.provideMerge(Layer.mergeAll(PortsLive, Layer.succeed(Slices, fakes.slices), Router.Default, AdmissionLive)),
+    Layer.provideMerge(
+      Layer.mergeAll(PortsLive, Layer.succeed(Slices, fakes.slices), Router.Default, AdmissionLive, FenceLive)
+    ),
     Layer.provideMerge(RegistryLive),
     Layer.provideMerge(
       Layer.mergeAll(

@@ -5,9 +5,10 @@
  * machine leaves, and is taken down and removed from any machine.
  */
 import { execFileSync } from "node:child_process"
-import { existsSync, mkdirSync, readFileSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { markIn } from "../../src/domain/marks.js"
 import { eventually, isAlive, type Sandbox, sandbox, serverScript } from "../e2e/harness.js"
 import { type Host, hostsUnavailable, shop, type TestNetwork, testNetwork } from "./hosts.js"
 
@@ -42,6 +43,56 @@ const git = (cwd: string, ...args: ReadonlyArray<string>) =>
   })
 
 const daemonPid = (host: Host) => Number(readFileSync(join(host.home, "daemon.pid"), "utf8").trim().split(/\s+/)[0])
+
+/** Seconds since boot now, as /proc counts them (the clock process start times are given in). */
+const uptime = () => Number(readFileSync("/proc/uptime", "utf8").split(" ")[0])
+
+/** When `pid` started, in seconds since boot (clock ticks of 10 ms). */
+const startedAt = (pid: number) => {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]) / 100
+}
+
+/** Waits for `pid` to end, looking every 20 ms; answers when (seconds since boot), at most 20 ms late. */
+const endedAt = async (pid: number, timeoutMs: number) => {
+  const until = Date.now() + timeoutMs
+  while (isAlive(pid)) {
+    if (Date.now() > until) throw new Error(`pid ${pid} still runs after ${timeoutMs} ms`)
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  return uptime()
+}
+
+/**
+ * How many machines run a copy of world `name` at once, sampled every 50 ms until `stop` (which answers the most seen):
+ * every live process with a berth mark whose working directory is the world's checkout, counted by home.
+ */
+const sampleCopies = (name: string) => {
+  let most = 0
+  const look = () => {
+    const homes = new Set<string>()
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue
+      try {
+        if (!readlinkSync(`/proc/${entry}/cwd`).endsWith(`/${name}`)) continue
+        const mark = markIn(readFileSync(`/proc/${entry}/environ`, "latin1"))
+        if (mark !== undefined) homes.add(mark.home)
+      } catch {
+        // gone, or not ours to read
+      }
+    }
+    most = Math.max(most, homes.size)
+  }
+  const timer = setInterval(look, 50)
+  look()
+  return {
+    stop: () => {
+      clearInterval(timer)
+      look()
+      return most
+    }
+  }
+}
 
 describe.skipIf(unavailable !== undefined)(
   `worlds that run anywhere${unavailable === undefined ? "" : ` (skipped: ${unavailable})`}`,
@@ -110,7 +161,7 @@ describe.skipIf(unavailable !== undefined)(
     }
 
     beforeAll(async () => {
-      net = testNetwork(3, { BERTH_PROXY_PORT: String(PROXY_PORT) })
+      net = testNetwork(3, { BERTH_PROXY_PORT: String(PROXY_PORT) }, { network: true })
       repo = sandbox({ "server.mjs": serverScript, "berth.toml": shop }, "shop")
       // the shared remote every machine clones from
       const origin = join(net.base, "origin.git")
@@ -171,14 +222,18 @@ describe.skipIf(unavailable !== undefined)(
       expect(await pidOn(owner, "feat-a")).toBe(pid)
     })
 
-    it("moves a world whose machine's daemon is killed, and the machine runs no second copy when it comes back", async () => {
+    it("moves a world whose machine's daemon is killed: its copy there stops before the world starts elsewhere", async () => {
       const { machine, owner, pid } = await placed("feat-a")
       // watched from a machine that stays up: a command on the killed one would start its daemon again
       const observer = net.hosts.find((h) => h.name !== machine) as Host
+      const sampler = sampleCopies("feat-a")
       const killedAt = Date.now()
       process.kill(daemonPid(owner), "SIGKILL")
-      const moved = await runner("feat-a", machine, 45_000, observer)
+      // the watchdog beside the dead daemon stops its copy once the daemon's hold has run out
+      const stoppedAt = await endedAt(pid, 30_000)
+      const moved = await placed("feat-a", machine, 45_000, observer)
       expect(moved.machine).not.toBe(machine)
+      expect(startedAt(moved.pid)).toBeGreaterThan(stoppedAt)
       // bounded (the lock expiry is 6 s; bench/cluster.mjs measures the time): generous for a loaded test machine
       expect(Date.now() - killedAt).toBeLessThan(30_000)
       const served = await eventually(
@@ -186,25 +241,54 @@ describe.skipIf(unavailable !== undefined)(
         (r) => r.status === 200 && (JSON.parse(r.body) as { world: string }).world === "feat-a"
       )
       expect(served.status).toBe(200)
-      // the old copy still runs on the dead daemon's machine (nothing there could stop it); the daemon's return does
-      expect(isAlive(pid)).toBe(true)
+      // the machine comes back (any command starts its daemon): one copy, wherever the cluster has it now
       const back = await berth(owner, ["cluster", "status", "--json"])
       expect(back.code, back.stderr).toBe(0)
-      expect(
-        await eventually(
-          async () => isAlive(pid),
-          (alive) => !alive
-        )
-      ).toBe(false)
-      // one copy, wherever the cluster has it now
-      const copies = async () => {
-        let n = 0
-        for (const h of net.hosts) if ((await pidOn(h, "feat-a")) !== undefined) n++
-        return n
-      }
-      await runner("feat-a", undefined, 30_000, observer)
-      expect(await eventually(copies, (n) => n === 1)).toBe(1)
+      await steady("feat-a")
+      expect(sampler.stop(), "copies of feat-a that ran at once").toBe(1)
     }, 120_000)
+
+    it("fences a frozen machine: its copy stops before the world starts elsewhere, and nothing starts twice when it thaws", async () => {
+      const { machine, owner, pid } = await placed("feat-a")
+      const observer = net.hosts.find((h) => h.name !== machine) as Host
+      const daemon = daemonPid(owner)
+      const sampler = sampleCopies("feat-a")
+      process.kill(daemon, "SIGSTOP")
+      try {
+        const stoppedAt = await endedAt(pid, 30_000)
+        const moved = await placed("feat-a", machine, 45_000, observer)
+        expect(startedAt(moved.pid)).toBeGreaterThan(stoppedAt)
+      } finally {
+        process.kill(daemon, "SIGCONT")
+      }
+      // thawed, the daemon finds its hold gone: it starts nothing of the world again (it may take it back later,
+      // as a machine that joins does, but only once the other copy has stopped)
+      await new Promise((r) => setTimeout(r, 8_000))
+      await steady("feat-a")
+      expect(isAlive(daemon), "the thawed daemon lives on").toBe(true)
+      expect(sampler.stop(), "copies of feat-a that ran at once").toBe(1)
+      const log = readFileSync(join(owner.home, "daemon.log"), "utf8")
+      expect(log).toContain("berth fence: stopped the processes of worlds")
+    }, 150_000)
+
+    it("fences a machine cut off from the network: its copy stops before the world starts elsewhere", async () => {
+      const { machine, owner, pid } = await placed("feat-a")
+      const observer = net.hosts.find((h) => h.name !== machine) as Host
+      const sampler = sampleCopies("feat-a")
+      // its link down: no other machine, no client and no database reaches it, nor it them
+      execFileSync("ip", ["link", "set", owner.link, "down"])
+      try {
+        const stoppedAt = await endedAt(pid, 30_000)
+        const moved = await placed("feat-a", machine, 45_000, observer)
+        expect(startedAt(moved.pid)).toBeGreaterThan(stoppedAt)
+      } finally {
+        execFileSync("ip", ["link", "set", owner.link, "up"])
+      }
+      // back on the network, it runs no second copy
+      await new Promise((r) => setTimeout(r, 8_000))
+      await steady("feat-a")
+      expect(sampler.stop(), "copies of feat-a that ran at once").toBe(1)
+    }, 150_000)
 
     it("hands a leaving machine's worlds over to the others", async () => {
       const { machine, owner, pid } = await placed("feat-b")

@@ -37,8 +37,13 @@ export interface TestNetwork {
   readonly cleanup: () => void
 }
 
-export const testNetwork = (count: number, env: Readonly<Record<string, string>> = {}): TestNetwork => {
-  const made = createHosts(count)
+/** `options.network`: the hosts reach the database over the bridge (a link taken down cuts a host off from it too). */
+export const testNetwork = (
+  count: number,
+  env: Readonly<Record<string, string>> = {},
+  options: { readonly network?: boolean } = {}
+): TestNetwork => {
+  const made = createHosts(count, options)
   const hosts = made.hosts.map((spec): Host => {
     const run = (cwd: string, args: ReadonlyArray<string>, timeoutMs = 30_000) =>
       runBerth(args, cwd, spec.home, { via: ["ip", "netns", "exec", spec.ns], env, timeoutMs })

@@ -8,7 +8,10 @@ export interface HostSpec {
   readonly home: string
   readonly link: string
 }
-export declare const createHosts: (count: number) => {
+export declare const createHosts: (
+  count: number,
+  options?: { readonly network?: boolean }
+) => {
   readonly hosts: ReadonlyArray<HostSpec>
   readonly url: string
   readonly base: string

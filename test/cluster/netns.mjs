@@ -2,7 +2,7 @@
 // network namespace with its own loopback and one veth link into a test bridge, with a BERTH_HOME of its own; the
 // cluster's PostgreSQL is a fresh database reached over its unix socket, which every namespace shares with the machine.
 // Needs root and iproute2. `cleanup` removes everything made here, every process of every host first.
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -41,10 +41,39 @@ export const killHome = (home) => {
 }
 
 /**
- * `count` hosts `h1…hN` on a new bridge, at 10.77.<random>.11…; and a new database for their cluster.
+ * A TCP door to PostgreSQL's unix socket at `host:port` (a process of its own, so that nothing the test process does
+ * stalls it): the hosts reach the database over the bridge, as machines reach a shared server, so that a host whose
+ * link goes down is cut off from the database too. Returns its stop.
+ */
+const forwardDatabase = (host, port) => {
+  const script = `
+const net = require("node:net")
+net.createServer((client) => {
+  const server = net.connect(${JSON.stringify(join(PG_SOCKET_DIR, ".s.PGSQL.5432"))})
+  const end = () => { client.destroy(); server.destroy() }
+  for (const s of [client, server]) { s.on("error", end); s.on("close", end) }
+  client.pipe(server)
+  server.pipe(client)
+}).listen(${port}, ${JSON.stringify(host)})`
+  const child = spawn(process.execPath, ["-e", script], { stdio: "ignore", detached: true })
+  child.unref()
+  const until = Date.now() + 10_000
+  while (execFileSync("ss", ["-Hltn", `src ${host}:${port}`], { encoding: "utf8" }).trim() === "") {
+    if (Date.now() > until) throw new Error(`the database's door on ${host}:${port} did not open`)
+    execFileSync("sleep", ["0.05"])
+  }
+  return () => child.kill("SIGKILL")
+}
+
+/**
+ * `count` hosts `h1…hN` on a new bridge, at 10.77.<random>.11…; and a new database for their cluster, reached over its
+ * unix socket, or with `{ network: true }` over the bridge (at 10.77.<random>.1), so that a link taken down cuts a host
+ * off from the database as well as from the other hosts.
+ * @param {number} count
+ * @param {{ network?: boolean }} [options]
  * @returns {{ hosts: Array<{ name: string, ns: string, address: string, home: string, link: string }>, url: string, base: string, cleanup: () => void }}
  */
-export const createHosts = (count) => {
+export const createHosts = (count, options = {}) => {
   const id = randomBytes(3).toString("hex")
   const subnet = `10.77.${randomBytes(1)[0] ?? 0}`
   const bridge = `bb${id}`
@@ -86,7 +115,14 @@ export const createHosts = (count) => {
       ip("-n", ns, "link", "set", "lo", "up")
       hosts.push({ name, ns, address, home, link })
     }
-    return { hosts, url: `postgres://postgres@/${database}?host=${PG_SOCKET_DIR}`, base, cleanup }
+    if (options.network !== true) {
+      return { hosts, url: `postgres://postgres@/${database}?host=${PG_SOCKET_DIR}`, base, cleanup }
+    }
+    const gateway = `${subnet}.1`
+    ip("addr", "add", `${gateway}/24`, "dev", bridge)
+    const port = 20_000 + (randomBytes(2).readUInt16BE(0) % 20_000)
+    made.push(forwardDatabase(gateway, port))
+    return { hosts, url: `postgres://postgres@${gateway}:${port}/${database}`, base, cleanup }
   } catch (e) {
     cleanup()
     throw e

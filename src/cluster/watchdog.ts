@@ -1,0 +1,101 @@
+/**
+ * The fence's watchdog: a small process beside a cluster member's daemon (`dist/berth-watchdog.cjs <home> <pid> <session>`),
+ * in a process group of its own so that nothing that stops or freezes the daemon reaches it. It reads the daemon's
+ * lease (`domain/fence.ts`) a few times a second; once the lease has run out, it stops every process of the machine's
+ * worlds that run anywhere, found by their marks (`domain/marks.ts`), before the cluster may start them elsewhere.
+ *
+ * Plain Node on purpose: no Effect, no bundle of berth's, so it starts in milliseconds and costs little memory.
+ */
+import { appendFileSync, readdirSync, readFileSync } from "node:fs"
+import { FENCE_GRACE_MS, parseLease, watchStep } from "../domain/fence.js"
+import { MARK_VARIABLE, markIn } from "../domain/marks.js"
+import { isDefunct, parseStat } from "../domain/proc.js"
+import { homePaths } from "../services/homePaths.js"
+
+const TICK_MS = 200
+/** while a lease stays stale, the machine is looked through again this often (a process may have been forked since) */
+const REFENCE_MS = 1_000
+
+const read = (path: string, encoding: "utf8" | "latin1"): string | undefined => {
+  try {
+    return readFileSync(path, encoding)
+  } catch {
+    return undefined
+  }
+}
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/** The process groups of every live process marked as one of `worlds` of `home`. */
+const groupsOf = (worlds: ReadonlyArray<number>, home: string): ReadonlyArray<number> => {
+  const groups = new Set<number>()
+  const own = process.pid
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry) || Number(entry) === own) continue
+    const environ = read(`/proc/${entry}/environ`, "latin1")
+    if (environ === undefined || !environ.includes(`${MARK_VARIABLE}=`)) continue
+    const mark = markIn(environ)
+    if (mark === undefined || mark.home !== home || !worlds.includes(mark.world)) continue
+    const stat = parseStat(read(`/proc/${entry}/stat`, "utf8") ?? "")
+    if (stat === undefined || isDefunct(stat) || stat.pgrp <= 1) continue
+    groups.add(stat.pgrp)
+  }
+  return [...groups]
+}
+
+const signalGroup = (pgid: number, signal: NodeJS.Signals) => {
+  try {
+    process.kill(-pgid, signal)
+  } catch {
+    // gone already
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+const main = async (home: string, serves: { readonly daemon: number; readonly session: string }) => {
+  const paths = homePaths(home)
+  const log = (line: string) => {
+    try {
+      appendFileSync(paths.daemonLog, `${new Date().toISOString()} berth fence: ${line}\n`, { mode: 0o600 })
+    } catch {
+      // the log is a courtesy; the fence is the work
+    }
+  }
+  let lastFence = 0
+  for (;;) {
+    const lease = parseLease(read(paths.fenceFile, "utf8") ?? "")
+    const step = watchStep({ lease, serves, daemonAlive: alive(serves.daemon), now: Date.now() })
+    if (step._tag === "Exit") return
+    if (step._tag === "Fence" && Date.now() - lastFence >= REFENCE_MS) {
+      lastFence = Date.now()
+      const groups = groupsOf(step.worlds, step.home)
+      if (groups.length > 0) {
+        for (const pgid of groups) signalGroup(pgid, "SIGTERM")
+        await sleep(FENCE_GRACE_MS)
+        for (const pgid of groups) signalGroup(pgid, "SIGKILL")
+        log(
+          `stopped the processes of worlds ${step.worlds.join(", ")} (groups ${groups.join(", ")}): the daemon (pid ${serves.daemon}) ` +
+            `last renewed its hold on them in the cluster too long ago (it is frozen, cut off or gone), and another ` +
+            `machine may run them now`
+        )
+      }
+      if (step.thenExit) return
+    }
+    await sleep(TICK_MS)
+  }
+}
+
+const [home, pid, session] = process.argv.slice(2)
+if (home === undefined || pid === undefined || !/^\d+$/.test(pid) || session === undefined) {
+  process.stderr.write("usage: berth-watchdog.cjs <berth home> <daemon pid> <session>\n")
+  process.exit(2)
+}
+void main(home, { daemon: Number(pid), session })

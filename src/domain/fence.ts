@@ -1,0 +1,89 @@
+/**
+ * Fencing worlds that run anywhere. Such a world runs on the machine that holds its shard's lock in the cluster's
+ * database; another machine takes the lock once it has not been renewed for the lock expiry, and starts the world
+ * there. A daemon that is frozen (SIGSTOP, a stalled event loop, a machine under swap) cannot stop its copy in time,
+ * and its copy's processes are separate OS processes that keep running: two copies. So each member daemon keeps a
+ * lease file that says until when its hold is known good, and a small watchdog process beside it stops the world's
+ * processes when that moment passes without a renewal. The daemon itself starts nothing for such a world while its
+ * lease is stale (ServiceActor waits on the world's fence).
+ *
+ * The lease is measured from the START of the last lock refresh that succeeded: the database stamps the lock later
+ * than that, so `renewedAt + expiry` is never later than the moment another machine may take the lock.
+ */
+
+/** Stops a frozen daemon's copy this long before another machine may take the world's lock. */
+export const FENCE_MARGIN_MS = 1_000
+
+/** How long a fenced service is asked to stop (SIGTERM) before it is killed. */
+export const FENCE_GRACE_MS = 500
+
+export interface FenceLease {
+  /** the daemon that writes it: a watchdog serves one daemon, and leaves when another has taken over */
+  readonly daemon: number
+  /** one membership session of that daemon: a session that starts again starts a watchdog of its own */
+  readonly session: string
+  /** epoch ms: past it, the worlds below must not run here */
+  readonly until: number
+  /** this machine's worlds that run anywhere (registry ids) */
+  readonly worlds: ReadonlyArray<number>
+  /** the BERTH_HOME whose processes are fenced (their marks name it) */
+  readonly home: string
+  /** the daemon let go of its worlds itself (it stopped or left the cluster): nothing to watch */
+  readonly done: boolean
+}
+
+/** The moment the hold renewed at `renewedAt` stops being good. */
+export const leaseUntil = (renewedAt: number, expirationMs: number, marginMs: number = FENCE_MARGIN_MS): number =>
+  renewedAt + expirationMs - marginMs
+
+export const formatLease = (lease: FenceLease): string => `${JSON.stringify(lease)}\n`
+
+const isInt = (x: unknown): x is number => typeof x === "number" && Number.isSafeInteger(x)
+
+/** A lease file's text, or undefined when it is not one (half written, another build's, damaged). */
+export const parseLease = (text: string): FenceLease | undefined => {
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    return undefined
+  }
+  if (typeof value !== "object" || value === null) return undefined
+  const v = value as Record<string, unknown>
+  if (!isInt(v.daemon) || typeof v.session !== "string" || !isInt(v.until)) return undefined
+  if (typeof v.home !== "string" || typeof v.done !== "boolean") return undefined
+  if (!Array.isArray(v.worlds) || !v.worlds.every(isInt)) return undefined
+  return { daemon: v.daemon, session: v.session, until: v.until, worlds: v.worlds, home: v.home, done: v.done }
+}
+
+export type WatchStep =
+  /** nothing to do now */
+  | { readonly _tag: "Wait" }
+  /** stop every process of these worlds of this home; then leave if the daemon is gone (nothing will start them) */
+  | {
+      readonly _tag: "Fence"
+      readonly worlds: ReadonlyArray<number>
+      readonly home: string
+      readonly thenExit: boolean
+    }
+  /** the watchdog's work is over */
+  | { readonly _tag: "Exit" }
+
+/**
+ * One look of the watchdog that serves the daemon `serves` (its pid and session). A dead daemon's worlds are still fenced when their lease
+ * runs out (a machine whose daemon was killed must not keep a copy the cluster starts elsewhere); the watchdog leaves
+ * once nothing is left to fence, or when a newer daemon has written the lease (it starts a watchdog of its own).
+ */
+export const watchStep = (input: {
+  readonly lease: FenceLease | undefined
+  readonly serves: { readonly daemon: number; readonly session: string }
+  readonly daemonAlive: boolean
+  readonly now: number
+}): WatchStep => {
+  const { lease, serves, daemonAlive, now } = input
+  if (lease === undefined) return daemonAlive ? { _tag: "Wait" } : { _tag: "Exit" }
+  if (lease.daemon !== serves.daemon || lease.session !== serves.session || lease.done) return { _tag: "Exit" }
+  if (lease.worlds.length === 0) return daemonAlive ? { _tag: "Wait" } : { _tag: "Exit" }
+  if (now >= lease.until) return { _tag: "Fence", worlds: lease.worlds, home: lease.home, thenExit: !daemonAlive }
+  return { _tag: "Wait" }
+}

@@ -1,0 +1,31 @@
+/**
+ * May this world's processes start on this machine now? For a world pinned to its machine, always. For a world that
+ * runs anywhere, only while this machine's hold on it in the cluster is known good (`domain/fence.ts`): a daemon that
+ * thaws after a freeze must not start again what the cluster has meanwhile started elsewhere. The cluster session
+ * installs the rule while this machine is a member; without a cluster the fence is always open.
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+
+export interface FenceService {
+  /** waits until `worldId`'s processes may start here (forever, if they never may: interrupt it) */
+  readonly hold: (worldId: number) => Effect.Effect<void>
+  /** the rule `hold` follows from now on */
+  readonly install: (rule: (worldId: number) => Effect.Effect<void>) => Effect.Effect<void>
+}
+
+export class Fence extends Context.Tag("berth/Fence")<Fence, FenceService>() {}
+
+const open = (_worldId: number) => Effect.void
+
+export const FenceLive = Layer.sync(Fence, () => {
+  let rule: (worldId: number) => Effect.Effect<void> = open
+  return {
+    hold: (worldId) => Effect.suspend(() => rule(worldId)),
+    install: (next) =>
+      Effect.sync(() => {
+        rule = next
+      })
+  }
+})

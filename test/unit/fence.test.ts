@@ -1,0 +1,87 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as FastCheck from "effect/FastCheck"
+import {
+  FENCE_MARGIN_MS,
+  type FenceLease,
+  formatLease,
+  leaseUntil,
+  parseLease,
+  watchStep
+} from "../../src/domain/fence.js"
+
+const serves = { daemon: 4242, session: "a1b2" }
+const lease = (patch: Partial<FenceLease> = {}): FenceLease => ({
+  daemon: 4242,
+  session: "a1b2",
+  until: 10_000,
+  worlds: [3, 7],
+  home: "/home/u/.berth",
+  done: false,
+  ...patch
+})
+
+describe("the fence", () => {
+  it("ends a hold before the lock can be taken: the margin before the expiry, counted from the refresh's start", () => {
+    expect(leaseUntil(1_000, 6_000)).toBe(1_000 + 6_000 - FENCE_MARGIN_MS)
+    FastCheck.assert(
+      FastCheck.property(FastCheck.nat(1e12), FastCheck.integer({ min: 2_000, max: 60_000 }), (at, expiry) => {
+        expect(leaseUntil(at, expiry)).toBeLessThan(at + expiry)
+      })
+    )
+  })
+
+  it("reads back the lease it writes, and nothing else is taken for one", () => {
+    expect(parseLease(formatLease(lease()))).toEqual(lease())
+    expect(parseLease("")).toBeUndefined()
+    expect(parseLease('{"daemon":1,"session":"x","until":5,"worlds":[1],"home":"/h"')).toBeUndefined()
+    expect(parseLease(JSON.stringify({ ...lease(), worlds: ["3"] }))).toBeUndefined()
+    expect(parseLease(JSON.stringify({ ...lease(), until: 1.5 }))).toBeUndefined()
+    expect(parseLease("null")).toBeUndefined()
+  })
+
+  it("fences the worlds once the lease has run out, and keeps watching a daemon that may thaw", () => {
+    expect(watchStep({ lease: lease(), serves, daemonAlive: true, now: 9_999 })._tag).toBe("Wait")
+    expect(watchStep({ lease: lease(), serves, daemonAlive: true, now: 10_000 })).toEqual({
+      _tag: "Fence",
+      worlds: [3, 7],
+      home: "/home/u/.berth",
+      thenExit: false
+    })
+  })
+
+  it("fences a dead daemon's worlds when their lease runs out, not before, and then leaves", () => {
+    expect(watchStep({ lease: lease(), serves, daemonAlive: false, now: 5_000 })._tag).toBe("Wait")
+    expect(watchStep({ lease: lease(), serves, daemonAlive: false, now: 10_001 })).toMatchObject({
+      _tag: "Fence",
+      thenExit: true
+    })
+  })
+
+  it("leaves when the daemon let go itself, when another daemon or session writes the lease, or nothing is left", () => {
+    const stale = 1e9
+    expect(watchStep({ lease: lease({ done: true }), serves, daemonAlive: true, now: stale })._tag).toBe("Exit")
+    expect(watchStep({ lease: lease({ daemon: 1 }), serves, daemonAlive: true, now: stale })._tag).toBe("Exit")
+    expect(watchStep({ lease: lease({ session: "other" }), serves, daemonAlive: true, now: stale })._tag).toBe("Exit")
+    expect(watchStep({ lease: lease({ worlds: [] }), serves, daemonAlive: false, now: stale })._tag).toBe("Exit")
+    expect(watchStep({ lease: undefined, serves, daemonAlive: false, now: stale })._tag).toBe("Exit")
+    // a lease not yet written, or one with nothing that runs anywhere: nothing to do yet
+    expect(watchStep({ lease: undefined, serves, daemonAlive: true, now: stale })._tag).toBe("Wait")
+    expect(watchStep({ lease: lease({ worlds: [] }), serves, daemonAlive: true, now: stale })._tag).toBe("Wait")
+  })
+
+  it("never fences a world while its lease is good, whatever else holds", () => {
+    FastCheck.assert(
+      FastCheck.property(
+        FastCheck.nat(1e9),
+        FastCheck.nat(1e9),
+        FastCheck.boolean(),
+        FastCheck.boolean(),
+        (until, now, alive, done) => {
+          const step = watchStep({ lease: lease({ until, done }), serves, daemonAlive: alive, now })
+          if (now < until) expect(step._tag).not.toBe("Fence")
+          if (done) expect(step._tag).toBe("Exit")
+        }
+      )
+    )
+  })
+})
