@@ -25,7 +25,7 @@ import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import { Remove, type WorldCommand, type WorldError } from "../actors/protocol.js"
+import { Down, Remove, type WorldCommand, type WorldError } from "../actors/protocol.js"
 import type { AlreadyProcessingMessage, MailboxFull, PersistenceError } from "@effect/cluster/ClusterError"
 import { WorldEntity, WorldEntityLive } from "../actors/WorldEntity.js"
 import { Worlds } from "../actors/Worlds.js"
@@ -58,10 +58,12 @@ import { slugify } from "../domain/names.js"
 import { Git } from "../services/Git.js"
 import { Home } from "../services/Home.js"
 import { Fence } from "../services/Fence.js"
+import { Admission } from "../services/Admission.js"
+import { gateClosed } from "../domain/admission.js"
 import { Registry } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
 import { version } from "../version.js"
-import { Anywhere, anywhereLayer, anywhereReconciler } from "./anywhere.js"
+import { Anywhere, anywhereLayer, anywherePlacer, settle } from "./anywhere.js"
 import { WorldQuery, WorldQueryLive } from "./queries.js"
 import { runnerLayer } from "./runner.js"
 import { type Hold, installRule, keepLease } from "./fence.js"
@@ -205,12 +207,27 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
     let draining = false
     let member: { readonly fiber: Fiber.RuntimeFiber<void>; readonly settings: Settings } | undefined
     /** the fence (fence.ts): this machine's hold on its shards, and the rule that keeps a stale one from starting */
-    const hold: Hold = { renewedAt: undefined }
+    const hold: Hold = { refreshedAt: undefined, beatAt: undefined }
     const fence = yield* Fence
-    yield* installRule(hold, () => view.state !== "solo").pipe(
-      Effect.provideService(Fence, fence),
-      Effect.provideService(Registry, registry)
-    )
+    yield* installRule(hold, {
+      member: () => view.state !== "solo",
+      owns: (project, slug) =>
+        view.anywhere.some((r) => r.project === project && r.slug === slug && r.owner === view.name)
+    }).pipe(Effect.provideService(Fence, fence), Effect.provideService(Registry, registry))
+    const admission = yield* Admission
+    /** this machine's room for one more world, as the placer reads it (cluster-wide admission) */
+    const room = Effect.gen(function* () {
+      const [queue, running, readings, settings, recovering] = yield* Effect.all([
+        admission.queue,
+        admission.running,
+        admission.readings,
+        admission.settings,
+        admission.recovering
+      ])
+      const admits =
+        !draining && queue.length === 0 && gateClosed(running, readings, settings, recovering) === undefined
+      return { admits, running, waiting: queue.length, draining }
+    })
 
     const unavailable = (url: string) => (e: unknown) =>
       new ClusterUnavailable({ url: hidePassword(url), reason: message(e) })
@@ -244,17 +261,12 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
             replace: false
           })
           yield* store.createAnywhere
-          // before the runner: its scope closes after the runner's, once the engine has stopped this session's worlds
-          hold.renewedAt = undefined
+          // before the runner: its scope closes after the runner's, once the engine has stopped this session's worlds.
+          // The hold outlives a session: a session that starts again right away has lost nothing of it
           yield* keepLease(hold).pipe(Effect.provideService(Home, home), Effect.provideService(Registry, registry))
           const anywhereHost = { store, machine: settings.name, draining: () => draining }
           const runner = yield* Layer.build(
-            Layer.mergeAll(
-              WorldEntityLive,
-              WorldQueryLive,
-              anywhereLayer(anywhereHost),
-              anywhereReconciler(store)
-            ).pipe(
+            Layer.mergeAll(WorldEntityLive, WorldQueryLive, anywhereLayer(anywhereHost), anywherePlacer(store)).pipe(
               Layer.provideMerge(runnerLayer({ address: settings.address, port: settings.runnerPort, slot }, hold)),
               Layer.provide(Layer.succeedContext(sql)),
               Layer.provide(
@@ -310,7 +322,8 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
           const published = new Map<string, string>()
           yield* Stream.runForEach(worlds.changes, () => Effect.sync(() => (dirty = true))).pipe(Effect.forkScoped)
           const tick = Effect.gen(function* () {
-            const alive = yield* store.heartbeat(settings.name, settings.machineId, listening)
+            const startedAt = Date.now()
+            const alive = yield* store.heartbeat(settings.name, settings.machineId, listening, yield* room)
             if (!alive) {
               return yield* new ClusterRefused({
                 reason: `another machine took over the name ${settings.name} in the cluster`,
@@ -320,6 +333,8 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
             // what is wanted anywhere first: what is published next says which of this machine's worlds those are
             const anywhere = yield* store.anywhere()
             view = { ...view, anywhere }
+            // the hold renews only now that what this machine owns is known afresh (the fence's rule reads it)
+            hold.beatAt = startedAt
             yield* tidy(anywhere, settings.name)
             const now = Date.now()
             if (dirty || now - lastFull >= FULL_PUBLISH_MS) {
@@ -368,6 +383,10 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
           if (w === undefined) continue
           const row = anywhere.find((r) => r.project === w.projectName && r.slug === w.slug)
           const stale = row === undefined || row.desired === "removed" || (row.owner !== null && row.owner !== machine)
+          if (stale && row !== undefined && row.owner !== machine && !TIDYABLE.has(w.observed)) {
+            // given to another machine while this one was frozen or cut off: this copy must not run beside that one
+            yield* worlds.tell(id, new Down()).pipe(Effect.ignore)
+          }
           if (!stale || !TIDYABLE.has(w.observed)) {
             keep.push(id)
             continue
@@ -652,18 +671,38 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
       placement: "anywhere"
     })
 
-    /** Asks the world's entity, wherever it lives, to make its machine's part true; waits for its answer. */
+    /**
+     * Settles the world's row now, as the placer would (placed on the machine with the most room if no live machine
+     * holds it), and waits for its owner's entity to answer: the world as it runs there, or null.
+     */
     const ensure = (row: AnywhereRow, asked: boolean) =>
       Effect.gen(function* () {
-        const { context } = yield* sharedNow
+        const { context, store } = yield* sharedNow
         const client = yield* Anywhere.client.pipe(Effect.provide(context))
-        return yield* client(anywhereEntityId(row.project, row.slug))
-          .Ensure({ asked })
-          .pipe(
-            Effect.catchIf(isTransportError, (e) =>
-              Effect.fail(new InternalError({ reason: `the cluster did not take the request: ${e._tag}` }))
+        const ask = (r: AnywhereRow, owner: Machine) =>
+          client(anywhereEntityId(owner.slot, r.project, r.slug))
+            .Ensure({ asked })
+            .pipe(
+              Effect.catchIf(isTransportError, (e) =>
+                Effect.fail(new InternalError({ reason: `the cluster did not take the request: ${e._tag}` }))
+              )
             )
+        const internal = (e: { readonly message: string }) => new InternalError({ reason: e.message })
+        // twice at most: the placer may give the world a machine between this read and this placement
+        for (let attempt = 0; attempt < 2; attempt++) {
+          const [current] = yield* store.anywhere(row).pipe(Effect.mapError(internal))
+          if (current === undefined) return null
+          const machines = yield* store.machines.pipe(Effect.mapError(internal))
+          const answer = yield* settle(store, machines, current, ask).pipe(
+            Effect.catchTag("SqlError", (e) => Effect.fail(internal(e)))
           )
+          if (answer !== undefined) return answer
+          if (current.desired !== "up") return null
+        }
+        const [now] = yield* store.anywhere(row).pipe(Effect.mapError(internal))
+        return yield* new InvalidRequest({
+          reason: `world ${row.name}: no machine of the cluster can run it now${now?.reason === null || now?.reason === undefined ? "" : ` (${now.reason})`}\n  hint: \`berth cluster status\` shows which machines are up; it starts as soon as one can take it`
+        })
       })
 
     /**
@@ -756,6 +795,11 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
       draining = true
       if (shared === undefined) return
       const { machine, store } = shared
+      // said at once, so that the placer gives this machine nothing more while it stops
+      yield* room.pipe(
+        Effect.flatMap((r) => store.setRoom(machine, r)),
+        Effect.ignore
+      )
       yield* Effect.forEach(
         view.anywhere,
         (row) =>

@@ -1,14 +1,17 @@
 /**
  * Worlds that run anywhere (`berth up --anywhere <branch>`): the branch is pushed to a remote every machine can clone,
- * so the world runs on whichever machine holds its `Anywhere` entity (the shared shard group) and moves when that
- * machine is gone.
+ * so the world can run on any machine of the cluster, and moves when that machine is gone.
  *
  * Entities live in memory, so what is wanted of such a world lives in the shared `berth_anywhere` table (store.ts),
- * and a cluster singleton makes sure of every row every few seconds (keep-alive alone does not reliably bring a moved
- * entity back; ../shared/cluster.md §3.2). The entity's machine clones the branch under BERTH_HOME/anywhere and runs
- * it there as a world of its own; when the entity stops on that machine (its shard moved, the daemon stops), the world
- * stops there too. `generation` counts the starts: a machine that takes a world over makes a new one, and a daemon
- * never adopts such a world's processes after a restart (`sweepLeftovers`): another machine may run it by then.
+ * with its `owner`: the machine the cluster's placer gave it. The placer is one cluster singleton (`anywherePlacer`):
+ * every second it gives each world wanted up that has no live owner a machine with room (cluster-wide admission,
+ * `placeAnywhere`), and asks each owner's `Anywhere` entity to make its part true. That entity's id names the owner's
+ * slot, so it lives in that machine's own shard group: on that machine, and nowhere else. It clones the branch under
+ * BERTH_HOME/anywhere (or uses the machine's own checkout of the repository) and runs it there as a world of its own;
+ * when the entity stops there (the machine leaves, the daemon stops), the world stops there too and its owner is let
+ * go, to be placed again. A machine whose heartbeat is old is given up only once its own watchdog has stopped its copy
+ * (`GIVE_UP_AFTER_MS`, domain/fence.ts); a daemon never adopts such a world's processes after a restart
+ * (`sweepLeftovers`): another machine may run it by then.
  */
 import { existsSync } from "node:fs"
 import * as ClusterSchema from "@effect/cluster/ClusterSchema"
@@ -24,32 +27,35 @@ import { Worlds } from "../actors/Worlds.js"
 import { WorldError, WorldStatus } from "../daemon/api.js"
 import {
   ANYWHERE_GROUP,
+  ANYWHERE_SETTING,
   anywhereClone,
   anywhereEntityId,
-  ENSURE_EVERY_MS,
-  ANYWHERE_SETTING,
   anywhereIds,
+  ENSURE_EVERY_MS,
   ensureStep,
-  parseAnywhereEntityId
+  parseAnywhereEntityId,
+  placeAnywhere,
+  placerStep,
+  shardGroupOf
 } from "../domain/cluster.js"
 import { InternalError, InvalidRequest } from "../domain/errors.js"
 import { Git } from "../services/Git.js"
 import { Home } from "../services/Home.js"
 import { Registry } from "../services/Registry.js"
-import type { AnywhereRow, Store } from "./store.js"
+import type { AnywhereRow, Machine, Store } from "./store.js"
 
 export const Anywhere = Entity.make("Anywhere", [
   /**
-   * Makes this machine's part true: the world runs here when it is wanted up, is stopped or removed here otherwise.
-   * `asked`: a user's `up` (apply its selection and environment again), not the reconciler's round. Answers the world
-   * as it is here, or null when it does not run here.
+   * Makes this machine's part true: the world runs here when it is wanted up and given to this machine, is stopped or
+   * removed here otherwise. `asked`: a user's `up` (apply its selection and environment again), not the placer's
+   * round. Answers the world as it is here, or null when it does not run here.
    */
   Rpc.make("Ensure", {
     payload: { asked: Schema.Boolean },
     success: Schema.NullOr(WorldStatus),
     error: WorldError
   })
-]).annotate(ClusterSchema.ShardGroup, () => ANYWHERE_GROUP)
+]).annotate(ClusterSchema.ShardGroup, shardGroupOf)
 
 export interface AnywhereHost {
   readonly store: Store
@@ -143,15 +149,12 @@ export const anywhereLayer = (host: AnywhereHost) =>
       const start = (row: AnywhereRow) =>
         Effect.gen(function* () {
           if (host.draining()) {
+            // given to this machine as it stops: it goes back to the placer
+            yield* host.store.letGo(row.project, row.slug, host.machine).pipe(Effect.mapError(internal))
             return yield* new InvalidRequest({
               reason: `machine ${host.machine} is stopping: world ${row.name} runs on another machine shortly`
             })
           }
-          const generation = yield* host.store
-            .takeOver(row.project, row.slug, host.machine)
-            .pipe(Effect.mapError(internal))
-          // a down or a removal came first
-          if (generation === undefined) return null
           const status = yield* Effect.gen(function* () {
             const ref = yield* place(row)
             started = true
@@ -175,7 +178,8 @@ export const anywhereLayer = (host: AnywhereHost) =>
             return yield* new InvalidRequest({ reason: `no world has the entity id ${JSON.stringify(entityId)}` })
           }
           const [row] = yield* host.store.anywhere(address).pipe(Effect.mapError(internal))
-          switch (ensureStep({ desired: row?.desired, started, asked })) {
+          const owned = row?.owner === host.machine
+          switch (ensureStep({ desired: row?.desired, owned, started, asked })) {
             case "remove":
               yield* stopHere(true)
               return null
@@ -201,32 +205,70 @@ export const anywhereLayer = (host: AnywhereHost) =>
   )
 
 /**
- * The cluster's one reconciler for worlds that run anywhere (a singleton: on one machine at a time, moved with its
- * shard): every few seconds each row is made sure of by its entity, wherever that lives now. A world whose entity is
- * busy (starting) is not asked again until it answers.
+ * Makes one row true, from the machines as they are now: a world wanted up with no live owner is given the machine
+ * with the most room (cluster-wide admission, `placeAnywhere`; `reassign` lets only one of two deciders win), a
+ * removed world nobody holds is forgotten, an owner that is gone is let go, and the owner's entity is asked (`ask`) to
+ * make its part true. Answers what `ask` answered, or undefined when no machine was asked.
  */
-export const anywhereReconciler = (store: Store) =>
+export const settle = <A, E, R>(
+  store: Store,
+  machines: ReadonlyArray<Machine>,
+  row: AnywhereRow,
+  ask: (row: AnywhereRow, owner: Machine) => Effect.Effect<A, E, R>
+) =>
+  Effect.gen(function* () {
+    const owner = machines.find((m) => m.name === row.owner)
+    switch (placerStep(row, owner)) {
+      case "nothing":
+        return undefined
+      case "forget":
+        yield* store.forget(row.project, row.slug)
+        return undefined
+      case "release":
+        yield* store.reassign(row.project, row.slug, row.owner, null)
+        return undefined
+      case "ensure":
+        return owner === undefined ? undefined : yield* ask(row, owner)
+      case "place": {
+        const others = machines.filter((m) => m.name !== row.owner)
+        const to = others.find((m) => m.name === placeAnywhere(others, row.owner))
+        if (to === undefined) {
+          yield* store.note(row.project, row.slug, "no machine of the cluster can take it now")
+          return undefined
+        }
+        if (!(yield* store.reassign(row.project, row.slug, row.owner, to.name))) return undefined
+        return yield* ask({ ...row, owner: to.name }, to)
+      }
+    }
+  })
+
+/**
+ * The cluster's one placer for worlds that run anywhere (a singleton: on one machine at a time, moved with its shard):
+ * every second it settles every row. A world whose entity is busy (starting) is not asked again until it answers.
+ */
+export const anywherePlacer = (store: Store) =>
   Singleton.make(
     "berth-anywhere",
     Effect.gen(function* () {
       const client = yield* Anywhere.client
       const inFlight = new Set<string>()
+      const ask = (row: AnywhereRow, owner: Machine) => {
+        const id = anywhereEntityId(owner.slot, row.project, row.slug)
+        if (inFlight.has(id)) return Effect.void
+        inFlight.add(id)
+        return client(id)
+          .Ensure({ asked: false })
+          .pipe(
+            Effect.timeout(Duration.minutes(10)),
+            Effect.catchAllCause((cause) => Effect.logDebug(`berth cluster: ensuring ${id}`, cause)),
+            Effect.ensuring(Effect.sync(() => inFlight.delete(id))),
+            Effect.forkScoped,
+            Effect.asVoid
+          )
+      }
       const round = Effect.gen(function* () {
-        for (const row of yield* store.anywhere()) {
-          // wanted down and run nowhere: nothing to do
-          if (row.desired === "down" && row.owner === null) continue
-          const id = anywhereEntityId(row.project, row.slug)
-          if (inFlight.has(id)) continue
-          inFlight.add(id)
-          yield* client(id)
-            .Ensure({ asked: false })
-            .pipe(
-              Effect.timeout(Duration.minutes(10)),
-              Effect.catchAllCause((cause) => Effect.logDebug(`berth cluster: ensuring ${id}`, cause)),
-              Effect.ensuring(Effect.sync(() => inFlight.delete(id))),
-              Effect.forkScoped
-            )
-        }
+        const machines = yield* store.machines
+        for (const row of yield* store.anywhere()) yield* settle(store, machines, row, ask)
       })
       yield* round.pipe(
         Effect.catchAllCause((cause) => Effect.logWarning("berth cluster: the anywhere round failed", cause)),

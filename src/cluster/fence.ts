@@ -14,21 +14,28 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import { ANYWHERE_SETTING, anywhereIds, timings } from "../domain/cluster.js"
-import { type FenceLease, formatLease, leaseUntil } from "../domain/fence.js"
+import { type FenceLease, formatLease, holdUntil } from "../domain/fence.js"
 import { Fence } from "../services/Fence.js"
 import { Home } from "../services/Home.js"
 import { Registry } from "../services/Registry.js"
 
+/** World states in which none of a world's processes run. */
+const STOPPED: ReadonlySet<string> = new Set(["stopped", "failed"])
+
 /** How often the lease file is brought up to date (it changes with each renewal, every lock refresh). */
 const WRITE_EVERY_MS = 250
 
-/** This machine's hold on its shards: when its last full lock refresh started, while a session runs. */
+/**
+ * This machine's hold on what it runs, while a session runs: when its last full lock refresh started, and when its last
+ * heartbeat did (the cluster's placer gives a world that runs anywhere to another machine once the heartbeat is old).
+ */
 export interface Hold {
-  renewedAt: number | undefined
+  refreshedAt: number | undefined
+  beatAt: number | undefined
 }
 
 export const holdGood = (hold: Hold, now: number = Date.now()): boolean =>
-  hold.renewedAt !== undefined && now < leaseUntil(hold.renewedAt, timings.lockExpirationMs)
+  now < holdUntil(hold, timings.lockExpirationMs)
 
 /**
  * The engine's lock storage, with each refresh that kept every shard it asked for renewing `hold` (from the moment the
@@ -48,7 +55,7 @@ export const renewing = (hold: Hold) =>
             return Effect.tap(inner.refresh(address, shardIds), (kept) =>
               Effect.sync(() => {
                 const held = new Set(kept.map(String))
-                if (asked.every((id) => held.has(id))) hold.renewedAt = at
+                if (asked.every((id) => held.has(id))) hold.refreshedAt = at
               })
             )
           })
@@ -64,8 +71,10 @@ const watchdogProgram = (): string | undefined => {
 
 /**
  * For one membership session: starts the watchdog, keeps the lease file true every moment of the session, and says
- * `done` when the session ends (its worlds that run anywhere have been stopped by then: the engine's entities are
- * closed before this scope's finalizer runs, as they were built after it).
+ * `done` when the session ends with none of its worlds that run anywhere still running (the engine's entities are
+ * closed before this scope's finalizer runs, as they were built after it, and stop their worlds; `daemon stop` drains
+ * them first). A session that ends with one still running leaves the lease as it is: the watchdog stops it when the
+ * hold runs out, unless the next session renews it first.
  */
 export const keepLease = (hold: Hold) =>
   Effect.gen(function* () {
@@ -75,7 +84,7 @@ export const keepLease = (hold: Hold) =>
     const lease = (worlds: ReadonlyArray<number>, done: boolean): FenceLease => ({
       daemon: process.pid,
       session,
-      until: hold.renewedAt === undefined ? 0 : leaseUntil(hold.renewedAt, timings.lockExpirationMs),
+      until: holdUntil(hold, timings.lockExpirationMs),
       worlds,
       home: home.root,
       done
@@ -91,10 +100,23 @@ export const keepLease = (hold: Hold) =>
         renameSync(temporary, home.fenceFile)
         written = text
       })
+    const running = Effect.gen(function* () {
+      const ids = anywhereIds(yield* registry.getSetting(ANYWHERE_SETTING))
+      const still: Array<number> = []
+      for (const id of ids) {
+        const w = yield* registry.world(id)
+        if (w !== undefined && !STOPPED.has(w.observed)) still.push(id)
+      }
+      return still
+    })
     yield* Effect.addFinalizer(() =>
-      write(lease([], true)).pipe(
-        Effect.catchAllDefect((defect) => Effect.logWarning("berth cluster: ending the fence's lease", defect))
-      )
+      Effect.gen(function* () {
+        const still = yield* running
+        if (still.length === 0) return yield* write(lease([], true))
+        yield* Effect.logWarning(
+          `berth cluster: the session ended with worlds ${still.join(", ")} still running here: the fence stops them unless the next session renews the hold in time`
+        )
+      }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("berth cluster: ending the fence's lease", cause)))
     )
     yield* write(lease([], false))
     const program = watchdogProgram()
@@ -125,10 +147,14 @@ export const keepLease = (hold: Hold) =>
 
 /**
  * The rule for the `Fence` service while this daemon may be a member: a world that runs anywhere starts its processes
- * only while the hold is good; it waits (interruptibly) for the next renewal otherwise. Pinned worlds, and every world
- * of a machine that is in no cluster, start at once.
+ * only while the hold is good and the cluster gives the world to this machine (`owns`, as last read with the hold's
+ * renewal: a daemon that thaws learns whether it still does before anything of it starts again); it waits
+ * (interruptibly) otherwise. Pinned worlds, and every world of a machine that is in no cluster, start at once.
  */
-export const installRule = (hold: Hold, member: () => boolean) =>
+export const installRule = (
+  hold: Hold,
+  cluster: { readonly member: () => boolean; readonly owns: (project: string, slug: string) => boolean }
+) =>
   Effect.gen(function* () {
     const fence = yield* Fence
     const registry = yield* Registry
@@ -136,11 +162,17 @@ export const installRule = (hold: Hold, member: () => boolean) =>
       Effect.map(registry.getSetting(ANYWHERE_SETTING), (v) => anywhereIds(v).includes(worldId)).pipe(
         Effect.orElseSucceed(() => true)
       )
-    const good = Effect.sync(() => !member() || holdGood(hold))
+    const mayRun = (worldId: number) =>
+      Effect.gen(function* () {
+        if (!cluster.member()) return true
+        if (!holdGood(hold)) return false
+        const w = yield* registry.world(worldId).pipe(Effect.orElseSucceed(() => undefined))
+        return w !== undefined && cluster.owns(w.projectName, w.slug)
+      })
     yield* fence.install((worldId) =>
       Effect.gen(function* () {
         if (!(yield* anywhere(worldId))) return
-        while (!(yield* good)) yield* Effect.sleep(Duration.millis(100))
+        while (!(yield* mayRun(worldId))) yield* Effect.sleep(Duration.millis(100))
       })
     )
   })

@@ -12,11 +12,11 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { WorldStatus } from "../daemon/api.js"
-import { type AnywhereDesired, freeSlot, MAX_MACHINES } from "../domain/cluster.js"
+import { type AnywhereDesired, freeSlot, MAX_MACHINES, parseRoom, type Room } from "../domain/cluster.js"
 import { ClusterRefused } from "../domain/errors.js"
 
 /** The version of berth's own tables in a cluster's database; a berth that finds a newer one refuses to join. */
-export const SCHEMA_VERSION = 2
+export const SCHEMA_VERSION = 3
 
 /** A world that runs anywhere, as the cluster wants it: the shared half of its state (DESIGN: entities are in memory). */
 export interface AnywhereRow {
@@ -51,6 +51,8 @@ export interface Machine {
   /** how long ago its last heartbeat was, by the database's clock */
   readonly heartbeatAgeMs: number
   readonly joinedAt: number
+  /** its room for one more world, as its last heartbeat said (undefined from a member of an older berth) */
+  readonly room: Room | undefined
 }
 
 export interface MachineClaim {
@@ -120,28 +122,39 @@ export const makeStore = Effect.gen(function* () {
           PRIMARY KEY (machine, project, slug)
         )`
         yield* createAnywhere
-        yield* sql`INSERT INTO berth_meta (key, value) VALUES ('schema', ${String(SCHEMA_VERSION)})
-          ON CONFLICT (key) DO UPDATE SET value = greatest(berth_meta.value::int, excluded.value::int)::text`
       })
     )
     .pipe(Effect.asVoid)
 
-  /** The table of worlds that run anywhere (version 2); a cluster made by version 1 gains it when a member starts. */
-  const createAnywhere = sql`CREATE TABLE IF NOT EXISTS berth_anywhere (
-    project text NOT NULL,
-    slug text NOT NULL,
-    name text NOT NULL,
-    branch text NOT NULL,
-    remote text NOT NULL,
-    selection jsonb NOT NULL,
-    env jsonb NOT NULL,
-    desired text NOT NULL,
-    generation bigint NOT NULL DEFAULT 0,
-    owner text,
-    reason text,
-    updated_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (project, slug)
-  )`
+  /**
+   * The table of worlds that run anywhere (version 2) and each machine's room for one more (version 3): a cluster made
+   * by an older version gains them when a member starts.
+   */
+  const createAnywhere = sql.withTransaction(
+    Effect.gen(function* () {
+      // members that start at once would race in the DDL below, as `cluster init`s would
+      yield* sql`SELECT pg_advisory_xact_lock(hashtext('berth cluster schema'))`
+      yield* sql`ALTER TABLE berth_machines ADD COLUMN IF NOT EXISTS room jsonb`
+      yield* sql`CREATE TABLE IF NOT EXISTS berth_anywhere (
+        project text NOT NULL,
+        slug text NOT NULL,
+        name text NOT NULL,
+        branch text NOT NULL,
+        remote text NOT NULL,
+        selection jsonb NOT NULL,
+        env jsonb NOT NULL,
+        desired text NOT NULL,
+        generation bigint NOT NULL DEFAULT 0,
+        owner text,
+        reason text,
+        updated_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (project, slug)
+      )`
+      // a member of an older berth, which knows neither, is refused from now on
+      yield* sql`INSERT INTO berth_meta (key, value) VALUES ('schema', ${String(SCHEMA_VERSION)})
+        ON CONFLICT (key) DO UPDATE SET value = greatest(berth_meta.value::int, excluded.value::int)::text`
+    })
+  )
 
   const toAnywhere = (r: {
     project: string
@@ -198,17 +211,21 @@ export const makeStore = Effect.gen(function* () {
       WHERE project = ${project} AND slug = ${slug}`.pipe(Effect.asVoid)
 
   /**
-   * `machine` runs the world from now on: a new generation, unless it already holds the current one. The answer is the
-   * generation it runs, or undefined when the row is gone or no longer wanted up.
+   * The placer gives the world to `to` (a new generation), or to no machine (null), if its owner is still `from`: two
+   * placers deciding at once (a singleton that moves) cannot both win. True when this one did.
    */
-  const takeOver = (project: string, slug: string, machine: string) =>
+  const reassign = (project: string, slug: string, from: string | null, to: string | null) =>
     Effect.map(
       sql<{ generation: string | number }>`UPDATE berth_anywhere
-        SET generation = CASE WHEN owner IS NOT DISTINCT FROM ${machine} THEN generation ELSE generation + 1 END,
-            owner = ${machine}, updated_at = now()
-        WHERE project = ${project} AND slug = ${slug} AND desired = 'up' RETURNING generation`,
-      (rows) => (rows[0] === undefined ? undefined : Number(rows[0].generation))
+        SET owner = ${to}, generation = generation + ${to === null ? 0 : 1}, updated_at = now()
+        WHERE project = ${project} AND slug = ${slug} AND owner IS NOT DISTINCT FROM ${from} RETURNING generation`,
+      (rows) => rows.length > 0
     )
+
+  /** A world wanted removed that no machine holds any more goes. */
+  const forget = (project: string, slug: string) =>
+    sql`DELETE FROM berth_anywhere WHERE project = ${project} AND slug = ${slug}
+      AND desired = 'removed' AND owner IS NULL`.pipe(Effect.asVoid)
 
   /** Why the world could not start (or null once it has): what `status` shows while no machine runs it. */
   const note = (project: string, slug: string, reason: string | null) =>
@@ -270,12 +287,17 @@ export const makeStore = Effect.gen(function* () {
     )
 
   /** This machine is alive; false when its row is gone (another machine took its name over, or it was removed). */
-  const heartbeat = (name: string, machineId: string, proxyPort: number | null) =>
+  const heartbeat = (name: string, machineId: string, proxyPort: number | null, room: Room) =>
     Effect.map(
-      sql<{ name: string }>`UPDATE berth_machines SET heartbeat_at = now(), proxy_port = ${proxyPort}
+      sql<{ name: string }>`UPDATE berth_machines SET heartbeat_at = now(), proxy_port = ${proxyPort},
+        room = ${JSON.stringify(room)}::jsonb
         WHERE name = ${name} AND machine_id = ${machineId} RETURNING name`,
       (rows) => rows.length > 0
     )
+
+  /** What this machine says of its room at once, between heartbeats (it starts to stop). */
+  const setRoom = (name: string, room: Room) =>
+    sql`UPDATE berth_machines SET room = ${JSON.stringify(room)}::jsonb WHERE name = ${name}`.pipe(Effect.asVoid)
 
   /** Replaces this machine's published worlds: `changed` upserted, every world not in `present` dropped. */
   const publish = (
@@ -307,7 +329,8 @@ export const makeStore = Effect.gen(function* () {
       version: string
       age_ms: number
       joined_ms: number
-    }>`SELECT name, machine_id, slot, address, runner_port, proxy_port, version,
+      room: unknown
+    }>`SELECT name, machine_id, slot, address, runner_port, proxy_port, version, room,
          (extract(epoch FROM now() - heartbeat_at) * 1000)::float8 AS age_ms,
          (extract(epoch FROM joined_at) * 1000)::float8 AS joined_ms
        FROM berth_machines ORDER BY slot`,
@@ -321,7 +344,8 @@ export const makeStore = Effect.gen(function* () {
         proxyPort: r.proxy_port,
         version: r.version,
         heartbeatAgeMs: Math.max(0, Math.round(r.age_ms)),
-        joinedAt: Math.round(r.joined_ms)
+        joinedAt: Math.round(r.joined_ms),
+        room: parseRoom(typeof r.room === "string" ? parsed(r.room) : r.room)
       }))
   )
 
@@ -356,7 +380,9 @@ export const makeStore = Effect.gen(function* () {
     anywhere,
     want,
     setDesired,
-    takeOver,
+    reassign,
+    forget,
+    setRoom,
     letGo,
     note
   } as const

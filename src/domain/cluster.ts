@@ -8,6 +8,7 @@
  * (never runs elsewhere) while the machine is gone. The shared group (`ANYWHERE_GROUP`) is the one every runner takes.
  */
 
+import { BEAT_HOLD_MS } from "./fence.js"
 import type { RouteTarget } from "./routes.js"
 import { type ServiceState, serviceStates } from "./service-state.js"
 import { type WorldState, worldStates } from "./world-state.js"
@@ -73,15 +74,15 @@ export const parseWorldEntityId = (id: string): WorldAddress | undefined => {
 }
 
 /**
- * A world that runs anywhere (`berth up --anywhere`): its entity id is `any/<project>/<slug>`, in the group every
- * machine takes, so it lives on whichever machine holds that shard and moves when the machine is gone.
+ * A world that runs anywhere (`berth up --anywhere`), on the machine the cluster's placer gave it (the row's `owner`):
+ * its entity id there is `any/<slot>/<project>/<slug>`, in that machine's own shard group, so the entity lives on the
+ * machine that runs the world and nowhere else.
  */
-export const anywhereEntityId = (project: string, slug: string): string => `any/${project}/${slug}`
+export const anywhereEntityId = (slot: number, project: string, slug: string): string =>
+  `any/${slot}/${project}/${slug}`
 
-export const parseAnywhereEntityId = (id: string): { readonly project: string; readonly slug: string } | undefined => {
-  const m = /^any\/([^/]+)\/([^/]+)$/.exec(id)
-  return m === null ? undefined : { project: m[1] as string, slug: m[2] as string }
-}
+export const parseAnywhereEntityId = (id: string): WorldAddress | undefined =>
+  id.startsWith("any/") ? parseWorldEntityId(id.slice(4)) : undefined
 
 /** What a world that runs anywhere is wanted to be; `removed` rows go once their owner has removed the world. */
 export type AnywhereDesired = "up" | "down" | "removed"
@@ -115,14 +116,91 @@ export type EnsureStep = "stop" | "remove" | "start" | "report"
 
 export const ensureStep = (facts: {
   readonly desired: AnywhereDesired | undefined
+  /** the placer gave the world to this machine (the row's owner is this machine) */
+  readonly owned: boolean
   /** this entity has started the world since it began here */
   readonly started: boolean
   /** a user's `up` rather than the reconciler's round */
   readonly asked: boolean
 }): EnsureStep => {
   if (facts.desired === undefined || facts.desired === "removed") return "remove"
-  if (facts.desired === "down") return "stop"
+  // given to another machine meanwhile: this machine's copy stops (it never runs in two places)
+  if (facts.desired === "down" || !facts.owned) return "stop"
   return facts.started && !facts.asked ? "report" : "start"
+}
+
+/** What a member says of its room for one more world, with each heartbeat: what the placer chooses by. */
+export interface Room {
+  /** its gate would start a world now: a slot, RAM and disk above the reserves, nobody waiting */
+  readonly admits: boolean
+  readonly running: number
+  readonly waiting: number
+  /** its daemon is stopping: nothing is placed there */
+  readonly draining: boolean
+}
+
+export const parseRoom = (value: unknown): Room | undefined => {
+  if (typeof value !== "object" || value === null) return undefined
+  const v = value as Record<string, unknown>
+  const count = (x: unknown) => (typeof x === "number" && Number.isInteger(x) && x >= 0 ? x : undefined)
+  const running = count(v.running)
+  const waiting = count(v.waiting)
+  if (typeof v.admits !== "boolean" || typeof v.draining !== "boolean") return undefined
+  if (running === undefined || waiting === undefined) return undefined
+  return { admits: v.admits, running, waiting, draining: v.draining }
+}
+
+/**
+ * A machine the placer gives up a world's owner after: its heartbeat is this old, so its own watchdog has stopped its
+ * copy by then (the fence stops it `BEAT_HOLD_MS` after its last heartbeat started, in at most 0.7 s; domain/fence.ts).
+ */
+export const GIVE_UP_AFTER_MS = BEAT_HOLD_MS + 1_500
+
+/** A machine the placer gives a world to must have been heard from this lately. */
+export const PLACE_ON_HEARD_MS = 3 * timings.publishMs
+
+export interface PlacerMachine {
+  readonly name: string
+  readonly heartbeatAgeMs: number
+  readonly room: Room | undefined
+}
+
+/** A machine the placer may count on: heard from lately, not stopping. */
+const usable = (m: PlacerMachine) => m.heartbeatAgeMs <= PLACE_ON_HEARD_MS && m.room?.draining !== true
+
+/**
+ * Where a world that runs anywhere goes (cluster-wide admission): a machine whose gate admits a world now, the least
+ * busy first; when none does, the one with the shortest line (the world waits there, as on one machine). Ties go to
+ * `previous` (its clone is there), then by name, so every placer decides alike. Undefined when no machine is usable.
+ */
+export const placeAnywhere = (machines: ReadonlyArray<PlacerMachine>, previous: string | null): string | undefined => {
+  const load = (m: PlacerMachine) => (m.room?.running ?? 0) + (m.room?.waiting ?? 0)
+  const candidates = machines.filter(usable)
+  const roomy = candidates.filter((m) => m.room?.admits === true)
+  const pool = roomy.length > 0 ? roomy : candidates
+  const sorted = [...pool].sort(
+    (a, b) =>
+      load(a) - load(b) ||
+      Number(b.name === previous) - Number(a.name === previous) ||
+      (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
+  )
+  return sorted[0]?.name
+}
+
+/**
+ * One row in the placer's round: leave it, ask its owner to make its part true, give it a machine (it has none, or
+ * its owner is gone), or forget it (removed, and no machine holds it).
+ */
+export type PlacerStep = "ensure" | "place" | "release" | "forget" | "nothing"
+
+export const placerStep = (
+  row: { readonly desired: AnywhereDesired; readonly owner: string | null },
+  owner: PlacerMachine | undefined
+): PlacerStep => {
+  const gone = row.owner !== null && (owner === undefined || owner.heartbeatAgeMs > GIVE_UP_AFTER_MS)
+  if (row.desired === "up") return row.owner === null || gone ? "place" : "ensure"
+  if (row.owner === null) return row.desired === "removed" ? "forget" : "nothing"
+  return gone ? "release" : "ensure"
 }
 
 /** How often the cluster's reconciler makes sure every world wanted anywhere runs somewhere (or nowhere). */
@@ -130,7 +208,7 @@ export const ENSURE_EVERY_MS = 1_000
 
 /** The shard group of a world's entity: its machine's slot. */
 export const shardGroupOf = (entityId: string): string => {
-  const address = parseWorldEntityId(entityId)
+  const address = parseWorldEntityId(entityId) ?? parseAnywhereEntityId(entityId)
   return address === undefined ? ANYWHERE_GROUP : groupOfSlot(address.slot)
 }
 

@@ -7,8 +7,9 @@
  * processes when that moment passes without a renewal. The daemon itself starts nothing for such a world while its
  * lease is stale (ServiceActor waits on the world's fence).
  *
- * The lease is measured from the START of the last lock refresh that succeeded: the database stamps the lock later
- * than that, so `renewedAt + expiry` is never later than the moment another machine may take the lock.
+ * The lease is measured from the START of the last lock refresh that succeeded and of the last heartbeat: the database
+ * stamps both later than that, so the lease never outlasts the moment another machine may take the world: a lock's
+ * expiry, or the placer's giving up on a machine whose heartbeat is old.
  */
 
 /** Stops a frozen daemon's copy this long before another machine may take the world's lock. */
@@ -35,6 +36,24 @@ export interface FenceLease {
 /** The moment the hold renewed at `renewedAt` stops being good. */
 export const leaseUntil = (renewedAt: number, expirationMs: number, marginMs: number = FENCE_MARGIN_MS): number =>
   renewedAt + expirationMs - marginMs
+
+/**
+ * How long a heartbeat holds the machine's worlds that run anywhere: the cluster's placer gives such a world to another
+ * machine once its owner's heartbeat is older than this plus a margin (`GIVE_UP_AFTER_MS`, domain/cluster.ts).
+ */
+export const BEAT_HOLD_MS = 4_000
+
+/**
+ * Until when a member's hold is good (epoch ms; 0 before its first renewals): the earlier of what its last full lock
+ * refresh and its last heartbeat allow, each counted from when it started.
+ */
+export const holdUntil = (
+  hold: { readonly refreshedAt: number | undefined; readonly beatAt: number | undefined },
+  expirationMs: number
+): number =>
+  hold.refreshedAt === undefined || hold.beatAt === undefined
+    ? 0
+    : Math.min(leaseUntil(hold.refreshedAt, expirationMs), hold.beatAt + BEAT_HOLD_MS)
 
 export const formatLease = (lease: FenceLease): string => `${JSON.stringify(lease)}\n`
 

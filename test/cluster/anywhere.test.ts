@@ -167,8 +167,8 @@ describe.skipIf(unavailable !== undefined)(
       const origin = join(net.base, "origin.git")
       git(net.base, "init", "-q", "--bare", origin)
       git(repo.dir, "remote", "add", "origin", origin)
-      for (const branch of ["feat-a", "feat-b"]) git(repo.dir, "branch", branch)
-      git(repo.dir, "push", "-q", "origin", "main", "feat-a", "feat-b")
+      for (const branch of ["feat-a", "feat-b", "feat-c"]) git(repo.dir, "branch", branch)
+      git(repo.dir, "push", "-q", "origin", "main", "feat-a", "feat-b", "feat-c")
       elsewhere = join(net.base, "elsewhere")
       mkdirSync(elsewhere, { recursive: true })
       const init = await berth(host(1), ["cluster", "init", net.url, "--name", "h1", "--address", host(1).address])
@@ -324,6 +324,39 @@ describe.skipIf(unavailable !== undefined)(
       expect((await berth(owner, ["cluster", "status", "--json"])).code).toBe(0)
       await runner("feat-a", undefined, 30_000, observer)
     }, 120_000)
+
+    it("places a world that runs anywhere on a machine with room, never on one whose gate is full", async () => {
+      // h1 and h2 full: one world at a time, and each has one of its own (running, or waiting in line behind the
+      // worlds that run anywhere there already)
+      const clone = join(net.base, "h2-shop")
+      git(net.base, "clone", "-q", join(net.base, "origin.git"), clone)
+      const full: ReadonlyArray<readonly [Host, string]> = [
+        [host(1), repo.dir],
+        [host(2), clone]
+      ]
+      try {
+        for (const [h, cwd] of full) {
+          const reserve = await h.run(cwd, ["reserve", "--max-parallel", "1"])
+          expect(reserve.code, reserve.stderr).toBe(0)
+          const up = await h.run(cwd, ["up", "--no-wait", "--json"], 60_000)
+          expect(up.code, up.stderr).toBe(0)
+        }
+        // the placer reads each machine's room from its heartbeat (every second)
+        await new Promise((r) => setTimeout(r, 2_500))
+        const r = await berth(host(1), ["up", "feat-c", "--anywhere", "--json"], 90_000)
+        expect(r.code, r.stderr).toBe(0)
+        const w = (JSON.parse(r.stdout) as { world: StatusWorld }).world
+        expect(w.state).toBe("running")
+        expect(w.machine).toBe("h3")
+      } finally {
+        for (const [h, cwd] of full) {
+          await h.run(cwd, ["reserve", "--max-parallel", "20"])
+          await h.run(cwd, ["down", "--json"], 60_000)
+        }
+      }
+      const down = await berth(host(1), ["remove", "feat-c", "--force"], 60_000)
+      expect(down.code, down.stderr).toBe(0)
+    }, 150_000)
 
     it("takes a world down and removes it from any machine", async () => {
       const { owner, pid } = await placed("feat-a")

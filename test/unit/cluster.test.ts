@@ -2,6 +2,12 @@ import { describe, expect, it } from "@effect/vitest"
 import * as FastCheck from "effect/FastCheck"
 import {
   ANYWHERE_GROUP,
+  GIVE_UP_AFTER_MS,
+  PLACE_ON_HEARD_MS,
+  type PlacerMachine,
+  parseRoom,
+  placeAnywhere,
+  placerStep,
   addressProblem,
   anywhereEntityId,
   anywhereIds,
@@ -21,6 +27,7 @@ import {
   timings,
   worldEntityId
 } from "../../src/domain/cluster.js"
+import { BEAT_HOLD_MS, FENCE_GRACE_MS } from "../../src/domain/fence.js"
 
 const label = FastCheck.stringMatching(/^[a-z0-9][a-z0-9-]{0,20}$/)
 
@@ -94,33 +101,37 @@ describe("cluster settings", () => {
 })
 
 describe("worlds that run anywhere", () => {
-  it("have entity ids in the group every machine takes, never taken for a pinned world's", () => {
-    const id = anywhereEntityId("shop", "feat-a")
-    expect(parseAnywhereEntityId(id)).toEqual({ project: "shop", slug: "feat-a" })
+  it("have entity ids in their owner's group, never taken for a pinned world's", () => {
+    const id = anywhereEntityId(3, "shop", "feat-a")
+    expect(parseAnywhereEntityId(id)).toEqual({ slot: 3, project: "shop", slug: "feat-a" })
     expect(parseWorldEntityId(id)).toBeUndefined()
-    expect(shardGroupOf(id)).toBe(ANYWHERE_GROUP)
+    expect(shardGroupOf(id)).toBe(groupOfSlot(3))
     expect(parseAnywhereEntityId(worldEntityId(2, "shop", "feat-a"))).toBeUndefined()
   })
 
-  it("property: an anywhere id reads back, and is in the shared group", () => {
+  it("property: an anywhere id reads back, and is in its owner's group", () => {
     FastCheck.assert(
-      FastCheck.property(label, label, (project, slug) => {
-        const id = anywhereEntityId(project, slug)
-        expect(parseAnywhereEntityId(id)).toEqual({ project, slug })
-        expect(shardGroupOf(id)).toBe(ANYWHERE_GROUP)
+      FastCheck.property(FastCheck.integer({ min: 1, max: MAX_MACHINES }), label, label, (slot, project, slug) => {
+        const id = anywhereEntityId(slot, project, slug)
+        expect(parseAnywhereEntityId(id)).toEqual({ slot, project, slug })
+        expect(shardGroupOf(id)).toBe(groupOfSlot(slot))
       })
     )
   })
 
   it("are started, stopped, removed or only reported, as the shared table wants", () => {
-    expect(ensureStep({ desired: undefined, started: true, asked: false })).toBe("remove")
-    expect(ensureStep({ desired: "removed", started: false, asked: true })).toBe("remove")
-    expect(ensureStep({ desired: "down", started: true, asked: false })).toBe("stop")
-    expect(ensureStep({ desired: "up", started: false, asked: false })).toBe("start")
-    // the reconciler's round leaves a started world alone (a failed one waits for its user, as on one machine)
-    expect(ensureStep({ desired: "up", started: true, asked: false })).toBe("report")
+    const owned = true
+    expect(ensureStep({ desired: undefined, owned, started: true, asked: false })).toBe("remove")
+    expect(ensureStep({ desired: "removed", owned, started: false, asked: true })).toBe("remove")
+    expect(ensureStep({ desired: "down", owned, started: true, asked: false })).toBe("stop")
+    expect(ensureStep({ desired: "up", owned, started: false, asked: false })).toBe("start")
+    // the placer's round leaves a started world alone (a failed one waits for its user, as on one machine)
+    expect(ensureStep({ desired: "up", owned, started: true, asked: false })).toBe("report")
     // a user's up applies its selection and environment again
-    expect(ensureStep({ desired: "up", started: true, asked: true })).toBe("start")
+    expect(ensureStep({ desired: "up", owned, started: true, asked: true })).toBe("start")
+    // given to another machine: stopped here, whoever asks
+    expect(ensureStep({ desired: "up", owned: false, started: true, asked: true })).toBe("stop")
+    expect(ensureStep({ desired: "up", owned: false, started: false, asked: false })).toBe("stop")
   })
 
   it("are listed in the machine's own setting by id; anything else there is ignored", () => {
@@ -158,5 +169,98 @@ describe("remoteTargets", () => {
       expect(routes[0]?.remote?.machine).toBe("h2")
       expect(routes[0]?.ready).toBe(true)
     }
+  })
+})
+
+describe("placing worlds that run anywhere (cluster-wide admission)", () => {
+  const room = (running: number, admits = true, waiting = 0, draining = false) => ({
+    admits,
+    running,
+    waiting,
+    draining
+  })
+  const m = (name: string, r = room(0), heartbeatAgeMs = 500): PlacerMachine => ({ name, heartbeatAgeMs, room: r })
+
+  it("goes to a machine whose gate admits a world now, the least busy first", () => {
+    expect(placeAnywhere([m("h1", room(3)), m("h2", room(1)), m("h3", room(2))], null)).toBe("h2")
+    // the busiest machine with room beats an idle one without
+    expect(placeAnywhere([m("h1", room(0, false)), m("h2", room(5))], null)).toBe("h2")
+  })
+
+  it("waits in the shortest line when no machine has room", () => {
+    expect(placeAnywhere([m("h1", room(2, false, 3)), m("h2", room(2, false, 1))], null)).toBe("h2")
+  })
+
+  it("never goes to a machine that is stopping or not heard from, and nowhere when none is left", () => {
+    expect(placeAnywhere([m("h1", room(0, true, 0, true)), m("h2", room(4))], null)).toBe("h2")
+    expect(placeAnywhere([m("h1", room(0), PLACE_ON_HEARD_MS + 1), m("h2", room(4))], null)).toBe("h2")
+    expect(placeAnywhere([m("h1", room(0, true, 0, true))], null)).toBeUndefined()
+    expect(placeAnywhere([], null)).toBeUndefined()
+  })
+
+  it("breaks ties toward the machine it ran on before, then by name, so every placer decides alike", () => {
+    expect(placeAnywhere([m("h1"), m("h2"), m("h3")], "h3")).toBe("h3")
+    expect(placeAnywhere([m("h3"), m("h2"), m("h1")], null)).toBe("h1")
+  })
+
+  it("property: the choice is usable, admits when any usable machine admits, and ignores the list's order", () => {
+    const machine = FastCheck.record({
+      name: FastCheck.constantFrom("h1", "h2", "h3", "h4", "h5"),
+      heartbeatAgeMs: FastCheck.integer({ min: 0, max: 20_000 }),
+      room: FastCheck.option(
+        FastCheck.record({
+          admits: FastCheck.boolean(),
+          running: FastCheck.nat(10),
+          waiting: FastCheck.nat(10),
+          draining: FastCheck.boolean()
+        }),
+        { nil: undefined }
+      )
+    })
+    const unique = FastCheck.uniqueArray(machine, { selector: (x) => x.name, maxLength: 5 })
+    FastCheck.assert(
+      FastCheck.property(unique, FastCheck.constantFrom(null, "h1", "h4"), (machines, previous) => {
+        const usable = machines.filter((x) => x.heartbeatAgeMs <= PLACE_ON_HEARD_MS && x.room?.draining !== true)
+        const chosen = machines.find((x) => x.name === placeAnywhere(machines, previous))
+        if (usable.length === 0) {
+          expect(chosen).toBeUndefined()
+        } else {
+          expect(usable).toContain(chosen)
+          if (usable.some((x) => x.room?.admits === true)) expect(chosen?.room?.admits).toBe(true)
+        }
+        expect(placeAnywhere([...machines].reverse(), previous)).toBe(chosen?.name)
+      })
+    )
+  })
+
+  it("reads a machine's room, and nothing else is taken for one", () => {
+    expect(parseRoom(room(2, true, 1))).toEqual(room(2, true, 1))
+    expect(parseRoom({ admits: "yes", running: 1, waiting: 0, draining: false })).toBeUndefined()
+    expect(parseRoom({ admits: true, running: -1, waiting: 0, draining: false })).toBeUndefined()
+    expect(parseRoom(null)).toBeUndefined()
+  })
+
+  it("places a world with no live owner, lets a gone owner go, forgets what is removed, else asks the owner", () => {
+    const live = m("h2")
+    const gone = m("h2", room(0), GIVE_UP_AFTER_MS + 1)
+    expect(placerStep({ desired: "up", owner: null }, undefined)).toBe("place")
+    expect(placerStep({ desired: "up", owner: "h2" }, live)).toBe("ensure")
+    expect(placerStep({ desired: "up", owner: "h2" }, gone)).toBe("place")
+    // its row is gone: it left the cluster
+    expect(placerStep({ desired: "up", owner: "h2" }, undefined)).toBe("place")
+    // only a heartbeat older than the fence's deadline gives an owner up: its watchdog has stopped its copy by then
+    expect(placerStep({ desired: "up", owner: "h2" }, m("h2", room(0), GIVE_UP_AFTER_MS))).toBe("ensure")
+    expect(placerStep({ desired: "down", owner: "h2" }, live)).toBe("ensure")
+    expect(placerStep({ desired: "down", owner: "h2" }, gone)).toBe("release")
+    expect(placerStep({ desired: "down", owner: null }, undefined)).toBe("nothing")
+    expect(placerStep({ desired: "removed", owner: "h2" }, live)).toBe("ensure")
+    expect(placerStep({ desired: "removed", owner: null }, undefined)).toBe("forget")
+  })
+
+  it("gives an owner up only after its fence has stopped its copy", () => {
+    // the fence stops a copy BEAT_HOLD_MS after its last heartbeat started, taking at most its grace and a look more
+    expect(GIVE_UP_AFTER_MS).toBeGreaterThan(BEAT_HOLD_MS + FENCE_GRACE_MS + 200)
+    // and a machine given up is never the one a world is placed on
+    expect(PLACE_ON_HEARD_MS).toBeLessThan(GIVE_UP_AFTER_MS)
   })
 })

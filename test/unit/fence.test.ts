@@ -1,6 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as FastCheck from "effect/FastCheck"
 import {
+  BEAT_HOLD_MS,
+  holdUntil,
   FENCE_MARGIN_MS,
   type FenceLease,
   formatLease,
@@ -28,6 +30,13 @@ describe("the fence", () => {
         expect(leaseUntil(at, expiry)).toBeLessThan(at + expiry)
       })
     )
+  })
+
+  it("holds until the earlier of what the last lock refresh and the last heartbeat allow; nothing before both", () => {
+    expect(holdUntil({ refreshedAt: 10_000, beatAt: 11_000 }, 6_000)).toBe(Math.min(15_000, 11_000 + BEAT_HOLD_MS))
+    expect(holdUntil({ refreshedAt: 10_000, beatAt: 20_000 }, 6_000)).toBe(15_000)
+    expect(holdUntil({ refreshedAt: undefined, beatAt: 20_000 }, 6_000)).toBe(0)
+    expect(holdUntil({ refreshedAt: 10_000, beatAt: undefined }, 6_000)).toBe(0)
   })
 
   it("reads back the lease it writes, and nothing else is taken for one", () => {
