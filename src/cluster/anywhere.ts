@@ -179,20 +179,21 @@ export const anywhereLayer = (host: AnywhereHost) =>
           }
           const [row] = yield* host.store.anywhere(address).pipe(Effect.mapError(internal))
           const owned = row?.owner === host.machine
-          switch (ensureStep({ desired: row?.desired, owned, started, asked })) {
+          const ref = yield* worlds.refOf(address.project, address.slug)
+          const here =
+            ref === undefined ? undefined : (yield* worlds.status(ref.cwd)).worlds.find((x) => x.slug === address.slug)
+          // started by this entity and still wanted up here: a copy stopped meanwhile (this machine was given up
+          // while frozen or cut off, and stopped it when it came back) is started again once it is given back
+          const runs = started && here !== undefined && here.desired === "up"
+          switch (ensureStep({ desired: row?.desired, owned, started: runs, asked })) {
             case "remove":
               yield* stopHere(true)
               return null
             case "stop":
               yield* stopHere(false)
               return null
-            case "report": {
-              const ref = yield* worlds.refOf(address.project, address.slug)
-              if (ref === undefined) return null
-              const { worlds: here } = yield* worlds.status(ref.cwd)
-              const w = here.find((x) => x.slug === address.slug)
-              return w === undefined ? null : { ...w, machine: host.machine }
-            }
+            case "report":
+              return here === undefined ? null : { ...here, machine: host.machine }
             case "start":
               return row === undefined ? null : yield* start(row)
           }

@@ -76,16 +76,29 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster, router: Route
       )
       const local = localOrigin(yield* router.info)
       const ofProject = (project: string) => labels === undefined || project === labels.label || project === labels.name
-      // a world wanted anywhere that no machine runs now (it is moving, or wanted down) is listed all the same
-      const running = new Set(view.worlds.map((w) => `${w.status.project}/${w.status.slug}`))
+      // a world wanted anywhere is listed all the same when its owner lists no copy of it (it is being placed or
+      // started, or wanted down): another machine's stale copy does not count
+      const here = new Set<string>()
       if (view.anywhere.length > 0) {
-        for (const w of (yield* worlds.status(undefined)).worlds) running.add(`${w.project}/${w.slug}`)
+        for (const w of (yield* worlds.status(undefined)).worlds) here.add(`${w.project}/${w.slug}`)
       }
+      const listedByOwner = (r: (typeof view.anywhere)[number]) =>
+        r.owner !== null &&
+        (r.owner === view.name
+          ? here.has(`${r.project}/${r.slug}`)
+          : view.worlds.some(
+              (w) => w.machine === r.owner && w.status.project === r.project && w.status.slug === r.slug
+            ))
       const waiting = view.anywhere
-        .filter((r) => ofProject(r.project) && !running.has(`${r.project}/${r.slug}`) && r.desired !== "removed")
+        .filter((r) => ofProject(r.project) && r.desired !== "removed" && !listedByOwner(r))
         .map((r) =>
           r.desired === "up"
-            ? cluster.placeholder(r, "starting", r.reason ?? "waiting for a machine of the cluster to run it")
+            ? cluster.placeholder(
+                r,
+                "starting",
+                r.reason ??
+                  (r.owner === null ? "waiting for a machine of the cluster to run it" : `${r.owner} is starting it`)
+              )
             : cluster.placeholder(r, "stopped", null)
         )
       // a world that runs anywhere is listed where its row says it runs: an old machine's copy is stale

@@ -5,6 +5,7 @@
  */
 import { existsSync } from "node:fs"
 import { describe, expect, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as TestClock from "effect/TestClock"
 import { CONFIRM_MS } from "../../src/actors/ServiceActor.js"
@@ -324,6 +325,26 @@ describe("a world driven in-process", () => {
         expect(yield* h.fakes.processes.spawnCount).toBe(4)
         expect((yield* h.fakes.processes.current(yield* h.process("alpha", "api"))).alive).toBe(true)
       })
+  )
+
+  it.scoped("a service's restart waits while its world's fence is closed, and goes ahead once it opens", () =>
+    Effect.gen(function* () {
+      const h = yield* worldHarness(SHOP)
+      yield* h.fakes.health.setDefault(true)
+      yield* bringUp(h, "alpha")
+      const id = yield* h.idOf("alpha")
+      // as a cluster member's rule does for a world that runs anywhere while its hold on it is stale
+      const open = yield* Deferred.make<void>()
+      yield* h.engine.fence.install((worldId) => (worldId === id ? Deferred.await(open) : Effect.void))
+      const worker = yield* h.process("alpha", "worker")
+      yield* h.fakes.processes.exit(worker, { code: 1, signal: null })
+      yield* awaitPending("worker's restart backoff", WORKER_BACKOFF_MS)
+      yield* TestClock.adjust(WORKER_BACKOFF_MS * 10)
+      expect(yield* h.processesOf("alpha", "worker")).toHaveLength(1)
+      yield* Deferred.succeed(open, undefined)
+      const again = yield* h.process("alpha", "worker", 2)
+      expect(again.alive).toBe(true)
+    })
   )
 
   it.scoped(

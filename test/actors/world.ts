@@ -31,7 +31,7 @@ import type { InternalError } from "../../src/domain/errors.js"
 import type { PortRange } from "../../src/domain/ports.js"
 import type { WorldState } from "../../src/domain/world-state.js"
 import { Admission, AdmissionLive, type AdmissionService } from "../../src/services/Admission.js"
-import { FenceLive } from "../../src/services/Fence.js"
+import { Fence, FenceLive, type FenceService } from "../../src/services/Fence.js"
 import { ConfigFilesLive } from "../../src/services/ConfigFiles.js"
 import { GitLive } from "../../src/services/Git.js"
 import { Health } from "../../src/services/Health.js"
@@ -164,6 +164,8 @@ export interface Fakes {
 export interface Engine {
   readonly worlds: Worlds
   readonly admission: AdmissionService
+  /** whether a world's processes may start (a cluster installs its rule; open otherwise) */
+  readonly fence: FenceService
   readonly registry: RegistryService
   readonly ports: PortsService
   readonly processes: ProcessesService
@@ -301,6 +303,7 @@ export const worldHarness = (toml: string) =>
         return {
           worlds,
           admission: Context.get(context, Admission),
+          fence: Context.get(context, Fence),
           registry: Context.get(context, Registry),
           ports: Context.get(context, Ports),
           processes: view,

@@ -329,7 +329,7 @@ describe.skipIf(unavailable !== undefined)(
       // h1 and h2 full: one world at a time, and each has one of its own (running, or waiting in line behind the
       // worlds that run anywhere there already)
       const clone = join(net.base, "h2-shop")
-      git(net.base, "clone", "-q", join(net.base, "origin.git"), clone)
+      git(net.base, "clone", "-q", "-b", "main", join(net.base, "origin.git"), clone)
       const full: ReadonlyArray<readonly [Host, string]> = [
         [host(1), repo.dir],
         [host(2), clone]

@@ -6,6 +6,8 @@
  * process of every host) is removed by `cleanup`.
  */
 import { execFileSync } from "node:child_process"
+import { copyFileSync, existsSync, mkdirSync } from "node:fs"
+import { join } from "node:path"
 import { type RunResult, runBerth } from "../e2e/harness.js"
 import { createHosts, type HostSpec, hostsUnavailable } from "./netns.mjs"
 
@@ -51,5 +53,17 @@ export const testNetwork = (
       execFileSync("ip", ["netns", "exec", spec.ns, command, ...args], { encoding: "utf8" })
     return { ...spec, run, exec }
   })
-  return { hosts, url: made.url, base: made.base, cleanup: made.cleanup }
+  // BERTH_TEST_LOGS=<folder> keeps each host's daemon.log there (as <folder>/<host>.log) when the hosts go
+  const keep = process.env.BERTH_TEST_LOGS
+  const cleanup = () => {
+    if (keep !== undefined && keep !== "") {
+      mkdirSync(keep, { recursive: true })
+      for (const h of hosts) {
+        const log = join(h.home, "daemon.log")
+        if (existsSync(log)) copyFileSync(log, join(keep, `${h.name}.log`))
+      }
+    }
+    made.cleanup()
+  }
+  return { hosts, url: made.url, base: made.base, cleanup }
 }
