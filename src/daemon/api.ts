@@ -290,7 +290,21 @@ export const ClusterMachine = Schema.Struct({
   /** how many worlds it has */
   worlds: Schema.Number,
   /** the machine that answered */
-  self: Schema.Boolean
+  self: Schema.Boolean,
+  /**
+   * its room for one more world, as its last heartbeat said (what worlds that run anywhere are placed by): `admits`
+   * when its gate would start one now; null from a machine of an older berth
+   */
+  room: Schema.optional(
+    Schema.NullOr(
+      Schema.Struct({
+        admits: Schema.Boolean,
+        running: Schema.Number,
+        waiting: Schema.Number,
+        draining: Schema.Boolean
+      })
+    )
+  )
 })
 export type ClusterMachine = typeof ClusterMachine.Type
 

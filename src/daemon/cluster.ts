@@ -57,7 +57,8 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster, router: Route
         state: machineState(m.heartbeatAgeMs),
         lastSeenMs: m.heartbeatAgeMs,
         worlds: m.name === view.name ? own : view.worlds.filter((w) => w.machine === m.name).length,
-        self: m.name === view.name
+        self: m.name === view.name,
+        room: m.room ?? null
       }))
     }
   })

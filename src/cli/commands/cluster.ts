@@ -16,6 +16,14 @@ import { viaDaemon, withDaemon } from "./worlds.js"
 
 const seconds = (ms: number) => (ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`)
 
+/** What a machine says of its room for one more world that runs anywhere. */
+const roomText = (room: ClusterStatus["machines"][number]["room"]): string => {
+  if (room === undefined || room === null) return "room ?"
+  if (room.draining) return "stopping"
+  if (room.admits) return "has room"
+  return room.waiting > 0 ? `full, ${room.waiting} waiting` : "full"
+}
+
 export const renderCluster = (c: ClusterStatus): string => {
   if (c.state === "solo") return "this machine is not in a cluster (berth cluster join <postgres url> makes it one)"
   const head = [
@@ -28,6 +36,7 @@ export const renderCluster = (c: ClusterStatus): string => {
     `${m.address}:${m.runnerPort}`,
     m.proxyPort === null ? "no proxy" : `proxy :${m.proxyPort}`,
     `${m.worlds} world${m.worlds === 1 ? "" : "s"}`,
+    roomText(m.room),
     `seen ${seconds(m.lastSeenMs)} ago`,
     m.version
   ])
