@@ -34,6 +34,7 @@ import {
   ANYWHERE_SETTING,
   addressProblem,
   anywhereEntityId,
+  currentCopies,
   anywhereIds,
   clusterUrlProblem,
   DEFAULT_RUNNER_PORT,
@@ -353,7 +354,8 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
             // who may knock (every other machine, as its connections come from) and where its worlds are
             const peers = machines.filter((m) => m.name !== settings.name).map((m) => m.address)
             if (JSON.stringify(peers) !== peersText || listening === null) yield* listen(peers)
-            const routes = remoteTargets(others, machines)
+            // a world that runs anywhere is routed to its owner only (a machine given up and back has a stale copy)
+            const routes = remoteTargets(currentCopies(others, anywhere), machines)
             const text = JSON.stringify(routes)
             if (text !== routesText) {
               routesText = text

@@ -9,7 +9,7 @@ import type { Worlds } from "../actors/Worlds.js"
 import type { Cluster, RemoteWorld } from "../cluster/Cluster.js"
 import type { AnywhereRow } from "../cluster/store.js"
 import type { ProxyInfo, Router } from "../services/proxy/Router.js"
-import { machineState, UNREACHABLE } from "../domain/cluster.js"
+import { currentCopies, machineState, UNREACHABLE } from "../domain/cluster.js"
 import type { ClusterStatus, WorldStatus } from "./api.js"
 
 /** How long a command to another machine's world waits to see the outcome published, and how often it looks. */
@@ -103,13 +103,8 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster, router: Route
             : cluster.placeholder(r, "stopped", null)
         )
       // a world that runs anywhere is listed where its row says it runs: an old machine's copy is stale
-      const owners = new Map(view.anywhere.map((r) => [`${r.project}/${r.slug}`, r.owner]))
-      const current = (w: { readonly machine: string; readonly status: WorldStatus }) => {
-        const owner = owners.get(`${w.status.project}/${w.status.slug}`)
-        return owner === undefined || owner === null || owner === w.machine
-      }
-      return view.worlds
-        .filter((w) => ofProject(w.status.project) && current(w))
+      return currentCopies(view.worlds, view.anywhere)
+        .filter((w) => ofProject(w.status.project))
         .map(
           (w): WorldStatus => ({
             ...w.status,

@@ -298,6 +298,25 @@ const isWorldState = (s: string): s is WorldState => (worldStates as ReadonlyArr
 const isServiceState = (s: string): s is ServiceState => (serviceStates as ReadonlyArray<string>).includes(s)
 
 /**
+ * Other machines' published copies, less the stale ones of worlds that run anywhere: such a world's copy counts only
+ * on the machine its row gives it to (each placement is a new generation, written with the owner), so a machine that
+ * was given up and comes back gets neither routes nor a listing for its old copy.
+ */
+export const currentCopies = <
+  W extends { readonly machine: string; readonly status: { readonly project: string; readonly slug: string } }
+>(
+  copies: ReadonlyArray<W>,
+  anywhere: ReadonlyArray<{ readonly project: string; readonly slug: string; readonly owner: string | null }>
+): ReadonlyArray<W> => {
+  if (anywhere.length === 0) return copies
+  const owners = new Map(anywhere.map((r) => [`${r.project}/${r.slug}`, r.owner]))
+  return copies.filter((w) => {
+    const owner = owners.get(`${w.status.project}/${w.status.slug}`)
+    return owner === undefined || owner === null || owner === w.machine
+  })
+}
+
+/**
  * The routes of other machines' worlds: every service with a URL, forwarded to its machine's cluster listener, Host
  * kept (the same host names on every machine). A world whose machine is silent, or that does not run, keeps its route
  * with `ready` false, so the proxy answers 503 with Retry-After rather than 404.

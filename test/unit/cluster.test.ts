@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as FastCheck from "effect/FastCheck"
 import {
   ANYWHERE_GROUP,
+  currentCopies,
   GIVE_UP_AFTER_MS,
   PLACE_ON_HEARD_MS,
   type PlacerMachine,
@@ -262,5 +263,18 @@ describe("placing worlds that run anywhere (cluster-wide admission)", () => {
     expect(GIVE_UP_AFTER_MS).toBeGreaterThan(BEAT_HOLD_MS + FENCE_GRACE_MS + 200)
     // and a machine given up is never the one a world is placed on
     expect(PLACE_ON_HEARD_MS).toBeLessThan(GIVE_UP_AFTER_MS)
+  })
+})
+
+describe("copies of worlds that run anywhere", () => {
+  const copy = (machine: string, slug: string) => ({ machine, status: { project: "shop", slug } })
+  it("count only on the machine the row gives the world to; pinned worlds and unplaced ones are kept", () => {
+    const copies = [copy("h1", "feat-a"), copy("h2", "feat-a"), copy("h3", "pinned"), copy("h3", "feat-b")]
+    const rows = [
+      { project: "shop", slug: "feat-a", owner: "h2" },
+      { project: "shop", slug: "feat-b", owner: null }
+    ]
+    expect(currentCopies(copies, rows)).toEqual([copy("h2", "feat-a"), copy("h3", "pinned"), copy("h3", "feat-b")])
+    expect(currentCopies(copies, [])).toEqual(copies)
   })
 })
