@@ -11,6 +11,7 @@ import { FENCE_GRACE_MS, parseLease, watchStep } from "../domain/fence.js"
 import { MARK_VARIABLE, markIn } from "../domain/marks.js"
 import { isDefunct, parseStat } from "../domain/proc.js"
 import { homePaths } from "../services/homePaths.js"
+import { pidAlive } from "../services/pids.js"
 
 const TICK_MS = 200
 /** while a lease stays stale, the machine is looked through again this often (a process may have been forked since) */
@@ -21,15 +22,6 @@ const read = (path: string, encoding: "utf8" | "latin1"): string | undefined => 
     return readFileSync(path, encoding)
   } catch {
     return undefined
-  }
-}
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM"
   }
 }
 
@@ -72,7 +64,7 @@ const main = async (home: string, serves: { readonly daemon: number; readonly se
   let lastFence = 0
   for (;;) {
     const lease = parseLease(read(paths.fenceFile, "utf8") ?? "")
-    const step = watchStep({ lease, serves, daemonAlive: alive(serves.daemon), now: Date.now() })
+    const step = watchStep({ lease, serves, daemonAlive: pidAlive(serves.daemon), now: Date.now() })
     if (step._tag === "Exit") return
     if (step._tag === "Fence" && Date.now() - lastFence >= REFENCE_MS) {
       lastFence = Date.now()

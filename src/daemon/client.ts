@@ -11,6 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { DaemonUnavailable } from "../domain/errors.js"
 import { Home, type HomePaths } from "../services/Home.js"
+import { pidAlive } from "../services/pids.js"
 import { isThisBuild } from "../version.js"
 import { DaemonApi } from "./api.js"
 import { socketAnswers } from "./lock.js"
@@ -85,19 +86,9 @@ const startDaemon = async (home: HomePaths): Promise<void> => {
 const lockHolderAlive = (pidFile: string): boolean => {
   try {
     const pid = Number(readFileSync(pidFile, "utf8").trim().split(" ")[0])
-    return Number.isInteger(pid) && pid > 0 && alive(pid)
+    return Number.isInteger(pid) && pid > 0 && pidAlive(pid)
   } catch {
     return false
-  }
-}
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (e) {
-    // EPERM: it exists, it is just not ours to signal
-    return (e as NodeJS.ErrnoException).code === "EPERM"
   }
 }
 
@@ -113,7 +104,7 @@ export const shutdownDaemon = async (home: HomePaths, timeoutMs = 20_000): Promi
   await request(home.socket, "Shutdown", undefined, 5_000)
   // gone once its process is: it let go of the socket and the lock then. A socket that answers again may be the next
   // daemon already (another client reconnecting at once), which is no reason to wait
-  const gone = await waitFor(async () => !alive(pid), timeoutMs)
+  const gone = await waitFor(async () => !pidAlive(pid), timeoutMs)
   if (!gone) throw new Error(`the daemon (pid ${pid}) did not stop within ${Math.round(timeoutMs / 1000)} s`)
   return pid
 }
