@@ -35,6 +35,7 @@ import {
   addressProblem,
   anywhereEntityId,
   currentCopies,
+  moveWaiting,
   anywhereIds,
   clusterUrlProblem,
   DEFAULT_RUNNER_PORT,
@@ -265,7 +266,15 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
           // before the runner: its scope closes after the runner's, once the engine has stopped this session's worlds.
           // The hold outlives a session: a session that starts again right away has lost nothing of it
           yield* keepLease(hold).pipe(Effect.provideService(Home, home), Effect.provideService(Registry, registry))
-          const anywhereHost = { store, machine: settings.name, draining: () => draining }
+          const anywhereHost = {
+            store,
+            machine: settings.name,
+            draining: () => draining,
+            saw: (row: AnywhereRow) => {
+              const others = view.anywhere.filter((r) => r.project !== row.project || r.slug !== row.slug)
+              view = { ...view, anywhere: [...others, row] }
+            }
+          }
           const runner = yield* Layer.build(
             Layer.mergeAll(WorldEntityLive, WorldQueryLive, anywhereLayer(anywhereHost), anywherePlacer(store)).pipe(
               Layer.provideMerge(runnerLayer({ address: settings.address, port: settings.runnerPort, slot }, hold)),
@@ -336,7 +345,7 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
             view = { ...view, anywhere }
             // the hold renews only now that what this machine owns is known afresh (the fence's rule reads it)
             hold.beatAt = startedAt
-            yield* tidy(anywhere, settings.name)
+            yield* tidy(anywhere, settings.name, store)
             const now = Date.now()
             if (dirty || now - lastFull >= FULL_PUBLISH_MS) {
               dirty = false
@@ -375,7 +384,7 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
      * go, worktree and all, unless it holds changes of its own (then they stay, stopped). berth's clone of the project
      * stays: the next world of it starts from there.
      */
-    const tidy = (anywhere: ReadonlyArray<AnywhereRow>, machine: string) =>
+    const tidy = (anywhere: ReadonlyArray<AnywhereRow>, machine: string, store: Store) =>
       Effect.gen(function* () {
         const ids = anywhereIds(yield* registry.getSetting(ANYWHERE_SETTING))
         if (ids.length === 0) return
@@ -384,6 +393,17 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
           const w = yield* registry.world(id)
           if (w === undefined) continue
           const row = anywhere.find((r) => r.project === w.projectName && r.slug === w.slug)
+          const waiting = w.observed === "queued" ? admission.entry(id) : undefined
+          if (row?.owner === machine && waiting !== undefined) {
+            if (moveWaiting(Date.now() - waiting.since, view.machines, machine)) {
+              // another machine would start it now: it leaves this machine's line, and the placer gives it that one
+              yield* worlds.tell(id, new Down()).pipe(Effect.ignore)
+              yield* store.letGo(row.project, row.slug, machine)
+              yield* Effect.logInfo(`berth cluster: world ${w.name} waited here; another machine has room for it`)
+            }
+            keep.push(id)
+            continue
+          }
           const stale = row === undefined || row.desired === "removed" || (row.owner !== null && row.owner !== machine)
           if (stale && row !== undefined && row.owner !== machine && !TIDYABLE.has(w.observed)) {
             // given to another machine while this one was frozen or cut off: this copy must not run beside that one
@@ -690,15 +710,27 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
               )
             )
         const internal = (e: { readonly message: string }) => new InternalError({ reason: e.message })
-        // twice at most: the placer may give the world a machine between this read and this placement
-        for (let attempt = 0; attempt < 2; attempt++) {
+        // a few times: the placer may give the world a machine between this read and this placement, and a world
+        // that waits in one machine's line moves to another with room (the answer there is the one wanted)
+        for (let attempt = 0; attempt < 4; attempt++) {
           const [current] = yield* store.anywhere(row).pipe(Effect.mapError(internal))
           if (current === undefined) return null
           const machines = yield* store.machines.pipe(Effect.mapError(internal))
-          const answer = yield* settle(store, machines, current, ask).pipe(
-            Effect.catchTag("SqlError", (e) => Effect.fail(internal(e)))
+          let askedOwner: string | undefined
+          const answer = yield* settle(store, machines, current, (r, owner) => {
+            askedOwner = owner.name
+            return ask(r, owner)
+          }).pipe(
+            Effect.catchTag("SqlError", (e) => Effect.fail(internal(e))),
+            Effect.either
           )
-          if (answer !== undefined) return answer
+          if (answer._tag === "Right" && answer.right !== undefined) return answer.right
+          if (answer._tag === "Left") {
+            const [now] = yield* store.anywhere(row).pipe(Effect.mapError(internal))
+            const moved = now !== undefined && now.desired === "up" && now.owner !== askedOwner
+            if (!moved) return yield* answer.left
+            continue
+          }
           if (current.desired !== "up") return null
         }
         const [now] = yield* store.anywhere(row).pipe(Effect.mapError(internal))

@@ -63,6 +63,8 @@ export interface AnywhereHost {
   readonly machine: string
   /** true once the daemon lets go of its worlds (it stops): nothing more starts here */
   readonly draining: () => boolean
+  /** the row as the entity read it (given to this machine): the fence's rule knows it at once, not at the next tick */
+  readonly saw: (row: AnywhereRow) => void
 }
 
 const internal = (e: { readonly message: string }) => new InternalError({ reason: e.message })
@@ -155,10 +157,16 @@ export const anywhereLayer = (host: AnywhereHost) =>
               reason: `machine ${host.machine} is stopping: world ${row.name} runs on another machine shortly`
             })
           }
+          host.saw(row)
           const status = yield* Effect.gen(function* () {
             const ref = yield* place(row)
             started = true
-            return yield* worlds.up(ref, row.selection, row.env, true)
+            // marked as soon as it exists (it may wait in line first): the fence and the move of a waiting world
+            // (Cluster's tick) know it from then on
+            const first = yield* worlds.up(ref, row.selection, row.env, false)
+            const id = yield* worlds.idOf(first.project, first.slug)
+            if (id !== undefined) yield* mark(id, true)
+            return yield* worlds.waitReady(ref)
           }).pipe(
             Effect.tapError((e) =>
               host.store
@@ -167,8 +175,6 @@ export const anywhereLayer = (host: AnywhereHost) =>
             )
           )
           if (row.reason !== null) yield* host.store.note(row.project, row.slug, null).pipe(Effect.ignore)
-          const id = yield* worlds.idOf(status.project, status.slug)
-          if (id !== undefined) yield* mark(id, true)
           return { ...status, machine: host.machine }
         })
 

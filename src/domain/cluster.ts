@@ -187,6 +187,18 @@ export const placeAnywhere = (machines: ReadonlyArray<PlacerMachine>, previous: 
   return sorted[0]?.name
 }
 
+/** A world that runs anywhere waits in its machine's line this long before it may move to a machine with room. */
+export const MOVE_WAITING_AFTER_MS = 2_000
+
+/**
+ * Whether a world that waits in this machine's line (`self`) should leave it for another machine: it has waited a
+ * moment here, and another machine the placer may use would start a world now. The world has no process yet, so the
+ * move costs nothing; it is this machine that lets it go (nothing can start it here after that), and the placer then
+ * gives it a machine with room.
+ */
+export const moveWaiting = (waitedMs: number, machines: ReadonlyArray<PlacerMachine>, self: string): boolean =>
+  waitedMs >= MOVE_WAITING_AFTER_MS && machines.some((m) => m.name !== self && usable(m) && m.room?.admits === true)
+
 /**
  * One row in the placer's round: leave it, ask its owner to make its part true, give it a machine (it has none, or
  * its owner is gone), or forget it (removed, and no machine holds it).

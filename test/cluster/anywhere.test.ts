@@ -167,8 +167,8 @@ describe.skipIf(unavailable !== undefined)(
       const origin = join(net.base, "origin.git")
       git(net.base, "init", "-q", "--bare", origin)
       git(repo.dir, "remote", "add", "origin", origin)
-      for (const branch of ["feat-a", "feat-b", "feat-c"]) git(repo.dir, "branch", branch)
-      git(repo.dir, "push", "-q", "origin", "main", "feat-a", "feat-b", "feat-c")
+      for (const branch of ["feat-a", "feat-b", "feat-c", "feat-d"]) git(repo.dir, "branch", branch)
+      git(repo.dir, "push", "-q", "origin", "main", "feat-a", "feat-b", "feat-c", "feat-d")
       elsewhere = join(net.base, "elsewhere")
       mkdirSync(elsewhere, { recursive: true })
       const init = await berth(host(1), ["cluster", "init", net.url, "--name", "h1", "--address", host(1).address])
@@ -325,7 +325,7 @@ describe.skipIf(unavailable !== undefined)(
       await runner("feat-a", undefined, 30_000, observer)
     }, 120_000)
 
-    it("places a world that runs anywhere on a machine with room, never on one whose gate is full", async () => {
+    it("places a world that runs anywhere on a machine with room, never on one whose gate is full, and moves one that waits to a machine that gains room", async () => {
       // h1 and h2 full: one world at a time, and each has one of its own (running, or waiting in line behind the
       // worlds that run anywhere there already)
       const clone = join(net.base, "h2-shop")
@@ -348,15 +348,38 @@ describe.skipIf(unavailable !== undefined)(
         const w = (JSON.parse(r.stdout) as { world: StatusWorld }).world
         expect(w.state).toBe("running")
         expect(w.machine).toBe("h3")
+
+        // every machine full: the next one waits in a line; when a machine gains room, it moves there and runs
+        const h3full = await host(3).run(elsewhere, ["reserve", "--max-parallel", "1"])
+        expect(h3full.code, h3full.stderr).toBe(0)
+        await new Promise((r) => setTimeout(r, 2_500))
+        const waits = await berth(host(1), ["up", "feat-d", "--anywhere", "--no-wait", "--json"], 60_000)
+        expect(waits.code, waits.stderr).toBe(0)
+        const queued = (
+          await eventually(
+            () => statusOf(host(1)),
+            (ws) => ws.some((x) => x.name === "feat-d" && x.state === "queued")
+          )
+        ).find((x) => x.name === "feat-d")
+        expect(queued?.state).toBe("queued")
+        // room on another machine than the one it waits on
+        const waitsOn = queued?.machine ?? "h1"
+        const [roomy, cwd] = waitsOn === "h2" ? [host(1), repo.dir] : [host(2), clone]
+        const freed = await roomy.run(cwd, ["reserve", "--max-parallel", "20"])
+        expect(freed.code, freed.stderr).toBe(0)
+        const moved = await runner("feat-d", undefined, 45_000)
+        expect(moved.machine).toBe(roomy.name)
       } finally {
-        for (const [h, cwd] of full) {
+        for (const [h, cwd] of [...full, [host(3), elsewhere] as const]) {
           await h.run(cwd, ["reserve", "--max-parallel", "20"])
-          await h.run(cwd, ["down", "--json"], 60_000)
+          if (h !== host(3)) await h.run(cwd, ["down", "--json"], 60_000)
         }
       }
-      const down = await berth(host(1), ["remove", "feat-c", "--force"], 60_000)
-      expect(down.code, down.stderr).toBe(0)
-    }, 150_000)
+      for (const name of ["feat-c", "feat-d"]) {
+        const removed = await berth(host(1), ["remove", name, "--force"], 60_000)
+        expect(removed.code, removed.stderr).toBe(0)
+      }
+    }, 180_000)
 
     it("takes a world down and removes it from any machine", async () => {
       const { owner, pid } = await placed("feat-a")

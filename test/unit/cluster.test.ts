@@ -3,6 +3,8 @@ import * as FastCheck from "effect/FastCheck"
 import {
   ANYWHERE_GROUP,
   currentCopies,
+  MOVE_WAITING_AFTER_MS,
+  moveWaiting,
   GIVE_UP_AFTER_MS,
   PLACE_ON_HEARD_MS,
   type PlacerMachine,
@@ -232,6 +234,20 @@ describe("placing worlds that run anywhere (cluster-wide admission)", () => {
         expect(placeAnywhere([...machines].reverse(), previous)).toBe(chosen?.name)
       })
     )
+  })
+
+  it("moves a world that has waited a moment in this machine's line once another machine has room, not before", () => {
+    const full = m("h1", room(1, false, 2))
+    const roomy = m("h2", room(0))
+    expect(moveWaiting(MOVE_WAITING_AFTER_MS, [full, roomy], "h1")).toBe(true)
+    expect(moveWaiting(MOVE_WAITING_AFTER_MS - 1, [full, roomy], "h1")).toBe(false)
+    // no other machine with room: it stays in line here
+    expect(moveWaiting(60_000, [full, m("h2", room(3, false))], "h1")).toBe(false)
+    // nor for one that is stopping or silent
+    expect(moveWaiting(60_000, [full, m("h2", room(0, true, 0, true))], "h1")).toBe(false)
+    expect(moveWaiting(60_000, [full, m("h2", room(0), PLACE_ON_HEARD_MS + 1)], "h1")).toBe(false)
+    // this machine's own room does not count
+    expect(moveWaiting(60_000, [m("h1", room(0))], "h1")).toBe(false)
   })
 
   it("reads a machine's room, and nothing else is taken for one", () => {
