@@ -33,6 +33,7 @@ import type { WorldStatus } from "../daemon/api.js"
 import {
   ANYWHERE_SETTING,
   addressProblem,
+  type AnywhereDesired,
   anywhereEntityId,
   currentCopies,
   moveWaiting,
@@ -810,14 +811,15 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
       })
 
     /** `down` or `remove` of a world that runs anywhere, from any machine: the shared table first, then its entity. */
-    const setAnywhere = (row: AnywhereRow, desired: "down" | "removed") =>
+    const setAnywhere = (row: AnywhereRow, desired: AnywhereDesired) =>
       Effect.gen(function* () {
         const { store } = yield* sharedNow
         yield* store
           .setDesired(row.project, row.slug, desired)
           .pipe(Effect.mapError((e) => new InternalError({ reason: e.message })))
         view = { ...view, anywhere: view.anywhere.map((r) => (r === row ? { ...r, desired } : r)) }
-        yield* ensure({ ...row, desired }, true)
+        const answer = yield* ensure({ ...row, desired }, true)
+        if (desired === "up") return answer ?? placeholder({ ...row, desired }, "starting", null)
         return placeholder({ ...row, desired }, desired === "removed" ? "removed" : "stopped", null)
       })
 

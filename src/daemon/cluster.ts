@@ -83,15 +83,20 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster, router: Route
       if (view.anywhere.length > 0) {
         for (const w of (yield* worlds.status(undefined)).worlds) here.add(`${w.project}/${w.slug}`)
       }
-      const listedByOwner = (r: (typeof view.anywhere)[number]) =>
-        r.owner !== null &&
-        (r.owner === view.name
-          ? here.has(`${r.project}/${r.slug}`)
-          : view.worlds.some(
-              (w) => w.machine === r.owner && w.status.project === r.project && w.status.slug === r.slug
-            ))
+      const listedOn = (r: (typeof view.anywhere)[number], machine: string | undefined) =>
+        ((machine === undefined || machine === view.name) && here.has(`${r.project}/${r.slug}`)) ||
+        view.worlds.some(
+          (w) =>
+            (machine === undefined || w.machine === machine) &&
+            w.status.project === r.project &&
+            w.status.slug === r.slug
+        )
+      // held by a machine: its copy there stands for it; held by none and wanted down: any copy left (stopped where
+      // it ran) does; wanted up and held by none, it is being placed
+      const listed = (r: (typeof view.anywhere)[number]) =>
+        r.owner !== null ? listedOn(r, r.owner) : r.desired !== "up" && listedOn(r, undefined)
       const waiting = view.anywhere
-        .filter((r) => ofProject(r.project) && r.desired !== "removed" && !listedByOwner(r))
+        .filter((r) => ofProject(r.project) && r.desired !== "removed" && !listed(r))
         .map((r) =>
           r.desired === "up"
             ? cluster.placeholder(

@@ -8,7 +8,9 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { Worlds } from "../actors/Worlds.js"
-import { Cluster } from "../cluster/Cluster.js"
+import { Down, Remove, RestartServices } from "../actors/protocol.js"
+import { Cluster, type RemoteWorld } from "../cluster/Cluster.js"
+import type { AnywhereRow } from "../cluster/store.js"
 import { definedEnv } from "../domain/environment.js"
 import { InternalError, InvalidRequest } from "../domain/errors.js"
 import { type ActionRequest, serveDashboard } from "../services/dashboard/web.js"
@@ -18,22 +20,68 @@ import { watch } from "./watch.js"
 
 const encode = Schema.encode(WatchMessage)
 
+/**
+ * A world that runs anywhere is commanded through the cluster's table, wherever it runs (a down of its copy alone would
+ * be undone by the placer, which starts what is wanted up): up, down and remove say what is wanted; the rest act on
+ * its copy where it runs.
+ */
+const actAnywhere = (row: AnywhereRow, action: ActionRequest["action"]) =>
+  Effect.gen(function* () {
+    const cluster = yield* Cluster
+    const desired = action === "up" ? "up" : action === "down" ? "down" : action === "remove" ? "removed" : undefined
+    if (desired === undefined) return undefined
+    // answered at once: the cluster places and starts it meanwhile, as `up --no-wait` does
+    yield* cluster.setAnywhere(row, desired).pipe(Effect.ignore, Effect.forkDaemon)
+    return `${row.name}: ${desired === "up" ? "starting" : desired === "down" ? "stopping" : "removing"} (it runs anywhere)`
+  })
+
+/**
+ * A world of another machine, commanded there through the cluster: those actions that need nothing of this machine.
+ * `up` and `reload` take the world's own environment and selection, which live on its machine: act there.
+ */
+const actRemote = (remote: RemoteWorld, request: ActionRequest) =>
+  Effect.gen(function* () {
+    const cluster = yield* Cluster
+    const name = remote.status.name
+    const there = `on ${remote.machine.name}`
+    switch (request.action) {
+      case "down":
+        yield* cluster.tell(remote, new Down())
+        return `${name}: stopped ${there}`
+      case "remove":
+        yield* cluster.tell(remote, new Remove({ force: false }))
+        return `removed ${name} ${there}`
+      case "restart":
+        yield* cluster.tell(remote, new RestartServices({ services: [request.service ?? ""] }))
+        return `${name}: restarted ${request.service ?? ""} ${there}`
+      case "up":
+      case "reload":
+        return yield* new InvalidRequest({
+          reason: `world ${name} runs on machine ${remote.machine.name}, which keeps its environment: ${request.action} it from there, or with \`berth ${request.action} ${name}\` in a checkout of ${remote.status.project} here`
+        })
+    }
+  })
+
 const act = (request: ActionRequest) =>
   Effect.gen(function* () {
     const worlds = yield* Worlds
     const registry = yield* Registry
+    const cluster = yield* Cluster
+    const anywhere = (project: string, slug: string) =>
+      Effect.map(cluster.view, (v) => v.anywhere.find((r) => r.project === project && r.slug === slug))
     if (request.world < 0) {
-      // a world of another machine: shown here, commanded there (its environment and selection live there)
-      const remote = yield* (yield* Cluster).remoteById(request.world)
-      return yield* new InvalidRequest({
-        reason:
-          remote === undefined
-            ? `world #${request.world} is gone`
-            : `world ${remote.status.name} runs on machine ${remote.machine.name}: ${request.action} it from there, or with \`berth ${request.action === "restart" ? "reload" : request.action} ${remote.status.name}\` in a checkout of ${remote.status.project} here`
-      })
+      // a world of another machine: shown here, commanded there
+      const remote = yield* cluster.remoteById(request.world)
+      if (remote === undefined) return yield* new InvalidRequest({ reason: `world #${request.world} is gone` })
+      const row = yield* anywhere(remote.status.project, remote.status.slug)
+      const done = row === undefined ? undefined : yield* actAnywhere(row, request.action)
+      return done ?? (yield* actRemote(remote, request))
     }
     const w = yield* registry.world(request.world)
     if (w === undefined) return yield* new InvalidRequest({ reason: `world #${request.world} is gone` })
+    const row = yield* anywhere(w.projectName, w.slug)
+    const done = row === undefined ? undefined : yield* actAnywhere(row, request.action)
+    if (done !== undefined) return done
     const ref = { cwd: w.mainRoot, world: w.name }
     const env = w.env ?? definedEnv(process.env)
     switch (request.action) {

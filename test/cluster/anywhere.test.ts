@@ -8,6 +8,7 @@ import { execFileSync } from "node:child_process"
 import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { remoteWorldId } from "../../src/domain/cluster.js"
 import { markIn } from "../../src/domain/marks.js"
 import { eventually, isAlive, type Sandbox, sandbox, serverScript } from "../e2e/harness.js"
 import { type Host, hostsUnavailable, shop, type TestNetwork, testNetwork } from "./hosts.js"
@@ -22,6 +23,8 @@ const viaProxy = (host: Host, hostname: string) => {
 
 interface StatusWorld {
   readonly name: string
+  readonly project: string
+  readonly slug: string
   readonly state: string
   readonly machine?: string
   readonly placement?: string
@@ -43,6 +46,31 @@ const git = (cwd: string, ...args: ReadonlyArray<string>) =>
   })
 
 const daemonPid = (host: Host) => Number(readFileSync(join(host.home, "daemon.pid"), "utf8").trim().split(/\s+/)[0])
+
+/**
+ * One action through a host's web dashboard (berth.localhost on its proxy), as the dashboard's own page sends it: the
+ * token read from the page, the page's origin. `world` is the dashboard's id (another machine's worlds are negative).
+ */
+const dashboardAction = (h: Host, world: number, action: string) => {
+  const origin = `http://berth.localhost:${PROXY_PORT}`
+  const script = `
+const http = require("node:http")
+const ask = (method, path, headers, body) => new Promise((resolve) => {
+  const req = http.request({ host: "127.0.0.1", port: ${PROXY_PORT}, method, path, headers: { host: "berth.localhost:${PROXY_PORT}", ...headers } }, (r) => {
+    let b = ""; r.on("data", (d) => (b += d)); r.on("end", () => resolve({ status: r.statusCode, body: b }))
+  })
+  req.on("error", (e) => resolve({ status: 0, body: e.message }))
+  req.end(body)
+})
+;(async () => {
+  const page = await ask("GET", "/", {})
+  const token = (/data-token="([^"]+)"/.exec(page.body) || [])[1] || ""
+  const body = JSON.stringify({ world: ${world}, action: ${JSON.stringify(action)} })
+  const r = await ask("POST", "/actions", { origin: ${JSON.stringify(origin)}, "x-berth-token": token, "content-type": "application/json" }, body)
+  console.log(JSON.stringify(r))
+})()`
+  return JSON.parse(h.exec("node", ["-e", script])) as { status: number; body: string }
+}
 
 /** Seconds since boot now, as /proc counts them (the clock process start times are given in). */
 const uptime = () => Number(readFileSync("/proc/uptime", "utf8").split(" ")[0])
@@ -380,6 +408,48 @@ describe.skipIf(unavailable !== undefined)(
         expect(removed.code, removed.stderr).toBe(0)
       }
     }, 180_000)
+
+    it("acts from the web dashboard on other machines' worlds: a pinned one there, one that runs anywhere through the cluster", async () => {
+      // a world of h2's own, acted on from h1's dashboard
+      const clone = join(net.base, "h2-shop")
+      const up = await host(2).run(clone, ["up", "--json"], 60_000)
+      expect(up.code, up.stderr).toBe(0)
+      const seen = await eventually(
+        () => statusOf(host(1)),
+        (ws) => ws.some((w) => w.name === "main" && w.machine === "h2" && w.state === "running")
+      )
+      const theirs = seen.find((w) => w.name === "main" && w.machine === "h2") as StatusWorld
+      const mainId = remoteWorldId("h2", theirs.project, theirs.slug)
+      const down = dashboardAction(host(1), mainId, "down")
+      expect(down.status, down.body).toBe(200)
+      const mains = await eventually(
+        async () => (await statusOf(host(2))).filter((w) => w.name === "main" && w.machine === undefined),
+        (ws) => ws[0]?.state === "stopped"
+      )
+      expect(mains[0]?.state).toBe("stopped")
+      // up needs the world's own environment, which its machine keeps: refused with where to act
+      const refused = dashboardAction(host(1), mainId, "up")
+      expect(refused.status).toBe(422)
+      expect(refused.body).toContain("runs on machine h2")
+
+      // a world that runs anywhere: down sticks (the placer does not start it again), up brings it back
+      const { machine } = await placed("feat-a")
+      const viewer = net.hosts.find((h) => h.name !== machine) as Host
+      const listed = (await statusOf(viewer)).find((w) => w.name === "feat-a") as StatusWorld
+      const id = remoteWorldId(machine, listed.project, listed.slug)
+      const stop = dashboardAction(viewer, id, "down")
+      expect(stop.status, stop.body).toBe(200)
+      await eventually(
+        () => statusOf(viewer),
+        (ws) => ws.some((w) => w.name === "feat-a" && w.state === "stopped")
+      )
+      await new Promise((r) => setTimeout(r, 3_000))
+      expect((await statusOf(viewer)).find((w) => w.name === "feat-a")?.state).toBe("stopped")
+      // its stopped copy is still listed where it ran, and the dashboard acts on it there
+      const again = dashboardAction(viewer, id, "up")
+      expect(again.status, again.body).toBe(200)
+      await runner("feat-a", undefined, 45_000)
+    }, 150_000)
 
     it("takes a world down and removes it from any machine", async () => {
       const { owner, pid } = await placed("feat-a")
