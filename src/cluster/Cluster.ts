@@ -37,6 +37,7 @@ import {
   anywhereEntityId,
   currentCopies,
   moveWaiting,
+  ownedPlacements,
   anywhereIds,
   clusterUrlProblem,
   DEFAULT_RUNNER_PORT,
@@ -229,7 +230,9 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
       ])
       const admits =
         !draining && queue.length === 0 && gateClosed(running, readings, settings, recovering) === undefined
-      return { admits, running, waiting: queue.length, draining }
+      const marked = anywhereIds(yield* registry.getSetting(ANYWHERE_SETTING).pipe(Effect.orElseSucceed(() => [])))
+      const anywhere = marked.filter((id) => admission.holds(id) || admission.entry(id) !== undefined).length
+      return { admits, running, waiting: queue.length, anywhere, draining }
     })
 
     const unavailable = (url: string) => (e: unknown) =>
@@ -717,11 +720,18 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
           const [current] = yield* store.anywhere(row).pipe(Effect.mapError(internal))
           if (current === undefined) return null
           const machines = yield* store.machines.pipe(Effect.mapError(internal))
+          const owned = ownedPlacements(yield* store.anywhere().pipe(Effect.mapError(internal)))
           let askedOwner: string | undefined
-          const answer = yield* settle(store, machines, current, (r, owner) => {
-            askedOwner = owner.name
-            return ask(r, owner)
-          }).pipe(
+          const answer = yield* settle(
+            store,
+            machines,
+            current,
+            (r, owner) => {
+              askedOwner = owner.name
+              return ask(r, owner)
+            },
+            owned
+          ).pipe(
             Effect.catchTag("SqlError", (e) => Effect.fail(internal(e))),
             Effect.either
           )

@@ -34,6 +34,7 @@ import {
   ENSURE_EVERY_MS,
   ensureStep,
   parseAnywhereEntityId,
+  ownedPlacements,
   placeAnywhere,
   placerStep,
   shardGroupOf
@@ -221,7 +222,9 @@ export const settle = <A, E, R>(
   store: Store,
   machines: ReadonlyArray<Machine>,
   row: AnywhereRow,
-  ask: (row: AnywhereRow, owner: Machine) => Effect.Effect<A, E, R>
+  ask: (row: AnywhereRow, owner: Machine) => Effect.Effect<A, E, R>,
+  /** the worlds that run anywhere each machine is given (`ownedPlacements`); a placement here adds to it */
+  owned: Map<string, number> = new Map()
 ) =>
   Effect.gen(function* () {
     const owner = machines.find((m) => m.name === row.owner)
@@ -237,13 +240,16 @@ export const settle = <A, E, R>(
       case "ensure":
         return owner === undefined ? undefined : yield* ask(row, owner)
       case "place": {
-        const others = machines.filter((m) => m.name !== row.owner)
+        const others = machines
+          .filter((m) => m.name !== row.owner)
+          .map((m) => ({ ...m, owned: owned.get(m.name) ?? 0 }))
         const to = others.find((m) => m.name === placeAnywhere(others, row.owner))
         if (to === undefined) {
           yield* store.note(row.project, row.slug, "no machine of the cluster can take it now")
           return undefined
         }
         if (!(yield* store.reassign(row.project, row.slug, row.owner, to.name))) return undefined
+        owned.set(to.name, (owned.get(to.name) ?? 0) + 1)
         return yield* ask({ ...row, owner: to.name }, to)
       }
     }
@@ -275,7 +281,9 @@ export const anywherePlacer = (store: Store) =>
       }
       const round = Effect.gen(function* () {
         const machines = yield* store.machines
-        for (const row of yield* store.anywhere()) yield* settle(store, machines, row, ask)
+        const rows = yield* store.anywhere()
+        const owned = ownedPlacements(rows)
+        for (const row of rows) yield* settle(store, machines, row, ask, owned)
       })
       yield* round.pipe(
         Effect.catchAllCause((cause) => Effect.logWarning("berth cluster: the anywhere round failed", cause)),

@@ -301,6 +301,8 @@ export const ClusterMachine = Schema.Struct({
         admits: Schema.Boolean,
         running: Schema.Number,
         waiting: Schema.Number,
+        /** of those running or waiting, the worlds that run anywhere */
+        anywhere: Schema.optional(Schema.Number),
         draining: Schema.Boolean
       })
     )

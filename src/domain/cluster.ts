@@ -135,6 +135,8 @@ export interface Room {
   readonly admits: boolean
   readonly running: number
   readonly waiting: number
+  /** of those running or waiting, the worlds that run anywhere */
+  readonly anywhere: number
   /** its daemon is stopping: nothing is placed there */
   readonly draining: boolean
 }
@@ -147,7 +149,7 @@ export const parseRoom = (value: unknown): Room | undefined => {
   const waiting = count(v.waiting)
   if (typeof v.admits !== "boolean" || typeof v.draining !== "boolean") return undefined
   if (running === undefined || waiting === undefined) return undefined
-  return { admits: v.admits, running, waiting, draining: v.draining }
+  return { admits: v.admits, running, waiting, anywhere: count(v.anywhere) ?? 0, draining: v.draining }
 }
 
 /**
@@ -163,6 +165,29 @@ export interface PlacerMachine {
   readonly name: string
   readonly heartbeatAgeMs: number
   readonly room: Room | undefined
+  /** the worlds that run anywhere the table gives it now (current, where its room is a heartbeat old) */
+  readonly owned?: number
+}
+
+/** Per machine, how many worlds that run anywhere the table gives it (wanted up). */
+export const ownedPlacements = (
+  rows: ReadonlyArray<{ readonly owner: string | null; readonly desired: AnywhereDesired }>
+): Map<string, number> => {
+  const owned = new Map<string, number>()
+  for (const r of rows) {
+    if (r.owner !== null && r.desired === "up") owned.set(r.owner, (owned.get(r.owner) ?? 0) + 1)
+  }
+  return owned
+}
+
+/**
+ * How busy a machine is: its own worlds, running or waiting, as its room said, and the worlds that run anywhere the
+ * table gives it, as the table says now (a world placed a moment ago counts at once, so a burst of ups spreads out).
+ */
+export const placerLoad = (m: PlacerMachine): number => {
+  const room = m.room
+  const own = Math.max(0, (room?.running ?? 0) + (room?.waiting ?? 0) - (room?.anywhere ?? 0))
+  return own + (m.owned ?? room?.anywhere ?? 0)
 }
 
 /** A machine the placer may count on: heard from lately, not stopping. */
@@ -174,13 +199,12 @@ const usable = (m: PlacerMachine) => m.heartbeatAgeMs <= PLACE_ON_HEARD_MS && m.
  * `previous` (its clone is there), then by name, so every placer decides alike. Undefined when no machine is usable.
  */
 export const placeAnywhere = (machines: ReadonlyArray<PlacerMachine>, previous: string | null): string | undefined => {
-  const load = (m: PlacerMachine) => (m.room?.running ?? 0) + (m.room?.waiting ?? 0)
   const candidates = machines.filter(usable)
   const roomy = candidates.filter((m) => m.room?.admits === true)
   const pool = roomy.length > 0 ? roomy : candidates
   const sorted = [...pool].sort(
     (a, b) =>
-      load(a) - load(b) ||
+      placerLoad(a) - placerLoad(b) ||
       Number(b.name === previous) - Number(a.name === previous) ||
       (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
   )

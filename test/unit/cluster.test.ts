@@ -3,6 +3,8 @@ import * as FastCheck from "effect/FastCheck"
 import {
   ANYWHERE_GROUP,
   currentCopies,
+  ownedPlacements,
+  placerLoad,
   MOVE_WAITING_AFTER_MS,
   moveWaiting,
   GIVE_UP_AFTER_MS,
@@ -180,6 +182,7 @@ describe("placing worlds that run anywhere (cluster-wide admission)", () => {
     admits,
     running,
     waiting,
+    anywhere: 0,
     draining
   })
   const m = (name: string, r = room(0), heartbeatAgeMs = 500): PlacerMachine => ({ name, heartbeatAgeMs, room: r })
@@ -188,6 +191,30 @@ describe("placing worlds that run anywhere (cluster-wide admission)", () => {
     expect(placeAnywhere([m("h1", room(3)), m("h2", room(1)), m("h3", room(2))], null)).toBe("h2")
     // the busiest machine with room beats an idle one without
     expect(placeAnywhere([m("h1", room(0, false)), m("h2", room(5))], null)).toBe("h2")
+  })
+
+  it("counts a machine's worlds that run anywhere as the table gives them now, its own as its room said", () => {
+    const rows = [
+      { owner: "h1", desired: "up" as const },
+      { owner: "h1", desired: "up" as const },
+      { owner: "h2", desired: "down" as const },
+      { owner: null, desired: "up" as const }
+    ]
+    const owned = ownedPlacements(rows)
+    expect(owned.get("h1")).toBe(2)
+    expect(owned.get("h2")).toBeUndefined()
+    // h1 runs 3 of its own and 1 that runs anywhere, and was just given a second: 5
+    expect(placerLoad({ ...m("h1", { ...room(4), anywhere: 1 }), owned: 2 })).toBe(5)
+    // a burst of ups spreads out before the heartbeats catch up
+    expect(
+      placeAnywhere(
+        [
+          { ...m("h1"), owned: 1 },
+          { ...m("h2"), owned: 0 }
+        ],
+        null
+      )
+    ).toBe("h2")
   })
 
   it("waits in the shortest line when no machine has room", () => {
@@ -215,6 +242,7 @@ describe("placing worlds that run anywhere (cluster-wide admission)", () => {
           admits: FastCheck.boolean(),
           running: FastCheck.nat(10),
           waiting: FastCheck.nat(10),
+          anywhere: FastCheck.nat(3),
           draining: FastCheck.boolean()
         }),
         { nil: undefined }
