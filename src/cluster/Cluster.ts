@@ -58,6 +58,7 @@ import {
   MachineUnreachable
 } from "../domain/errors.js"
 import { hidePassword } from "../domain/redact.js"
+import { isAtRest } from "../domain/world-state.js"
 import { slugify } from "../domain/names.js"
 import { Git } from "../services/Git.js"
 import { Home } from "../services/Home.js"
@@ -172,9 +173,6 @@ const pgLayer = (url: string) =>
     connectTimeout: Duration.seconds(5)
   })
 
-/** A copy is tidied away only once nothing of it runs or is about to. */
-const TIDYABLE: ReadonlySet<string> = new Set(["stopped", "failed"])
-
 type TransportError = MailboxFull | AlreadyProcessingMessage | PersistenceError
 
 /** The engine's own failures of a request: each means the machine never took it. */
@@ -210,7 +208,7 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
     /** set when the daemon stops: worlds that run anywhere are stopped here and start nowhere here any more */
     let draining = false
     let member: { readonly fiber: Fiber.RuntimeFiber<void>; readonly settings: Settings } | undefined
-    /** the fence (fence.ts): this machine's hold on its shards, and the rule that keeps a stale one from starting */
+    /** the fence (fence.ts): this machine's hold on what it runs, and the rule that keeps a stale one from starting */
     const hold: Hold = { refreshedAt: undefined, beatAt: undefined }
     const fence = yield* Fence
     yield* installRule(hold, {
@@ -409,11 +407,11 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
             continue
           }
           const stale = row === undefined || row.desired === "removed" || (row.owner !== null && row.owner !== machine)
-          if (stale && row !== undefined && row.owner !== machine && !TIDYABLE.has(w.observed)) {
+          if (stale && row !== undefined && row.owner !== machine && !isAtRest(w.observed)) {
             // given to another machine while this one was frozen or cut off: this copy must not run beside that one
             yield* worlds.tell(id, new Down()).pipe(Effect.ignore)
           }
-          if (!stale || !TIDYABLE.has(w.observed)) {
+          if (!stale || !isAtRest(w.observed)) {
             keep.push(id)
             continue
           }
@@ -717,10 +715,11 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
         // a few times: the placer may give the world a machine between this read and this placement, and a world
         // that waits in one machine's line moves to another with room (the answer there is the one wanted)
         for (let attempt = 0; attempt < 4; attempt++) {
-          const [current] = yield* store.anywhere(row).pipe(Effect.mapError(internal))
+          const rows = yield* store.anywhere().pipe(Effect.mapError(internal))
+          const current = rows.find((r) => r.project === row.project && r.slug === row.slug)
           if (current === undefined) return null
           const machines = yield* store.machines.pipe(Effect.mapError(internal))
-          const owned = ownedPlacements(yield* store.anywhere().pipe(Effect.mapError(internal)))
+          const owned = ownedPlacements(rows)
           let askedOwner: string | undefined
           const answer = yield* settle(
             store,

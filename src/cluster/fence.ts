@@ -1,8 +1,8 @@
 /**
- * The daemon's half of the fence (`domain/fence.ts`): while this machine is a member, its hold on its shards is
- * renewed with every lock refresh that keeps all of them; the lease file says until when that hold is good; the
- * watchdog beside the daemon (`watchdog.ts`) stops the worlds that run anywhere here once it is not; and no process of
- * such a world starts here while the hold is stale (the rule installed in the `Fence` service).
+ * The daemon's half of the fence (`domain/fence.ts`): while this machine is a member, its hold on what it runs is
+ * renewed with every lock refresh that keeps all its shards and with every heartbeat; the lease file says until when
+ * that hold is good; the watchdog beside the daemon (`watchdog.ts`) stops the worlds that run anywhere here once it is
+ * not; and no process of such a world starts here while the hold is stale (the rule installed in the `Fence` service).
  */
 import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
@@ -15,12 +15,10 @@ import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import { ANYWHERE_SETTING, anywhereIds, timings } from "../domain/cluster.js"
 import { type FenceLease, formatLease, holdUntil } from "../domain/fence.js"
+import { isAtRest } from "../domain/world-state.js"
 import { Fence } from "../services/Fence.js"
 import { Home } from "../services/Home.js"
 import { Registry } from "../services/Registry.js"
-
-/** World states in which none of a world's processes run. */
-const STOPPED: ReadonlySet<string> = new Set(["stopped", "failed"])
 
 /** How often the lease file is brought up to date (it changes with each renewal, every lock refresh). */
 const WRITE_EVERY_MS = 250
@@ -105,7 +103,7 @@ export const keepLease = (hold: Hold) =>
       const still: Array<number> = []
       for (const id of ids) {
         const w = yield* registry.world(id)
-        if (w !== undefined && !STOPPED.has(w.observed)) still.push(id)
+        if (w !== undefined && !isAtRest(w.observed)) still.push(id)
       }
       return still
     })

@@ -31,7 +31,10 @@ const actAnywhere = (row: AnywhereRow, action: ActionRequest["action"]) =>
     const desired = action === "up" ? "up" : action === "down" ? "down" : action === "remove" ? "removed" : undefined
     if (desired === undefined) return undefined
     // answered at once: the cluster places and starts it meanwhile, as `up --no-wait` does
-    yield* cluster.setAnywhere(row, desired).pipe(Effect.ignore, Effect.forkDaemon)
+    yield* cluster.setAnywhere(row, desired).pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning(`web dashboard: ${action} of ${row.name}`, cause)),
+      Effect.forkDaemon
+    )
     return `${row.name}: ${desired === "up" ? "starting" : desired === "down" ? "stopping" : "removing"} (it runs anywhere)`
   })
 

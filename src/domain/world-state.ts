@@ -88,6 +88,11 @@ const settled: ReadonlySet<WorldState> = new Set(["running", "stopped", "suspend
  */
 export const isSettled = (state: WorldState): boolean => settled.has(state)
 
+const atRest: ReadonlySet<string> = new Set(["stopped", "failed"])
+
+/** Nothing of the world runs, nor is about to: stopped, or failed (a failed start stops what it started). */
+export const isAtRest = (state: string): boolean => atRest.has(state)
+
 /** What is known of a world when deciding what to do with it: what is wanted and what is true. */
 export interface WorldFacts {
   readonly desired: WorldDesired
