@@ -431,7 +431,8 @@ describe("a peer that drops off while requests wait", () => {
         expect(answer.headers["retry-after"]).toBe("2")
         expect(answer.body.toString()).toContain("machine-c")
       }
-      expect(Date.now() - gone).toBeLessThan(1_500)
+      // they would wait for ever; a few seconds allow for a loaded machine
+      expect(Date.now() - gone).toBeLessThan(5_000)
     } finally {
       for (const f of fronts) await f.close()
       await owner.close()

@@ -284,20 +284,22 @@ describe("HTTPS timeouts", () => {
       socket.once("secureConnect", () => resolve(socket))
       socket.once("error", reject)
     })
-  const limit = timeouts.idleMs + 1_500
+  // Generous upper bounds: a loaded 2-core CI machine can lag by seconds; what matters is that the proxy cuts at all.
+  const slack = 4_000
+  const limit = timeouts.idleMs + slack
 
   it("cuts a TLS handshake sent one byte at a time", async () => {
     const hello = await clientHello(web)
     const cut = await drip(await connect(timedPort), hello, { everyMs: 20, giveUpMs: 6_000 })
     expect(cut.closedAfterMs).toBeDefined()
-    expect(cut.closedAfterMs!).toBeLessThan(timeouts.headMs + 1_500)
+    expect(cut.closedAfterMs!).toBeLessThan(timeouts.headMs + slack)
   })
 
   it("cuts an HTTP/1.1 request head dripped over TLS", async () => {
     const head = `GET / HTTP/1.1\r\nHost: ${web}\r\nX-Slow: ${"a".repeat(200)}\r\n\r\n`
     const cut = await drip(await secure(["http/1.1"]), head, { everyMs: 50, giveUpMs: 6_000 })
     expect(cut.closedAfterMs).toBeDefined()
-    expect(cut.closedAfterMs!).toBeLessThan(timeouts.headMs + 1_500)
+    expect(cut.closedAfterMs!).toBeLessThan(timeouts.headMs + slack)
   })
 
   it("cuts an HTTP/2 HEADERS frame dripped byte by byte", async () => {
@@ -311,9 +313,10 @@ describe("HTTPS timeouts", () => {
   it("closes idle connections: an HTTP/2 session with no stream, a kept-alive HTTP/1.1 one", async () => {
     const socket = await secure(["h2"])
     const session = http2.connect(`https://${web}:${timedPort}`, { createConnection: () => socket })
-    const t0 = Date.now()
     const answer = await h2Get(session, { ":path": "/", ":authority": `${web}:${timedPort}` })
     expect(answer.status).toBe(200)
+    // Idle counts from the end of the last stream, so the clock starts once the answer is in.
+    const t0 = Date.now()
     await new Promise<void>((resolve) => session.once("close", () => resolve()))
     expect(Date.now() - t0).toBeLessThan(limit)
     const h1 = await secure(["http/1.1"])

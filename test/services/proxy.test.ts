@@ -655,6 +655,8 @@ describe.each(modes)("timeouts ($name)", ({ fastPath }) => {
   let proxy: StartedProxy
   const web = "web.w1.demo.localhost"
   const timeouts = { headMs: 600, idleMs: 1_200 }
+  // Generous upper bounds: a loaded 2-core CI machine can lag by seconds; the lower bounds say it was the timer that cut.
+  const slack = 4_000
 
   beforeAll(async () => {
     backend = await startBackend((req, res) => {
@@ -674,7 +676,7 @@ describe.each(modes)("timeouts ($name)", ({ fastPath }) => {
     const cut = await drip(await connect(proxy.port), head, { everyMs: 50, giveUpMs: 6_000 })
     expect(cut.closedAfterMs).toBeDefined()
     expect(cut.closedAfterMs!).toBeGreaterThanOrEqual(timeouts.headMs - 50)
-    expect(cut.closedAfterMs!).toBeLessThan(timeouts.headMs + 1_500)
+    expect(cut.closedAfterMs!).toBeLessThan(timeouts.headMs + slack)
     expect(cut.received).toMatch(/^HTTP\/1\.1 408 /)
   })
 
@@ -687,9 +689,9 @@ describe.each(modes)("timeouts ($name)", ({ fastPath }) => {
       giveUpMs: 6_000
     })
     expect(cut.received).toMatch(/^HTTP\/1\.1 200 OK/)
-    expect(cut.closedAfterMs).toBeLessThan(timeouts.headMs + 1_500)
+    expect(cut.closedAfterMs).toBeLessThan(timeouts.headMs + slack)
     const blank = await drip(await connect(proxy.port), "\r\n".repeat(200), { everyMs: 50, giveUpMs: 6_000 })
-    expect(blank.closedAfterMs).toBeLessThan(timeouts.headMs + 1_500)
+    expect(blank.closedAfterMs).toBeLessThan(timeouts.headMs + slack)
   })
 
   it("times every head of a connection, after one that came in pieces and one that kept it waiting", async () => {
@@ -712,7 +714,7 @@ describe.each(modes)("timeouts ($name)", ({ fastPath }) => {
       giveUpMs: 6_000
     })
     expect(cut.closedAfterMs).toBeDefined()
-    expect(cut.closedAfterMs!).toBeLessThan(timeouts.headMs + 1_000)
+    expect(cut.closedAfterMs!).toBeLessThan(timeouts.headMs + slack)
   })
 
   it("closes a kept-alive connection left idle, but not one waiting for its response", async () => {
@@ -732,7 +734,7 @@ describe.each(modes)("timeouts ($name)", ({ fastPath }) => {
     expect(idle.received).toMatch(/^HTTP\/1\.1 200 OK/)
     expect(idle.ms).toBeGreaterThanOrEqual(timeouts.idleMs - 100)
     // node:http adds a second of slack to its keep-alive time
-    expect(idle.ms).toBeLessThan(timeouts.idleMs + 1_500)
+    expect(idle.ms).toBeLessThan(timeouts.idleMs + slack)
     const slow = await idleAfter("/slow")
     expect(slow.received).toMatch(/^HTTP\/1\.1 200 OK[\s\S]*\r\n\r\nok$/)
     expect(slow.ms).toBeGreaterThanOrEqual(3 * timeouts.idleMs + timeouts.idleMs - 100)
