@@ -39,6 +39,7 @@ import {
   moveWaiting,
   ownedPlacements,
   anywhereIds,
+  clusterOwner,
   clusterUrlProblem,
   DEFAULT_RUNNER_PORT,
   machineNameProblem,
@@ -63,6 +64,7 @@ import { slugify } from "../domain/names.js"
 import { Git } from "../services/Git.js"
 import { Home } from "../services/Home.js"
 import { Fence } from "../services/Fence.js"
+import { SliceLedger } from "../services/slices/SliceLedger.js"
 import { Admission } from "../services/Admission.js"
 import { gateClosed } from "../domain/admission.js"
 import { Registry } from "../services/Registry.js"
@@ -72,6 +74,7 @@ import { Anywhere, anywhereLayer, anywherePlacer, settle } from "./anywhere.js"
 import { WorldQuery, WorldQueryLive } from "./queries.js"
 import { runnerLayer } from "./runner.js"
 import { type Hold, installRule, keepLease } from "./fence.js"
+import { sharedSlicesOf } from "./slices.js"
 import { type AnywhereRow, type Machine, makeStore, SCHEMA_VERSION, type SharedWorld, type Store } from "./store.js"
 
 const SETTINGS_KEY = "cluster"
@@ -211,6 +214,7 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
     /** the fence (fence.ts): this machine's hold on what it runs, and the rule that keeps a stale one from starting */
     const hold: Hold = { refreshedAt: undefined, beatAt: undefined }
     const fence = yield* Fence
+    const ledger = yield* SliceLedger
     yield* installRule(hold, {
       member: () => view.state !== "solo",
       owns: (project, slug) =>
@@ -265,6 +269,23 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
             replace: false
           })
           yield* store.createAnywhere
+          // the slices of worlds that run anywhere are the cluster's while this session lasts (cluster/slices.ts)
+          const clusterMark = clusterOwner(yield* store.clusterId)
+          yield* Effect.acquireRelease(
+            ledger.install(
+              sharedSlicesOf(store, settings.name, clusterMark, (project, slug) =>
+                Effect.gen(function* () {
+                  const row = view.anywhere.find((r) => r.project === project && r.slug === slug)
+                  if (row !== undefined) return row
+                  // ran here anywhere, and removed meanwhile: still the cluster's slices, never this machine's own
+                  const id = yield* worlds.idOf(project, slug)
+                  const marked = anywhereIds(yield* registry.getSetting(ANYWHERE_SETTING))
+                  return id !== undefined && marked.includes(id) ? ("gone" as const) : undefined
+                }).pipe(Effect.orElseSucceed(() => undefined))
+              )
+            ),
+            () => ledger.install(() => Effect.succeedNone)
+          )
           // before the runner: its scope closes after the runner's, once the engine has stopped this session's worlds.
           // The hold outlives a session: a session that starts again right away has lost nothing of it
           yield* keepLease(hold).pipe(Effect.provideService(Home, home), Effect.provideService(Registry, registry))

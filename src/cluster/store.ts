@@ -16,7 +16,7 @@ import { type AnywhereDesired, freeSlot, MAX_MACHINES, parseRoom, type Room } fr
 import { ClusterRefused } from "../domain/errors.js"
 
 /** The version of berth's own tables in a cluster's database; a berth that finds a newer one refuses to join. */
-export const SCHEMA_VERSION = 3
+export const SCHEMA_VERSION = 4
 
 /** A world that runs anywhere, as the cluster wants it: the shared half of its state (DESIGN: entities are in memory). */
 export interface AnywhereRow {
@@ -53,6 +53,18 @@ export interface Machine {
   readonly joinedAt: number
   /** its room for one more world, as its last heartbeat said (undefined from a member of an older berth) */
   readonly room: Room | undefined
+}
+
+/** A slice of a world that runs anywhere, as one machine's generation of the world claims it. */
+export interface SliceClaim {
+  readonly project: string
+  readonly slug: string
+  readonly service: string
+  /** its name on its server, and which server (a hash of its address): the same two mean the same data */
+  readonly name: string
+  readonly server: string
+  readonly machine: string
+  readonly generation: number
 }
 
 export interface MachineClaim {
@@ -127,8 +139,9 @@ export const makeStore = Effect.gen(function* () {
     .pipe(Effect.asVoid)
 
   /**
-   * The table of worlds that run anywhere (version 2) and each machine's room for one more (version 3): a cluster made
-   * by an older version gains them when a member starts.
+   * The table of worlds that run anywhere (version 2), each machine's room for one more (version 3), and the slices of
+   * worlds that run anywhere with the cluster's own id, the owner mark of those slices (version 4): a cluster made by an
+   * older version gains them when a member starts.
    */
   const createAnywhere = sql.withTransaction(
     Effect.gen(function* () {
@@ -150,6 +163,19 @@ export const makeStore = Effect.gen(function* () {
         updated_at timestamptz NOT NULL DEFAULT now(),
         PRIMARY KEY (project, slug)
       )`
+      yield* sql`CREATE TABLE IF NOT EXISTS berth_slices (
+        project text NOT NULL,
+        slug text NOT NULL,
+        service text NOT NULL,
+        name text NOT NULL,
+        server text NOT NULL,
+        state text NOT NULL,
+        generation bigint NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (project, slug, service)
+      )`
+      yield* sql`INSERT INTO berth_meta (key, value) VALUES ('id', md5(random()::text || clock_timestamp()::text))
+        ON CONFLICT (key) DO NOTHING`
       // a member of an older berth, which knows neither, is refused from now on
       yield* sql`INSERT INTO berth_meta (key, value) VALUES ('schema', ${String(SCHEMA_VERSION)})
         ON CONFLICT (key) DO UPDATE SET value = greatest(berth_meta.value::int, excluded.value::int)::text`
@@ -224,8 +250,9 @@ export const makeStore = Effect.gen(function* () {
 
   /** A world wanted removed that no machine holds any more goes. */
   const forget = (project: string, slug: string) =>
-    sql`DELETE FROM berth_anywhere WHERE project = ${project} AND slug = ${slug}
-      AND desired = 'removed' AND owner IS NULL`.pipe(Effect.asVoid)
+    sql`WITH gone AS (DELETE FROM berth_anywhere WHERE project = ${project} AND slug = ${slug}
+        AND desired = 'removed' AND owner IS NULL RETURNING project, slug)
+      DELETE FROM berth_slices s USING gone WHERE s.project = gone.project AND s.slug = gone.slug`.pipe(Effect.asVoid)
 
   /** Why the world could not start (or null once it has): what `status` shows while no machine runs it. */
   const note = (project: string, slug: string, reason: string | null) =>
@@ -237,9 +264,75 @@ export const makeStore = Effect.gen(function* () {
       Effect.gen(function* () {
         yield* sql`UPDATE berth_anywhere SET owner = NULL, updated_at = now()
           WHERE project = ${project} AND slug = ${slug} AND owner = ${machine}`
-        yield* sql`DELETE FROM berth_anywhere WHERE project = ${project} AND slug = ${slug}
-          AND desired = 'removed' AND owner IS NULL`
+        yield* forget(project, slug)
       })
+    )
+
+  /** The cluster's own id (made with its tables): what names it as the owner of the slices that move with worlds. */
+  const clusterId = Effect.map(
+    sql<{ value: string }>`SELECT value FROM berth_meta WHERE key = 'id'`,
+    (rows) => rows[0]?.value ?? ""
+  )
+
+  /**
+   * A slice of a world that runs anywhere, claimed for `machine`'s generation of the world: fenced in the same
+   * statement by the world's row (still given to `machine`, at that generation), so a machine that lost the world
+   * writes nothing. Answers the slice's state after the claim — `ready` when the same slice (name and server) was made
+   * already, by whichever machine: the world's data, to be used as it is — or undefined when the claim was refused.
+   */
+  const claimSlice = (c: SliceClaim): Effect.Effect<"ready" | "provisioning" | undefined, SqlError> =>
+    Effect.map(
+      sql<{ state: string }>`INSERT INTO berth_slices (project, slug, service, name, server, state, generation)
+        SELECT a.project, a.slug, ${c.service}, ${c.name}, ${c.server}, 'provisioning', a.generation
+          FROM berth_anywhere a
+          WHERE a.project = ${c.project} AND a.slug = ${c.slug} AND a.owner = ${c.machine}
+            AND a.generation = ${c.generation}
+        ON CONFLICT (project, slug, service) DO UPDATE SET
+          state = CASE WHEN berth_slices.name = excluded.name AND berth_slices.server = excluded.server
+            THEN berth_slices.state ELSE 'provisioning' END,
+          name = excluded.name, server = excluded.server, generation = excluded.generation, updated_at = now()
+        RETURNING state`,
+      (rows) => (rows[0] === undefined ? undefined : rows[0].state === "ready" ? "ready" : "provisioning")
+    )
+
+  /**
+   * Says the claimed slice is ready (`to: "ready"`), or forgets it once dropped (`to: "dropped"`), fenced as the claim
+   * is. False when `machine` no longer holds that generation of the world: it must not touch the slice.
+   */
+  const settleSlice = (c: Omit<SliceClaim, "name" | "server">, to: "ready" | "dropped") => {
+    const fenced = sql`EXISTS (SELECT 1 FROM berth_anywhere a WHERE a.project = ${c.project} AND a.slug = ${c.slug}
+      AND a.owner = ${c.machine} AND a.generation = ${c.generation})`
+    const where = sql`project = ${c.project} AND slug = ${c.slug} AND service = ${c.service}
+      AND generation = ${c.generation} AND ${fenced}`
+    return Effect.map(
+      to === "ready"
+        ? sql<{
+            n: number
+          }>`UPDATE berth_slices SET state = 'ready', updated_at = now() WHERE ${where} RETURNING 1 AS n`
+        : sql<{ n: number }>`DELETE FROM berth_slices WHERE ${where} RETURNING 1 AS n`,
+      (rows) => rows.length > 0
+    )
+  }
+
+  /**
+   * Whether `machine` may drop its copy of a slice: while it holds the world at that generation, or when the record
+   * names another slice (or none) for the world — never the one another machine runs the world on now.
+   */
+  const mayDropSlice = (c: SliceClaim) =>
+    Effect.map(
+      sql<{ ok: boolean }>`SELECT EXISTS (SELECT 1 FROM berth_anywhere WHERE project = ${c.project} AND slug = ${c.slug}
+          AND owner = ${c.machine} AND generation = ${c.generation})
+        OR NOT EXISTS (SELECT 1 FROM berth_slices WHERE project = ${c.project} AND slug = ${c.slug}
+          AND service = ${c.service} AND name = ${c.name} AND server = ${c.server}) AS ok`,
+      (rows) => rows[0]?.ok === true
+    )
+
+  /** Whether `machine` still holds that generation of the world (read right before a slice is dropped or overwritten). */
+  const holds = (project: string, slug: string, machine: string, generation: number) =>
+    Effect.map(
+      sql<{ n: number }>`SELECT 1 AS n FROM berth_anywhere WHERE project = ${project} AND slug = ${slug}
+        AND owner = ${machine} AND generation = ${generation}`,
+      (rows) => rows.length > 0
     )
 
   /**
@@ -384,7 +477,12 @@ export const makeStore = Effect.gen(function* () {
     forget,
     setRoom,
     letGo,
-    note
+    note,
+    clusterId,
+    claimSlice,
+    settleSlice,
+    mayDropSlice,
+    holds
   } as const
 })
 

@@ -9,6 +9,7 @@
  */
 
 import { BEAT_HOLD_MS } from "./fence.js"
+import { shortHash } from "./hash.js"
 import type { RouteTarget } from "./routes.js"
 import { type ServiceState, serviceStates } from "./service-state.js"
 import { type WorldState, worldStates } from "./world-state.js"
@@ -93,6 +94,13 @@ export type AnywhereDesired = "up" | "down" | "removed"
  * which is the name berth gives a checkout whose berth.toml names no project.
  */
 export const anywhereClone = (homeRoot: string, project: string): string => `${homeRoot}/anywhere/${project}`
+
+/**
+ * The owner mark of the slices of worlds that run anywhere: the cluster's, the same on every member (an
+ * installation's own mark is `b` and a hash of its BERTH_HOME), so that the machine a world moves to finds its slices
+ * its own. `[a-z0-9]`, as every adapter's marks and names want.
+ */
+export const clusterOwner = (clusterId: string): string => `c${shortHash(`berth cluster ${clusterId}`, 11)}`
 
 /** A world is one that runs anywhere when its checkout is one of those clones or their worktrees. */
 export const isAnywhereCheckout = (homeRoot: string, path: string): boolean => path.startsWith(`${homeRoot}/anywhere/`)

@@ -18,6 +18,7 @@ import { ProcessesLive } from "../services/Processes.js"
 import { RegistryLive } from "../services/Registry.js"
 import { HostsKeeper } from "../services/proxy/HostsKeeper.js"
 import { Router } from "../services/proxy/Router.js"
+import { SliceLedgerLive } from "../services/slices/SliceLedger.js"
 import { SlicesLive } from "../services/slices/Slices.js"
 import { AdmissionLive } from "../services/Admission.js"
 import { FenceLive } from "../services/Fence.js"
@@ -27,7 +28,7 @@ import { MachineLive } from "../services/Machine.js"
 export const WorldsLive = Layer.merge(Cluster.Default, HostsKeeper.Default).pipe(
   Layer.provideMerge(Worlds.Default),
   Layer.provideMerge(Layer.mergeAll(PortsLive, SlicesLive, Router.Default, AdmissionLive, FenceLive)),
-  Layer.provideMerge(RegistryLive),
+  Layer.provideMerge(Layer.merge(RegistryLive, SliceLedgerLive)),
   Layer.provideMerge(Layer.mergeAll(ConfigFilesLive, GitLive, HealthLive, ProcessesLive, MachineLive)),
   Layer.provideMerge(NodeContext.layer)
 )

@@ -5,16 +5,53 @@
  * machine leaves, and is taken down and removed from any machine.
  */
 import { execFileSync } from "node:child_process"
-import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { remoteWorldId } from "../../src/domain/cluster.js"
+import { clusterOwner, remoteWorldId } from "../../src/domain/cluster.js"
+import { ownerOf } from "../../src/services/slices/Slices.js"
 import { markIn } from "../../src/domain/marks.js"
 import { eventually, isAlive, type Sandbox, sandbox, serverScript } from "../e2e/harness.js"
 import { type Host, hostsUnavailable, shop, type TestNetwork, testNetwork } from "./hosts.js"
 
 const unavailable = hostsUnavailable()
 const PROXY_PORT = 17365
+
+/**
+ * feat-a's berth.toml: a database of its own on the one PostgreSQL server every machine reaches (`server`: host and
+ * port, over the bridge), which moves with the world (the api shows its address in its environment).
+ */
+const shopWithData = (server: string) => `${shop}env = { DATABASE_URL = "\${db.url}" }
+depends_on = ["db"]
+
+[services.db]
+adapter = "postgres"
+admin_url = "postgres://postgres@${server}/postgres"
+migrate = "psql \\"$DB_URL\\" -qc 'CREATE TABLE notes (body text)'"
+clone_from = "golden"
+`
+
+/** Runs one statement as PostgreSQL's admin over its socket (the server every test host reaches over the bridge). */
+const psql = (statement: string, database = "postgres") =>
+  execFileSync("psql", ["-h", "/var/run/postgresql", "-U", "postgres", "-d", database, "-qAtc", statement], {
+    encoding: "utf8"
+  }).trim()
+
+const databaseOf = (url: string) => new URL(url).pathname.slice(1)
+
+/** Runs one statement in the database a postgres url names. */
+const inDatabase = (url: string, statement: string) => psql(statement, databaseOf(url))
+
+const databaseExists = (name: string) => psql("SELECT datname FROM pg_database").split("\n").includes(name)
+
+/** Drops every database of the server marked as one of `owners`' slices (what a failed test may have left). */
+const dropMarked = (owners: ReadonlyArray<string>) => {
+  const marked = psql("SELECT datname || ' ' || coalesce(shobj_description(oid, 'pg_database'), '') FROM pg_database")
+    .split("\n")
+    .map((line) => line.split(" "))
+    .filter(([, mark]) => owners.some((o) => mark?.startsWith(`berth:${o}:`)))
+  for (const [name] of marked) psql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+}
 
 /** Eight more worlds, with feat-a and feat-b the ten the cluster spreads over its machines. */
 const EXTRA = ["feat-e", "feat-f", "feat-g", "feat-h", "feat-i", "feat-j", "feat-k", "feat-l"]
@@ -177,7 +214,9 @@ describe.skipIf(unavailable !== undefined)(
     }
     /** pids of the world's api on `h`, wherever berth runs it there */
     const pidOn = async (h: Host, name: string) =>
-      (await statusOf(h)).find((w) => w.name === name && w.machine === undefined)?.services[0]?.pid ?? undefined
+      (await statusOf(h))
+        .find((w) => w.name === name && w.machine === undefined)
+        ?.services.find((s) => s.name === "api")?.pid ?? undefined
     /**
      * The machine that runs `name` and the pid of its api there, once the owner's own status agrees with the
      * observer's: a machine that joins takes some shards over, so a world can be moving while a test looks at it.
@@ -217,6 +256,10 @@ describe.skipIf(unavailable !== undefined)(
       git(repo.dir, "remote", "add", "origin", origin)
       const branches = ["feat-a", "feat-b", "feat-c", "feat-d", ...EXTRA]
       for (const branch of branches) git(repo.dir, "branch", branch)
+      git(repo.dir, "checkout", "-q", "feat-a")
+      writeFileSync(join(repo.dir, "berth.toml"), shopWithData(new URL(net.url).host))
+      git(repo.dir, "commit", "-qam", "feat-a keeps notes in a database")
+      git(repo.dir, "checkout", "-q", "main")
       git(repo.dir, "push", "-q", "origin", "main", ...branches)
       elsewhere = join(net.base, "elsewhere")
       mkdirSync(elsewhere, { recursive: true })
@@ -228,6 +271,13 @@ describe.skipIf(unavailable !== undefined)(
       }
     }, 120_000)
     afterAll(() => {
+      // every database this cluster's machines made on the shared server, whatever a failed test left: by owner mark
+      if (net !== undefined) {
+        const id = execFileSync("psql", [net.url, "-qAtc", "SELECT value FROM berth_meta WHERE key = 'id'"], {
+          encoding: "utf8"
+        }).trim()
+        dropMarked([clusterOwner(id), ...net.hosts.map((h) => ownerOf(h.home))])
+      }
       net?.cleanup()
       repo?.cleanup()
     })
@@ -310,8 +360,12 @@ describe.skipIf(unavailable !== undefined)(
       )
     }, 180_000)
 
-    it("moves a world whose machine's daemon is killed: its copy there stops before the world starts elsewhere", async () => {
+    it("moves a world whose machine's daemon is killed: its copy there stops before the world starts elsewhere, and its data moves with it", async () => {
       const { machine, owner, pid } = await placed("feat-a")
+      const url = (body: string) => (JSON.parse(body) as { env: Record<string, string> }).env.DATABASE_URL ?? ""
+      const before = url(viaProxy(owner, "api.feat-a.shop.localhost").body)
+      expect(before).toMatch(/^postgres:/)
+      inDatabase(before, `INSERT INTO notes VALUES ('written on ${machine}')`)
       // watched from a machine that stays up: a command on the killed one would start its daemon again
       const observer = net.hosts.find((h) => h.name !== machine) as Host
       const sampler = sampleCopies("feat-a")
@@ -329,6 +383,10 @@ describe.skipIf(unavailable !== undefined)(
         (r) => r.status === 200 && (JSON.parse(r.body) as { world: string }).world === "feat-a"
       )
       expect(served.status).toBe(200)
+      // the same database, with what was written in it before the move (not a fresh copy of the golden)
+      const after = url(served.body)
+      expect(databaseOf(after)).toBe(databaseOf(before))
+      expect(inDatabase(after, "SELECT body FROM notes")).toBe(`written on ${machine}`)
       // the machine comes back (any command starts its daemon): one copy, wherever the cluster has it now
       const back = await berth(owner, ["cluster", "status", "--json"])
       expect(back.code, back.stderr).toBe(0)
@@ -513,6 +571,9 @@ describe.skipIf(unavailable !== undefined)(
 
     it("takes a world down and removes it from any machine", async () => {
       const { owner, pid } = await placed("feat-a")
+      const body = viaProxy(owner, "api.feat-a.shop.localhost").body
+      const database = databaseOf((JSON.parse(body) as { env: Record<string, string> }).env.DATABASE_URL ?? "")
+      expect(databaseExists(database)).toBe(true)
       const down = await berth(host(1), ["down", "feat-a", "--json"], 60_000)
       expect(down.code, down.stderr).toBe(0)
       expect(
@@ -546,6 +607,13 @@ describe.skipIf(unavailable !== undefined)(
         )
         expect(left, `${h.name} (owner ${owner.name}) keeps its clone`).toBe(false)
       }
+      // its database goes with it, whichever machine made it
+      expect(
+        await eventually(
+          async () => databaseExists(database),
+          (there) => !there
+        )
+      ).toBe(false)
     })
   }
 )

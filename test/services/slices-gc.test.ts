@@ -13,6 +13,7 @@ import * as Layer from "effect/Layer"
 import type * as Model from "../../src/domain/config/model.js"
 import { Home } from "../../src/services/Home.js"
 import { Registry, RegistryLive } from "../../src/services/Registry.js"
+import { SliceLedgerLive } from "../../src/services/slices/SliceLedger.js"
 import { Slices, SlicesLive, type SliceWorld } from "../../src/services/slices/Slices.js"
 
 const folders: Array<string> = []
@@ -51,7 +52,10 @@ const layer = () => {
         )
     }))
   ).pipe(Layer.provide(RegistryLive))
-  return SlicesLive.pipe(Layer.provideMerge(registry), Layer.provideMerge(Home.layerAt(home)))
+  return SlicesLive.pipe(
+    Layer.provideMerge(Layer.merge(registry, SliceLedgerLive)),
+    Layer.provideMerge(Home.layerAt(home))
+  )
 }
 
 const world = Effect.gen(function* () {

@@ -30,6 +30,7 @@ import { Home } from "../Home.js"
 import { type NewSlice, Registry, type SliceRow, type WorldRow } from "../Registry.js"
 import { goldenInputs } from "./golden-inputs.js"
 import { implementation } from "./implementations.js"
+import { type SharedSlices, SliceLedger } from "./SliceLedger.js"
 
 /** Identifiers stay within the shortest common limit (PostgreSQL's 63). */
 const NAME_LIMIT = 63
@@ -134,6 +135,7 @@ export class Slices extends Context.Tag("berth/Slices")<Slices, SlicesService>()
 const make = Effect.gen(function* () {
   const home = yield* Home
   const registry = yield* Registry
+  const ledger = yield* SliceLedger
   const owner = ownerOf(home.root)
   /** `server\0name` of every slice being made, cloned or built in this daemon right now: gc leaves them alone */
   const inFlight = new Map<string, number>()
@@ -163,17 +165,19 @@ const make = Effect.gen(function* () {
   const adapterFailure = (world: string, service: string, adapter: string) => (e: AdapterError) =>
     new InvalidRequest({ reason: `world ${world}: slice ${service} (${adapter}): ${e.message}` })
 
+  /** The slice of `service` for the world; one that moves with its world (`shared`) carries the cluster's mark. */
   const describe = (
     world: SliceWorld,
     service: Model.SliceService,
-    env: (name: string) => string | undefined
+    env: (name: string) => string | undefined,
+    shared?: SharedSlices
   ): Slice => ({
     adapter: service.adapter,
     project: world.project,
     world: world.name,
     service: service.name,
     name: sliceIdentifier([world.project, world.slug, service.name], NAME_LIMIT),
-    owner,
+    owner: shared?.owner ?? owner,
     storage: storageOf(world.project),
     adminUrl:
       service.adminUrl === undefined
@@ -294,7 +298,9 @@ const make = Effect.gen(function* () {
       const inputs = yield* goldenInputs(world.path, service.goldenInputs)
       const key = goldenKey({
         adapter: service.adapter,
-        server: where(target),
+        // a golden is always this installation's; for a slice that moves with its world (the cluster's mark) it is
+        // named apart, so that the members sharing one server never build the same name
+        server: target.owner === owner ? where(target) : `${where(target)}\u0000${owner}`,
         migrate: service.migrate,
         seed: service.seed,
         inputs
@@ -307,6 +313,7 @@ const make = Effect.gen(function* () {
       }
       const golden: Slice = {
         ...target,
+        owner,
         world: "(golden)",
         name: goldenName(world.project, service.name, key, NAME_LIMIT)
       }
@@ -361,7 +368,8 @@ const make = Effect.gen(function* () {
   /** Renames a ready spare of the golden into `target`; false when there is none (or it cannot be used). */
   const takeSpare = (service: Model.SliceService, adapter: Adapter, golden: Golden, target: Slice) =>
     Effect.gen(function* () {
-      if (adapter.rename === undefined) return false
+      // a spare carries this installation's mark, not the cluster's a slice that moves with its world needs
+      if (adapter.rename === undefined || target.owner !== owner) return false
       const spare = (yield* registry.spares(target.project, service.name, golden.key)).find(
         (r) => r.state === "ready" && !claimed.has(r.id)
       )
@@ -423,7 +431,9 @@ const make = Effect.gen(function* () {
     adapter: Adapter,
     slice: Slice,
     urls: ReadonlyMap<string, string>,
-    init: SliceInit
+    init: SliceInit,
+    /** passes while this machine may still overwrite the slice (a slice that moves with its world: see SliceLedger) */
+    guard: Effect.Effect<void, SliceError>
   ): Effect.Effect<void, SliceError> =>
     Effect.gen(function* () {
       const failure = adapterFailure(world.name, service.name, service.adapter)
@@ -441,13 +451,14 @@ const make = Effect.gen(function* () {
         const golden = made.slice
         // a spare copy made ahead of time is renamed into place: the new world costs a rename, not a copy
         const fromSpare = yield* takeSpare(service, adapter, made, slice)
+        if (!fromSpare) yield* guard
         // the golden is held while it is copied: gc never drops it from under the copy
         const cloned = fromSpare
           ? Either.right(undefined)
           : yield* busy(golden, adapter.clone(golden, slice)).pipe(Effect.either)
         if (cloned._tag === "Right") {
           yield* registry.touchSlice(made.rowId)
-          yield* replenish(service, adapter, made)
+          if (slice.owner === owner) yield* replenish(service, adapter, made)
           return
         }
         // correctness never depends on cloning: an empty slice plus migrate and seed gives the same world
@@ -457,11 +468,25 @@ const make = Effect.gen(function* () {
           "clone_fallback",
           `cloning ${golden.name} failed (${cloned.left.kind}: ${cloned.left.message}); running migrate and seed instead`
         )
+        yield* guard
         yield* adapter.teardown(slice).pipe(Effect.mapError(failure))
         yield* adapter.provision(slice).pipe(Effect.mapError(failure))
       }
       yield* init(service, urls)
     })
+
+  /** Which server a slice is on, as the cluster's record of slices that move with their worlds names it. */
+  const sliceServer = (slice: Slice) => shortHash(serverOf(slice), 12)
+
+  /** This machine was given up on the world meanwhile: it leaves the world's slices to the machine that runs it now. */
+  const lost = (world: SliceWorld, service: string) =>
+    new InvalidRequest({
+      reason: `world ${world.name}: slice ${service}: the cluster has given the world to another machine meanwhile; its slices are left to that machine`
+    })
+
+  /** Fails unless this machine still holds the world: read right before a slice that moves with it is overwritten. */
+  const stillHeld = (world: SliceWorld, service: string, shared: SharedSlices) =>
+    Effect.flatMap(shared.holds, (held) => (held ? Effect.void : Effect.fail(lost(world, service))))
 
   /**
    * Provisions (or finds) every slice of the world and fills the new ones; returns each one's address. A slice
@@ -475,6 +500,9 @@ const make = Effect.gen(function* () {
   ) {
     const urls = new Map<string, string>()
     const pending: Array<{ service: Model.SliceService; adapter: Adapter; slice: Slice; rowId: number }> = []
+    // a world that runs anywhere: its slices are the cluster's, and the cluster's record says which are made
+    const shared = Option.getOrUndefined(yield* ledger.of(world.project, world.slug))
+    const guard = (service: string) => (shared === undefined ? Effect.void : stillHeld(world, service, shared))
     const rowsBefore = yield* registry.slices(world.id)
     const before = new Map(rowsBefore.map((r) => [r.service, r]))
     // a slice whose service left berth.toml is not this world's any more: kept on its server (never dropped on a
@@ -500,10 +528,15 @@ const make = Effect.gen(function* () {
           })
         }
       }
-      const slice = describe(world, service, env)
+      const slice = describe(world, service, env, shared)
       const failure = adapterFailure(world.name, service.name, service.adapter)
       const previous = before.get(service.name)
-      const wasReady = previous?.state === "ready" && previous.name === slice.name
+      // for a slice that moves with its world, the cluster's record decides (another machine may have made it)
+      const claimed =
+        shared === undefined ? undefined : yield* shared.claim(service.name, slice.name, sliceServer(slice))
+      if (shared !== undefined && claimed === undefined) return yield* lost(world, service.name)
+      const wasReady =
+        claimed === undefined ? previous?.state === "ready" && previous.name === slice.name : claimed === "ready"
       // a new slice with a golden is made by copying it: no empty slice first (the copy replaces what is there)
       const copyable = service.cloneFrom === "golden" && adapter.capabilities.clone && !wasReady
       // held until the provision ends: a row left `provisioning` while another slice fills is not a crash's
@@ -515,6 +548,7 @@ const make = Effect.gen(function* () {
         const created = yield* adapter.provision(slice).pipe(Effect.mapError(failure))
         if (created || wasReady) return { row, fresh: created }
         // a crash left it half-filled: drop what is there and start from empty
+        yield* guard(service.name)
         yield* adapter.teardown(slice).pipe(Effect.mapError(failure))
         yield* adapter.provision(slice).pipe(Effect.mapError(failure))
         return { row, fresh: true }
@@ -533,9 +567,13 @@ const make = Effect.gen(function* () {
       }
     }
     for (const p of pending) {
-      yield* initialize(world, p.service, p.adapter, p.slice, urls, init).pipe(
+      yield* initialize(world, p.service, p.adapter, p.slice, urls, init, guard(p.service.name)).pipe(
         Effect.tapError(() =>
-          Effect.zipRight(Effect.ignore(p.adapter.teardown(p.slice)), Effect.ignore(registry.forgetSlice(p.rowId)))
+          Effect.zipRight(
+            // a slice that moves with its world is dropped only while this machine still holds the world
+            Effect.ignore(Effect.zipRight(guard(p.service.name), p.adapter.teardown(p.slice))),
+            Effect.ignore(registry.forgetSlice(p.rowId))
+          )
         )
       )
       // the address may have moved (a fallback re-provisioned it)
@@ -545,6 +583,7 @@ const make = Effect.gen(function* () {
       yield* registry.setSliceUrl(p.rowId, url)
       urls.set(p.service.name, url)
       yield* registry.markSliceReady(p.rowId)
+      if (shared !== undefined && !(yield* shared.ready(p.service.name))) return yield* lost(world, p.service.name)
     }
     return urls
   }, Effect.scoped)
@@ -566,18 +605,32 @@ const make = Effect.gen(function* () {
     options: { readonly only?: ReadonlySet<string>; readonly keepOnFailure?: boolean } = {}
   ) {
     const left: Array<string> = []
-    for (const row of yield* registry.slices(world.id)) {
+    const rows = yield* registry.slices(world.id)
+    const of =
+      rows.length === 0 ? undefined : yield* registry.world(world.id).pipe(Effect.orElseSucceed(() => undefined))
+    const shared = of === undefined ? undefined : Option.getOrUndefined(yield* ledger.of(of.projectName, of.slug))
+    for (const row of rows) {
       if (options.only !== undefined && !options.only.has(row.service)) continue
       const adapter = yield* implementation(row.adapter)
-      const dropped = yield* adapter.teardown(fromRow(row, world.name)).pipe(
+      const slice =
+        shared === undefined ? fromRow(row, world.name) : { ...fromRow(row, world.name), owner: shared.owner }
+      if (shared !== undefined && !(yield* shared.mayDrop(row.service, slice.name, sliceServer(slice)))) {
+        // the world runs on another machine now, on this very slice: only this machine's record of it goes
+        yield* registry.forgetSlice(row.id)
+        yield* Effect.logInfo(`world ${world.name}: slice ${row.service} is kept: another machine runs the world on it`)
+        continue
+      }
+      const dropped = yield* adapter.teardown(slice).pipe(
         Effect.mapError(adapterFailure(world.name, row.service, row.adapter)),
         Effect.as(true),
         Effect.catchAll((e) =>
           options.keepOnFailure === true ? Effect.as(Effect.logWarning(e.reason), false) : Effect.fail(e)
         )
       )
-      if (dropped) yield* registry.forgetSlice(row.id)
-      else left.push(row.service)
+      if (dropped) {
+        yield* registry.forgetSlice(row.id)
+        if (shared !== undefined) yield* shared.dropped(row.service)
+      } else left.push(row.service)
     }
     return left
   })
@@ -723,4 +776,4 @@ const make = Effect.gen(function* () {
   return { owner, provision, addresses, teardown, rebuildGolden, gc } satisfies SlicesService
 })
 
-export const SlicesLive: Layer.Layer<Slices, never, Home | Registry> = Layer.scoped(Slices, make)
+export const SlicesLive: Layer.Layer<Slices, never, Home | Registry | SliceLedger> = Layer.scoped(Slices, make)

@@ -1,0 +1,64 @@
+/**
+ * Where a world's slices are recorded besides this machine's registry. A world of this machine alone has nothing
+ * more: its slices carry this installation's owner mark. A world that runs anywhere can move to another machine, so
+ * its slices carry the cluster's mark, which every member treats as its own, and are recorded in the cluster's
+ * shared tables under the generation of the world that made them: a machine that finds its world's slice ready on
+ * the server it reaches uses it as it is (the world's data moves with it), and a machine that lost the world (its
+ * generation is no longer the row's) neither makes, overwrites nor drops it. The cluster session installs the
+ * ledger while this machine is a member (cluster/slices.ts); without one, every world's slices are its own.
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Option from "effect/Option"
+import type { InternalError } from "../../domain/errors.js"
+
+/** The cluster's hold on one world's slices, for this machine's generation of the world. */
+export interface SharedSlices {
+  /** the owner mark of the world's slices: the cluster's, the same on every member */
+  readonly owner: string
+  /**
+   * Claims a slice (its name and server) for this generation: "ready" when the same slice was made already (use it
+   * as it is), "provisioning" when it is this machine's to make, undefined when this machine no longer holds the world.
+   */
+  readonly claim: (
+    service: string,
+    name: string,
+    server: string
+  ) => Effect.Effect<"ready" | "provisioning" | undefined, InternalError>
+  /** the claimed slice is made and filled; false when this machine no longer holds the world */
+  readonly ready: (service: string) => Effect.Effect<boolean, InternalError>
+  /** whether this machine may still overwrite or drop the world's slices (read right before it does) */
+  readonly holds: Effect.Effect<boolean, InternalError>
+  /**
+   * Whether this machine may drop its copy of a slice (name and server): while it holds the world, or when the
+   * cluster's record names another slice (or none) for the world — never the one another machine runs the world on
+   */
+  readonly mayDrop: (service: string, name: string, server: string) => Effect.Effect<boolean, InternalError>
+  /** the slice was dropped: its record goes; false when this machine no longer holds the world */
+  readonly dropped: (service: string) => Effect.Effect<boolean, InternalError>
+}
+
+export interface SliceLedgerService {
+  /** the cluster's hold on the slices of world `project`/`slug`, when it runs anywhere */
+  readonly of: (project: string, slug: string) => Effect.Effect<Option.Option<SharedSlices>>
+  /** what `of` answers from now on (the cluster session installs it, and puts back none when it ends) */
+  readonly install: (
+    of: (project: string, slug: string) => Effect.Effect<Option.Option<SharedSlices>>
+  ) => Effect.Effect<void>
+}
+
+export class SliceLedger extends Context.Tag("berth/SliceLedger")<SliceLedger, SliceLedgerService>() {}
+
+const none = (_project: string, _slug: string) => Effect.succeedNone
+
+export const SliceLedgerLive = Layer.sync(SliceLedger, () => {
+  let current: SliceLedgerService["of"] = none
+  return {
+    of: (project, slug) => Effect.suspend(() => current(project, slug)),
+    install: (of) =>
+      Effect.sync(() => {
+        current = of
+      })
+  }
+})
