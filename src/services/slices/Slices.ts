@@ -643,7 +643,9 @@ const make = Effect.gen(function* () {
     init: SliceInit
   ) {
     const urls = yield* addresses(world.id)
-    const golden = yield* ensureGolden(world, service, describe(world, service, env), urls, init, true)
+    // the golden the world's own slices copy: for a world that runs anywhere, the one named apart
+    const shared = Option.getOrUndefined(yield* ledger.of(world.project, world.slug))
+    const golden = yield* ensureGolden(world, service, describe(world, service, env, shared), urls, init, true)
     return golden.slice.name
   })
 
