@@ -16,6 +16,7 @@
 import { createHash, randomBytes } from "node:crypto"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import type * as Scope from "effect/Scope"
 import pg from "pg"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
@@ -119,27 +120,78 @@ const classify = (server: Server, action: string, database: string, failure: PgF
   return fail("failed", `could not ${what}: ${detail}`)
 }
 
-/** One connection on the admin URL for the length of the scope; ended even when connecting fails half way. */
+/**
+ * Admin connections left idle by a verb that succeeded, by admin URL, kept for a few seconds: PostgreSQL takes 10–20
+ * ms to start a session, most of what renaming a spare into a new world costs, and worlds tend to come in bursts.
+ * A connection goes back only once its session's advisory locks are released; one whose verb failed or was
+ * interrupted, or that the server closed, is ended instead.
+ */
+const idle = new Map<string, Array<{ readonly client: pg.Client; readonly timer: NodeJS.Timeout }>>()
+const IDLE_MS = 10_000
+const MAX_IDLE = 4
+/** connections the server closed or that failed: never lent again */
+const broken = new WeakSet<pg.Client>()
+
+const end = (client: pg.Client) => void client.end().catch(() => undefined)
+
+const take = (url: string): pg.Client | undefined => {
+  const list = idle.get(url)
+  while (list !== undefined && list.length > 0) {
+    const entry = list.pop()
+    if (entry === undefined) break
+    clearTimeout(entry.timer)
+    if (!broken.has(entry.client)) return entry.client
+    end(entry.client)
+  }
+  return undefined
+}
+
+const putBack = (url: string, client: pg.Client) => {
+  const list = idle.get(url) ?? []
+  if (broken.has(client) || list.length >= MAX_IDLE) return end(client)
+  const timer = setTimeout(() => {
+    const now = idle.get(url)
+    const at = now?.findIndex((e) => e.client === client) ?? -1
+    if (now !== undefined && at >= 0) now.splice(at, 1)
+    end(client)
+  }, IDLE_MS)
+  // an idle connection never keeps a process alive
+  timer.unref()
+  list.push({ client, timer })
+  idle.set(url, list)
+}
+
+const open = async (server: Server): Promise<pg.Client> => {
+  const client = new pg.Client({ connectionString: server.url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS })
+  // a connection dropped while idle is reported as an event; unhandled, it would crash the daemon
+  client.on("error", () => broken.add(client))
+  client.on("end", () => broken.add(client))
+  try {
+    await client.connect()
+  } catch (cause) {
+    await client.end().catch(() => undefined)
+    throw cause
+  }
+  return client
+}
+
+/** One connection on the admin URL for the length of the scope (a recent one when there is); ended on failure. */
 const connect = (server: Server): Effect.Effect<pg.Client, PgFailure, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.tryPromise({
-      try: async () => {
-        const client = new pg.Client({ connectionString: server.url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS })
-        // a connection dropped while idle is reported as an event; unhandled, it would crash the daemon
-        client.on("error", () => undefined)
-        try {
-          await client.connect()
-        } catch (cause) {
-          await client.end().catch(() => undefined)
-          throw cause
-        }
-        return client
-      },
+      try: async () => take(server.url) ?? (await open(server)),
       catch: (cause) => new PgFailure({ phase: "connect", cause })
     }),
-    // not waited for: the server ends the session (and its advisory locks) on its own time, ~15-20 ms here, and a
-    // verb that next needs one of those locks waits for it on the server as it would for anyone's
-    (client) => Effect.sync(() => void client.end().catch(() => undefined))
+    // not waited for: the session's advisory locks go with the unlock (or with the session, ~15-20 ms here), and a
+    // verb that next needs one of them waits for it on the server as it would for anyone's
+    (client, exit) =>
+      Effect.sync(() => {
+        if (Exit.isFailure(exit)) return end(client)
+        client.query("SELECT pg_advisory_unlock_all()").then(
+          () => putBack(server.url, client),
+          () => end(client)
+        )
+      })
   )
 
 const query = (

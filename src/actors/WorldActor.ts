@@ -518,6 +518,7 @@ export const makeWorldActor = (
       Effect.gen(function* () {
         const w = yield* row
         yield* ensureWorktreeFolder(w)
+        trace("actor: worktree ready")
         const { loaded, config, dotenv } = yield* loadConfig(w)
         yield* bringFiles(w, config.project)
         const names = yield* selected(config, sel)
@@ -572,6 +573,7 @@ export const makeWorldActor = (
         const coords = yield* provisionSlices(w, config, userEnv, lookup, (urls) =>
           coordinates(config, portMap, urls, routing)
         )
+        trace("actor: slices ready")
         const scope = running?.scope ?? (yield* Scope.make())
         const g: Generation = running ?? { scope, config, layers: config.graph.layers, services: new Map() }
         generation = g

@@ -152,7 +152,9 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
         )
       }
       // the branch may already be checked out somewhere: that worktree is the world
-      const trees = yield* git.worktrees(repo.mainRoot).pipe(Effect.mapError(internal))
+      // read from git's files (a process less on every new world), or asked of git when they are mid-change
+      const trees =
+        (yield* git.checkouts(repo)) ?? (yield* git.worktrees(repo.mainRoot).pipe(Effect.mapError(internal)))
       const checkedOut = ref.world === undefined ? repo.root : trees.find((t) => t.branch === name)?.path
       const folder = worktreesFolder(repo.mainRoot, config.project.worktrees)
       const created = yield* registry.createWorld({

@@ -4,7 +4,7 @@
  * are dropped, so berth behaves the same when it runs inside a git hook).
  */
 import { execFile } from "node:child_process"
-import { existsSync, mkdirSync, realpathSync, renameSync, rmSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync } from "node:fs"
 import * as path from "node:path"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
@@ -173,6 +173,38 @@ const lines = (text: string): Array<string> => text.split("\n").filter((line) =>
 const stripHeads = (ref: string): string | undefined =>
   ref.startsWith("refs/heads/") ? ref.slice("refs/heads/".length) : undefined
 
+/** A worktree's folder and the branch it has checked out (none when its HEAD is detached). */
+export interface Checkout {
+  readonly path: string
+  readonly branch: string | undefined
+}
+
+/**
+ * The worktrees of a repository as git's files give them: the main one (`<common>/HEAD`, unless the repository is
+ * bare) and each linked one (`<common>/worktrees/<id>/HEAD`, and its folder in `gitdir`, which names its `.git`
+ * file). Throws when a file is missing or not as git writes it.
+ */
+export const readCheckouts = (repo: Pick<RepoInfo, "commonDir" | "mainRoot">): Array<Checkout> => {
+  const branchOf = (head: string): string | undefined => {
+    const text = readFileSync(head, "utf8").trim()
+    if (/^[0-9a-f]{40,64}$/.test(text)) return undefined
+    if (!text.startsWith("ref: ")) throw new Error(`${head}: not a HEAD git writes`)
+    return stripHeads(text.slice("ref: ".length))
+  }
+  const result: Array<Checkout> = []
+  if (path.basename(repo.commonDir) === ".git") {
+    result.push({ path: repo.mainRoot, branch: branchOf(path.join(repo.commonDir, "HEAD")) })
+  }
+  const admin = path.join(repo.commonDir, "worktrees")
+  if (!existsSync(admin)) return result
+  for (const id of readdirSync(admin)) {
+    const gitdir = readFileSync(path.join(admin, id, "gitdir"), "utf8").trim()
+    if (!path.isAbsolute(gitdir)) throw new Error(`${admin}/${id}/gitdir: not an absolute path`)
+    result.push({ path: path.dirname(gitdir), branch: branchOf(path.join(admin, id, "HEAD")) })
+  }
+  return result
+}
+
 /** `git worktree list --porcelain -z`: attributes end with NUL, an empty attribute ends a record. */
 export const parseWorktreeList = (text: string): Array<Worktree> => {
   const result: Array<Worktree> = []
@@ -237,6 +269,12 @@ export interface GitService {
   /** The repository `cwd` is in: its worktree root, common dir, main checkout and branch. */
   readonly repo: (cwd: string) => Effect.Effect<RepoInfo, NotARepository | GitFailed>
   readonly worktrees: (repoRoot: string) => Effect.Effect<ReadonlyArray<Worktree>, NotARepository | GitFailed>
+  /**
+   * The folder and branch of every worktree of the repository, read from git's own files (`readCheckouts`): what
+   * `worktrees` answers of them, without a process. Undefined when the files are not as expected (a worktree being
+   * added right now): ask `worktrees` then.
+   */
+  readonly checkouts: (repo: RepoInfo) => Effect.Effect<ReadonlyArray<Checkout> | undefined>
   /** git's branch-name rules, checked without a process: the name, or why it is not one. */
   readonly validateBranch: (name: string) => Effect.Effect<string, InvalidBranchName>
   readonly branchExists: (repoRoot: string, name: string) => Effect.Effect<boolean, NotARepository | GitFailed>
@@ -450,6 +488,14 @@ const make = Effect.gen(function* () {
     cloneOnce,
     // a listing during another add can read a half-written entry too
     worktrees: (repoRoot: string) => worktreeLock.withPermits(1)(worktrees(repoRoot)),
+    checkouts: (repo: RepoInfo) =>
+      Effect.sync(() => {
+        try {
+          return readCheckouts(repo)
+        } catch {
+          return undefined
+        }
+      }),
     validateBranch,
     branchExists,
     addWorktree: (repoRoot: string, worktreePath: string, branch: string) =>

@@ -45,6 +45,39 @@ const makeRepo = (options: { readonly commit?: boolean } = {}): string => {
 }
 
 layer(GitLive)("Git", (it) => {
+  describe("checkouts", () => {
+    it.effect("reads every worktree's folder and branch from git's files, as `worktree list` gives them", () =>
+      Effect.gen(function* () {
+        const g = yield* Git
+        const dir = makeRepo()
+        const linked = fresh("linked")
+        const detached = fresh("detached")
+        const gone = fresh("gone")
+        git(dir, "worktree", "add", "-q", "-b", "feat/one", linked)
+        git(dir, "worktree", "add", "-q", "--detach", detached)
+        git(dir, "worktree", "add", "-q", "-b", "gone", gone)
+        rmSync(gone, { recursive: true, force: true })
+        const repo = yield* g.repo(linked)
+        const listed = (yield* g.worktrees(dir)).map((t) => ({ path: t.path, branch: t.branch }))
+        const read = yield* g.checkouts(repo)
+        expect(read).toEqual(listed)
+        // the main one first, the linked ones in the order git keeps them (its folder's)
+        expect(read?.[0]).toEqual({ path: dir, branch: "main" })
+        expect(new Map(read?.map((t) => [t.path, t.branch]))).toEqual(
+          new Map([
+            [dir, "main"],
+            [linked, "feat/one"],
+            [detached, undefined],
+            [gone, "gone"]
+          ])
+        )
+        // a worktree half made (no HEAD yet): not guessed at
+        mkdirSync(join(dir, ".git", "worktrees", "half"))
+        expect(yield* g.checkouts(repo)).toBeUndefined()
+      })
+    )
+  })
+
   describe("repo", () => {
     it.effect("describes the main checkout, also from a subfolder", () =>
       Effect.gen(function* () {
