@@ -11,7 +11,9 @@
  * it never stands in the way of the slice itself. The nonce keeps two attempts (through admin URLs naming different
  * databases, which berth's advisory locks do not serialise) from ever meeting on one pending name.
  *
- * Every verb opens one short-lived connection on the admin URL and always closes it.
+ * Every verb takes one connection on the admin URL for its length: a new one, or one a verb that succeeded in the
+ * last few seconds left behind once its session's advisory locks were released. A connection is never shared by two
+ * verbs at once, and one whose verb failed is closed.
  */
 import { createHash, randomBytes } from "node:crypto"
 import * as Data from "effect/Data"
