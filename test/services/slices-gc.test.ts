@@ -15,25 +15,14 @@ import { Home } from "../../src/services/Home.js"
 import { Registry, RegistryLive } from "../../src/services/Registry.js"
 import { SliceLedgerLive } from "../../src/services/slices/SliceLedger.js"
 import { Slices, SlicesLive, type SliceWorld } from "../../src/services/slices/Slices.js"
+import { dirSlice } from "./slice-helpers.js"
 
 const folders: Array<string> = []
 afterAll(() => {
   for (const f of folders) rmSync(f, { recursive: true, force: true })
 })
 
-const slice = (name: string, migrate: string): Model.SliceService => ({
-  _tag: "Slice",
-  name,
-  adapter: "dir",
-  adminUrl: undefined,
-  migrate,
-  seed: undefined,
-  cloneFrom: undefined,
-  goldenInputs: [],
-  options: {},
-  dependsOn: [],
-  groups: []
-})
+const slice = dirSlice
 
 /** Run when gc asks for the slice servers: after it has read the rows, before it lists servers and draws its plan. */
 let beforeListing: Effect.Effect<void> = Effect.void

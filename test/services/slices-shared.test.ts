@@ -11,30 +11,18 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import type * as Model from "../../src/domain/config/model.js"
 import { Home } from "../../src/services/Home.js"
 import { Registry, RegistryLive } from "../../src/services/Registry.js"
 import { type SharedSlices, SliceLedger } from "../../src/services/slices/SliceLedger.js"
 import { Slices, SlicesLive, type SliceWorld } from "../../src/services/slices/Slices.js"
+import { dirSlice } from "./slice-helpers.js"
 
 const folders: Array<string> = []
 afterAll(() => {
   for (const f of folders) rmSync(f, { recursive: true, force: true })
 })
 
-const db: Model.SliceService = {
-  _tag: "Slice",
-  name: "db",
-  adapter: "dir",
-  adminUrl: undefined,
-  migrate: "fill",
-  seed: undefined,
-  cloneFrom: undefined,
-  goldenInputs: [],
-  options: {},
-  dependsOn: [],
-  groups: []
-}
+const db = dirSlice("db", "fill")
 
 /** What the cluster's record answers, and what was asked of it. */
 interface Record {
