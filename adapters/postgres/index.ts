@@ -188,7 +188,8 @@ const connect = (server: Server): Effect.Effect<pg.Client, PgFailure, Scope.Scop
     // verb that next needs one of them waits for it on the server as it would for anyone's
     (client, exit) =>
       Effect.sync(() => {
-        if (Exit.isFailure(exit)) return end(client)
+        // a session idling in template1 would stop every CREATE DATABASE that copies it (the empty slice's)
+        if (Exit.isFailure(exit) || server.database === "template1") return end(client)
         client.query("SELECT pg_advisory_unlock_all()").then(
           () => putBack(server.url, client),
           () => end(client)

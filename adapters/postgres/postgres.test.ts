@@ -2,6 +2,8 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import { randomBytes } from "node:crypto"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import pg from "pg"
 import type { Slice } from "../contract.js"
 import { beforeMark, postgresAdapter } from "./index.js"
@@ -191,6 +193,44 @@ describe("postgresAdapter", () => {
       expect(yield* exists(name)).toBe(false)
       yield* postgresAdapter.teardown(sliceOf(name, adminUrl))
       expect(yield* listed()).not.toContain(name)
+    })
+  )
+
+  it.live("reuses a recent admin connection with its locks released, but never one idling in template1", () =>
+    Effect.gen(function* () {
+      const sessions = (database: string) =>
+        Effect.map(
+          sql(
+            adminUrl,
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = '${database}' AND application_name = ''`
+          ),
+          (rows) => Number(rows[0]?.n ?? 0)
+        )
+      const names = [fresh("a"), fresh("b"), fresh("c")]
+      const before = yield* sessions("postgres")
+      // one after another: a verb takes a connection an earlier one left once its locks were released (a moment after
+      // the verb, so the next may still open one of its own)
+      for (const name of names) yield* postgresAdapter.provision(sliceOf(name, adminUrl))
+      const advisory = Effect.map(
+        sql(adminUrl, `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory'`),
+        (rows) => Number(rows[0]?.n ?? 0)
+      )
+      const locks = yield* advisory.pipe(
+        Effect.repeat({ until: (n) => n === 0, schedule: Schedule.spaced("20 millis") }),
+        Effect.timeoutOption("3 seconds")
+      )
+      expect(Option.getOrUndefined(locks)).toBe(0)
+      expect((yield* sessions("postgres")) - before).toBeLessThanOrEqual(2)
+      for (const name of names) yield* postgresAdapter.teardown(sliceOf(name, adminUrl))
+      // through template1: the session goes with its verb, or the next CREATE DATABASE (a copy of it) would fail
+      const viaTemplate = urlOf("template1")
+      const first = fresh("t1")
+      const second = fresh("t2")
+      yield* postgresAdapter.provision(sliceOf(first, viaTemplate))
+      yield* postgresAdapter.provision(sliceOf(second, viaTemplate))
+      expect(yield* exists(second)).toBe(true)
+      yield* postgresAdapter.teardown(sliceOf(first, viaTemplate))
+      yield* postgresAdapter.teardown(sliceOf(second, viaTemplate))
     })
   )
 
