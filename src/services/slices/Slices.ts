@@ -368,7 +368,7 @@ const make = Effect.gen(function* () {
   /** Renames a ready spare of the golden into `target`; false when there is none (or it cannot be used). */
   const takeSpare = (service: Model.SliceService, adapter: Adapter, golden: Golden, target: Slice) =>
     Effect.gen(function* () {
-      // a spare carries this installation's mark, not the cluster's a slice that moves with its world needs
+      // a spare carries this installation's mark; a slice that moves with its world needs the cluster's
       if (adapter.rename === undefined || target.owner !== owner) return false
       const spare = (yield* registry.spares(target.project, service.name, golden.key)).find(
         (r) => r.state === "ready" && !claimed.has(r.id)
