@@ -69,7 +69,8 @@ const serverOf = (adminUrl: string | undefined): Effect.Effect<Server, AdapterEr
     parseAdminUrl(ADAPTER, adminUrl, {
       schemes: ["postgres:", "postgresql:"],
       kind: "a postgres:// URL",
-      example: "postgres://user:password@host:port/db",
+      // a user before an empty host (`postgres://u@/db?host=…`) is no URL; the socket goes in the query instead
+      example: "postgres://user:password@host:port/db, or postgres:///db?host=/run/postgresql&user=name for a socket",
       variable: "POSTGRES_ADMIN_URL"
     }),
     (url) => {

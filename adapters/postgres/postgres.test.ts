@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { randomBytes } from "node:crypto"
+import { existsSync } from "node:fs"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
@@ -396,6 +397,28 @@ describe("postgresAdapter", () => {
       expect(bad.kind).toBe("invalid")
       expect(bad.message).not.toContain("hunter2")
     })
+  )
+
+  it.live.skipIf(!existsSync("/var/run/postgresql/.s.PGSQL.5432"))(
+    "reaches a server over its unix socket, written in the URL's query; says how when written before an empty host",
+    () =>
+      Effect.gen(function* () {
+        const socket = "postgres:///postgres?host=/var/run/postgresql&user=postgres"
+        const name = fresh("socket")
+        yield* postgresAdapter.provision(sliceOf(name, socket))
+        expect(yield* postgresAdapter.resolve(sliceOf(name, socket))).toBe(
+          `postgres:///${name}?host=/var/run/postgresql&user=postgres`
+        )
+        expect(yield* exists(name)).toBe(true)
+        yield* postgresAdapter.teardown(sliceOf(name, socket))
+        expect(yield* exists(name)).toBe(false)
+        const written = yield* Effect.flip(
+          postgresAdapter.provision(sliceOf(fresh("socket"), "postgres://postgres:hunter2@/postgres?host=/tmp"))
+        )
+        expect(written.kind).toBe("invalid")
+        expect(written.message).toContain("postgres:///db?host=/run/postgresql&user=name")
+        expect(written.message).not.toContain("hunter2")
+      })
   )
 
   it.live("reports an unreachable server without its password", () =>
