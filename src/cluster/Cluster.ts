@@ -277,9 +277,11 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
                 Effect.gen(function* () {
                   const row = view.anywhere.find((r) => r.project === project && r.slug === slug)
                   if (row !== undefined) return row
-                  // ran here anywhere, and removed meanwhile: still the cluster's slices, never this machine's own
-                  const id = yield* worlds.idOf(project, slug)
+                  // ran here anywhere, and removed meanwhile: still the cluster's slices, never this machine's own.
+                  // One settings read for a pinned world (no mark at all is the rule), the world list only if marked
                   const marked = anywhereIds(yield* registry.getSetting(ANYWHERE_SETTING))
+                  if (marked.length === 0) return undefined
+                  const id = yield* worlds.idOf(project, slug)
                   return id !== undefined && marked.includes(id) ? ("gone" as const) : undefined
                 }).pipe(Effect.orElseSucceed(() => undefined))
               )
