@@ -222,6 +222,10 @@ export const runService = (
           yield* Effect.addFinalizer(() => processes.stop(handle, plan.service.stopGraceMs))
           adopt = undefined
           yield* apply({ _tag: "Spawned" }, { handle })
+          // the world's other services spawn before this one goes on (each fork waits for its child to exec, which gets
+          // slower with every service already booting); yielding only now, once the scope owns the process and it is
+          // recorded
+          yield* Effect.yieldNow()
           const gone = yield* Effect.fork(awaitGone(handle))
 
           const alreadyReady = yield* Deferred.isDone(rt.ready)

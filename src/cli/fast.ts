@@ -155,8 +155,15 @@ const showingLine = async <A>(socket: string, lean: Lean, pending: Promise<A>): 
   const began = Date.now()
   let said: string | undefined
   let done = false
+  const looking = new AbortController()
   const show = async () => {
-    const [reply] = await exchange(socket, [{ tag: "Status", payload: { cwd: line.cwd } }], 5_000)
+    const [reply] = await exchange(
+      socket,
+      [{ tag: "Status", payload: { cwd: line.cwd } }],
+      5_000,
+      undefined,
+      looking.signal
+    )
     if (done || reply?._tag !== "Success") return
     const { worlds } = reply.value as { readonly worlds: ReadonlyArray<WorldStatus> }
     const w = worldOf(worlds, line.world, line.cwd)
@@ -166,6 +173,9 @@ const showingLine = async <A>(socket: string, lean: Lean, pending: Promise<A>): 
     process.stderr.write(tty ? `\r\u001b[2K${text}` : `${text}\n`)
   }
   let timer: NodeJS.Timeout | undefined
+  // piped, only a place in line is told, and a world admitted at once has none: the first look waits longer there,
+  // since each look costs the daemon a status while the world's services start
+  const firstLookMs = tty ? 300 : 1_000
   const tick = () => {
     timer = setTimeout(
       () => {
@@ -175,7 +185,7 @@ const showingLine = async <A>(socket: string, lean: Lean, pending: Promise<A>): 
             if (!done) tick()
           })
       },
-      said === undefined && timer === undefined ? 300 : 1_000
+      said === undefined && timer === undefined ? firstLookMs : 1_000
     )
   }
   tick()
@@ -201,6 +211,7 @@ const showingLine = async <A>(socket: string, lean: Lean, pending: Promise<A>): 
   } finally {
     done = true
     clearTimeout(timer)
+    looking.abort()
     process.removeListener("SIGINT", onInterrupt)
     if (tty && said !== undefined) process.stderr.write("\r\u001b[2K")
   }

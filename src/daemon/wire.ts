@@ -32,13 +32,14 @@ export type FollowUp = (
 /**
  * Sends requests on one connection and resolves with their replies, in order; never rejects. `next` may send more on
  * the same connection once they are all answered (a change after the version check, without a second connection);
- * their replies follow.
+ * their replies follow. `signal` drops the connection (an answer no longer wanted must not keep the process alive).
  */
 export const exchange = async (
   socketPath: string,
   requests: ReadonlyArray<WireRequest>,
   timeoutMs = 30_000,
-  next?: FollowUp
+  next?: FollowUp,
+  signal?: AbortSignal
 ): Promise<ReadonlyArray<WireReply>> => {
   // loaded here, not at the top: the CLI's entry bundles this module and must not load node:net for `--version`
   const net = await import("node:net")
@@ -70,6 +71,7 @@ export const exchange = async (
           .join("")
       )
     socket.setTimeout(timeoutMs, () => finish("the daemon did not answer in time"))
+    signal?.addEventListener("abort", () => finish("no longer wanted"), { once: true })
     socket.once("error", (e) => finish(e.message))
     socket.once("close", () => finish("the daemon closed the connection"))
     socket.once("connect", () => write(0))

@@ -385,12 +385,15 @@ const socketsOfSync = (pid: number): ReadonlyArray<string> => {
   }
 }
 
+type Listener = { readonly inode: string; readonly port: number }
+
 /**
- * Whether one of a /proc/net/tcp table's listeners is `wanted`, reading it 4 KiB at a time and only as far as needed:
- * the listeners come first, and reading on into the connections makes the kernel walk its whole table of them (about
- * 10 ms a table here, however few it holds). Undefined when the table cannot be read.
+ * The listeners of a /proc/net/tcp table, read 4 KiB at a time and only as far as needed: until one is `enough`, or
+ * until the first socket of another state (the listeners come first, and reading on into the connections makes the
+ * kernel walk its whole table of them, about 10 ms a table here, however few it holds). Undefined when the table
+ * cannot be read.
  */
-const hasListener = (table: string, wanted: (s: { readonly inode: string; readonly port: number }) => boolean) => {
+const readListeners = (table: string, enough: (s: Listener) => boolean): ReadonlyArray<Listener> | undefined => {
   let fd: number
   try {
     fd = openSync(table, "r")
@@ -404,14 +407,80 @@ const hasListener = (table: string, wanted: (s: { readonly inode: string; readon
       const n = readSync(fd, chunk, 0, chunk.length, null)
       text += chunk.toString("latin1", 0, n)
       const { sockets, complete } = leadingListeners(n === 0 ? `${text}\n` : text)
-      if (sockets.some(wanted)) return true
-      if (complete || n === 0) return false
+      if (complete || n === 0 || sockets.some(enough)) return sockets
     }
   } catch {
     return undefined
   } finally {
     closeSync(fd)
   }
+}
+
+/** Whether one of a table's listeners is `wanted` (see `readListeners`); undefined when the table cannot be read. */
+const hasListener = (table: string, wanted: (s: Listener) => boolean) => readListeners(table, wanted)?.some(wanted)
+
+/** how often a starting service's port is tried while it waits for something to listen there */
+const LISTENER_POLL_MS = 10
+
+/**
+ * Waits until a port on loopback accepts a connection: what a starting service's network check needs before an
+ * attempt can pass. One plain timer tries every waiting port, where an attempt every 10 ms per service costs a
+ * fiber's timer, a schedule step and a span besides the sockets (about a third of the daemon's CPU in an `up`).
+ * (The kernel's listener tables are no cheaper to read: with no IPv6 connections, finding the end of the tcp6 table
+ * walks the whole empty hash of them, about 1 ms here.)
+ */
+const makeListenerWait = () => {
+  const waiting = new Map<number, Set<() => void>>()
+  /** true once 127.0.0.1, else ::1, accepts a connection on the port */
+  const accepts = (port: number, hosts: ReadonlyArray<string>, done: (ok: boolean) => void): void => {
+    const [host, ...rest] = hosts
+    if (host === undefined) {
+      done(false)
+      return
+    }
+    const socket = net.connect({ host, port })
+    const settle = (ok: boolean) => {
+      socket.removeAllListeners()
+      socket.on("error", () => {})
+      socket.destroy()
+      if (ok) done(true)
+      else accepts(port, rest, done)
+    }
+    socket.setTimeout(LISTENER_POLL_MS * 10, () => settle(false))
+    socket.once("connect", () => settle(true))
+    socket.once("error", () => settle(false))
+  }
+  /** idle: no round in flight and none due; a round tries every waiting port once, the next is due when it ends */
+  let busy = false
+  const round = () => {
+    const ports = [...waiting.keys()]
+    let pending = ports.length
+    busy = pending > 0
+    for (const port of ports) {
+      accepts(port, LOOPBACK, (ok) => {
+        const wakers = waiting.get(port)
+        if (ok && wakers !== undefined) {
+          waiting.delete(port)
+          for (const wake of wakers) wake()
+        }
+        if (--pending > 0) return
+        busy = waiting.size > 0
+        if (busy) setTimeout(round, LISTENER_POLL_MS).unref()
+      })
+    }
+  }
+  return (port: number): Effect.Effect<void> =>
+    Effect.async<void>((resume) => {
+      const wake = () => resume(Effect.void)
+      const wakers = waiting.get(port) ?? new Set<() => void>()
+      wakers.add(wake)
+      waiting.set(port, wakers)
+      if (!busy) round()
+      return Effect.sync(() => {
+        wakers.delete(wake)
+        if (wakers.size === 0 && waiting.get(port) === wakers) waiting.delete(port)
+      })
+    })
 }
 
 const makeListenerJudge = (port: number, serviceStartTime: string) =>
@@ -532,6 +601,7 @@ export interface HealthService {
 export class Health extends Context.Tag("berth/Health")<Health, HealthService>() {}
 
 const make = Effect.sync((): HealthService => {
+  const listenerOn = makeListenerWait()
   const probe = Effect.fn("Health.probe")(function* (check: HealthCheck, ctx: ProbeContext) {
     return yield* attempt(check, ctx)
   })
@@ -552,7 +622,11 @@ const make = Effect.sync((): HealthService => {
     ctx: ProbeContext,
     confirm: Effect.Effect<string | undefined> = Effect.succeed(undefined)
   ) {
-    return yield* pollUntilHealthy(check, yield* prober(check, ctx), confirm)
+    const once = yield* prober(check, ctx)
+    const port = ctx.port
+    // a network check cannot pass before something listens on its port: the attempts start once something does
+    const network = port !== undefined && (check.kind === "tcp" || check.kind === "http")
+    return yield* pollUntilHealthy(check, network ? Effect.zipRight(listenerOn(port), once) : once, confirm)
   })
 
   return {

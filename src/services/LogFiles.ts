@@ -3,6 +3,7 @@
  * cannot reopen, so rotation is copy-then-truncate: the writer keeps its descriptor and, thanks to O_APPEND, its next
  * write lands at the new end of the truncated file instead of leaving a hole of NUL bytes.
  */
+import * as fs from "node:fs"
 import * as fsp from "node:fs/promises"
 import * as Chunk from "effect/Chunk"
 import * as Data from "effect/Data"
@@ -42,9 +43,15 @@ const sizeOrZero = async (file: string): Promise<number> => {
   }
 }
 
-/** The file's size in bytes, 0 when it does not exist yet: where `follow` starts to see only what comes next. */
+/**
+ * The file's size in bytes, 0 when it does not exist yet: where `follow` starts to see only what comes next. One stat,
+ * read at once: a trip through the thread pool costs more than the call, and a service's spawn waits on it.
+ */
 export const size = (file: string): Effect.Effect<number, LogFileFailed> =>
-  attempt(file, "stat", () => sizeOrZero(file))
+  Effect.try({
+    try: () => fs.statSync(file, { throwIfNoEntry: false })?.size ?? 0,
+    catch: (e) => new LogFileFailed({ file, operation: "stat", reason: e instanceof Error ? e.message : String(e) })
+  })
 
 const exists = (file: string) =>
   fsp.stat(file).then(

@@ -383,6 +383,45 @@ layer(HealthLive, { excludeTestServices: true })("Health", (it) => {
         expect(ms).toBeLessThan(1_000)
       })
     )
+
+    it.scoped(
+      "waits for several ports at once: each passes once its own port opens (on ::1 too); one withdrawn stops no other",
+      () =>
+        Effect.gen(function* () {
+          const health = yield* Health
+          const ports = [yield* closedPort, yield* closedPort, yield* closedPort]
+          const started = Date.now()
+          const waits = yield* Effect.forEach(ports, (port) =>
+            Effect.fork(elapsed(health.waitHealthy(check("tcp", "", { timeoutMs: 10_000 }), context({ port }))))
+          )
+          // one withdrawn half-way (its process exited, say) stops nobody else's wait
+          const withdrawn = yield* Effect.fork(
+            health.waitHealthy(check("tcp", "", { timeoutMs: 10_000 }), context({ port: ports[2]! }))
+          )
+          const opened: Array<number> = []
+          for (const [i, port] of ports.entries()) {
+            yield* Effect.sleep("150 millis")
+            if (i === 1) yield* Fiber.interrupt(withdrawn)
+            const host = i === 2 && hasIpv6Loopback ? "::1" : "127.0.0.1"
+            const server = tracked(net.createServer())
+            yield* Effect.acquireRelease(
+              Effect.async<void>((resume) => {
+                server.listen(port, host, () => resume(Effect.void))
+              }),
+              () =>
+                Effect.async<void>((resume) => {
+                  server.close(() => resume(Effect.void))
+                })
+            )
+            opened.push(Date.now() - started)
+          }
+          for (const [i, wait] of waits.entries()) {
+            // each passed (none timed out), and not before its port opened
+            const { ms } = yield* Fiber.join(wait)
+            expect(ms).toBeGreaterThanOrEqual(opened[i]! - 20)
+          }
+        })
+    )
   })
 
   describe("defaultCheck", () => {
