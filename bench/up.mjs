@@ -7,6 +7,7 @@
 // - floor: the same three services started directly (`node server.js`, in parallel) until each accepts a connection:
 //   what a warm `up` cannot beat; the goal is a warm `up` within 100 ms of it (each run's pair is reported)
 // - status --json / env --json: one daemon round trip each
+// - daemon CPU: what the daemon used (user + system, from /proc) during each warm up and each down
 // - daemon RSS: VmRSS of the daemon with --worlds worlds × 3 services up (services are `sleep`, so the machine's
 //   memory goes to the daemon's bookkeeping only)
 // --clean-env: see `env` below.
@@ -60,10 +61,16 @@ const berth = (...args) => time(args, cli)
 
 /** Answers once something accepts a connection on the port (polled every 5 ms, as tightly as a health check can). */
 
-const samples = { node: [], floor: [], cold: [], warm: [], over: [], status: [], env: [] }
+const samples = { node: [], floor: [], cold: [], warm: [], over: [], status: [], env: [], upCpu: [], downCpu: [] }
+/** CPU time (user + system, ms) the process has used so far, by /proc (10 ms ticks: read over many runs) */
+const cpuMs = (pid) => {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")
+  return (Number(fields[11]) + Number(fields[12])) * 10
+}
 try {
   berth("port", "--range", "42000-43999")
   berth("up", "warmup", "--service", "a", "--service", "b", "--service", "c")
+  const daemonPid = JSON.parse(spawnSync(cli, ["daemon", "status", "--json"], { cwd: repo, env }).stdout).pid
   for (let i = 0; i < runs; i++) {
     samples.node.push(time(["-e", "0"]))
     samples.cold.push(berth("up", `cold-${i}`, "-s", "a", "-s", "b", "-s", "c"))
@@ -71,16 +78,19 @@ try {
     // the floor right before the warm up it is compared with, on ports the OS picks (outside berth's range)
     const bare = await floor(repo, env)
     samples.floor.push(bare)
+    const cpuBefore = cpuMs(daemonPid)
     const warm = berth("up", `cold-${i}`, "-s", "a", "-s", "b", "-s", "c")
+    samples.upCpu.push(cpuMs(daemonPid) - cpuBefore)
     samples.warm.push(warm)
     samples.over.push(warm - bare)
     samples.status.push(berth("status", "--json"))
     samples.env.push(berth("env", `cold-${i}`, "--json"))
+    const cpuBeforeDown = cpuMs(daemonPid)
     berth("down", `cold-${i}`)
+    samples.downCpu.push(cpuMs(daemonPid) - cpuBeforeDown)
   }
   berth("down", "--all")
 
-  const daemonPid = JSON.parse(spawnSync(cli, ["daemon", "status", "--json"], { cwd: repo, env }).stdout).pid
   const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${daemonPid}/status`, "utf8"))[1]) * 1024
   const before = rss()
   // all of them at once: above the gate's default max_parallel (20), the next would wait in line for good
@@ -106,9 +116,15 @@ try {
     rssBeforeMiB: before / 2 ** 20,
     rssMiB: after / 2 ** 20
   }
+  const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length
+  const daemonCpu = { perWarmUpMs: mean(samples.upCpu), perDownMs: mean(samples.downCpu) }
   if (options.json) {
     console.log(
-      JSON.stringify({ node: process.version, runs, results, warmOverFloorMs: samples.over, memory }, null, 2)
+      JSON.stringify(
+        { node: process.version, runs, results, warmOverFloorMs: samples.over, memory, daemonCpu },
+        null,
+        2
+      )
     )
   } else {
     console.log(`${runs} runs each, interleaved; Node ${process.version}\n`)
@@ -116,6 +132,9 @@ try {
     const over = [...samples.over].sort((a, b) => a - b)
     console.log(
       `\nwarm up − floor, per run: median ${median(over).toFixed(0)} ms, range ${over[0].toFixed(0)}–${over.at(-1).toFixed(0)} ms (goal: ≤ 100 ms)`
+    )
+    console.log(
+      `\ndaemon CPU: ${daemonCpu.perWarmUpMs.toFixed(0)} ms per warm up, ${daemonCpu.perDownMs.toFixed(0)} ms per down (mean over the runs)`
     )
     console.log(
       `\ndaemon RSS: ${memory.rssBeforeMiB.toFixed(1)} MiB idle, ${memory.rssMiB.toFixed(1)} MiB with ${worldCount} worlds × 3 services up`
