@@ -85,6 +85,8 @@ const start = (plan: ServicePlan, timing: Partial<ServiceTiming> = quick, onStat
   Effect.gen(function* () {
     const rt = yield* makeRuntime(plan)
     const states: Array<ServiceState> = []
+    // the recorder hears the current state before the service starts, or it could miss the first steps
+    const listening = yield* Deferred.make<void>()
     yield* rt.snapshot.changes.pipe(
       Stream.runForEach((s) =>
         Effect.sync(() => {
@@ -92,10 +94,11 @@ const start = (plan: ServicePlan, timing: Partial<ServiceTiming> = quick, onStat
             states.push(s.state)
             onState?.(s.state)
           }
-        })
+        }).pipe(Effect.zipRight(Deferred.succeed(listening, undefined)))
       ),
       Effect.forkScoped
     )
+    yield* Deferred.await(listening)
     yield* runService(rt, { dependencies: Effect.void, timing }).pipe(Effect.forkScoped)
     return { rt, states } satisfies Running
   })
