@@ -35,7 +35,10 @@ import {
 
 const SEED = seedFrom("BERTH_CHAOS_SEED")
 const WORLDS = ["w0", "w1", "w2", "w3", "w4", "w5"] as const
-/** the suite runs a short sequence (every special moment, then random steps up to this many); BERTH_CHAOS_OPS=300 (and a seed) makes a long one */
+/**
+ * the suite runs a short sequence (every special moment, then random steps up to this many); BERTH_CHAOS_OPS=300 (and
+ * a seed) makes a long one
+ */
 const MIN_OPS = Number(process.env.BERTH_CHAOS_OPS ?? 30)
 const BIG_ROWS = 200_000
 /** how long a world may take to settle after anything (a stop takes ~1.5 s, adoption a few reconciler passes) */
