@@ -385,15 +385,12 @@ const socketsOfSync = (pid: number): ReadonlyArray<string> => {
   }
 }
 
-type Listener = { readonly inode: string; readonly port: number }
-
 /**
- * The listeners of a /proc/net/tcp table, read 4 KiB at a time and only as far as needed: until one is `enough`, or
- * until the first socket of another state (the listeners come first, and reading on into the connections makes the
- * kernel walk its whole table of them, about 10 ms a table here, however few it holds). Undefined when the table
- * cannot be read.
+ * Whether one of a /proc/net/tcp table's listeners is `wanted`, reading it 4 KiB at a time and only as far as needed:
+ * the listeners come first, and reading on into the connections makes the kernel walk its whole table of them (about
+ * 10 ms a table here, however few it holds). Undefined when the table cannot be read.
  */
-const readListeners = (table: string, enough: (s: Listener) => boolean): ReadonlyArray<Listener> | undefined => {
+const hasListener = (table: string, wanted: (s: { readonly inode: string; readonly port: number }) => boolean) => {
   let fd: number
   try {
     fd = openSync(table, "r")
@@ -407,7 +404,8 @@ const readListeners = (table: string, enough: (s: Listener) => boolean): Readonl
       const n = readSync(fd, chunk, 0, chunk.length, null)
       text += chunk.toString("latin1", 0, n)
       const { sockets, complete } = leadingListeners(n === 0 ? `${text}\n` : text)
-      if (complete || n === 0 || sockets.some(enough)) return sockets
+      if (sockets.some(wanted)) return true
+      if (complete || n === 0) return false
     }
   } catch {
     return undefined
@@ -416,16 +414,13 @@ const readListeners = (table: string, enough: (s: Listener) => boolean): Readonl
   }
 }
 
-/** Whether one of a table's listeners is `wanted` (see `readListeners`); undefined when the table cannot be read. */
-const hasListener = (table: string, wanted: (s: Listener) => boolean) => readListeners(table, wanted)?.some(wanted)
-
 /** how often a starting service's port is tried while it waits for something to listen there */
 const LISTENER_POLL_MS = 10
 
 /**
  * Waits until a port on loopback accepts a connection: what a starting service's network check needs before an
  * attempt can pass. One plain timer tries every waiting port, where an attempt every 10 ms per service costs a
- * fiber's timer, a schedule step and a span besides the sockets (about a third of the daemon's CPU in an `up`).
+ * fiber's timer, a schedule step and a span besides the sockets (about a fifth of the daemon's CPU in an `up`).
  * (The kernel's listener tables are no cheaper to read: with no IPv6 connections, finding the end of the tcp6 table
  * walks the whole empty hash of them, about 1 ms here.)
  */

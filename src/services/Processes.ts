@@ -125,7 +125,10 @@ const scanProc = (): Effect.Effect<ReadonlyArray<ProcStat>> =>
       }
       return start + SCAN_BATCH >= pids.length
         ? Effect.succeed(stats)
-        : Effect.zipRight(Effect.yieldNow(), from(start + SCAN_BATCH))
+        : Effect.zipRight(
+            Effect.yieldNow(),
+            Effect.suspend(() => from(start + SCAN_BATCH))
+          )
     }
     return from(0)
   })
