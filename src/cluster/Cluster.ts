@@ -70,7 +70,7 @@ import { gateClosed } from "../domain/admission.js"
 import { Registry } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
 import { version } from "../version.js"
-import { Anywhere, anywhereLayer, anywherePlacer, settle } from "./anywhere.js"
+import { Anywhere, anywhereLayer, anywherePlacer, markAnywhere, settle } from "./anywhere.js"
 import { WorldQuery, WorldQueryLive } from "./queries.js"
 import { runnerLayer } from "./runner.js"
 import { type Hold, installRule, keepLease } from "./fence.js"
@@ -413,10 +413,14 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
       Effect.gen(function* () {
         const ids = anywhereIds(yield* registry.getSetting(ANYWHERE_SETTING))
         if (ids.length === 0) return
-        const keep: Array<number> = []
+        // only what went is unmarked, never the list as read: an entity may mark a world while this runs
+        const gone: Array<number> = []
         for (const id of ids) {
           const w = yield* registry.world(id)
-          if (w === undefined) continue
+          if (w === undefined) {
+            gone.push(id)
+            continue
+          }
           const row = anywhere.find((r) => r.project === w.projectName && r.slug === w.slug)
           const waiting = w.observed === "queued" ? admission.entry(id) : undefined
           if (row?.owner === machine && waiting !== undefined) {
@@ -426,7 +430,6 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
               yield* store.letGo(row.project, row.slug, machine)
               yield* Effect.logInfo(`berth cluster: world ${w.name} waited here; another machine has room for it`)
             }
-            keep.push(id)
             continue
           }
           const stale = row === undefined || row.desired === "removed" || (row.owner !== null && row.owner !== machine)
@@ -434,16 +437,11 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
             // given to another machine while this one was frozen or cut off: this copy must not run beside that one
             yield* worlds.tell(id, new Down()).pipe(Effect.ignore)
           }
-          if (!stale || !isAtRest(w.observed)) {
-            keep.push(id)
-            continue
-          }
+          if (!stale || !isAtRest(w.observed)) continue
           const removed = yield* worlds.tell(id, new Remove({ force: false })).pipe(Effect.either)
-          if (removed._tag === "Left" && removed.left._tag !== "WorldNotFound") {
-            keep.push(id)
-          }
+          if (removed._tag === "Right" || removed.left._tag === "WorldNotFound") gone.push(id)
         }
-        if (keep.length !== ids.length) yield* registry.setSetting(ANYWHERE_SETTING, keep)
+        if (gone.length > 0) yield* markAnywhere(registry, gone, false)
       }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("berth cluster: tidying worlds that moved", cause)))
 
     /** Runs sessions until the membership ends: a failed one is logged and tried again, later and later. */

@@ -70,6 +70,17 @@ export interface AnywhereHost {
 
 const internal = (e: { readonly message: string }) => new InternalError({ reason: e.message })
 
+/**
+ * Marks (or unmarks) worlds of this machine as copies of worlds that run anywhere: what its fence stops when it is cut
+ * off, and what it tidies once the world moved or was removed.
+ */
+export const markAnywhere = (registry: Registry["Type"], ids: ReadonlyArray<number>, on: boolean) =>
+  // one transaction: an entity marking its world while the publishing loop tidies others loses neither change
+  registry.updateSetting(ANYWHERE_SETTING, (value) => {
+    const rest = anywhereIds(value).filter((id) => !ids.includes(id))
+    return on ? [...rest, ...ids] : rest
+  })
+
 export const anywhereLayer = (host: AnywhereHost) =>
   Anywhere.toLayer(
     Effect.gen(function* () {
@@ -80,12 +91,6 @@ export const anywhereLayer = (host: AnywhereHost) =>
       const { entityId } = yield* Entity.CurrentAddress
       const address = parseAnywhereEntityId(entityId)
       let started = false
-
-      const mark = (worldId: number, on: boolean) =>
-        Effect.gen(function* () {
-          const ids = anywhereIds(yield* registry.getSetting(ANYWHERE_SETTING)).filter((id) => id !== worldId)
-          yield* registry.setSetting(ANYWHERE_SETTING, on ? [...ids, worldId] : ids)
-        })
 
       /** Stops (or removes) this machine's copy, and says the world no longer runs here. */
       const stopHere = (remove: boolean) =>
@@ -99,7 +104,7 @@ export const anywhereLayer = (host: AnywhereHost) =>
               yield* worlds
                 .tell(id, new Remove({ force: false }))
                 .pipe(Effect.catchTag("WorldNotFound", () => Effect.void))
-              yield* mark(id, false)
+              yield* markAnywhere(registry, [id], false)
             } else {
               yield* worlds.tell(id, new Down()).pipe(Effect.catchTag("WorldNotFound", () => Effect.void))
             }
@@ -166,7 +171,7 @@ export const anywhereLayer = (host: AnywhereHost) =>
             // (Cluster's tick) know it from then on
             const first = yield* worlds.up(ref, row.selection, row.env, false)
             const id = yield* worlds.idOf(first.project, first.slug)
-            if (id !== undefined) yield* mark(id, true)
+            if (id !== undefined) yield* markAnywhere(registry, [id], true)
             return yield* worlds.waitReady(ref)
           }).pipe(
             Effect.tapError((e) =>

@@ -491,6 +491,8 @@ export interface RegistryService {
   /** A machine-wide setting's stored JSON value; undefined when it was never set. */
   readonly getSetting: (key: string) => Effect.Effect<unknown, InternalError>
   readonly setSetting: (key: string, value: unknown) => Effect.Effect<void, InternalError>
+  /** Reads a setting and writes what `f` makes of it in one transaction: no other write comes between the two. */
+  readonly updateSetting: (key: string, f: (value: unknown) => unknown) => Effect.Effect<void, InternalError>
 }
 
 export class Registry extends Context.Tag("berth/Registry")<Registry, RegistryService>() {}
@@ -757,6 +759,14 @@ const makeRegistry = Effect.gen(function* () {
     sql`INSERT INTO settings (key, value) VALUES (${key}, ${JSON.stringify(value)})
       ON CONFLICT (key) DO UPDATE SET value = excluded.value`.pipe(Effect.asVoid)
 
+  const updateSetting = (key: string, f: (value: unknown) => unknown) =>
+    sql.withTransaction(
+      Effect.gen(function* () {
+        const rows = yield* sql<{ value: string }>`SELECT value FROM settings WHERE key = ${key}`
+        yield* setSetting(key, f(rows[0] === undefined ? undefined : JSON.parse(rows[0].value)))
+      })
+    )
+
   return {
     file: home.database,
     changes,
@@ -796,7 +806,8 @@ const makeRegistry = Effect.gen(function* () {
     addEvent: orInternal(addEvent),
     events: orInternal(events),
     getSetting: orInternal(getSetting),
-    setSetting: orInternal(setSetting)
+    setSetting: orInternal(setSetting),
+    updateSetting: orInternal(updateSetting)
   } satisfies RegistryService
 })
 

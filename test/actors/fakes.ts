@@ -456,6 +456,10 @@ export const settingsRegistry = (initial: Readonly<Record<string, unknown>> = {}
     setSetting: (key, value) =>
       Effect.sync(() => {
         settings.set(key, value)
+      }),
+    updateSetting: (key, f) =>
+      Effect.sync(() => {
+        settings.set(key, f(settings.get(key)))
       })
   }
   return new Proxy(implemented, {
