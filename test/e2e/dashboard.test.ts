@@ -179,8 +179,11 @@ describe.skipIf(!hasTmux)("berth dash in a terminal", () => {
     ).toBe(0)
     const all = await eventually(
       async () => tmux("capture-pane", "-p", "-t", "all").stdout,
-      (s) => /^ {2}mine +running/m.test(s) && /theirs +running/m.test(s)
+      (s) => /^[▸ ] mine +running/m.test(s) && /theirs +running/m.test(s)
     )
+    // the selected world's line starts with the cursor
+    expect(all).toMatch(/^[▸ ] mine +running/m)
+    expect(all).toMatch(/theirs +running/m)
     expect(all).toMatch(/^app$/m)
     expect(all).toMatch(/^other$/m)
     const one = await eventually(
