@@ -146,13 +146,17 @@ export const recordedProcesses = (worldId: number) =>
     const processes = yield* Processes
     const handles = new Map<string, ProcessHandle>()
     const died = new Set<string>()
+    /** live, but a daemon was stopping them when it died (a down, a reload, a restart): leaving at berth's request */
+    const leaving = new Set<string>()
     for (const s of yield* registry.services(worldId)) {
       if (s.pid === null || s.pgid === null || s.startTime === null) continue
       const handle = { pid: s.pid, pgid: s.pgid, startTime: s.startTime }
-      if (yield* processes.isRunning(handle)) handles.set(s.name, handle)
-      else if (!IN_FLIGHT.has(s.observed)) died.add(s.name)
+      if (yield* processes.isRunning(handle)) {
+        handles.set(s.name, handle)
+        if (s.observed === "stopping") leaving.add(s.name)
+      } else if (!IN_FLIGHT.has(s.observed)) died.add(s.name)
     }
-    return { handles, died }
+    return { handles, died, leaving }
   })
 
 /** Default worktrees folder: beside the main checkout, `<repo>.worktrees`. */
@@ -1096,7 +1100,7 @@ export const makeWorldActor = (
     const adopt = Effect.gen(function* () {
       // a command queued before this one may have started the world already
       if (generation !== undefined) return
-      const { handles, died } = yield* recorded
+      const { handles, died, leaving } = yield* recorded
       // what the start needs is checked before anything is touched: if the world's config or environment cannot be
       // used now, its processes keep running unwatched and the world says why; the user's next `up` tries again
       const ready = yield* prepare(selection, lastEnv).pipe(
@@ -1110,6 +1114,16 @@ export const makeWorldActor = (
               }).pipe(Effect.ignore)
         )
       )
+      // a stop a crash cut short is finished, not adopted: that process is leaving because berth asked it to, and
+      // its exit is no crash. The start below starts the service again, as the reload or restart would have
+      for (const name of leaving) {
+        const handle = handles.get(name)
+        if (handle === undefined) continue
+        const service = ready.config.services.find((s) => s.name === name)
+        const grace = service?._tag === "Process" ? service.stopGraceMs : Model.defaults.stopGraceMs
+        yield* processes.stop(handle, grace)
+        handles.delete(name)
+      }
       if (handles.size === 0) {
         // nothing survived: it comes back through the gate like any start
         return yield* launchStart(start(selection, lastEnv, handles, died, ready).pipe(failedOnError), {

@@ -382,7 +382,7 @@ describe("safety", () => {
     expect(crashed.code, crashed.stdout + crashed.stderr).toBe(1)
     expect(sleeps()).toHaveLength(1)
     const again = json<{ world: WorldJson }>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 })).world
-    expect(again.state).toBe("running")
+    expect(["running", "healthy"]).toContain(again.state)
     // the next daemon stopped the unrecorded one before it started the worker again
     const left = await eventually(
       async () => sleeps(),
@@ -445,6 +445,38 @@ describe("safety", () => {
       (alive) => !alive
     )
     expect(isAlive(pid)).toBe(false)
+  })
+
+  it("finishes a reload a crash cut short while a service was leaving: started again, never taken for a crash", async () => {
+    const box = await boxes.project({
+      "berth.toml": `[services.api]\ncmd = "node server.mjs"\nurl = "api"\nhealth = { http = "/healthz" }\n\n[services.slow]\ncmd = "trap 'sleep 3; exit 0' TERM; while true; do sleep 0.2; done"\nstop_grace = "10s"\n`
+    })
+    const up = json<{ world: WorldJson }>(await box.run(["up", "w1", "--json"], { timeoutMs: 60_000 })).world
+    const slow = up.services.find((s) => s.name === "slow")!.pid!
+    // the reload stops both services first; the slow one takes 3 s to leave (restart = "no", the default)
+    const reloading = box.run(["reload", "w1"], { timeoutMs: 30_000 })
+    await eventually(
+      () => statusOf(box),
+      (ws) => ws[0]?.services.find((s) => s.name === "slow")?.state === "stopping"
+    )
+    process.kill((await daemonPid(box))!, "SIGKILL")
+    expect((await reloading).code).toBe(1)
+    // the next daemon lets the leaving process go and starts the service again, as the reload would have
+    const settled = await eventually(
+      () => statusOf(box),
+      (ws) =>
+        ws[0]?.state === "running" && ws[0]?.services.every((s) => s.state === "healthy" || s.state === "running"),
+      30_000
+    )
+    expect(settled[0]?.state, JSON.stringify(settled[0])).toBe("running")
+    const again = settled[0]!.services.find((s) => s.name === "slow")!
+    expect(["running", "healthy"]).toContain(again.state)
+    expect(again.pid).not.toBe(slow)
+    expect(await ended(slow)).toBe(true)
+    // and it stays so once the old process has gone
+    await new Promise((r) => setTimeout(r, 4_000))
+    const later = await statusOf(box)
+    expect(later[0]?.state, JSON.stringify(later[0])).toBe("running")
   })
 
   it("leaves no world behind when git refuses the branch", async () => {
