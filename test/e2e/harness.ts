@@ -284,12 +284,20 @@ export const sandboxes = () => {
   }
 }
 
-/** Polls `probe` every 100 ms until `ok` holds or `timeoutMs` passes; returns the last value either way. */
+/**
+ * Polls `probe` every 100 ms until `ok` holds or `timeoutMs` passes; returns the last value either way. A wait that
+ * runs out says so on stderr: the test's own assertions decide, but a wait that always runs out is time thrown away.
+ */
 export const eventually = async <A>(probe: () => Promise<A>, ok: (a: A) => boolean, timeoutMs = 20_000): Promise<A> => {
   const until = Date.now() + timeoutMs
   for (;;) {
     const value = await probe()
-    if (ok(value) || Date.now() > until) return value
+    if (ok(value)) return value
+    if (Date.now() > until) {
+      const caller = new Error().stack?.split("\n")[2]?.trim() ?? ""
+      process.stderr.write(`eventually: gave up after ${timeoutMs} ms ${caller}\n`)
+      return value
+    }
     await new Promise((r) => setTimeout(r, 100))
   }
 }
