@@ -802,6 +802,8 @@ export const makeWorldActor = (
           }
           yield* start_
         }).pipe(
+          // the start itself may be interrupted (down, suspend, remove); what follows may not
+          Effect.interruptible,
           // in a finalizer: an interrupted fiber runs no further steps, but its waiting `up` must still hear of it
           Effect.onExit((exit) =>
             Effect.zipRight(
@@ -823,7 +825,10 @@ export const makeWorldActor = (
             })
           )
         )
-        launching = yield* Effect.forkDaemon(run)
+        // forked uninterruptible, so the finalizer above is in place before an interruption can land: a `down` taken
+        // from the mailbox right after this `up` would otherwise interrupt the fiber before its first step, skipping
+        // the finalizer, and the waiting `up` would never hear
+        launching = yield* Effect.uninterruptible(Effect.forkDaemon(run))
       })
 
     const up = (sel: Selection, env: Readonly<Record<string, string>>) =>

@@ -7,7 +7,10 @@ import { existsSync } from "node:fs"
 import { describe, expect, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import * as TestClock from "effect/TestClock"
+import { Down, Up } from "../../src/actors/protocol.js"
 import { CONFIRM_MS } from "../../src/actors/ServiceActor.js"
 import { SAMPLE_EVERY_MS } from "../../src/services/Admission.js"
 import { awaitPending, eventually, passTime, type WorldHarness, worldHarness } from "./world.js"
@@ -291,6 +294,28 @@ describe("a world driven in-process", () => {
       expect(yield* registry.leases()).toEqual([])
       expect(yield* admission.running).toBe(0)
       expect(existsSync(path)).toBe(false)
+    })
+  )
+
+  it.scoped("an up whose world is taken down the moment its start is launched hears so, and never hangs", () =>
+    Effect.gen(function* () {
+      const h = yield* worldHarness(SHOP)
+      const { worlds } = h.engine
+      yield* h.fakes.health.setDefault(true)
+      yield* bringUp(h, "alpha")
+      yield* worlds.down(h.ref("alpha"), false)
+      const id = yield* h.idOf("alpha")
+      const none = { services: [], groups: [] }
+      // the up and the down both wait in the world's mailbox: the down is taken the moment the up has launched its
+      // start, before the start's fiber has run at all
+      const up = yield* Effect.fork(worlds.tell(id, new Up({ selection: none, env: {} })))
+      const down = yield* Effect.fork(worlds.tell(id, new Down()))
+      yield* Fiber.join(up)
+      yield* Fiber.join(down)
+      const heard = yield* Effect.fork(worlds.waitReady(h.ref("alpha")).pipe(Effect.either))
+      yield* eventually("the waiting up has its answer", Effect.map(Fiber.poll(heard), Option.isSome))
+      expect((yield* h.status("alpha"))?.state).toBe("stopped")
+      expect(yield* h.engine.admission.running).toBe(0)
     })
   )
 
