@@ -1120,15 +1120,23 @@ export const makeWorldActor = (
         )
       )
       // a stop a crash cut short is finished, not adopted: that process is leaving because berth asked it to, and
-      // its exit is no crash. The start below starts the service again, as the reload or restart would have
-      for (const name of leaving) {
-        const handle = handles.get(name)
-        if (handle === undefined) continue
-        const service = ready.config.services.find((s) => s.name === name)
-        const grace = service?._tag === "Process" ? service.stopGraceMs : Model.defaults.stopGraceMs
-        yield* processes.stop(handle, grace)
-        handles.delete(name)
-      }
+      // its exit is no crash. The start below starts the service again, as the reload or restart would have. All at
+      // once: each may take its whole grace
+      yield* Effect.forEach(
+        leaving,
+        (name) =>
+          Effect.gen(function* () {
+            const handle = handles.get(name)
+            if (handle === undefined) return
+            const service = ready.config.services.find((s) => s.name === name)
+            yield* processes.stop(
+              handle,
+              service?._tag === "Process" ? service.stopGraceMs : Model.defaults.stopGraceMs
+            )
+            handles.delete(name)
+          }),
+        { concurrency: "unbounded", discard: true }
+      )
       if (handles.size === 0) {
         // nothing survived: it comes back through the gate like any start
         return yield* launchStart(start(selection, lastEnv, handles, died, ready).pipe(failedOnError), {
