@@ -279,8 +279,12 @@ export const makeStore = Effect.gen(function* () {
    * statement by the world's row (still given to `machine`, at that generation), so a machine that lost the world
    * writes nothing. Answers the slice's state after the claim — `ready` when the same slice (name and server) was made
    * already, by whichever machine: the world's data, to be used as it is — or undefined when the claim was refused.
+   * `moved` when a slice of that name was made under another server: one server can be written several ways (a
+   * name or an address, a default port spelled out, other credentials), so it may be the world's data itself: the
+   * claimer uses what it finds under the name as it is, and makes the slice only where there is none. The record
+   * stays `moved` until the claimer says the slice is ready, so a crash meanwhile never makes it look half-made.
    */
-  const claimSlice = (c: SliceClaim): Effect.Effect<"ready" | "provisioning" | undefined, SqlError> =>
+  const claimSlice = (c: SliceClaim): Effect.Effect<"ready" | "moved" | "provisioning" | undefined, SqlError> =>
     Effect.map(
       sql<{ state: string }>`INSERT INTO berth_slices (project, slug, service, name, server, state, generation)
         SELECT a.project, a.slug, ${c.service}, ${c.name}, ${c.server}, 'provisioning', a.generation
@@ -288,11 +292,16 @@ export const makeStore = Effect.gen(function* () {
           WHERE a.project = ${c.project} AND a.slug = ${c.slug} AND a.owner = ${c.machine}
             AND a.generation = ${c.generation}
         ON CONFLICT (project, slug, service) DO UPDATE SET
-          state = CASE WHEN berth_slices.name = excluded.name AND berth_slices.server = excluded.server
-            THEN berth_slices.state ELSE 'provisioning' END,
+          state = CASE
+            WHEN berth_slices.name = excluded.name AND berth_slices.server = excluded.server THEN berth_slices.state
+            WHEN berth_slices.name = excluded.name AND berth_slices.state IN ('ready', 'moved') THEN 'moved'
+            ELSE 'provisioning' END,
           name = excluded.name, server = excluded.server, generation = excluded.generation, updated_at = now()
         RETURNING state`,
-      (rows) => (rows[0] === undefined ? undefined : rows[0].state === "ready" ? "ready" : "provisioning")
+      (rows) => {
+        const state = rows[0]?.state
+        return state === undefined ? undefined : state === "ready" || state === "moved" ? state : "provisioning"
+      }
     )
 
   /**
@@ -316,14 +325,15 @@ export const makeStore = Effect.gen(function* () {
 
   /**
    * Whether `machine` may drop its copy of a slice: while it holds the world at that generation, or when the record
-   * names another slice (or none) for the world — never the one another machine runs the world on now.
+   * names another slice (or none) for the world — never the one another machine runs the world on now, nor one of its
+   * name under another server, which may be the same server written another way (see `claimSlice`).
    */
   const mayDropSlice = (c: SliceClaim) =>
     Effect.map(
       sql<{ ok: boolean }>`SELECT EXISTS (SELECT 1 FROM berth_anywhere WHERE project = ${c.project} AND slug = ${c.slug}
           AND owner = ${c.machine} AND generation = ${c.generation})
         OR NOT EXISTS (SELECT 1 FROM berth_slices WHERE project = ${c.project} AND slug = ${c.slug}
-          AND service = ${c.service} AND name = ${c.name} AND server = ${c.server}) AS ok`,
+          AND service = ${c.service} AND name = ${c.name}) AS ok`,
       (rows) => rows[0]?.ok === true
     )
 

@@ -86,9 +86,11 @@ describe("the slices of worlds that run anywhere, in the cluster's tables", () =
     expect(await run(stale.ready("db"))).toBe(false)
     expect(await run(stale.holds)).toBe(false)
     expect(await run(stale.dropped("db"))).toBe(false)
-    // the slice the world runs on is never h1's to drop; a copy on another server is
+    // the slice the world runs on is never h1's to drop, nor one of the same name on a server written another way
+    // (it may be the same server); a slice of another name is
     expect(await run(stale.mayDrop("db", "shop_feat_a_db", "server-1"))).toBe(false)
-    expect(await run(stale.mayDrop("db", "shop_feat_a_db", "server-9"))).toBe(true)
+    expect(await run(stale.mayDrop("db", "shop_feat_a_db", "server-9"))).toBe(false)
+    expect(await run(stale.mayDrop("db", "shop_feat_a_db_old", "server-1"))).toBe(true)
     // nor is it for a machine that ran the world and finds its row gone
     const gone = Option.getOrThrow(
       await Effect.runPromise(
@@ -104,12 +106,19 @@ describe("the slices of worlds that run anywhere, in the cluster's tables", () =
     expect(await run(h2.claim("db", "shop_feat_a_db", "server-1"))).toBe("ready")
     expect(await run(h2.mayDrop("db", "shop_feat_a_db", "server-1"))).toBe(true)
 
-    // on to h3, which reaches another server: it makes the slice there, and h1's copy is no longer the world's
+    // on to h3, which writes the server another way: the slice may be the very one the world ran on, so it is
+    // "moved" (used as it is where it exists, made where it does not), and h1's copy is still never dropped
     expect(await run(store.reassign(world.project, world.slug, "h2", "h3"))).toBe(true)
     const h3 = await ledgerOf("h3")
-    expect(await run(h3.claim("db", "shop_feat_a_db", "server-3"))).toBe("provisioning")
-    expect(await run(stale.mayDrop("db", "shop_feat_a_db", "server-1"))).toBe(true)
+    expect(await run(h3.claim("db", "shop_feat_a_db", "server-3"))).toBe("moved")
+    expect(await run(stale.mayDrop("db", "shop_feat_a_db", "server-1"))).toBe(false)
+    // h3 stopped before it said the slice is ready: its next claim still never takes it for half-made
+    expect(await run(h3.claim("db", "shop_feat_a_db", "server-3"))).toBe("moved")
     expect(await run(h3.ready("db"))).toBe(true)
+    expect(await run(h3.claim("db", "shop_feat_a_db", "server-3"))).toBe("ready")
+    // a slice not yet ready when its server changed is h3's to make
+    expect(await run(h3.claim("cache", "shop_feat_a_cache", "server-3"))).toBe("provisioning")
+    expect(await run(h3.claim("cache", "shop_feat_a_cache", "server-4"))).toBe("provisioning")
     expect(await run(h3.dropped("db"))).toBe(true)
     expect(await run(h3.claim("db", "shop_feat_a_db", "server-3"))).toBe("provisioning")
 

@@ -26,7 +26,7 @@ const db = dirSlice("db", "fill")
 
 /** What the cluster's record answers, and what was asked of it. */
 interface Record {
-  claim: "ready" | "provisioning" | undefined
+  claim: "ready" | "moved" | "provisioning" | undefined
   ready: boolean
   holds: boolean
   mayDrop: boolean
@@ -114,6 +114,37 @@ describe("the slices of a world that runs anywhere", () => {
         expect(readFileSync(join(folder, "notes"), "utf8")).toBe("the world's data")
         expect(record.asked).toEqual(["claim db shop_feat_a_db"])
       })
+    )
+
+    it.effect(
+      "recorded ready on a server written another way, are used as they are where they exist, made where not",
+      () =>
+        Effect.gen(function* () {
+          const registry = yield* Registry
+          const w = yield* world
+          const fills = { n: 0 }
+          record.claim = "provisioning"
+          const folder = (yield* provision(w, fills)).get("db") ?? ""
+          expect(fills.n).toBe(1)
+
+          // the machine it moves to reaches the same server by another spelling: the world's data stays as it is
+          for (const row of yield* registry.slices(w.id)) yield* registry.forgetSlice(row.id)
+          record.claim = "moved"
+          record.asked.length = 0
+          expect((yield* provision(w, fills)).get("db")).toBe(folder)
+          expect(fills.n).toBe(1)
+          expect(readFileSync(join(folder, "notes"), "utf8")).toBe("the world's data")
+          // and the record says it is ready there, so the next move takes it as it is too
+          expect(record.asked).toEqual(["claim db shop_feat_a_db", "ready db"])
+
+          // another server indeed: nothing there yet, so the slice is made and filled
+          for (const row of yield* registry.slices(w.id)) yield* registry.forgetSlice(row.id)
+          rmSync(folder, { recursive: true, force: true })
+          expect((yield* provision(w, fills)).get("db")).toBe(folder)
+          expect(fills.n).toBe(2)
+          expect(readFileSync(join(folder, "notes"), "utf8")).toBe("the world's data")
+          record.claim = "provisioning"
+        })
     )
 
     it.effect("touch nothing on a machine the cluster gave the world up on", () =>

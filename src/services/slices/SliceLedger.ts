@@ -19,20 +19,23 @@ export interface SharedSlices {
   readonly owner: string
   /**
    * Claims a slice (its name and server) for this generation: "ready" when the same slice was made already (use it
-   * as it is), "provisioning" when it is this machine's to make, undefined when this machine no longer holds the world.
+   * as it is), "moved" when one of its name was made under another server, which may be the same server written
+   * another way (use what is there as it is; make it only where there is none), "provisioning" when it is this
+   * machine's to make, undefined when this machine no longer holds the world.
    */
   readonly claim: (
     service: string,
     name: string,
     server: string
-  ) => Effect.Effect<"ready" | "provisioning" | undefined, InternalError>
+  ) => Effect.Effect<"ready" | "moved" | "provisioning" | undefined, InternalError>
   /** the claimed slice is made and filled; false when this machine no longer holds the world */
   readonly ready: (service: string) => Effect.Effect<boolean, InternalError>
   /** whether this machine may still overwrite or drop the world's slices (read right before it does) */
   readonly holds: Effect.Effect<boolean, InternalError>
   /**
    * Whether this machine may drop its copy of a slice (name and server): while it holds the world, or when the
-   * cluster's record names another slice (or none) for the world — never the one another machine runs the world on
+   * cluster's record names another slice (or none) for the world — never the one another machine runs the world on,
+   * nor one of its name on a server written another way
    */
   readonly mayDrop: (service: string, name: string, server: string) => Effect.Effect<boolean, InternalError>
   /** the slice was dropped: its record goes; false when this machine no longer holds the world */

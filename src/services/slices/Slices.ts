@@ -537,8 +537,10 @@ const make = Effect.gen(function* () {
       if (shared !== undefined && claimed === undefined) return yield* lost(world, service.name)
       const wasReady =
         claimed === undefined ? previous?.state === "ready" && previous.name === slice.name : claimed === "ready"
+      // made under another server, which may be this one written another way: what is there is never replaced
+      const moved = claimed === "moved"
       // a new slice with a golden is made by copying it: no empty slice first (the copy replaces what is there)
-      const copyable = service.cloneFrom === "golden" && adapter.capabilities.clone && !wasReady
+      const copyable = service.cloneFrom === "golden" && adapter.capabilities.clone && !wasReady && !moved
       // held until the provision ends: a row left `provisioning` while another slice fills is not a crash's
       yield* hold(slice)
       const { row, fresh } = yield* Effect.gen(function* () {
@@ -547,6 +549,16 @@ const make = Effect.gen(function* () {
         if (copyable) return { row, fresh: true }
         const created = yield* adapter.provision(slice).pipe(Effect.mapError(failure))
         if (created || wasReady) return { row, fresh: created }
+        if (moved && shared !== undefined) {
+          yield* event(
+            world,
+            service.name,
+            "slice_kept",
+            `slice ${service.name} (${slice.name}) was made on a server written otherwise in the cluster's record; the one found here is used as it is`
+          )
+          if (!(yield* shared.ready(service.name))) return yield* lost(world, service.name)
+          return { row, fresh: false }
+        }
         // a crash left it half-filled: drop what is there and start from empty
         yield* guard(service.name)
         yield* adapter.teardown(slice).pipe(Effect.mapError(failure))
