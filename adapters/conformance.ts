@@ -257,12 +257,30 @@ export const conformance = (subject: Subject): void => {
       })
     )
 
+    if (adapter.standing !== undefined) {
+      const standing = adapter.standing
+      it.live("tells whose a name is: missing, ours once made, another installation's as foreign", () =>
+        Effect.gen(function* () {
+          const name = fresh("standing")
+          const ours = sliceOf(name)
+          const theirs = sliceOf(name, otherOwner)
+          expect(yield* standing(ours)).toBe("missing")
+          yield* adapter.provision(ours)
+          expect(yield* standing(ours)).toBe("ours")
+          expect(yield* standing(theirs)).toBe("foreign")
+          yield* adapter.teardown(ours)
+          expect(yield* standing(ours)).toBe("missing")
+        })
+      )
+    }
+
     if (subject.unmarked !== undefined) {
       const unmarked = subject.unmarked
       it.live("never reuses, tears down, clones into or lists what berth did not make", () =>
         Effect.gen(function* () {
           const slice = sliceOf(fresh("unmarked"))
           yield* Effect.promise(() => unmarked.make(slice))
+          if (adapter.standing !== undefined) expect(yield* adapter.standing(slice)).toBe("foreign")
           expect(yield* outcome(adapter.provision(slice))).toBe("taken")
           expect(yield* outcome(adapter.teardown(slice))).toBe("not-owned")
           expect(yield* listed()).not.toContain(slice.name)

@@ -77,4 +77,11 @@ export interface Adapter {
   readonly clone: (from: Slice, to: Slice) => Effect.Effect<void, AdapterError>
   /** the names of the slices this adapter owns in `scope`, half-made ones included (for gc, which tears them down) */
   readonly list: (scope: ListScope) => Effect.Effect<ReadonlyArray<string>, AdapterError>
+  /**
+   * whose `slice.name` is on its server now: "ours" (marked by `slice.owner`, half-made ones included), "foreign"
+   * (anyone else's: another berth installation's, or not berth's at all) or "missing"; optional. Where a new slice's
+   * name is "foreign", berth names that slice (and a golden) apart for this installation instead of failing: two
+   * installations (two users, or two BERTH_HOMEs) with the same project can share one server
+   */
+  readonly standing?: (slice: Slice) => Effect.Effect<"missing" | "ours" | "foreign", AdapterError>
 }

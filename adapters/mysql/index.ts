@@ -491,6 +491,16 @@ const drop = (connection: Connection, name: string): Effect.Effect<void, MysqlFa
     yield* query(connection, `DROP DATABASE IF EXISTS ${ident(name)}`)
   })
 
+/** Whose database the slice's name is now (see `Adapter.standing`): an unfinished one of ours counts as ours. */
+const standing = (slice: Slice): Effect.Effect<"missing" | "ours" | "foreign", AdapterError> =>
+  Effect.flatMap(checkSlice(slice), (name) =>
+    withServer(slice.adminUrl, "look at", name, (connection) =>
+      Effect.map(ownership(connection, slice.owner, name), (state) =>
+        state === "unfinished" || state === "ours" ? "ours" : state === "missing" ? "missing" : "foreign"
+      )
+    )
+  )
+
 const provision = Effect.fn("MysqlAdapter.provision")(function* (slice: Slice) {
   const name = yield* checkSlice(slice)
   return yield* withServer(slice.adminUrl, "provision", name, (connection, server) =>
@@ -940,5 +950,6 @@ export const mysqlAdapter: Adapter = {
   resolve: resolveUrl,
   teardown,
   clone,
-  list
+  list,
+  standing
 }

@@ -458,6 +458,12 @@ const copyFrom = (
     )
   })
 
+/** Whose database the slice's name is now (see `Adapter.standing`): one look, on the admin connection. */
+const standing = (slice: Slice): Effect.Effect<"missing" | "ours" | "foreign", AdapterError> =>
+  Effect.flatMap(checkSlice(slice), (name) =>
+    withServer(slice.adminUrl, "look at", name, (client) => ownership(client, slice.owner, name))
+  )
+
 const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
   Effect.gen(function* () {
     const source = yield* checkSlice(from)
@@ -589,5 +595,6 @@ export const postgresAdapter: Adapter = {
   teardown,
   clone,
   rename,
-  list
+  list,
+  standing
 }

@@ -178,6 +178,61 @@ describe("golden templates", () => {
     expect(logs.stdout).toMatch(/\[berth\] clone_fallback/)
   })
 
+  it("lets two installations of one project share a PostgreSQL server: the second names its golden and slices apart", async () => {
+    const project = `twin${process.pid}x${Date.now() % 100000}`
+    const psql = (statement: string) => `psql -q \${db.url} -c '${statement}'`
+    const toml = `[project]
+name = "${project}"
+
+[services.db]
+adapter = "postgres"
+admin_url = "${adminUrl}"
+clone_from = "golden"
+migrate = "${psql("create table t (id int)")}"
+seed = "${psql("insert into t values (1)")}"
+
+[services.scratch]
+adapter = "postgres"
+admin_url = "${adminUrl}"
+`
+    // two users (or two BERTH_HOMEs) with a clone of the same repository each
+    const first = await boxes.project({ "berth.toml": toml })
+    const second = await boxes.project({ "berth.toml": toml })
+    try {
+      await up(first, "one")
+      await up(second, "one")
+      const mine = await envOf(first, "one")
+      const theirs = await envOf(second, "one")
+      expect(mine.DB_URL!.endsWith(`/${project}_one_db`)).toBe(true)
+      expect(theirs.DB_URL).not.toBe(mine.DB_URL)
+      expect(theirs.SCRATCH_URL).not.toBe(mine.SCRATCH_URL)
+      expect(new URL(theirs.DB_URL!).pathname.slice(1)).toMatch(new RegExp(`^${project}_one_db_b[0-9a-z]+$`))
+      // each world has its own data, copied from its own installation's golden
+      await rows(mine.DB_URL!, "insert into t values (2)")
+      expect(await rows(mine.DB_URL!, "select id from t order by id")).toEqual([{ id: 1 }, { id: 2 }])
+      expect(await rows(theirs.DB_URL!, "select id from t order by id")).toEqual([{ id: 1 }])
+      const told = (await eventsOf(second, "one")).filter((e) => e.kind === "slice_named_apart")
+      expect(told.map((e) => e.service).sort()).toEqual(["db", "db", "scratch"])
+      // the name chosen is kept: the world comes back on the same databases, with its data
+      await rows(theirs.DB_URL!, "insert into t values (3)")
+      expect((await second.run(["down", "one"])).code).toBe(0)
+      await up(second, "one")
+      expect((await envOf(second, "one")).DB_URL).toBe(theirs.DB_URL)
+      expect(await rows(theirs.DB_URL!, "select id from t order by id")).toEqual([{ id: 1 }, { id: 3 }])
+      // removing one installation's world leaves the other's alone
+      expect((await second.run(["remove", "one", "--force"])).code).toBe(0)
+      expect(await rows(mine.DB_URL!, "select id from t order by id")).toEqual([{ id: 1 }, { id: 2 }])
+      const left = (await databases(`${project}_one_`)).map(([name]) => name).sort()
+      expect(left).toEqual([`${project}_one_db`, `${project}_one_scratch`])
+    } finally {
+      for (const box of [first, second]) {
+        await box.run(["remove", "one", "--force"])
+        await box.run(["daemon", "stop"])
+      }
+      for (const [name] of await databases(project)) await query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+    }
+  })
+
   it("keeps a spare copy of a postgres golden, renamed into the next new world", async () => {
     const project = `spr${process.pid}x${Date.now() % 100000}`
     const psql = (statement: string) => `psql -q \${db.url} -c '${statement}'`

@@ -188,6 +188,45 @@ env = { NOTES = "\${notes.url}" }
     expect(r.stderr).not.toMatch(/\n\s+at /)
   })
 
+  it("lets two installations of one project share a MariaDB server: the second names its slice apart", async () => {
+    const project = `mtwin${process.pid}`
+    const toml = `[project]
+name = "${project}"
+
+[services.db]
+adapter = "mariadb"
+admin_url = "mysql://root@127.0.0.1:3306/"
+clone_from = "golden"
+migrate = "true"
+`
+    const first = await boxes.project({ "berth.toml": toml })
+    const second = await boxes.project({ "berth.toml": toml })
+    const mysql = await import("mysql2/promise")
+    try {
+      for (const box of [first, second]) {
+        const r = await box.run(["up", "one"], { timeoutMs: 60_000 })
+        expect(r.code, r.stderr).toBe(0)
+      }
+      const mine = (await envOf(first, "one")).DB_URL!
+      const theirs = (await envOf(second, "one")).DB_URL!
+      expect(mine).toBe(`mysql://root@127.0.0.1:3306/${project}_one_db`)
+      expect(theirs).toMatch(new RegExp(`^mysql://root@127\\.0\\.0\\.1:3306/${project}_one_db_b[0-9a-z]+$`))
+      for (const box of [first, second]) expect((await box.run(["remove", "one", "--force"])).code).toBe(0)
+    } finally {
+      for (const box of [first, second]) await box.run(["daemon", "stop"])
+      const admin = await mysql.createConnection("mysql://root@127.0.0.1:3306/")
+      try {
+        const [left] = await admin.query(
+          "SELECT schema_name AS name FROM information_schema.schemata WHERE schema_name LIKE ? OR schema_name LIKE ?",
+          [`${project}%`, `golden_${project}%`]
+        )
+        for (const d of left as Array<{ name: string }>) await admin.query(`DROP DATABASE \`${d.name}\``)
+      } finally {
+        await admin.end()
+      }
+    }
+  })
+
   it("gives each world a MariaDB database copied server-side from the golden", async () => {
     const project = `mshop${process.pid}`
     const sqlOf = (statement: string) =>

@@ -165,6 +165,29 @@ const make = Effect.gen(function* () {
   const adapterFailure = (world: string, service: string, adapter: string) => (e: AdapterError) =>
     new InvalidRequest({ reason: `world ${world}: slice ${service} (${adapter}): ${e.message}` })
 
+  /**
+   * `slice` under the name this installation uses for it: the one it recorded; else its usual name, unless the server
+   * holds that name for someone else (another berth installation with the same project: two users, or two
+   * BERTH_HOMEs, on one server) — then a name of this installation's own, so that both work side by side.
+   */
+  const ownName = (world: SliceWorld, slice: Slice, adapter: Adapter, recorded?: string) =>
+    Effect.gen(function* () {
+      const apart: Slice = { ...slice, name: sliceIdentifier([slice.name, owner], NAME_LIMIT) }
+      if (recorded === apart.name) return apart
+      if (recorded === slice.name || adapter.standing === undefined || slice.owner !== owner) return slice
+      const standing = yield* adapter
+        .standing(slice)
+        .pipe(Effect.mapError(adapterFailure(world.name, slice.service, slice.adapter)))
+      if (standing !== "foreign") return slice
+      yield* event(
+        world,
+        slice.service,
+        "slice_named_apart",
+        `${slice.name} on ${where(slice)} is not this installation's (another berth installation's, or not berth's): this one is ${apart.name}`
+      )
+      return apart
+    })
+
   /** The slice of `service` for the world; one that moves with its world (`shared`) carries the cluster's mark. */
   const describe = (
     world: SliceWorld,
@@ -311,48 +334,53 @@ const make = Effect.gen(function* () {
         yield* event(world, service.name, "golden_wait", "waiting for the golden being built by another world")
         return yield* Deferred.await(running)
       }
-      const golden: Slice = {
+      const usual: Slice = {
         ...target,
         owner,
         world: "(golden)",
         name: goldenName(world.project, service.name, key, NAME_LIMIT)
       }
       const rows = yield* registry.goldens(world.project, service.name, key)
-      const ready = rows.find((r) => r.state === "ready" && r.name === golden.name)
+      // made under its usual name, or under this installation's own where the usual one was someone else's
+      const apart = sliceIdentifier([usual.name, owner], NAME_LIMIT)
+      const ready = rows.find((r) => r.state === "ready" && (r.name === usual.name || r.name === apart))
       if (ready !== undefined && !force) return { slice: fromRow(ready, "(golden)"), rowId: ready.id, key }
       const done = yield* Deferred.make<Golden, SliceError>()
       builds.set(flight, done)
       const adapter = yield* implementation(service.adapter)
       const failure = adapterFailure(world.name, service.name, service.adapter)
-      const build = busy(
-        golden,
-        Effect.gen(function* () {
-          // an older attempt (a crash mid-build, or the golden being rebuilt) goes first, and copies made of it
-          for (const row of [...(yield* registry.spares(world.project, service.name, key)), ...rows]) {
-            yield* adapter.teardown(fromRow(row, "(golden)")).pipe(Effect.mapError(failure))
-            yield* registry.forgetSlice(row.id)
-          }
-          yield* event(world, service.name, "golden_build", `building the golden ${golden.name}`)
-          const row = yield* recordRow(golden, { worldId: null, goldenKey: key })
-          yield* recordServer(golden)
-          const made = yield* adapter.provision(golden).pipe(Effect.mapError(failure))
-          if (!made) {
-            // ours but unrecorded: what is in it is unknown, so start again from empty
-            yield* adapter.teardown(golden).pipe(Effect.mapError(failure))
-            yield* adapter.provision(golden).pipe(Effect.mapError(failure))
-          }
-          const url = yield* adapter.resolve(golden).pipe(Effect.mapError(failure))
-          yield* registry.setSliceUrl(row.id, url)
-          yield* init(service, new Map([...urls, [service.name, url]])).pipe(
-            Effect.tapError(() =>
-              Effect.zipRight(Effect.ignore(adapter.teardown(golden)), Effect.ignore(registry.forgetSlice(row.id)))
+      const build = Effect.gen(function* () {
+        const golden = yield* ownName(world, usual, adapter)
+        return yield* busy(
+          golden,
+          Effect.gen(function* () {
+            // an older attempt (a crash mid-build, or the golden being rebuilt) goes first, and copies made of it
+            for (const row of [...(yield* registry.spares(world.project, service.name, key)), ...rows]) {
+              yield* adapter.teardown(fromRow(row, "(golden)")).pipe(Effect.mapError(failure))
+              yield* registry.forgetSlice(row.id)
+            }
+            yield* event(world, service.name, "golden_build", `building the golden ${golden.name}`)
+            const row = yield* recordRow(golden, { worldId: null, goldenKey: key })
+            yield* recordServer(golden)
+            const made = yield* adapter.provision(golden).pipe(Effect.mapError(failure))
+            if (!made) {
+              // ours but unrecorded: what is in it is unknown, so start again from empty
+              yield* adapter.teardown(golden).pipe(Effect.mapError(failure))
+              yield* adapter.provision(golden).pipe(Effect.mapError(failure))
+            }
+            const url = yield* adapter.resolve(golden).pipe(Effect.mapError(failure))
+            yield* registry.setSliceUrl(row.id, url)
+            yield* init(service, new Map([...urls, [service.name, url]])).pipe(
+              Effect.tapError(() =>
+                Effect.zipRight(Effect.ignore(adapter.teardown(golden)), Effect.ignore(registry.forgetSlice(row.id)))
+              )
             )
-          )
-          yield* registry.markSliceReady(row.id)
-          yield* event(world, service.name, "golden_ready", `golden ${golden.name} is ready`)
-          return { slice: golden, rowId: row.id, key }
-        })
-      )
+            yield* registry.markSliceReady(row.id)
+            yield* event(world, service.name, "golden_ready", `golden ${golden.name} is ready`)
+            return { slice: golden, rowId: row.id, key }
+          })
+        )
+      })
       return yield* build.pipe(
         Effect.exit,
         Effect.tap((exit) => Deferred.done(done, exit)),
@@ -528,9 +556,10 @@ const make = Effect.gen(function* () {
           })
         }
       }
-      const slice = describe(world, service, env, shared)
-      const failure = adapterFailure(world.name, service.name, service.adapter)
       const previous = before.get(service.name)
+      // a slice that moves with its world keeps one name on every machine (the cluster's mark is every member's)
+      const slice = yield* ownName(world, describe(world, service, env, shared), adapter, previous?.name)
+      const failure = adapterFailure(world.name, service.name, service.adapter)
       // for a slice that moves with its world, the cluster's record decides (another machine may have made it)
       const claimed =
         shared === undefined ? undefined : yield* shared.claim(service.name, slice.name, sliceServer(slice))
