@@ -74,7 +74,7 @@ import { Anywhere, anywhereLayer, anywherePlacer, markAnywhere, settle } from ".
 import { WorldQuery, WorldQueryLive } from "./queries.js"
 import { runnerLayer } from "./runner.js"
 import { type Hold, installRule, keepLease } from "./fence.js"
-import { sharedSlicesOf } from "./slices.js"
+import { sharedSlicesOf, sliceOrphansOf } from "./slices.js"
 import { type AnywhereRow, type Machine, makeStore, SCHEMA_VERSION, type SharedWorld, type Store } from "./store.js"
 
 const SETTINGS_KEY = "cluster"
@@ -284,7 +284,8 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
                   const id = yield* worlds.idOf(project, slug)
                   return id !== undefined && marked.includes(id) ? ("gone" as const) : undefined
                 }).pipe(Effect.orElseSucceed(() => undefined))
-              )
+              ),
+              sliceOrphansOf(store, clusterMark)
             ),
             () => ledger.install(() => Effect.succeedNone)
           )

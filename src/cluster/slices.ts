@@ -7,7 +7,7 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { InternalError } from "../domain/errors.js"
-import type { SharedSlices, SliceLedgerService } from "../services/slices/SliceLedger.js"
+import type { SharedSlices, SliceLedgerService, SliceOrphans } from "../services/slices/SliceLedger.js"
 import type { AnywhereRow, Store } from "./store.js"
 
 const internal = (e: { readonly message: string }) => new InternalError({ reason: e.message })
@@ -45,3 +45,10 @@ export const sharedSlicesOf =
         dropped: (service) => store.settleSlice({ ...claim, service }, "dropped").pipe(Effect.mapError(internal))
       })
     })
+
+/** The cluster's orphaned slices, as this member's gc sees them (see `SliceOrphans`). */
+export const sliceOrphansOf = (store: Store, owner: string): SliceOrphans => ({
+  owner,
+  list: store.sliceOrphans.pipe(Effect.mapError(internal)),
+  cleared: (name, server) => store.clearOrphan(name, server).pipe(Effect.mapError(internal))
+})

@@ -174,6 +174,13 @@ export const makeStore = Effect.gen(function* () {
         updated_at timestamptz NOT NULL DEFAULT now(),
         PRIMARY KEY (project, slug, service)
       )`
+      // slices of removed worlds still on their servers: the machine that made them was away when the world went
+      yield* sql`CREATE TABLE IF NOT EXISTS berth_slice_orphans (
+        name text NOT NULL,
+        server text NOT NULL,
+        since timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (name, server)
+      )`
       yield* sql`INSERT INTO berth_meta (key, value) VALUES ('id', md5(random()::text || clock_timestamp()::text))
         ON CONFLICT (key) DO NOTHING`
       // a member of an older berth, which knows neither, is refused from now on
@@ -251,8 +258,27 @@ export const makeStore = Effect.gen(function* () {
   /** A world wanted removed that no machine holds any more goes. */
   const forget = (project: string, slug: string) =>
     sql`WITH gone AS (DELETE FROM berth_anywhere WHERE project = ${project} AND slug = ${slug}
-        AND desired = 'removed' AND owner IS NULL RETURNING project, slug)
-      DELETE FROM berth_slices s USING gone WHERE s.project = gone.project AND s.slug = gone.slug`.pipe(Effect.asVoid)
+        AND desired = 'removed' AND owner IS NULL RETURNING project, slug),
+      left_behind AS (DELETE FROM berth_slices s USING gone WHERE s.project = gone.project AND s.slug = gone.slug
+        RETURNING s.name, s.server)
+      INSERT INTO berth_slice_orphans (name, server) SELECT name, server FROM left_behind
+        ON CONFLICT (name, server) DO NOTHING`.pipe(Effect.asVoid)
+
+  /**
+   * The slices removed worlds left on their servers (`forget` records what their records still held: the machine that
+   * made them was away, or could not drop them), with whether a world has claimed the name since (`claimed`: then
+   * what is there is that world's, never an orphan's).
+   */
+  const sliceOrphans = Effect.map(
+    sql<{ name: string; server: string; claimed: boolean }>`SELECT o.name, o.server,
+        EXISTS (SELECT 1 FROM berth_slices s WHERE s.name = o.name) AS claimed
+      FROM berth_slice_orphans o ORDER BY o.since`,
+    (rows) => rows.map((r) => ({ name: r.name, server: r.server, claimed: r.claimed === true }))
+  )
+
+  /** An orphan dropped (or taken over by a world that claimed its name): its record goes. */
+  const clearOrphan = (name: string, server: string) =>
+    sql`DELETE FROM berth_slice_orphans WHERE name = ${name} AND server = ${server}`.pipe(Effect.asVoid)
 
   /** Why the world could not start (or null once it has): what `status` shows while no machine runs it. */
   const note = (project: string, slug: string, reason: string | null) =>
@@ -485,6 +511,8 @@ export const makeStore = Effect.gen(function* () {
     setDesired,
     reassign,
     forget,
+    sliceOrphans,
+    clearOrphan,
     setRoom,
     letGo,
     note,

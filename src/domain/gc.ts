@@ -44,6 +44,8 @@ export type GcReason =
   | "orphan spare"
   | "unrecorded"
   | "no longer in berth.toml"
+  /** a slice of the cluster's that a world which ran anywhere left when it was removed while its machine was away */
+  | "left by a removed world"
 
 export interface GcAction {
   readonly reason: GcReason

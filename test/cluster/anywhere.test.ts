@@ -615,5 +615,53 @@ describe.skipIf(unavailable !== undefined)(
         )
       ).toBe(false)
     })
+
+    it("drops the database of a world removed while its machine was away, from another machine's gc", async () => {
+      const up = await berth(host(1), ["up", "feat-a", "--anywhere", "--json"], 90_000)
+      expect(up.code, up.stderr).toBe(0)
+      // it runs on a first machine, then moves to a second one when the first one's daemon dies: both have used the
+      // world's database server since
+      const first = await steady("feat-a")
+      const observer = net.hosts.find((h) => h.name !== first.machine) as Host
+      process.kill(daemonPid(first.owner), "SIGKILL")
+      await endedAt(first.pid, 30_000)
+      const moved = await placed("feat-a", first.machine, 45_000, observer)
+      const { machine, owner, pid } = moved
+      const body = viaProxy(owner, "api.feat-a.shop.localhost").body
+      const database = databaseOf((JSON.parse(body) as { env: Record<string, string> }).env.DATABASE_URL ?? "")
+      expect(databaseExists(database)).toBe(true)
+      // the first machine comes back (any command starts its daemon) and lets go of its stopped copy
+      expect((await berth(first.owner, ["status", "--json"])).code).toBe(0)
+      await steady("feat-a")
+      const viewer = net.hosts.find((h) => h.name !== machine) as Host
+      const listed = (await statusOf(viewer)).find((w) => w.name === "feat-a") as StatusWorld
+      // the second machine goes away (and stays away: no command runs there again) ...
+      process.kill(daemonPid(owner), "SIGKILL")
+      await endedAt(pid, 30_000)
+      // ... and the world is removed meanwhile, from a machine that stays (its dashboard: no checkout needed)
+      const removed = dashboardAction(viewer, remoteWorldId(machine, listed.project, listed.slug), "remove")
+      expect(removed.status, removed.body).toBe(200)
+      // the machine that made the database is not there to drop it: a member that has used its server does
+      const others = net.hosts.filter((h) => h.name !== machine)
+      const swept: Array<string> = []
+      const dropped = await eventually(
+        async () => {
+          for (const h of others) {
+            const gc = await berth(h, ["gc", "--json"], 60_000)
+            expect(gc.code, gc.stderr).toBe(0)
+            const entries = (JSON.parse(gc.stdout) as { entries: Array<{ reason: string; name: string }> }).entries
+            for (const e of entries) swept.push(`${h.name}: ${e.reason} ${e.name}`)
+          }
+          return databaseExists(database)
+        },
+        (there) => !there,
+        30_000
+      )
+      expect(dropped).toBe(false)
+      expect(
+        swept.some((line) => line.endsWith(`left by a removed world ${database}`)),
+        swept.join("\n")
+      ).toBe(true)
+    }, 150_000)
   }
 )

@@ -130,5 +130,30 @@ describe("the slices of worlds that run anywhere, in the cluster's tables", () =
       Effect.flatMap(PgClient.PgClient, (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM berth_slices`)
     )
     expect(left[0]?.n).toBe(0)
+    // what its record still held (h3 claimed both again, and made neither) is kept as orphans, for any member's gc
+    const orphans = async () => [...(await run(store.sliceOrphans))].sort((a, b) => a.name.localeCompare(b.name))
+    expect(await orphans()).toEqual([
+      { name: "shop_feat_a_cache", server: "server-4", claimed: false },
+      { name: "shop_feat_a_db", server: "server-3", claimed: false }
+    ])
+    await run(store.clearOrphan("shop_feat_a_db", "server-3"))
+
+    // the same world wanted again claims the name: what is there is its own now, never an orphan's
+    await run(
+      store.want({
+        ...world,
+        name: "feat-a",
+        branch: "feat-a",
+        remote: "/srv/origin.git",
+        selection: { services: [], groups: [] },
+        env: {},
+        desired: "up"
+      })
+    )
+    expect(await run(store.reassign(world.project, world.slug, null, "h1"))).toBe(true)
+    expect(await run((await ledgerOf("h1")).claim("cache", "shop_feat_a_cache", "server-4"))).toBe("provisioning")
+    expect(await run(store.sliceOrphans)).toEqual([{ name: "shop_feat_a_cache", server: "server-4", claimed: true }])
+    await run(store.clearOrphan("shop_feat_a_cache", "server-4"))
+    expect(await run(store.sliceOrphans)).toEqual([])
   })
 })

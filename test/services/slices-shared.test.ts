@@ -13,7 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { Home } from "../../src/services/Home.js"
 import { Registry, RegistryLive } from "../../src/services/Registry.js"
-import { type SharedSlices, SliceLedger } from "../../src/services/slices/SliceLedger.js"
+import { type SharedSlices, SliceLedger, type SliceOrphans } from "../../src/services/slices/SliceLedger.js"
 import { Slices, SlicesLive, type SliceWorld } from "../../src/services/slices/Slices.js"
 import { dirSlice } from "./slice-helpers.js"
 
@@ -31,6 +31,10 @@ interface Record {
   holds: boolean
   mayDrop: boolean
   readonly asked: Array<string>
+  /** the server each claim named, by slice name */
+  readonly servers: Map<string, string>
+  /** the cluster's orphans, as its record lists them */
+  orphans: Array<{ readonly name: string; readonly server: string; readonly claimed: boolean }>
 }
 
 const layer = (record: Record) => {
@@ -44,14 +48,27 @@ const layer = (record: Record) => {
     })
   const shared: SharedSlices = {
     owner: "cabc123",
-    claim: (service, name) => ask(`claim ${service} ${name}`, () => record.claim),
+    claim: (service, name, server) =>
+      ask(`claim ${service} ${name}`, () => {
+        record.servers.set(name, server)
+        return record.claim
+      }),
     ready: (service) => ask(`ready ${service}`, () => record.ready),
     holds: ask("holds", () => record.holds),
     mayDrop: (service) => ask(`mayDrop ${service}`, () => record.mayDrop),
     dropped: (service) => ask(`dropped ${service}`, () => true)
   }
+  const orphans: SliceOrphans = {
+    owner: shared.owner,
+    list: Effect.sync(() => record.orphans),
+    cleared: (name, server) =>
+      ask(`cleared ${name}`, () => {
+        record.orphans = record.orphans.filter((o) => o.name !== name || o.server !== server)
+      })
+  }
   const ledger = Layer.succeed(SliceLedger, {
     of: () => Effect.succeed(Option.some(shared)),
+    orphans: Effect.succeed(Option.some(orphans)),
     install: () => Effect.void
   })
   return SlicesLive.pipe(
@@ -91,7 +108,15 @@ const provision = (w: SliceWorld, fills: { n: number }) =>
   )
 
 describe("the slices of a world that runs anywhere", () => {
-  const record: Record = { claim: "provisioning", ready: true, holds: true, mayDrop: true, asked: [] }
+  const record: Record = {
+    claim: "provisioning",
+    ready: true,
+    holds: true,
+    mayDrop: true,
+    asked: [],
+    servers: new Map(),
+    orphans: []
+  }
 
   it.layer(layer(record))((it) => {
     it.effect("are claimed and marked ready in the record, then used as they are wherever it says they are made", () =>
@@ -196,6 +221,49 @@ describe("the slices of a world that runs anywhere", () => {
         expect(existsSync(folder)).toBe(false)
         expect(record.asked).toEqual(["mayDrop db", "dropped db"])
       })
+    )
+
+    it.effect(
+      "left behind by a world removed while its machine was away, are dropped by gc on a machine that reaches their server",
+      () =>
+        Effect.gen(function* () {
+          const slices = yield* Slices
+          const registry = yield* Registry
+          const w = yield* world
+          record.claim = "provisioning"
+          yield* provision(w, { n: 0 })
+          const folder = (yield* slices.addresses(w.id)).get("db") ?? ""
+          const server = record.servers.get("shop_feat_a_db") ?? ""
+          expect(server).not.toBe("")
+          // this machine forgets it (the world went elsewhere, then was removed there); the record keeps it as an orphan
+          for (const row of yield* registry.slices(w.id)) yield* registry.forgetSlice(row.id)
+          const orphan = { name: "shop_feat_a_db", server, claimed: false }
+
+          // a world that claimed the name since owns what is there: only the orphan's record goes
+          record.orphans = [{ ...orphan, claimed: true }]
+          record.asked.length = 0
+          expect((yield* slices.gc(false)).entries).toEqual([])
+          expect(existsSync(join(folder, "notes"))).toBe(true)
+          expect(record.asked).toEqual(["cleared shop_feat_a_db"])
+
+          // one on a server this machine does not know is left to the machines that do
+          record.orphans = [{ ...orphan, server: "elsewhere" }]
+          expect((yield* slices.gc(false)).entries).toEqual([])
+          expect(record.orphans).toHaveLength(1)
+
+          record.orphans = [orphan]
+          const dry = yield* slices.gc(true)
+          expect(dry.entries.map((e) => [e.reason, e.name, e.outcome])).toEqual([
+            ["left by a removed world", "shop_feat_a_db", "would drop"]
+          ])
+          expect(existsSync(join(folder, "notes"))).toBe(true)
+          const swept = yield* slices.gc(false)
+          expect(swept.entries.map((e) => [e.reason, e.name, e.outcome])).toEqual([
+            ["left by a removed world", "shop_feat_a_db", "dropped"]
+          ])
+          expect(existsSync(folder)).toBe(false)
+          expect(record.orphans).toEqual([])
+        })
     )
   })
 })

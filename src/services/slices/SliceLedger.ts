@@ -10,7 +10,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import type * as Option from "effect/Option"
+import * as Option from "effect/Option"
 import type { InternalError } from "../../domain/errors.js"
 
 /** The cluster's hold on one world's slices, for this machine's generation of the world. */
@@ -42,12 +42,31 @@ export interface SharedSlices {
   readonly dropped: (service: string) => Effect.Effect<boolean, InternalError>
 }
 
+/**
+ * The slices that worlds which ran anywhere left on their servers when they were removed while the machine that made
+ * them was away (or could not drop them): any member that reaches such a server drops them in its gc.
+ */
+export interface SliceOrphans {
+  /** the cluster's owner mark, which these slices carry */
+  readonly owner: string
+  /** each by name and server (a hash, as `SharedSlices.claim` takes it); `claimed`: a world has taken the name since */
+  readonly list: Effect.Effect<
+    ReadonlyArray<{ readonly name: string; readonly server: string; readonly claimed: boolean }>,
+    InternalError
+  >
+  /** the orphan is dropped, or a world claimed its name: its record goes */
+  readonly cleared: (name: string, server: string) => Effect.Effect<void, InternalError>
+}
+
 export interface SliceLedgerService {
   /** the cluster's hold on the slices of world `project`/`slug`, when it runs anywhere */
   readonly of: (project: string, slug: string) => Effect.Effect<Option.Option<SharedSlices>>
-  /** what `of` answers from now on (the cluster session installs it, and puts back none when it ends) */
+  /** the cluster's orphaned slices, while this machine is a member */
+  readonly orphans: Effect.Effect<Option.Option<SliceOrphans>>
+  /** what `of` and `orphans` answer from now on (the cluster session installs them, and puts back none when it ends) */
   readonly install: (
-    of: (project: string, slug: string) => Effect.Effect<Option.Option<SharedSlices>>
+    of: (project: string, slug: string) => Effect.Effect<Option.Option<SharedSlices>>,
+    orphans?: SliceOrphans
   ) => Effect.Effect<void>
 }
 
@@ -57,11 +76,14 @@ const none = (_project: string, _slug: string) => Effect.succeedNone
 
 export const SliceLedgerLive = Layer.sync(SliceLedger, () => {
   let current: SliceLedgerService["of"] = none
+  let orphans: SliceOrphans | undefined
   return {
     of: (project, slug) => Effect.suspend(() => current(project, slug)),
-    install: (of) =>
+    orphans: Effect.sync(() => Option.fromNullable(orphans)),
+    install: (of, withOrphans) =>
       Effect.sync(() => {
         current = of
+        orphans = withOrphans
       })
   }
 })

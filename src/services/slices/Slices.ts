@@ -813,8 +813,61 @@ const make = Effect.gen(function* () {
       }
       entries.push({ ...base, outcome: "dropped", error: undefined })
     }
+    entries.push(...(yield* dropOrphans(servers, down, dryRun)))
     return { entries, unreachable } satisfies GcReport
   })
+
+  /**
+   * The cluster's orphans (`SliceOrphans`) on the servers this machine knows, dropped: slices that worlds which ran
+   * anywhere left behind when they were removed while their machine was away. One whose name a world has claimed
+   * since is that world's: only its record goes.
+   */
+  const dropOrphans = (servers: ReadonlyMap<string, Slice>, down: ReadonlySet<string>, dryRun: boolean) =>
+    Effect.gen(function* () {
+      const entries: Array<GcEntry> = []
+      const orphans = Option.getOrUndefined(yield* ledger.orphans)
+      if (orphans === undefined) return entries
+      const recorded = yield* orphans.list.pipe(Effect.orElseSucceed(() => []))
+      if (recorded.length === 0) return entries
+      const byServer = new Map([...servers.values()].map((scope) => [sliceServer(scope), scope]))
+      for (const orphan of recorded) {
+        if (orphan.claimed) {
+          if (!dryRun) yield* Effect.ignore(orphans.cleared(orphan.name, orphan.server))
+          continue
+        }
+        const scope = byServer.get(orphan.server)
+        if (scope === undefined || down.has(where(scope))) continue
+        const slice: Slice = { ...scope, name: orphan.name, owner: orphans.owner }
+        const reason = "left by a removed world"
+        const base = { reason, adapter: scope.adapter, where: where(scope), name: orphan.name } as const
+        if (dryRun) {
+          entries.push({ ...base, outcome: "would drop", error: undefined })
+          continue
+        }
+        const claimed = yield* claimForDrop(slice)
+        if (claimed === undefined) continue
+        const result = yield* Effect.gen(function* () {
+          // read again right before the drop: a world may have claimed the name meanwhile (one that claims it in the
+          // instant between loses only the empty slice it just made: its fill fails, and its next up makes it again)
+          const now = (yield* orphans.list).find((o) => o.name === orphan.name && o.server === orphan.server)
+          if (now === undefined || now.claimed) return undefined
+          const adapter = yield* implementation(scope.adapter)
+          const dropped = yield* Effect.either(adapter.teardown(slice))
+          if (dropped._tag === "Right") yield* orphans.cleared(orphan.name, orphan.server)
+          return dropped
+        }).pipe(
+          Effect.catchAll(() => Effect.succeed(undefined)),
+          Effect.ensuring(Effect.sync(() => dropping.delete(claimed)))
+        )
+        if (result === undefined) continue
+        entries.push(
+          result._tag === "Left"
+            ? { ...base, outcome: "failed", error: result.left.message }
+            : { ...base, outcome: "dropped", error: undefined }
+        )
+      }
+      return entries
+    })
 
   return { owner, provision, addresses, teardown, rebuildGolden, gc } satisfies SlicesService
 })
