@@ -344,19 +344,24 @@ const isServiceState = (s: string): s is ServiceState => (serviceStates as Reado
 /**
  * Other machines' published copies, less the stale ones of worlds that run anywhere: such a world's copy counts only
  * on the machine its row gives it to (each placement is a new generation, written with the owner), so a machine that
- * was given up and comes back gets neither routes nor a listing for its old copy.
+ * was given up and comes back gets neither routes nor a listing for its old copy; and a copy whose row is gone is of a
+ * world removed meanwhile (its machine, silent, has not said so yet).
  */
 export const currentCopies = <
-  W extends { readonly machine: string; readonly status: { readonly project: string; readonly slug: string } }
+  W extends {
+    readonly machine: string
+    readonly status: { readonly project: string; readonly slug: string; readonly placement?: string | undefined }
+  }
 >(
   copies: ReadonlyArray<W>,
   anywhere: ReadonlyArray<{ readonly project: string; readonly slug: string; readonly owner: string | null }>
 ): ReadonlyArray<W> => {
-  if (anywhere.length === 0) return copies
   const owners = new Map(anywhere.map((r) => [`${r.project}/${r.slug}`, r.owner]))
   return copies.filter((w) => {
-    const owner = owners.get(`${w.status.project}/${w.status.slug}`)
-    return owner === undefined || owner === null || owner === w.machine
+    const key = `${w.status.project}/${w.status.slug}`
+    if (!owners.has(key)) return w.status.placement !== "anywhere"
+    const owner = owners.get(key)
+    return owner === null || owner === w.machine
   })
 }
 

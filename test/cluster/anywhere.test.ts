@@ -641,6 +641,17 @@ describe.skipIf(unavailable !== undefined)(
       // ... and the world is removed meanwhile, from a machine that stays (its dashboard: no checkout needed)
       const removed = dashboardAction(viewer, remoteWorldId(machine, listed.project, listed.slug), "remove")
       expect(removed.status, removed.body).toBe(200)
+      // gone from every listing, though its machine, silent, never said so
+      for (const h of net.hosts.filter((x) => x.name !== machine)) {
+        const ws = await eventually(
+          () => statusOf(h),
+          (ws) => !ws.some((w) => w.name === "feat-a"),
+          30_000
+        )
+        expect(ws.map((w) => `${w.name}@${w.machine ?? h.name}: ${w.state}`)).not.toContainEqual(
+          expect.stringMatching(/^feat-a@/)
+        )
+      }
       // the machine that made the database is not there to drop it: a member that has used its server does
       const others = net.hosts.filter((h) => h.name !== machine)
       const swept: Array<string> = []

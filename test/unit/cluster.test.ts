@@ -321,4 +321,12 @@ describe("copies of worlds that run anywhere", () => {
     expect(currentCopies(copies, rows)).toEqual([copy("h2", "feat-a"), copy("h3", "pinned"), copy("h3", "feat-b")])
     expect(currentCopies(copies, [])).toEqual(copies)
   })
+
+  it("of a world that ran anywhere and was removed (its row gone) are no longer listed, even from a silent machine", () => {
+    const removed = { machine: "h1", status: { project: "shop", slug: "feat-z", placement: "anywhere" } }
+    const copies = [copy("h3", "pinned"), removed]
+    expect(currentCopies(copies, [])).toEqual([copy("h3", "pinned")])
+    expect(currentCopies(copies, [{ project: "shop", slug: "feat-b", owner: null }])).toEqual([copy("h3", "pinned")])
+    expect(currentCopies(copies, [{ project: "shop", slug: "feat-z", owner: "h1" }])).toEqual(copies)
+  })
 })
