@@ -17,6 +17,10 @@ import type { AdapterError } from "./contract.js"
  */
 export type Standing = "missing" | "ours" | "unfinished" | "foreign"
 
+/** `Adapter.standing` from the protocol's reading: a half-made slice of this owner's is its own (provision ends it). */
+export const ownerStanding = (standing: Standing): "missing" | "ours" | "foreign" =>
+  standing === "unfinished" ? "ours" : standing
+
 export interface Claim<S, E> {
   /** serialises berth's verbs on this name (a server-side lock that ends with the connection); none where the create decides alone */
   readonly lock: Effect.Effect<void, E | AdapterError>

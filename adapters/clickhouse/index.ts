@@ -23,7 +23,7 @@
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import { pauses, provisionOwned, type Standing, teardownOwned } from "../ownership.js"
+import { pauses, provisionOwned, type Standing, teardownOwned, ownerStanding } from "../ownership.js"
 import { decodeComponent, fetchFailure, parseAdminUrl, secretsOf, sliceChecks } from "../shared.js"
 
 const ADAPTER = "clickhouse"
@@ -274,6 +274,14 @@ const create = (server: Server, owner: string, name: string): Effect.Effect<bool
 const dropDatabase = (server: Server, name: string): Effect.Effect<void, ChFailure> =>
   Effect.asVoid(send(server, `DROP DATABASE IF EXISTS ${ident(name)}`, WRITE_TIMEOUT_MS))
 
+/** Whose the name is now (see `Adapter.standing`). */
+const standing = (slice: Slice): Effect.Effect<"missing" | "ours" | "foreign", AdapterError> =>
+  Effect.flatMap(checkSlice(slice), (name) =>
+    withServer(slice.adminUrl, "look at", name, (server) =>
+      Effect.map(look(server, name), (state) => ownerStanding(standingOf(slice.owner)(state)))
+    )
+  )
+
 const provision = Effect.fn("ClickhouseAdapter.provision")(function* (slice: Slice) {
   const name = yield* checkSlice(slice)
   return yield* withServer(slice.adminUrl, "provision", name, (server) =>
@@ -446,5 +454,6 @@ export const clickhouseAdapter: Adapter = {
   resolve: resolveUrl,
   teardown,
   clone,
-  list
+  list,
+  standing
 }

@@ -23,7 +23,7 @@
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import { pauses, provisionOwned, type Standing, teardownOwned } from "../ownership.js"
+import { pauses, provisionOwned, type Standing, teardownOwned, ownerStanding } from "../ownership.js"
 import { decodeComponent, fetchFailure, parseAdminUrl, secretsOf, sliceChecks } from "../shared.js"
 
 const ADAPTER = "elasticsearch"
@@ -340,6 +340,14 @@ const deleteIndices = (server: Server, indices: ReadonlyArray<string>): Effect.E
 const emptyPrefix = (server: Server, name: string): Effect.Effect<void, EsFailure> =>
   Effect.flatMap(indicesOf(server, name), (indices) => deleteIndices(server, indices))
 
+/** Whose the name is now (see `Adapter.standing`). */
+const standing = (slice: Slice): Effect.Effect<"missing" | "ours" | "foreign", AdapterError> =>
+  Effect.flatMap(checkSlice(slice), (name) =>
+    withServer(slice.adminUrl, `look at index prefix "${prefixOf(name)}"`, (server) =>
+      Effect.map(look(server, name), (state) => ownerStanding(standingOf(slice.owner)(state)))
+    )
+  )
+
 const provision = Effect.fn("ElasticsearchAdapter.provision")(function* (slice: Slice) {
   const name = yield* checkSlice(slice)
   return yield* withServer(slice.adminUrl, `provision index prefix "${prefixOf(name)}"`, (server) =>
@@ -510,5 +518,6 @@ export const elasticsearchAdapter: Adapter = {
   resolve: resolveUrl,
   teardown,
   clone,
-  list
+  list,
+  standing
 }

@@ -33,7 +33,7 @@ import {
   type SASLOptions
 } from "kafkajs"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import { pauses, provisionOwned, type Standing, teardownOwned } from "../ownership.js"
+import { pauses, provisionOwned, type Standing, teardownOwned, ownerStanding } from "../ownership.js"
 import {
   decodeComponent,
   describeCause,
@@ -312,6 +312,14 @@ const groupsOf = (admin: Admin, name: string): Effect.Effect<ReadonlyArray<strin
     ({ groups }) => groups.map((g) => g.groupId).filter((id) => id.startsWith(prefixOf(name)))
   )
 
+/** Whose the name is now (see `Adapter.standing`). */
+const standing = (slice: Slice): Effect.Effect<"missing" | "ours" | "foreign", AdapterError> =>
+  Effect.flatMap(checkSlice(slice), (name) =>
+    withAdmin(slice.adminUrl, `look at topic prefix "${prefixOf(name)}"`, (admin) =>
+      Effect.map(look(admin, name), (state) => ownerStanding(standingOf(slice.owner)(state)))
+    )
+  )
+
 const provision = Effect.fn("KafkaAdapter.provision")(function* (slice: Slice) {
   const name = yield* checkSlice(slice)
   return yield* withAdmin(slice.adminUrl, `provision topic prefix "${prefixOf(name)}"`, (admin, server) =>
@@ -382,5 +390,6 @@ export const kafkaAdapter: Adapter = {
   resolve: resolveUrl,
   teardown,
   clone,
-  list
+  list,
+  standing
 }

@@ -31,7 +31,7 @@ import {
   MongoTopologyClosedError
 } from "mongodb"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import { pauses, provisionOwned, type Standing, teardownOwned } from "../ownership.js"
+import { pauses, provisionOwned, type Standing, teardownOwned, ownerStanding } from "../ownership.js"
 import { describeCause, errorCode, NETWORK_CODES, parseAdminUrl, secretsOf, sliceChecks } from "../shared.js"
 
 const ADAPTER = "mongodb"
@@ -229,6 +229,14 @@ const create = (client: MongoClient, owner: string, name: string): Effect.Effect
     return true
   })
 
+/** Whose the name is now (see `Adapter.standing`). */
+const standing = (slice: Slice): Effect.Effect<"missing" | "ours" | "foreign", AdapterError> =>
+  Effect.flatMap(checkSlice(slice), (name) =>
+    withClient(slice.adminUrl, `look at database "${name}"`, (client) =>
+      Effect.map(look(client, name), (state) => ownerStanding(standingOf(slice.owner)(state)))
+    )
+  )
+
 const provision = Effect.fn("MongodbAdapter.provision")(function* (slice: Slice) {
   const name = yield* checkSlice(slice)
   return yield* withClient(slice.adminUrl, `provision database "${name}"`, (client, server) =>
@@ -378,5 +386,6 @@ export const mongodbAdapter: Adapter = {
   resolve: resolveUrl,
   teardown,
   clone,
-  list
+  list,
+  standing
 }

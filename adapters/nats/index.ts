@@ -38,7 +38,7 @@ import {
   type StreamConfig
 } from "nats"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import { provisionOwned, type Standing, teardownOwned } from "../ownership.js"
+import { provisionOwned, type Standing, teardownOwned, ownerStanding } from "../ownership.js"
 import {
   decodeComponent,
   describeCause,
@@ -271,6 +271,14 @@ const deleteStreams = (session: Session, name: string): Effect.Effect<void, Nats
     )
   )
 
+/** Whose the name is now (see `Adapter.standing`). */
+const standing = (slice: Slice): Effect.Effect<"missing" | "ours" | "foreign", AdapterError> =>
+  Effect.flatMap(checkSlice(slice), (name) =>
+    withServer(slice.adminUrl, "look at", name, (session) =>
+      Effect.map(look(session, name), (state) => ownerStanding(standingOf(slice.owner)(state)))
+    )
+  )
+
 const provision = Effect.fn("NatsAdapter.provision")(function* (slice: Slice) {
   const name = yield* checkSlice(slice)
   return yield* withServer(slice.adminUrl, "provision", name, (session, server) =>
@@ -458,5 +466,6 @@ export const natsAdapter: Adapter = {
   resolve: resolveUrl,
   teardown,
   clone,
-  list
+  list,
+  standing
 }

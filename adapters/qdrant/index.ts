@@ -22,7 +22,7 @@
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import { pauses, provisionOwned, type Standing, teardownOwned } from "../ownership.js"
+import { pauses, provisionOwned, type Standing, teardownOwned, ownerStanding } from "../ownership.js"
 import { decodeComponent, fetchFailure, parseAdminUrl, secretsOf, sliceChecks } from "../shared.js"
 
 const ADAPTER = "qdrant"
@@ -280,6 +280,14 @@ const deleteCollections = (server: Server, names: ReadonlyArray<string>): Effect
 const emptyPrefix = (server: Server, name: string): Effect.Effect<void, QdrantFailure> =>
   Effect.flatMap(collections(server), (all) => deleteCollections(server, under(all, name)))
 
+/** Whose the name is now (see `Adapter.standing`). */
+const standing = (slice: Slice): Effect.Effect<"missing" | "ours" | "foreign", AdapterError> =>
+  Effect.flatMap(checkSlice(slice), (name) =>
+    withServer(slice.adminUrl, `look at collection prefix "${prefixOf(name)}"`, (server) =>
+      Effect.map(look(server, name), (state) => ownerStanding(standingOf(slice.owner)(state)))
+    )
+  )
+
 const provision = Effect.fn("QdrantAdapter.provision")(function* (slice: Slice) {
   const name = yield* checkSlice(slice)
   return yield* withServer(slice.adminUrl, `provision collection prefix "${prefixOf(name)}"`, (server) =>
@@ -461,5 +469,6 @@ export const qdrantAdapter: Adapter = {
   resolve: resolveUrl,
   teardown,
   clone,
-  list
+  list,
+  standing
 }

@@ -46,7 +46,7 @@ import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import { provisionOwned, type Standing, teardownOwned } from "../ownership.js"
+import { provisionOwned, type Standing, teardownOwned, ownerStanding } from "../ownership.js"
 import {
   decodeComponent,
   describeCause,
@@ -720,6 +720,16 @@ const ensure = (
   })
 }
 
+/** Whose the name is now (see `Adapter.standing`). */
+const standing = (slice: Slice): Effect.Effect<"missing" | "ours" | "foreign", AdapterError> =>
+  Effect.flatMap(prepare(slice), (prepared) =>
+    withServer(prepared.server, "look at", prepared.name, (client) =>
+      Effect.map(stateOf(client, prepared.place, { owner: slice.owner, name: prepared.name }), (state) =>
+        ownerStanding(standingOf(state))
+      )
+    )
+  )
+
 const provision = (slice: Slice): Effect.Effect<boolean, AdapterError> =>
   Effect.flatMap(prepare(slice), (prepared) =>
     withServer(prepared.server, "provision", prepared.name, (client) => ensure(client, prepared, slice.owner))
@@ -909,5 +919,6 @@ export const s3Adapter: Adapter = {
   resolve,
   teardown,
   clone,
-  list
+  list,
+  standing
 }
