@@ -418,6 +418,14 @@ const tidy = (call: Call, server: Server, owner: string, name: string): Effect.E
         : Effect.fail(unexpected(server, "mark", `vhost "${name}"`, reply))
   )
 
+/** Whose the vhost's name is now (see `Adapter.standing`). */
+const standing = Effect.fn("rabbitmq.standing")(function* (slice: Slice) {
+  const name = yield* checkSlice(slice)
+  const server = yield* serverOf(slice.adminUrl, slice.options)
+  const call = caller(server, "look at", `vhost "${name}"`)
+  return (yield* ownership(call, server, "look at", slice.owner, name)).state
+})
+
 const provision = Effect.fn("rabbitmq.provision")(function* (slice: Slice) {
   const name = yield* checkSlice(slice)
   const server = yield* serverOf(slice.adminUrl, slice.options)
@@ -500,5 +508,6 @@ export const rabbitmqAdapter: Adapter = {
   resolve: resolveUrl,
   teardown,
   clone,
-  list
+  list,
+  standing
 }

@@ -596,6 +596,30 @@ const provision = (slice: Slice): Effect.Effect<boolean, AdapterError> =>
       : provisionPrefix(server, slice.owner, name)
   })
 
+/**
+ * Whose the name is now (see `Adapter.standing`). A DB is allocated to the name as this installation tags it, so
+ * another installation's slice of the same name is another DB: only a prefix can be someone else's.
+ */
+const standing = (slice: Slice): Effect.Effect<"missing" | "ours" | "foreign", AdapterError> =>
+  Effect.gen(function* () {
+    const name = yield* checkName(slice.name)
+    const [server, mode] = yield* prepare(slice)
+    if (mode === "db") {
+      return yield* withServer(server, 0, "look at", name, (client) =>
+        Effect.map(evalPair(client, LOOKUP, [tagged(slice.owner, name)]), ([status]) =>
+          status === 0 ? ("missing" as const) : ("ours" as const)
+        )
+      )
+    }
+    return yield* withServer(server, server.db, "look at", name, (client) =>
+      Effect.gen(function* () {
+        if ((yield* otherOwner(client, slice.owner, name)) !== undefined) return "foreign" as const
+        const mine = yield* run(() => client.sismember(PREFIXES_KEY, tagged(slice.owner, name)))
+        return mine === 1 ? ("ours" as const) : ("missing" as const)
+      })
+    )
+  })
+
 const resolve = (slice: Slice): Effect.Effect<string, AdapterError> =>
   Effect.gen(function* () {
     const name = yield* checkName(slice.name)
@@ -643,5 +667,6 @@ export const redisAdapter: Adapter = {
   resolve,
   teardown,
   clone,
-  list
+  list,
+  standing
 }
