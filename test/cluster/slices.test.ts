@@ -48,6 +48,19 @@ describe("the slices of worlds that run anywhere, in the cluster's tables", () =
     return Option.getOrThrow(await Effect.runPromise(of(world.project, world.slug)))
   }
 
+  /** the world wanted up (again), placed on no machine yet */
+  const wantUp = Effect.suspend(() =>
+    store.want({
+      ...world,
+      name: "feat-a",
+      branch: "feat-a",
+      remote: "/srv/origin.git",
+      selection: { services: [], groups: [] },
+      env: {},
+      desired: "up"
+    })
+  )
+
   it("names the cluster with an id of its own, the same for every member, made once", async () => {
     const id = await run(store.clusterId)
     expect(id).toMatch(/^[0-9a-f]{32}$/)
@@ -59,17 +72,7 @@ describe("the slices of worlds that run anywhere, in the cluster's tables", () =
   })
 
   it("fences every write by the world's owner and generation, and hands a made slice to the machine the world moves to", async () => {
-    await run(
-      store.want({
-        ...world,
-        name: "feat-a",
-        branch: "feat-a",
-        remote: "/srv/origin.git",
-        selection: { services: [], groups: [] },
-        env: {},
-        desired: "up"
-      })
-    )
+    await run(wantUp)
     expect(await run(store.reassign(world.project, world.slug, null, "h1"))).toBe(true)
     const h1 = await ledgerOf("h1")
     const h1Row = (await run(store.anywhere(world)))[0] as AnywhereRow
@@ -139,17 +142,7 @@ describe("the slices of worlds that run anywhere, in the cluster's tables", () =
     await run(store.clearOrphan("shop_feat_a_db", "server-3"))
 
     // the same world wanted again claims the name: what is there is its own now, never an orphan's
-    await run(
-      store.want({
-        ...world,
-        name: "feat-a",
-        branch: "feat-a",
-        remote: "/srv/origin.git",
-        selection: { services: [], groups: [] },
-        env: {},
-        desired: "up"
-      })
-    )
+    await run(wantUp)
     expect(await run(store.reassign(world.project, world.slug, null, "h1"))).toBe(true)
     expect(await run((await ledgerOf("h1")).claim("cache", "shop_feat_a_cache", "server-4"))).toBe("provisioning")
     expect(await run(store.sliceOrphans)).toEqual([{ name: "shop_feat_a_cache", server: "server-4", claimed: true }])

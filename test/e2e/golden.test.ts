@@ -71,6 +71,21 @@ const eventsOf = async (box: Sandbox, name: string) => {
   return status.worlds.find((w) => w.name === name)?.events ?? []
 }
 
+/** Project `project` with a PostgreSQL slice `db` copied from its golden: a table `t` holding one row, 1. */
+const postgresGolden = (project: string) => {
+  const psql = (statement: string) => `psql -q \${db.url} -c '${statement}'`
+  return `[project]
+name = "${project}"
+
+[services.db]
+adapter = "postgres"
+admin_url = "${adminUrl}"
+clone_from = "golden"
+migrate = "${psql("create table t (id int)")}"
+seed = "${psql("insert into t values (1)")}"
+`
+}
+
 describe("golden templates", () => {
   it("is built once under five concurrent first ups, and every world gets a copy", async () => {
     const box = await boxes.project({ "berth.toml": config(), "migrations/001.sql": "CREATE TABLE t (id int);\n" })
@@ -180,17 +195,7 @@ describe("golden templates", () => {
 
   it("lets two installations of one project share a PostgreSQL server: the second names its golden and slices apart", async () => {
     const project = `twin${process.pid}x${Date.now() % 100000}`
-    const psql = (statement: string) => `psql -q \${db.url} -c '${statement}'`
-    const toml = `[project]
-name = "${project}"
-
-[services.db]
-adapter = "postgres"
-admin_url = "${adminUrl}"
-clone_from = "golden"
-migrate = "${psql("create table t (id int)")}"
-seed = "${psql("insert into t values (1)")}"
-
+    const toml = `${postgresGolden(project)}
 [services.scratch]
 adapter = "postgres"
 admin_url = "${adminUrl}"
@@ -235,19 +240,7 @@ admin_url = "${adminUrl}"
 
   it("keeps a spare copy of a postgres golden, renamed into the next new world", async () => {
     const project = `spr${process.pid}x${Date.now() % 100000}`
-    const psql = (statement: string) => `psql -q \${db.url} -c '${statement}'`
-    const box = await boxes.project({
-      "berth.toml": `[project]
-name = "${project}"
-
-[services.db]
-adapter = "postgres"
-admin_url = "${adminUrl}"
-clone_from = "golden"
-migrate = "${psql("create table t (id int)")}"
-seed = "${psql("insert into t values (1)")}"
-`
-    })
+    const box = await boxes.project({ "berth.toml": postgresGolden(project) })
     try {
       await up(box, "one")
       // the spare appears in the background, marked as this installation's
