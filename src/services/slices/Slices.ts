@@ -172,9 +172,11 @@ const make = Effect.gen(function* () {
    */
   const ownName = (world: SliceWorld, slice: Slice, adapter: Adapter, recorded?: string) =>
     Effect.gen(function* () {
+      // a slice that moves with its world (the cluster's mark) has one name on every member
+      if (slice.owner !== owner) return slice
       const apart: Slice = { ...slice, name: sliceIdentifier([slice.name, owner], NAME_LIMIT) }
       if (recorded === apart.name) return apart
-      if (recorded === slice.name || adapter.standing === undefined || slice.owner !== owner) return slice
+      if (recorded === slice.name || adapter.standing === undefined) return slice
       const standing = yield* adapter
         .standing(slice)
         .pipe(Effect.mapError(adapterFailure(world.name, slice.service, slice.adapter)))
@@ -557,7 +559,6 @@ const make = Effect.gen(function* () {
         }
       }
       const previous = before.get(service.name)
-      // a slice that moves with its world keeps one name on every machine (the cluster's mark is every member's)
       const slice = yield* ownName(world, describe(world, service, env, shared), adapter, previous?.name)
       const failure = adapterFailure(world.name, service.name, service.adapter)
       // for a slice that moves with its world, the cluster's record decides (another machine may have made it)
