@@ -133,6 +133,25 @@ describe("the example notes adapter, through externalAdapter", () => {
     })
   )
 
+  it.live("tells whose a name is; an adapter written before standing is taken as saying nothing against it", () =>
+    Effect.gen(function* () {
+      const storage = freshStorage()
+      const mine = sliceOf(storage, "mine")
+      expect(yield* notes.standing(mine)).toBe("missing")
+      yield* notes.provision(mine)
+      expect(yield* notes.standing(mine)).toBe("ours")
+      expect(yield* notes.standing({ ...mine, owner: "another-home" })).toBe("foreign")
+      // the echo fixture's capabilities do not mention standing: it is never asked
+      const echo = fixture("echo")
+      expect(yield* echo.standing(sliceOf(freshStorage(), "x"))).toBe("missing")
+      const asked = readFileSync(echoLog, "utf8")
+        .trim()
+        .split("\n")
+        .map((line) => (JSON.parse(line) as { verb: string }).verb)
+      expect(asked).not.toContain("standing")
+    })
+  )
+
   it.live("clones one slice into another, which then lives on its own", () =>
     Effect.gen(function* () {
       const storage = freshStorage()
@@ -410,14 +429,19 @@ describe("the adapter SDK", () => {
   }
   const ask = (verb: string, request: unknown) => answer(definition, verb, JSON.stringify(request))
 
-  it("answers a verb, and declares no clone without a clone function", async () => {
+  it("answers a verb, and declares no clone without a clone function (nor standing without one)", async () => {
     expect(await ask("provision", { protocol: 1, verb: "provision", slice, config: {} })).toEqual({
       reply: { ok: true, created: true },
       exitCode: 0
     })
     expect((await ask("capabilities", { protocol: 1, verb: "capabilities", config: {} })).reply).toEqual({
       ok: true,
-      clone: false
+      clone: false,
+      standing: false
+    })
+    expect((await ask("standing", { protocol: 1, verb: "standing", slice, config: {} })).reply).toMatchObject({
+      ok: false,
+      kind: "invalid"
     })
     expect((await ask("clone", { protocol: 1, verb: "clone", from: slice, slice, config: {} })).reply).toMatchObject({
       ok: false,

@@ -48,6 +48,8 @@ export interface ExternalAdapter extends Adapter {
    * checks the real answer itself, failing with kind "invalid" when the executable cannot clone.
    */
   readonly askCapabilities: Effect.Effect<Capabilities>
+  /** the executable's answer where its capabilities say it tells whose a name is; "missing" (nothing against it) else */
+  readonly standing: (slice: Slice) => Effect.Effect<"missing" | "ours" | "foreign", AdapterError>
 }
 
 const DEFAULT_TIMEOUTS: Record<Protocol.Verb, Duration.Duration> = {
@@ -56,7 +58,8 @@ const DEFAULT_TIMEOUTS: Record<Protocol.Verb, Duration.Duration> = {
   resolve: Duration.seconds(30),
   teardown: Duration.seconds(30),
   clone: Duration.seconds(120),
-  list: Duration.seconds(30)
+  list: Duration.seconds(30),
+  standing: Duration.seconds(30)
 }
 const DEFAULT_GRACE = Duration.seconds(2)
 /** a reply is one small JSON object: more than this on stdout is a runaway, stopped at once */
@@ -454,13 +457,18 @@ export const externalAdapter = (name: string, options: ExternalAdapterOptions = 
     call(request, reply, secrets).pipe(Effect.catchTag("NotStarted", (e) => Effect.fail(e.error)))
 
   let known: Capabilities | undefined
+  /** whether the executable answers `standing` (its capabilities say so; those written before it do not) */
+  let tellsStanding = false
   const lock = Effect.unsafeMakeSemaphore(1)
   const askCapabilities: Effect.Effect<Capabilities> = lock.withPermits(1)(
     Effect.suspend(() =>
       known !== undefined
         ? Effect.succeed(known)
         : run({ protocol: 1, verb: "capabilities", config: {} }, Protocol.CapabilitiesReply, []).pipe(
-            Effect.map((reply): Capabilities => ({ clone: reply.clone })),
+            Effect.map((reply): Capabilities => {
+              tellsStanding = reply.standing === true
+              return { clone: reply.clone }
+            }),
             Effect.catchAll((error) =>
               Effect.as(
                 Effect.logWarning(`${command} capabilities failed; taking it as unable to clone: ${error.message}`),
@@ -474,7 +482,7 @@ export const externalAdapter = (name: string, options: ExternalAdapterOptions = 
     )
   )
 
-  const sliceRequest = (verb: "provision" | "resolve" | "teardown", slice: Slice): Protocol.Request => ({
+  const sliceRequest = (verb: "provision" | "resolve" | "teardown" | "standing", slice: Slice): Protocol.Request => ({
     protocol: 1,
     verb,
     slice: toWire(slice),
@@ -544,6 +552,13 @@ export const externalAdapter = (name: string, options: ExternalAdapterOptions = 
     return reply.names
   })
 
+  const standing = Effect.fn("ExternalAdapter.standing")(function* (slice: Slice) {
+    yield* askCapabilities
+    // one that cannot tell says nothing against the usual name: its provision says if the name is taken
+    if (!tellsStanding) return "missing" as const
+    return (yield* run(sliceRequest("standing", slice), Protocol.StandingReply, secretsOf([slice.adminUrl]))).standing
+  })
+
   return {
     get capabilities(): Capabilities {
       return known ?? { clone: true }
@@ -553,6 +568,7 @@ export const externalAdapter = (name: string, options: ExternalAdapterOptions = 
     resolve,
     teardown,
     clone,
-    list
+    list,
+    standing
   }
 }

@@ -16,7 +16,8 @@ export const Verb: Schema.Schema<Sdk.Verb> = Schema.Literal(
   "resolve",
   "teardown",
   "clone",
-  "list"
+  "list",
+  "standing"
 )
 export type Verb = Sdk.Verb
 
@@ -54,7 +55,7 @@ export const Request: Schema.Schema<Sdk.Request> = Schema.Union(
   Schema.Struct({ protocol: Protocol, verb: Schema.Literal("capabilities"), config: Config }),
   Schema.Struct({
     protocol: Protocol,
-    verb: Schema.Literal("provision", "resolve", "teardown"),
+    verb: Schema.Literal("provision", "resolve", "teardown", "standing"),
     slice: Slice,
     config: Config
   }),
@@ -71,7 +72,9 @@ export const FailureReply: Schema.Schema<Sdk.FailureReply> = Schema.Struct({
 
 export const CapabilitiesReply: Schema.Schema<Sdk.CapabilitiesReply> = Schema.Struct({
   ok: Schema.Literal(true),
-  clone: Schema.Boolean
+  clone: Schema.Boolean,
+  // absent in the replies of adapters written before it
+  standing: Schema.optionalWith(Schema.Boolean, { exact: true })
 })
 
 export const ProvisionReply: Schema.Schema<Sdk.ProvisionReply> = Schema.Struct({
@@ -89,4 +92,9 @@ export const DoneReply: Schema.Schema<Sdk.DoneReply> = Schema.Struct({ ok: Schem
 export const ListReply: Schema.Schema<Sdk.ListReply> = Schema.Struct({
   ok: Schema.Literal(true),
   names: Schema.Array(Schema.String)
+})
+
+export const StandingReply: Schema.Schema<Sdk.StandingReply> = Schema.Struct({
+  ok: Schema.Literal(true),
+  standing: Schema.Literal("missing", "ours", "foreign")
 })

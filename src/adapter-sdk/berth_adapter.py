@@ -35,6 +35,7 @@ from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Seque
 __all__ = [
     "ADAPTER_ERROR_KINDS",
     "PROTOCOL_VERSION",
+    "STANDINGS",
     "VERBS",
     "AdapterFailure",
     "Answer",
@@ -49,7 +50,10 @@ __all__ = [
 #: The protocol version this SDK speaks; berth sends it as ``protocol`` in every request.
 PROTOCOL_VERSION = 1
 
-VERBS = ("capabilities", "provision", "resolve", "teardown", "clone", "list")
+VERBS = ("capabilities", "provision", "resolve", "teardown", "clone", "list", "standing")
+
+#: Whose a slice's name is on its server: ``standing`` answers one of these.
+STANDINGS = ("missing", "ours", "foreign")
 
 #: What went wrong, as berth understands it: the server could not be reached, refused the credentials, lacks a grant,
 #: the slice's name is taken by something berth does not own, the slice is not owned by berth, the request or the
@@ -248,7 +252,7 @@ def _dispatch(definition: Mapping[str, Any], request: Mapping[str, Any]) -> Dict
     verb = request["verb"]
     config = request["config"]
     if verb == "capabilities":
-        return {"ok": True, "clone": _can_clone(definition)}
+        return {"ok": True, "clone": _can_clone(definition), "standing": definition.get("standing") is not None}
     if verb == "provision":
         created = definition["provision"](_slice_of(request["slice"]), config)
         return {"ok": True, "created": _expect("provision", "a boolean", created, lambda v: isinstance(v, bool))}
@@ -263,6 +267,12 @@ def _dispatch(definition: Mapping[str, Any], request: Mapping[str, Any]) -> Dict
             return {"ok": False, "kind": "invalid", "error": "this adapter cannot clone"}
         definition["clone"](_slice_of(request["from"]), _slice_of(request["slice"]), config)
         return {"ok": True}
+    if verb == "standing":
+        if definition.get("standing") is None:
+            return {"ok": False, "kind": "invalid", "error": "this adapter does not tell whose a name is"}
+        standing = definition["standing"](_slice_of(request["slice"]), config)
+        checked = _expect("standing", '"missing", "ours" or "foreign"', standing, lambda v: v in STANDINGS)
+        return {"ok": True, "standing": checked}
     # list
     if definition.get("list") is None:
         return {"ok": False, "kind": "invalid", "error": "this adapter does not list its slices"}
@@ -279,7 +289,7 @@ def _dispatch(definition: Mapping[str, Any], request: Mapping[str, Any]) -> Dict
 def answer(definition: Mapping[str, Any], verb: Optional[str], text: str) -> Answer:
     """Answers one request (the text read from stdin) for the verb the executable was started with, without touching
     the process: for your own tests. ``definition`` maps ``provision``, ``resolve``, ``teardown`` and optionally
-    ``clone``, ``list`` and ``capabilities`` to your functions. Never raises: an ``AdapterFailure`` becomes
+    ``clone``, ``list``, ``standing`` and ``capabilities`` to your functions. Never raises: an ``AdapterFailure`` becomes
     ``{"ok": false, "error", "kind"}`` with exit code 0; any other exception a reply without a kind, exit code 1 and
     its traceback for stderr."""
     try:
@@ -313,10 +323,12 @@ def run_adapter(
     clone: Optional[Callable[[Slice, Slice, Config], None]] = None,
     list: Optional[Callable[[Scope, Config], List[str]]] = None,  # noqa: A002 — the verb's name
     capabilities: Optional[Capabilities] = None,
+    standing: Optional[Callable[[Slice, Config], str]] = None,
 ) -> NoReturn:
     """Runs the adapter as berth's executable: reads the request from stdin, answers it with one line of JSON on
     stdout and exits — also when the adapter's code left threads or connections open, which would otherwise keep berth
-    waiting. ``capabilities`` defaults to ``Capabilities(clone=True)`` when ``clone`` is given."""
+    waiting. ``capabilities`` defaults to ``Capabilities(clone=True)`` when ``clone`` is given. ``standing`` (optional)
+    answers whose a slice's name is on its server now: "missing", "ours" (marked with ``slice.owner``) or "foreign"."""
     definition = {
         "provision": provision,
         "resolve": resolve,
@@ -324,6 +336,7 @@ def run_adapter(
         "clone": clone,
         "list": list,
         "capabilities": capabilities,
+        "standing": standing,
     }
     verb = sys.argv[1] if len(sys.argv) > 1 else None
     if sys.stdin.isatty():

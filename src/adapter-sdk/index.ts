@@ -24,7 +24,7 @@
 /** The protocol version this SDK speaks; berth sends it as `protocol` in every request. */
 export const PROTOCOL_VERSION = 1
 
-export const VERBS = ["capabilities", "provision", "resolve", "teardown", "clone", "list"] as const
+export const VERBS = ["capabilities", "provision", "resolve", "teardown", "clone", "list", "standing"] as const
 
 /** The verb berth asks for: the executable's only argument. */
 export type Verb = (typeof VERBS)[number]
@@ -84,6 +84,8 @@ export interface Scope {
 export interface Capabilities {
   /** the adapter can make one slice a copy of another (`clone`) */
   readonly clone: boolean
+  /** the adapter tells whose a slice's name is (`standing`); absent (older adapters): it cannot */
+  readonly standing?: boolean
 }
 
 export interface CapabilitiesRequest {
@@ -94,7 +96,7 @@ export interface CapabilitiesRequest {
 
 export interface SliceRequest {
   readonly protocol: 1
-  readonly verb: "provision" | "resolve" | "teardown"
+  readonly verb: "provision" | "resolve" | "teardown" | "standing"
   readonly slice: Slice
   readonly config: Config
 }
@@ -129,6 +131,7 @@ export interface FailureReply {
 export interface CapabilitiesReply {
   readonly ok: true
   readonly clone: boolean
+  readonly standing?: boolean
 }
 
 export interface ProvisionReply {
@@ -154,8 +157,27 @@ export interface ListReply {
   readonly names: ReadonlyArray<string>
 }
 
+/** Whose the slice's name is on its server now. */
+export type Standing = "missing" | "ours" | "foreign"
+
+export interface StandingReply {
+  readonly ok: true
+  /**
+   * "ours": marked with `slice.owner` (half-made included); "foreign": anyone else's, another berth installation's or
+   * not berth's; "missing": nothing is there
+   */
+  readonly standing: Standing
+}
+
 /** What the adapter writes on stdout: exactly one JSON object. */
-export type Reply = FailureReply | CapabilitiesReply | ProvisionReply | ResolveReply | DoneReply | ListReply
+export type Reply =
+  | FailureReply
+  | CapabilitiesReply
+  | ProvisionReply
+  | ResolveReply
+  | DoneReply
+  | ListReply
+  | StandingReply
 
 type MaybePromise<A> = A | Promise<A>
 
@@ -176,6 +198,11 @@ export interface AdapterDefinition {
   readonly clone?: (from: Slice, to: Slice, config: Config) => MaybePromise<void>
   /** the names of the slices in the scope marked with `scope.owner` (berth's gc drops the ones no world claims) */
   readonly list?: (scope: Scope, config: Config) => MaybePromise<ReadonlyArray<string>>
+  /**
+   * whose `slice.name` is on the server now; optional. With it, a second berth installation of the same project on
+   * one server names its slices apart instead of failing on a name the first one holds
+   */
+  readonly standing?: (slice: Slice, config: Config) => MaybePromise<Standing>
 }
 
 /** Throw this from an adapter function to fail with a kind berth understands; any other throw is a crash. */
@@ -260,9 +287,12 @@ const isAddress = (value: unknown): value is string => typeof value === "string"
 const isNames = (value: unknown): value is ReadonlyArray<string> =>
   Array.isArray(value) && value.every((name) => typeof name === "string")
 
+const isStanding = (value: unknown): value is Standing => value === "missing" || value === "ours" || value === "foreign"
+
 const capabilitiesOf = (definition: AdapterDefinition): Capabilities => ({
   // an adapter without a clone function cannot clone, whatever it declares
-  clone: definition.clone !== undefined && (definition.capabilities?.clone ?? true)
+  clone: definition.clone !== undefined && (definition.capabilities?.clone ?? true),
+  standing: definition.standing !== undefined
 })
 
 const dispatch = async (definition: AdapterDefinition, request: Request): Promise<Reply> => {
@@ -292,6 +322,13 @@ const dispatch = async (definition: AdapterDefinition, request: Request): Promis
       }
       const names = await definition.list(request.scope, request.config)
       return { ok: true, names: [...expect("list", "an array of strings", names, isNames)] }
+    }
+    case "standing": {
+      if (definition.standing === undefined) {
+        return { ok: false, kind: "invalid", error: "this adapter does not tell whose a name is" }
+      }
+      const standing = await definition.standing(request.slice, request.config)
+      return { ok: true, standing: expect("standing", '"missing", "ours" or "foreign"', standing, isStanding) }
     }
   }
 }

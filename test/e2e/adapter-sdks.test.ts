@@ -87,7 +87,8 @@ runAdapter({
   },
   resolve: (slice, config) => (slice.name === "empty" ? "" : \`mem://\${slice.name}?\${config.mode ?? ""}&\${slice.adminUrl ?? "-"}\`),
   teardown: () => undefined,
-  list: (scope) => (scope.owner === "wrong" ? [1] : [scope.owner, scope.storage])
+  list: (scope) => (scope.owner === "wrong" ? [1] : [scope.owner, scope.storage]),
+  standing: (slice) => (slice.name === "wrong" ? "perhaps" : slice.owner === "o1" ? "ours" : "foreign")
 })
 `
     )
@@ -117,7 +118,12 @@ def resolve(slice, config):
 def list_slices(scope, config):
     return [1] if scope.owner == "wrong" else [scope.owner, scope.storage]
 
-run_adapter(provision=provision, resolve=resolve, teardown=lambda slice, config: None, list=list_slices)
+def standing(slice, config):
+    if slice.name == "wrong":
+        return "perhaps"
+    return "ours" if slice.owner == "o1" else "foreign"
+
+run_adapter(provision=provision, resolve=resolve, teardown=lambda slice, config: None, list=list_slices, standing=standing)
 `
     )
     const slice = (name: string, extra: Record<string, unknown> = {}) => ({
@@ -148,6 +154,10 @@ run_adapter(provision=provision, resolve=resolve, teardown=lambda slice, config:
       ["list", request("list", { scope: { adapter: "mem", owner: "o1", storage: "/tmp/s", options: {} } })],
       ["list", request("list", { scope: { adapter: "mem", owner: "wrong", storage: "/tmp/s", options: {} } })],
       ["list", request("list", { scope: { adapter: "mem", owner: 7, storage: "/tmp/s", options: {} } })],
+      ["standing", request("standing", { slice: slice("s") })],
+      ["standing", request("standing", { slice: slice("s", { owner: "o2" }) })],
+      ["standing", request("standing", { slice: slice("wrong") })],
+      ["standing", request("standing", {})],
       ["provision", "not json"],
       ["provision", "[1]"],
       ["provision", JSON.stringify({ protocol: 2, verb: "provision" })],
