@@ -165,6 +165,9 @@ const make = Effect.gen(function* () {
   const adapterFailure = (world: string, service: string, adapter: string) => (e: AdapterError) =>
     new InvalidRequest({ reason: `world ${world}: slice ${service} (${adapter}): ${e.message}` })
 
+  /** a name with this installation's mark appended: what it uses where the usual name is someone else's */
+  const apartName = (name: string) => sliceIdentifier([name, owner], NAME_LIMIT)
+
   /**
    * `slice` under the name this installation uses for it: the one it recorded; else its usual name, unless the server
    * holds that name for someone else (another berth installation with the same project: two users, or two
@@ -174,7 +177,7 @@ const make = Effect.gen(function* () {
     Effect.gen(function* () {
       // a slice that moves with its world (the cluster's mark) has one name on every member
       if (slice.owner !== owner) return slice
-      const apart: Slice = { ...slice, name: sliceIdentifier([slice.name, owner], NAME_LIMIT) }
+      const apart: Slice = { ...slice, name: apartName(slice.name) }
       if (recorded === apart.name) return apart
       if (recorded === slice.name || adapter.standing === undefined) return slice
       const standing = yield* adapter
@@ -344,8 +347,7 @@ const make = Effect.gen(function* () {
       }
       const rows = yield* registry.goldens(world.project, service.name, key)
       // made under its usual name, or under this installation's own where the usual one was someone else's
-      const apart = sliceIdentifier([usual.name, owner], NAME_LIMIT)
-      const ready = rows.find((r) => r.state === "ready" && (r.name === usual.name || r.name === apart))
+      const ready = rows.find((r) => r.state === "ready" && (r.name === usual.name || r.name === apartName(usual.name)))
       if (ready !== undefined && !force) return { slice: fromRow(ready, "(golden)"), rowId: ready.id, key }
       const done = yield* Deferred.make<Golden, SliceError>()
       builds.set(flight, done)
