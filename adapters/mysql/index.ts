@@ -41,7 +41,7 @@ import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { type Connection, createConnection, type RowDataPacket } from "mysql2"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
-import { pauses, provisionOwned, type Standing, teardownOwned } from "../ownership.js"
+import { ownerStanding, pauses, provisionOwned, type Standing, teardownOwned } from "../ownership.js"
 import { describeCause, errorCode, NETWORK_CODES, parseAdminUrl, secretsOf, sliceChecks } from "../shared.js"
 
 const ADAPTER = "mysql"
@@ -495,9 +495,7 @@ const drop = (connection: Connection, name: string): Effect.Effect<void, MysqlFa
 const standing = (slice: Slice): Effect.Effect<"missing" | "ours" | "foreign", AdapterError> =>
   Effect.flatMap(checkSlice(slice), (name) =>
     withServer(slice.adminUrl, "look at", name, (connection) =>
-      Effect.map(ownership(connection, slice.owner, name), (state) =>
-        state === "unfinished" || state === "ours" ? "ours" : state === "missing" ? "missing" : "foreign"
-      )
+      Effect.map(ownership(connection, slice.owner, name), (state) => ownerStanding(standingOf(state)))
     )
   )
 
