@@ -23,6 +23,7 @@ import {
   launch,
   portRequests,
   type WorldIdentity,
+  withLocalBins,
   worldVariables
 } from "../domain/coordinates.js"
 import { resolveTemplate, type ServiceCoordinates, type TokenContext, unresolvedIn } from "../domain/tokens.js"
@@ -402,7 +403,12 @@ export const makeWorldActor = (
         const exit = yield* Effect.scoped(
           Effect.gen(function* () {
             const handle = yield* processes.spawnScoped(
-              { command, cwd: w.path, env: { ...env, [ONESHOT_VARIABLE]: home.root }, logFile },
+              {
+                command,
+                cwd: w.path,
+                env: { ...env, PATH: withLocalBins(env.PATH, w.path), [ONESHOT_VARIABLE]: home.root },
+                logFile
+              },
               10_000
             )
             return yield* processes.awaitExit(handle)
@@ -445,15 +451,16 @@ export const makeWorldActor = (
         yield* registry.addEvent({ worldId, service: SETUP_LOG, kind: "setup_start", message: "running setup" })
         const began = Date.now()
         yield* runOnce(w, SETUP_LOG, resolved.value, env, [...resolved.secrets, ...secretsOf(env)]).pipe(
+          // suspended: the time is read when setup has ended, not when this effect is built
           Effect.ensuring(
-            Effect.ignore(
+            Effect.suspend(() =>
               registry.addEvent({
                 worldId,
                 service: SETUP_LOG,
                 kind: "setup_done",
                 message: `setup ended after ${((Date.now() - began) / 1000).toFixed(1)} s`
               })
-            )
+            ).pipe(Effect.ignore)
           )
         )
         yield* registry.markSetupDone(worldId)
@@ -946,6 +953,8 @@ export const makeWorldActor = (
         }
         yield* apply(WorldEvent.Removed())
         yield* registry.deleteWorld(worldId)
+        // its logs go with it: nothing of a removed world is shown again, nor kept on disk
+        yield* Effect.sync(() => rmSync(dirname(home.serviceLog(worldId, SETUP_LOG)), { recursive: true, force: true }))
       })
 
     const remove = (force: boolean) =>

@@ -3,8 +3,8 @@
  * WorldActor per world (a FiberMap of their mailbox loops) and answers the daemon's API. This is also what a
  * program embeds: everything the CLI does goes through these methods.
  */
-import { existsSync } from "node:fs"
-import { basename, join } from "node:path"
+import { existsSync, readdirSync } from "node:fs"
+import { basename, dirname, join } from "node:path"
 import * as Effect from "effect/Effect"
 import * as FiberMap from "effect/FiberMap"
 import * as PubSub from "effect/PubSub"
@@ -54,6 +54,16 @@ const REPO_CACHE_MS = 3_000
 const HISTORY = "berth"
 
 const internal = (e: { readonly message: string }) => new InternalError({ reason: e.message })
+
+/** The services (and one-off commands) with a log in a world's log folder: `<name>.log`, rotated copies aside. */
+const logNames = (folder: string) =>
+  Effect.sync(() => {
+    try {
+      return readdirSync(folder).flatMap((f) => (f.endsWith(".log") ? [f.slice(0, -".log".length)] : []))
+    } catch {
+      return []
+    }
+  })
 
 export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
   scoped: Effect.gen(function* () {
@@ -475,10 +485,13 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
           const w = yield* resolve(ref, false)
           // slices have logs too: their migrate and seed output, and berth's notes about them; so has the project's
           // setup, once it ran
+          // and so has a slice whose migrate failed, which took the slice (and its row) with it: any log of the world
           const all = [
-            ...(yield* registry.slices(w.id)).map((s) => s.service),
-            ...(yield* registry.services(w.id)).map((s) => s.name),
-            ...(existsSync(home.serviceLog(w.id, SETUP_LOG)) ? [SETUP_LOG] : [])
+            ...new Set([
+              ...(yield* registry.slices(w.id)).map((s) => s.service),
+              ...(yield* registry.services(w.id)).map((s) => s.name),
+              ...(yield* logNames(dirname(home.serviceLog(w.id, SETUP_LOG))))
+            ])
           ]
           // `-s berth`: the world's history (berth's own events, agents' tool calls), unless a service has that name
           if (options.service === HISTORY && !all.includes(HISTORY)) return history(w.id, options)

@@ -111,6 +111,23 @@ export interface ProcessLaunch {
 }
 
 /**
+ * `node_modules/.bin` of `folder` (relative to the worktree, "" for its root) and of every folder above it up to the
+ * worktree, deepest first, in front of `path`: as `npm run` does, so a bare `cmd = "vite"` finds the project's own.
+ */
+export const withLocalBins = (path: string | undefined, worktree: string, folder = ""): string => {
+  const parts: Array<string> = []
+  for (const part of folder.split("/")) {
+    if (part === "..") parts.pop()
+    else if (part !== "" && part !== ".") parts.push(part)
+  }
+  const bins: Array<string> = []
+  for (let depth = parts.length; depth >= 0; depth--) {
+    bins.push([worktree, ...parts.slice(0, depth), "node_modules", ".bin"].join("/"))
+  }
+  return [...bins, ...(path === undefined || path === "" ? [] : [path])].join(":")
+}
+
+/**
  * What one process is started with: its command with tokens resolved and quoted for `sh -c`, and its environment —
  * the user's, then the config's `env` with tokens resolved, then PORT and the BERTH_* variables.
  */
@@ -138,7 +155,7 @@ export const launch = (
     for (const u of r.unresolved) unresolved.add(u)
     return r.value
   }
-  const env: Record<string, string> = { ...userEnv }
+  const env: Record<string, string> = { ...userEnv, PATH: withLocalBins(userEnv.PATH, world.path, service.dir) }
   for (const [key, value] of Object.entries(service.env)) env[key] = resolve(value, false)
   const own = coords.get(service.name)
   if (own?.port !== undefined) env.PORT = String(own.port)

@@ -31,6 +31,9 @@ export class RegistryUnavailable extends Data.TaggedError("RegistryUnavailable")
   }
 }
 
+/** the highest world id ever given (a setting), so that no id is given twice */
+const WORLD_ID_HIGH_WATER = "world-id-high-water"
+
 const migrations = {
   "0001_init": Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
@@ -586,9 +589,17 @@ const makeRegistry = Effect.gen(function* () {
         const held = yield* sql<{ slug: string; name: string }>`SELECT slug, name FROM worlds
           WHERE project_id = ${w.projectId}`
         const slug = assignSlug(w.name, new Map(held.map((r) => [r.slug, r.name])))
-        yield* sql`INSERT INTO worlds (project_id, name, slug, path, branch, is_main, desired, observed, created_at)
-          VALUES (${w.projectId}, ${w.name}, ${slug}, ${w.path}, ${w.branch}, ${w.isMain ? 1 : 0}, 'down', 'stopped',
-          ${Date.now()})`
+        // a world id is never given twice: what is kept under it (its log folder, events, marks on its processes)
+        // must never be taken for a removed world's. SQLite would hand the highest id out again once its row went
+        const [last] = yield* sql<{ id: number }>`SELECT max(
+            coalesce((SELECT max(id) FROM worlds), 0),
+            coalesce((SELECT CAST(value AS INTEGER) FROM settings WHERE key = ${WORLD_ID_HIGH_WATER}), 0)) AS id`
+        const id = (last?.id ?? 0) + 1
+        yield* sql`INSERT INTO worlds (id, project_id, name, slug, path, branch, is_main, desired, observed, created_at)
+          VALUES (${id}, ${w.projectId}, ${w.name}, ${slug}, ${w.path}, ${w.branch}, ${w.isMain ? 1 : 0}, 'down',
+          'stopped', ${Date.now()})`
+        yield* sql`INSERT INTO settings (key, value) VALUES (${WORLD_ID_HIGH_WATER}, ${String(id)})
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value`
         const rows = yield* sql<WorldRecord>`${worldSelect} WHERE w.project_id = ${w.projectId} AND w.name = ${w.name}`
         return toWorld(rows[0]!)
       })

@@ -1,0 +1,111 @@
+/**
+ * What a new user and an agent met in everyday use of a world's life (setup, slices, logs, removal, the
+ * service's PATH), each reproduced through the built binary as they met it.
+ */
+import { chmodSync, mkdirSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { type Sandbox, sandboxes, type WorldJson, worldFrom } from "./harness.js"
+
+const boxes = sandboxes()
+afterAll(() => boxes.cleanup())
+const project = (toml: string, extra: Record<string, string> = {}) =>
+  boxes.project({ "berth.toml": toml, ".gitignore": "*.log\nnode_modules/\n", ...extra })
+
+const up = async (box: Sandbox, name: string): Promise<WorldJson> => {
+  const r = await box.run(["up", name, "--json"], { timeoutMs: 60_000 })
+  expect(r.code, r.stderr).toBe(0)
+  return worldFrom(r.stdout)
+}
+
+/** The world's history as `berth logs -s berth` prints it: `<iso time> [service ]kind: message` per line. */
+const history = async (box: Sandbox, world: string) => {
+  const r = await box.run(["logs", world, "-s", "berth", "-n", "200"])
+  expect(r.code, r.stderr).toBe(0)
+  return r.stdout.trim().split("\n")
+}
+
+describe("everyday use", () => {
+  it("says how long setup took, after it ran", async () => {
+    const box = await project(`
+[project]
+setup = "sleep 1.2; echo set"
+
+[services.api]
+cmd = "node server.mjs"
+url = "api"
+`)
+    await up(box, "timed")
+    const lines = await history(box, "timed")
+    const start = lines.findIndex((l) => l.includes("setup_start"))
+    const done = lines.findIndex((l) => l.includes("setup_done"))
+    expect(start, lines.join("\n")).toBeGreaterThanOrEqual(0)
+    // listed oldest first: the start, then its end
+    expect(done).toBeGreaterThan(start)
+    const seconds = Number(/setup ended after ([\d.]+) s/.exec(lines[done] ?? "")?.[1])
+    expect(seconds).toBeGreaterThanOrEqual(1.2)
+    const at = (line: string | undefined) => Date.parse(line?.split(" ")[0] ?? "")
+    expect(at(lines[done]) - at(lines[start])).toBeGreaterThanOrEqual(1_000)
+  })
+
+  it("shows a slice's migrate output after the migrate failed and the slice went", async () => {
+    const box = await project(`
+[services.db]
+adapter = "sqlite"
+migrate = "echo migrating the schema; echo 'no such table: users' >&2; exit 4"
+
+[services.api]
+cmd = "node server.mjs"
+url = "api"
+depends_on = ["db"]
+`)
+    const failed = await box.run(["up", "broken-migrate"], { timeoutMs: 60_000 })
+    expect(failed.code).toBe(1)
+    expect(failed.stderr).toContain("no such table: users")
+    const log = await box.run(["logs", "broken-migrate", "-s", "db"])
+    expect(log.code, log.stderr).toBe(0)
+    expect(log.stdout).toContain("migrating the schema")
+    expect(log.stdout).toContain("no such table: users")
+  })
+
+  it("never shows a removed world's logs in a new world", async () => {
+    const box = await project(`
+[services.api]
+cmd = "echo I am \${world.name}; node server.mjs"
+url = "api"
+`)
+    await up(box, "first")
+    const removed = await box.run(["remove", "first", "--force"])
+    expect(removed.code, removed.stderr).toBe(0)
+    await up(box, "second")
+    const log = await box.run(["logs", "second", "-s", "api"])
+    expect(log.code, log.stderr).toBe(0)
+    expect(log.stdout).toContain("I am second")
+    expect(log.stdout).not.toContain("I am first")
+    const events = await history(box, "second")
+    expect(events.join("\n")).not.toContain("first")
+  })
+
+  it("puts the worktree's node_modules/.bin on a service's PATH, as npm run does", async () => {
+    const tool = '#!/bin/sh\necho dev tool in $PWD\nexec node "$(dirname "$0")/../../server.mjs"\n'
+    const box = await project(
+      `
+[project]
+setup = "mkdir -p node_modules/.bin && cp tool.sh node_modules/.bin/devtool && chmod +x node_modules/.bin/devtool"
+
+[services.api]
+cmd = "devtool"
+url = "api"
+`,
+      { "tool.sh": tool }
+    )
+    const w = await up(box, "bins")
+    expect(w.state).toBe("running")
+    // and in the main checkout too, where node_modules is already there
+    mkdirSync(join(box.dir, "node_modules/.bin"), { recursive: true })
+    writeFileSync(join(box.dir, "node_modules/.bin/devtool"), tool)
+    chmodSync(join(box.dir, "node_modules/.bin/devtool"), 0o755)
+    const main = await box.run(["up", "--json"], { timeoutMs: 60_000 })
+    expect(main.code, main.stderr).toBe(0)
+  })
+})
