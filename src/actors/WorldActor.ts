@@ -777,6 +777,7 @@ export const makeWorldActor = (
         const done = yield* Deferred.make<void, WorldError>()
         outcome = done
         const w = yield* row
+        if (w.wakesOnRequest) yield* registry.setWakesOnRequest(worldId, false)
         // the place in line is taken (and the state moved) before the command is answered, so a caller that does not
         // wait already sees `queued` or `starting`
         const granted = admission.holds(worldId) ? undefined : yield* admission.enter(worldId, options.since, w.path)
@@ -893,6 +894,8 @@ export const makeWorldActor = (
         yield* stopOrphans
         yield* admission.release(worldId)
         if (requeue) yield* admission.suspended
+        // asleep for idleness: it stays so (a new daemon too) until a request or an `up` wakes it
+        else yield* registry.setWakesOnRequest(worldId, true)
         yield* apply(WorldEvent.Suspended(), reason)
         yield* registry.addEvent({ worldId, service: null, kind: "suspended", message: reason })
         // suspended for memory: back in line at once; suspended for idleness: back on its next request
@@ -1176,7 +1179,8 @@ export const makeWorldActor = (
         worktreeReady: w.worktreeReady,
         hasActor: false,
         liveProcesses: handles.size,
-        recorded: handles.size > 0 || died.size > 0
+        recorded: handles.size > 0 || died.size > 0,
+        wakesOnRequest: w.wakesOnRequest
       }
       switch (decide(facts)) {
         case "none":

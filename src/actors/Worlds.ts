@@ -547,7 +547,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
           worktreeReady: w.worktreeReady,
           hasActor,
           liveProcesses: handles.size,
-          recorded: handles.size > 0 || died.size > 0
+          recorded: handles.size > 0 || died.size > 0,
+          wakesOnRequest: w.wakesOnRequest
         })
         if (action === "none") continue
         if (action !== "teardown") {

@@ -108,6 +108,8 @@ export interface WorldFacts {
   readonly liveProcesses: number
   /** a process was ever recorded for it (alive or not): a world created but never started has none */
   readonly recorded: boolean
+  /** suspended for idleness: only a request or an `up` wakes it */
+  readonly wakesOnRequest: boolean
 }
 
 export type WorldAction =
@@ -145,6 +147,8 @@ export const decide = (f: WorldFacts): WorldAction => {
   if (f.desired === "up" && f.observed !== "failed") {
     // created and never started (or stopped cleanly with nothing recorded): it waits for its `up`
     if (f.observed === "stopped" && f.liveProcesses === 0 && !f.recorded) return "none"
+    // asleep for idleness: a new daemon leaves it asleep (a request or an `up` wakes it)
+    if (f.observed === "suspended" && f.wakesOnRequest && f.liveProcesses === 0) return "none"
     return "adopt"
   }
   if (f.liveProcesses > 0) return "stop-strays"

@@ -167,6 +167,12 @@ const migrations = {
     // the command a service was started with, as berth ran it (tokens resolved, a dev server's flags added, secrets
     // masked), for status
     yield* sql`ALTER TABLE services ADD COLUMN command TEXT`
+  }),
+  "0007_wakes_on_request": Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    // a world suspended for idleness sleeps until a request or an `up` wakes it, across daemon restarts too; one
+    // suspended for memory goes back in line
+    yield* sql`ALTER TABLE worlds ADD COLUMN wakes_on_request INTEGER NOT NULL DEFAULT 0`
   })
 }
 
@@ -206,6 +212,8 @@ export interface WorldRow {
   readonly selection: { readonly services: ReadonlyArray<string>; readonly groups: ReadonlyArray<string> }
   /** the environment of the command that last brought it up (null: a world of an older berth) */
   readonly env: Readonly<Record<string, string>> | null
+  /** suspended for idleness: it sleeps until a request or an `up` wakes it, across daemon restarts too */
+  readonly wakesOnRequest: boolean
   readonly createdAt: number
   readonly startedAt: number | null
 }
@@ -328,6 +336,7 @@ interface WorldRecord {
   readonly selection: string | null
   readonly worktree_ready: number | undefined
   readonly env: string | null
+  readonly wakes_on_request: number | undefined
   readonly created_at: number
   readonly started_at: number | null
 }
@@ -365,6 +374,7 @@ const toWorld = (r: WorldRecord): WorldRow => ({
   worktreeReady: r.worktree_ready === 1,
   selection: r.selection === null ? { services: [], groups: [] } : parseOnce<WorldRow["selection"]>(r.selection),
   env: r.env === null ? null : parseOnce<Record<string, string>>(r.env),
+  wakesOnRequest: r.wakes_on_request === 1,
   createdAt: r.created_at,
   startedAt: r.started_at
 })
@@ -426,6 +436,7 @@ export interface RegistryService {
   /** Also stamps `startedAt` when the world becomes `running`. */
   readonly setObserved: (id: number, observed: WorldState, reason: string | null) => Effect.Effect<void, InternalError>
   readonly markSetupDone: (id: number) => Effect.Effect<void, InternalError>
+  readonly setWakesOnRequest: (id: number, on: boolean) => Effect.Effect<void, InternalError>
   readonly markWorktreeReady: (id: number) => Effect.Effect<void, InternalError>
   /** What the last `up` asked for. */
   readonly setSelection: (
@@ -629,6 +640,9 @@ const makeRegistry = Effect.gen(function* () {
   const markWorktreeReady = (id: number) =>
     sql`UPDATE worlds SET worktree_ready = 1 WHERE id = ${id}`.pipe(Effect.asVoid)
 
+  const setWakesOnRequest = (id: number, on: boolean) =>
+    sql`UPDATE worlds SET wakes_on_request = ${on ? 1 : 0} WHERE id = ${id}`.pipe(Effect.asVoid)
+
   const markSetupDone = (id: number) => sql`UPDATE worlds SET setup_done = 1 WHERE id = ${id}`.pipe(Effect.asVoid)
 
   const deleteWorld = (id: number) => sql`DELETE FROM worlds WHERE id = ${id}`.pipe(Effect.asVoid)
@@ -791,6 +805,7 @@ const makeRegistry = Effect.gen(function* () {
     setDesired: orInternal(setDesired),
     setObserved: announced(setObserved),
     markSetupDone: orInternal(markSetupDone),
+    setWakesOnRequest: orInternal(setWakesOnRequest),
     markWorktreeReady: orInternal(markWorktreeReady),
     setSelection: orInternal(setSelection),
     setEnv: orInternal(setEnv),

@@ -207,6 +207,39 @@ describe("admission", () => {
     )
   })
 
+  it("keeps an idle world suspended across a daemon restart, until a request wakes it", async () => {
+    const box = await boxes.project({ "berth.toml": `[project]\nidle_suspend = "2s"\n\n${toml}` }, { proxy: true })
+    expect((await box.run(["up", "dozy", "--json"], { timeoutMs: 60_000 })).code).toBe(0)
+    await eventually(
+      () => statusOf(box),
+      (ws) => byName(ws, "dozy")?.state === "suspended",
+      30_000
+    )
+    // replaced gracefully, then killed: neither new daemon wakes it on its own
+    for (const restart of ["graceful", "kill"] as const) {
+      if (restart === "graceful") expect((await box.run(["daemon", "stop"])).code).toBe(0)
+      else {
+        const pid = Number((await box.run(["daemon", "status", "--json"])).stdout.match(/"pid":\s*(\d+)/)?.[1])
+        process.kill(pid, "SIGKILL")
+        await eventually(
+          async () => isAlive(pid),
+          (alive) => !alive
+        )
+      }
+      expect((await box.run(["daemon", "start"])).code).toBe(0)
+      // past the new daemon's first reconcile passes (at start, then every 3 s)
+      await new Promise((r) => setTimeout(r, 4_000))
+      const dozy = byName(await statusOf(box), "dozy")
+      expect(dozy?.state, restart).toBe("suspended")
+      expect(dozy?.services.find((s) => s.name === "api")?.pid ?? null, restart).toBeNull()
+    }
+    await eventually(
+      () => box.run(["curl", "dozy", "api", "/healthz"]),
+      (r) => r.stdout === "ok",
+      30_000
+    )
+  })
+
   it("takes a world out of the line when its waiting up is interrupted (Ctrl-C)", async () => {
     const { box, run } = await staged(60)
     expect((await run(["reserve", "--max-parallel", "1"])).code).toBe(0)

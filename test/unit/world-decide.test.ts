@@ -10,6 +10,7 @@ const facts = (f: Partial<WorldFacts>): WorldFacts => ({
   hasActor: false,
   liveProcesses: 0,
   recorded: true,
+  wakesOnRequest: false,
   ...f
 })
 
@@ -18,6 +19,17 @@ describe("decide", () => {
     ["a running world after a daemon restart is adopted", {}, "adopt"],
     ["a world whose processes died while no daemon ran is adopted (restarted)", { liveProcesses: 0 }, "adopt"],
     ["a world an actor already runs is left alone", { hasActor: true, liveProcesses: 3 }, "none"],
+    [
+      "a world asleep for idleness stays asleep after a daemon restart",
+      { observed: "suspended", wakesOnRequest: true },
+      "none"
+    ],
+    ["a world suspended for memory goes back in line", { observed: "suspended" }, "adopt"],
+    [
+      "a world asleep for idleness whose processes run (an older daemon's) is adopted",
+      { observed: "suspended", wakesOnRequest: true, liveProcesses: 1 },
+      "adopt"
+    ],
     ["a failed world stays failed", { observed: "failed" }, "none"],
     ["a deleted worktree is torn down", { pathExists: false, liveProcesses: 2 }, "teardown"],
     [

@@ -174,7 +174,8 @@ describe("decide", () => {
     worktreeReady: FastCheck.boolean(),
     hasActor: FastCheck.boolean(),
     liveProcesses: FastCheck.nat(3),
-    recorded: FastCheck.boolean()
+    recorded: FastCheck.boolean(),
+    wakesOnRequest: FastCheck.boolean()
   })
 
   it("never asks for an action that is illegal in the observed state", () => {
