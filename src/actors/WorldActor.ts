@@ -192,6 +192,10 @@ export const makeWorldActor = (
     // brought it up, never the daemon's own (which came from whichever shell started it); only a world of an older
     // berth, which kept none, falls back to the daemon's
     let lastEnv: Readonly<Record<string, string>> = initial?.env ?? daemonEnv()
+    /** the world has an environment of its own: kept from an `up` (or `reload`) */
+    let hasOwnEnv = initial?.env !== null && initial?.env !== undefined
+    /** what a world's later commands (reset, golden rebuild) run with: its own environment, the caller's until it has one */
+    const envFor = (caller: Readonly<Record<string, string>>) => (hasOwnEnv ? lastEnv : caller)
 
     const row = Effect.flatMap(registry.world(worldId), (w) =>
       w === undefined
@@ -865,6 +869,7 @@ export const makeWorldActor = (
         yield* registry.setDesired(worldId, "up")
         selection = sel
         lastEnv = env
+        hasOwnEnv = true
         yield* registry.setSelection(worldId, sel)
         yield* registry.setEnv(worldId, env)
         yield* launchStart(start(sel, env, new Map(), new Set(), ready).pipe(failedOnError), {
@@ -989,9 +994,12 @@ export const makeWorldActor = (
      * Slices back to their golden (or a fresh migrate + seed): the world's processes stop first and start again
      * after, on the same ports; a world that is down gets its slices refilled now, so `env` shows them at once.
      */
-    const reset = (names: ReadonlyArray<string>, env: Readonly<Record<string, string>>) =>
+    const reset = (names: ReadonlyArray<string>, callerEnv: Readonly<Record<string, string>>) =>
       Effect.gen(function* () {
         const w = yield* row
+        // the world's own environment (from its up), as for everything done to it later; the caller's only when it
+        // never had one
+        const env = envFor(callerEnv)
         const { config } = yield* loadConfig(w)
         const all = Model.slices(config).map((s) => s.name)
         if (all.length === 0) {
@@ -1007,8 +1015,6 @@ export const makeWorldActor = (
         const wasUp = generation !== undefined || launching !== undefined
         // what the new start needs is checked first: a reset that could not start again stops nothing
         const ready = yield* prepare(selection, env)
-        lastEnv = env
-        yield* registry.setEnv(worldId, env)
         yield* cancelLaunch
         yield* stopGeneration
         yield* slices.teardown(sliceWorld(w), { only: new Set(chosen) })
@@ -1084,9 +1090,10 @@ export const makeWorldActor = (
         yield* start({ services: order, groups: [] }, lastEnv, new Map())
       })
 
-    const rebuildGolden = (name: string, userEnv: Readonly<Record<string, string>>) =>
+    const rebuildGolden = (name: string, callerEnv: Readonly<Record<string, string>>) =>
       Effect.gen(function* () {
         const w = yield* row
+        const userEnv = envFor(callerEnv)
         const { config, dotenv } = yield* loadConfig(w)
         const service = Model.slices(config).find((s) => s.name === name)
         if (service === undefined || service.cloneFrom !== "golden") {

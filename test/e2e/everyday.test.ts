@@ -86,6 +86,34 @@ url = "api"
     expect(events.join("\n")).not.toContain("first")
   })
 
+  it("resets a world's slices and rebuilds its golden with the world's own environment, not the caller's", async () => {
+    const adminUrl = process.env.POSTGRES_ADMIN_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+    const psql = (statement: string) => `psql -q \${db.url} -c '${statement}'`
+    const box = await project(`
+[project]
+name = "envkept${process.pid}"
+
+[services.db]
+adapter = "postgres"
+admin_url = "\${env.BERTH_TEST_PG_ADMIN}"
+clone_from = "golden"
+migrate = "${psql("create table t (id int)")}"
+seed = "${psql("insert into t values (1)")}"
+`)
+    const withAdmin = { BERTH_TEST_PG_ADMIN: adminUrl }
+    const r = await box.run(["up", "kept", "--json"], { env: withAdmin, timeoutMs: 60_000 })
+    expect(r.code, r.stderr).toBe(0)
+    // a shell without the variable: the world was brought up with it, and keeps it
+    const without = { BERTH_TEST_PG_ADMIN: undefined }
+    const reset = await box.run(["reset", "kept"], { env: without, timeoutMs: 60_000 })
+    expect(reset.code, reset.stderr).toBe(0)
+    const rebuilt = await box.run(["golden", "rebuild", "kept", "db"], { env: without, timeoutMs: 60_000 })
+    expect(rebuilt.code, rebuilt.stderr).toBe(0)
+    const removed = await box.run(["remove", "kept", "--force"], { env: without, timeoutMs: 60_000 })
+    expect(removed.code, removed.stderr).toBe(0)
+    await box.run(["gc", "--goldens"], { env: withAdmin })
+  })
+
   it("puts the worktree's node_modules/.bin on a service's PATH, as npm run does", async () => {
     const tool = '#!/bin/sh\necho dev tool in $PWD\nexec node "$(dirname "$0")/../../server.mjs"\n'
     const box = await project(
