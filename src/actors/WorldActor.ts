@@ -965,6 +965,21 @@ export const makeWorldActor = (
         yield* Effect.sync(() => rmSync(dirname(home.serviceLog(worldId, SETUP_LOG)), { recursive: true, force: true }))
       })
 
+    /** The file differs from git's index only by what `env_file` wrote into it. */
+    const onlyBerthsBlock = (worktree: string, file: string) =>
+      Effect.gen(function* () {
+        const committed = yield* git.indexed(worktree, file).pipe(Effect.orElseSucceed(() => undefined))
+        if (committed === undefined) return false
+        const text = yield* Effect.sync(() => {
+          try {
+            return readFileSync(join(worktree, file), "utf8")
+          } catch {
+            return undefined
+          }
+        })
+        return text !== undefined && withoutEnvBlock(text) === committed
+      })
+
     const remove = (force: boolean) =>
       Effect.gen(function* () {
         const w = yield* row
@@ -975,7 +990,15 @@ export const makeWorldActor = (
           const berths = new Set(
             loaded._tag === "Left" ? [] : envFilePaths(w.path, loaded.right.config).filter(madeByBerth)
           )
-          const changes = all.filter((c) => !(c.status === "??" && berths.has(join(w.path, c.file))))
+          const envFiles = new Set(loaded._tag === "Left" ? [] : envFilePaths(w.path, loaded.right.config))
+          const changes: Array<(typeof all)[number]> = []
+          for (const c of all) {
+            const path = join(w.path, c.file)
+            if (c.status === "??" && berths.has(path)) continue
+            // a tracked env_file whose only change is berth's block: berth's too
+            if (c.status === " M" && envFiles.has(path) && (yield* onlyBerthsBlock(w.path, c.file))) continue
+            changes.push(c)
+          }
           if (changes.length > 0) {
             return yield* new WorktreeDirty({
               world: w.name,
@@ -985,8 +1008,9 @@ export const makeWorldActor = (
           }
         }
         yield* registry.setDesired(worldId, "removed")
-        // the main checkout's files stay: only what env_file wrote into them is taken back
-        if (w.isMain) yield* retractEnvFiles(w)
+        // the main checkout's files stay: only what env_file wrote into them is taken back. A worktree's are taken
+        // back too, so that git finds it as clean as the check above did
+        if (w.isMain || !force) yield* retractEnvFiles(w)
         yield* forget(true, force)
       })
 

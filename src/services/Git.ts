@@ -295,6 +295,11 @@ export interface GitService {
   ) => Effect.Effect<void, NotARepository | GitFailed>
   /** Uncommitted and untracked files, paths relative to the worktree root. */
   readonly changes: (worktreePath: string) => Effect.Effect<ReadonlyArray<Change>, NotARepository | GitFailed>
+  /** A file's text as git's index holds it (what a change is measured against); undefined when it holds none. */
+  readonly indexed: (
+    worktreePath: string,
+    file: string
+  ) => Effect.Effect<string | undefined, NotARepository | GitFailed>
   /** The address of `remote` (say `origin`) in the repository, if it has one. */
   readonly remoteUrl: (
     repoRoot: string,
@@ -449,6 +454,14 @@ const make = Effect.gen(function* () {
     return parseStatus(yield* run(worktreePath, ["status", "--porcelain=v1", "-z", "--untracked-files=all"]))
   })
 
+  const indexed = Effect.fn("Git.indexed")(function* (worktreePath: string, file: string) {
+    // `:<path>` is the index's copy; `./` reads the path from the worktree's root, whatever it is called
+    const out = yield* exec(worktreePath, ["show", `:./${file}`])
+    if (out.exitCode === 0) return out.stdout
+    if (isNotARepository(out.stderr)) return yield* new NotARepository({ path: worktreePath })
+    return undefined
+  })
+
   const remoteUrl = Effect.fn("Git.remoteUrl")(function* (repoRoot: string, remote: string) {
     const out = yield* exec(repoRoot, ["remote", "get-url", "--", remote])
     if (out.exitCode === 0) return out.stdout.trim() || undefined
@@ -482,6 +495,7 @@ const make = Effect.gen(function* () {
 
   return {
     repo,
+    indexed,
     remoteUrl,
     fetchBranch,
     remoteHasBranch,

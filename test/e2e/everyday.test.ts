@@ -2,7 +2,7 @@
  * What a new user and an agent met in everyday use of a world's life (setup, slices, logs, removal, the
  * service's PATH), each reproduced through the built binary as they met it.
  */
-import { chmodSync, mkdirSync, writeFileSync } from "node:fs"
+import { appendFileSync, chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { type Sandbox, sandboxes, type WorldJson, worldFrom } from "./harness.js"
@@ -84,6 +84,29 @@ url = "api"
     expect(log.stdout).not.toContain("I am first")
     const events = await history(box, "second")
     expect(events.join("\n")).not.toContain("first")
+  })
+
+  it("removes a world whose only change to a tracked env_file is berth's own block, and refuses one with the user's", async () => {
+    const box = await project(
+      `
+[services.api]
+cmd = "node server.mjs"
+url = "api"
+env_file = ".env"
+env = { GREETING = "hi" }
+`,
+      { ".env": "# committed settings\nFOO=1\n" }
+    )
+    const clean = await up(box, "tracked-env")
+    expect(readFileSync(join(clean.path, ".env"), "utf8")).toContain("GREETING=hi")
+    const removed = await box.run(["remove", "tracked-env"])
+    expect(removed.code, removed.stderr).toBe(0)
+
+    const edited = await up(box, "edited-env")
+    appendFileSync(join(edited.path, ".env"), "MINE=2\n")
+    const refused = await box.run(["remove", "edited-env"])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toContain(".env")
   })
 
   it("resets a world's slices and rebuilds its golden with the world's own environment, not the caller's", async () => {
