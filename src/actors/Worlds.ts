@@ -284,22 +284,27 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
             Effect.map(setupTail(w, events), (tail) => [services, events, note, tail] as const)
           )
         ),
-        ([services, events, note, tail]): WorldStatus => ({
-          ...(note === undefined ? {} : { projectNote: note }),
-          ...queueOf(w.id),
-          ...tail,
-          project: w.projectName,
-          name: w.name,
-          slug: w.slug,
-          path: w.path,
-          branch: w.branch,
-          main: w.isMain,
-          desired: w.desired,
-          state: w.observed,
-          reason: w.reason,
-          services,
-          events
-        })
+        ([services, events, note, tail]): WorldStatus => {
+          const queued = queueOf(w.id)
+          return {
+            ...(note === undefined ? {} : { projectNote: note }),
+            ...queued,
+            ...tail,
+            project: w.projectName,
+            name: w.name,
+            slug: w.slug,
+            path: w.path,
+            branch: w.branch,
+            main: w.isMain,
+            desired: w.desired,
+            state: w.observed,
+            // in line, it waits for what the gate says now (a slot, then disk, say), not what it waited for when it
+            // queued
+            reason: queued.queue === undefined ? w.reason : `waiting for ${queued.queue.waitingFor}`,
+            services,
+            events
+          }
+        }
       )
 
     const statusOf = (worldId: number) =>

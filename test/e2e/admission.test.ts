@@ -207,6 +207,38 @@ describe("admission", () => {
     )
   })
 
+  it("says what a queued world waits for now: disk, after it queued for a slot", async () => {
+    const { box, run } = await staged(60)
+    expect((await run(["reserve", "--max-parallel", "1"])).code).toBe(0)
+    expect((await run(["up", "first"])).code).toBe(0)
+    expect((await run(["up", "second", "--no-wait"])).code).toBe(0)
+    const slot = await eventually(
+      () => statusOf(box),
+      (ws) => byName(ws, "second")?.queue !== undefined
+    )
+    expect(byName(slot, "second")?.queue?.waitingFor).toMatch(/^a slot/)
+    // the disk runs short, then the slot frees: disk is what it waits for now, wherever it is told
+    writeFileSync(
+      join(box.home, "..", "readings.json"),
+      JSON.stringify({ memAvailablePercent: 60, diskFreeBytes: 1024 ** 2 })
+    )
+    await eventually(
+      () => run(["metrics", "--json"]),
+      (r) => /"freeBytes":\s*1048576/.test(r.stdout)
+    )
+    expect((await run(["down", "first"])).code).toBe(0)
+    const disk = await eventually(
+      () => statusOf(box),
+      (ws) => /^disk space/.test(byName(ws, "second")?.queue?.waitingFor ?? "")
+    )
+    const second = byName(disk, "second") as World & { reason: string | null }
+    expect(second.queue?.waitingFor).toMatch(/^disk space on /)
+    expect(second.reason).toMatch(/^waiting for disk space on /)
+    const said = await run(["status"])
+    expect(said.stdout).toMatch(/second .*disk space on /)
+    expect(said.stdout).not.toMatch(/a slot/)
+  })
+
   it("keeps an idle world suspended across a daemon restart, until a request wakes it", async () => {
     const box = await boxes.project({ "berth.toml": `[project]\nidle_suspend = "2s"\n\n${toml}` }, { proxy: true })
     expect((await box.run(["up", "dozy", "--json"], { timeoutMs: 60_000 })).code).toBe(0)
