@@ -94,7 +94,7 @@ export const PressureTargetsLive: Layer.Layer<PressureTargets, never, Worlds | R
       return {
         running: Effect.map(registry.worlds(), (rows) =>
           rows
-            .filter((w) => w.observed === "running" && w.desired === "up")
+            .filter((w) => (w.observed === "running" || w.observed === "degraded") && w.desired === "up")
             .map(
               (w): PressureWorld => ({
                 id: w.id,

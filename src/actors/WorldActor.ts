@@ -58,7 +58,7 @@ import {
   type ServiceSnapshot
 } from "./ServiceActor.js"
 import type { Health } from "../services/Health.js"
-import type * as Protocol from "./protocol.js"
+import * as Protocol from "./protocol.js"
 
 export type Selection = Protocol.Selection
 export type WorldCommand = Protocol.WorldCommand
@@ -656,7 +656,15 @@ export const makeWorldActor = (
             const dep = runtimes.get(d) ?? g.services.get(d)?.rt
             return dep === undefined ? [] : [Deferred.await(dep.ready)]
           })
+          // entering or leaving `failed` moves the world (degraded ⇄ running): told to its own mailbox
+          let wasFailed = false
           const persist = rt.snapshot.changes.pipe(
+            Stream.tap((s) => {
+              const failed = s.state === "failed"
+              if (failed === wasFailed) return Effect.void
+              wasFailed = failed
+              return post(new Protocol.ServicesChanged())
+            }),
             Stream.runForEach((s) =>
               registry
                 .saveService({
@@ -733,6 +741,8 @@ export const makeWorldActor = (
           })
         }
         yield* apply(WorldEvent.Started())
+        // a service may have failed while the world was still starting: the world's state follows it now
+        yield* post(new Protocol.ServicesChanged())
         trace("actor: started")
       })
 
@@ -854,14 +864,22 @@ export const makeWorldActor = (
           const names = yield* selected(config, sel)
           yield* registry.setDesired(worldId, "up")
           const g = generation
-          if (
-            g === undefined ||
-            names.every((n) => g.services.has(n) || !Model.processes(config).some((s) => s.name === n))
-          )
-            return
+          if (g === undefined) return
+          // a service that failed after the start is started again, as one that is missing
+          const failed = yield* failedAmong(g, names)
+          if (failed.length > 0) {
+            yield* stopServices(g, failed)
+            yield* registry.addEvent({
+              worldId,
+              service: null,
+              kind: "restarted",
+              message: `starting failed ${failed.join(", ")} again`
+            })
+          }
+          if (names.every((n) => g.services.has(n) || !Model.processes(config).some((s) => s.name === n))) return
           selection = widen(selection, sel)
           yield* registry.setSelection(worldId, selection)
-          return yield* start(sel, lastEnv, new Map())
+          return yield* start(sel, lastEnv, new Map()).pipe(Effect.ensuring(Effect.ignore(followServices)))
         }
         // checked before anything is recorded: an up that cannot resolve its tokens changes nothing
         trace("actor: up")
@@ -915,6 +933,37 @@ export const makeWorldActor = (
           since,
           resuming: true
         })
+      })
+
+    /**
+     * The world follows its services: `degraded` (with the failed ones as its reason) while one of the running
+     * generation is failed, `running` again once none is. Runs on the mailbox, so the state keeps one writer.
+     */
+    const followServices = Effect.gen(function* () {
+      const g = generation
+      if (g === undefined) return
+      const failed: Array<string> = []
+      for (const [name, s] of g.services) {
+        const snap = yield* SubscriptionRef.get(s.rt.snapshot)
+        if (snap.state === "failed") failed.push(`${name}: ${snap.reason ?? "failed"}`)
+      }
+      const now = (yield* SubscriptionRef.get(observed)).state
+      if (failed.length > 0 && now === "running") {
+        const why = failed.join("; ")
+        yield* apply(WorldEvent.Degrade({ reason: why }), why)
+        yield* registry.addEvent({ worldId, service: null, kind: "degraded", message: why })
+      } else if (failed.length === 0 && now === "degraded") {
+        yield* apply(WorldEvent.Restore())
+      }
+    })
+
+    /** The services of the running generation among `names` that are failed: what an `up` starts again. */
+    const failedAmong = (g: Generation, names: ReadonlyArray<string>) =>
+      Effect.filter(names, (name) => {
+        const s = g.services.get(name)
+        return s === undefined
+          ? Effect.succeed(false)
+          : Effect.map(SubscriptionRef.get(s.rt.snapshot), (snap) => snap.state === "failed")
       })
 
     /** Processes recorded for this world that no generation owns (e.g. after a failed adoption). */
@@ -1098,6 +1147,7 @@ export const makeWorldActor = (
         selection = { services: left, groups: [] }
         yield* registry.setSelection(worldId, selection)
         yield* registry.addEvent({ worldId, service: null, kind: "stopped", message: `stopped ${order.join(", ")}` })
+        yield* followServices
       })
 
     /** `restart -s`: those services and their dependents stop, then start again beside the rest. */
@@ -1111,7 +1161,9 @@ export const makeWorldActor = (
           kind: "restarted",
           message: `restarted ${order.join(", ")}`
         })
-        yield* start({ services: order, groups: [] }, lastEnv, new Map())
+        yield* start({ services: order, groups: [] }, lastEnv, new Map()).pipe(
+          Effect.ensuring(Effect.ignore(followServices))
+        )
       })
 
     const rebuildGolden = (name: string, callerEnv: Readonly<Record<string, string>>) =>
@@ -1233,7 +1285,7 @@ export const makeWorldActor = (
           yield* stopOrphans
           yield* apply(WorldEvent.Recover())
           // a world wanted down that a crash left running (or suspended) is stopped; a failed one stays failed
-          if (w.observed === "running" || w.observed === "suspended") {
+          if (w.observed === "running" || w.observed === "degraded" || w.observed === "suspended") {
             yield* apply(WorldEvent.Stop())
             yield* apply(WorldEvent.Stopped())
           }
@@ -1275,6 +1327,8 @@ export const makeWorldActor = (
           return stopSome(command.services)
         case "RestartServices":
           return restartSome(command.services)
+        case "ServicesChanged":
+          return followServices
         case "Withdraw":
           return Effect.gen(function* () {
             // only a world still in line: one already starting keeps starting
@@ -1290,6 +1344,14 @@ export const makeWorldActor = (
 
     /** set once the loop has ended: later commands are answered at once, never queued to no one */
     let closed = false
+    /** Tells the world's own mailbox something (no one waits for the answer); nothing once the actor has ended. */
+    function post(command: WorldCommand) {
+      return Effect.flatMap(Deferred.make<void, WorldError>(), (reply) =>
+        Effect.sync(() => {
+          if (!closed) mailbox.unsafeOffer({ command, reply })
+        })
+      )
+    }
     const gone = Effect.suspend(() =>
       Effect.flatMap(registry.world(worldId), (w) =>
         Effect.fail(

@@ -60,7 +60,8 @@ export const WorldEntityLive = WorldEntity.toLayer(
       Withdraw: tell,
       Reset: tell,
       StopServices: tell,
-      RestartServices: tell
+      RestartServices: tell,
+      ServicesChanged: tell
     })
   }),
   // one message at a time, as the actor's own mailbox takes them; never reaped for idleness

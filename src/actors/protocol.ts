@@ -134,6 +134,16 @@ export class RestartServices extends Schema.TaggedRequest<RestartServices>()("Re
   payload: { services: Schema.Array(Schema.String) }
 }) {}
 
+/**
+ * A service of the world entered or left `failed`: the world's own state follows (`degraded` while one is failed).
+ * Sent by the world's service watchers to its own mailbox, so that the state keeps one writer.
+ */
+export class ServicesChanged extends Schema.TaggedRequest<ServicesChanged>()("ServicesChanged", {
+  failure: WorldFailure,
+  success: Schema.Void,
+  payload: {}
+}) {}
+
 export const WorldCommand = Schema.Union(
   Up,
   Down,
@@ -146,7 +156,8 @@ export const WorldCommand = Schema.Union(
   Withdraw,
   Reset,
   StopServices,
-  RestartServices
+  RestartServices,
+  ServicesChanged
 )
 export type WorldCommand = typeof WorldCommand.Type
 
@@ -180,5 +191,6 @@ export const WorldRpcs = RpcGroup.make(
   Rpc.fromTaggedRequest(Withdraw),
   Rpc.fromTaggedRequest(Reset),
   Rpc.fromTaggedRequest(StopServices),
-  Rpc.fromTaggedRequest(RestartServices)
+  Rpc.fromTaggedRequest(RestartServices),
+  Rpc.fromTaggedRequest(ServicesChanged)
 )

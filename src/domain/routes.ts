@@ -409,7 +409,8 @@ export const wakeIfSuspended = (table: RouteTable, target: RouteTarget): void =>
   if (target.worldState === "suspended" && target.worldId !== undefined) table.wake?.(target.worldId)
 }
 
-const worldStopped = (state: WorldState): boolean => state !== "running" && state !== "starting"
+// a degraded world runs, save a failed service: its other routes stay up
+const worldStopped = (state: WorldState): boolean => state !== "running" && state !== "degraded" && state !== "starting"
 
 export const loopPage = (host: string, hops: number): PageModel => ({
   status: 508,

@@ -10,6 +10,7 @@ export const worldStates = [
   "queued",
   "starting",
   "running",
+  "degraded",
   "stopping",
   "stopped",
   "suspending",
@@ -38,6 +39,10 @@ export type WorldEvent = Data.TaggedEnum<{
   Suspend: {}
   Suspended: {}
   Fail: { readonly reason: string }
+  /** A service of the running world failed for good (its restart policy gave up): the rest keeps running. */
+  Degrade: { readonly reason: string }
+  /** No service of the world is failed any more (started again, or stopped): it runs whole. */
+  Restore: {}
   Remove: {}
   Removed: {}
   /** A new daemon found the world mid-way (a crash cut a command short): nothing of that step is in flight now. */
@@ -59,14 +64,16 @@ const alive = worldStates.filter((state) => state !== "removing" && state !== "r
 const edges: { readonly [Tag in WorldEvent["_tag"]]: Edge } = {
   Admit: { from: ["queued"], to: "starting" },
   Queue: { from: ["stopped", "failed", "suspended"], to: "queued" },
-  Start: { from: ["queued", "stopped", "failed", "suspended", "running"], to: "starting" },
+  Start: { from: ["queued", "stopped", "failed", "suspended", "running", "degraded"], to: "starting" },
   Started: { from: ["starting"], to: "running" },
-  Stop: { from: ["queued", "starting", "running", "failed", "suspending", "suspended"], to: "stopping" },
+  Stop: { from: ["queued", "starting", "running", "degraded", "failed", "suspending", "suspended"], to: "stopping" },
   Stopped: { from: ["stopping"], to: "stopped" },
   // pressure pre-empts a world that is still in line or starting as well as one that runs
-  Suspend: { from: ["queued", "starting", "running"], to: "suspending" },
+  Suspend: { from: ["queued", "starting", "running", "degraded"], to: "suspending" },
   Suspended: { from: ["suspending"], to: "suspended" },
-  Fail: { from: ["queued", "starting", "running", "stopping", "suspending"], to: "failed" },
+  Fail: { from: ["queued", "starting", "running", "degraded", "stopping", "suspending"], to: "failed" },
+  Degrade: { from: ["running"], to: "degraded" },
+  Restore: { from: ["degraded"], to: "running" },
   // removal wins over everything still in flight; asking again while removing is harmless
   Remove: { from: worldStates.filter((state) => state !== "removed"), to: "removing" },
   Removed: { from: ["removing"], to: "removed" },
@@ -80,7 +87,7 @@ export const transition = (state: WorldState, event: WorldEvent): WorldState | u
   return edge.from.includes(state) ? edge.to : undefined
 }
 
-const settled: ReadonlySet<WorldState> = new Set(["running", "stopped", "suspended", "failed", "removed"])
+const settled: ReadonlySet<WorldState> = new Set(["running", "degraded", "stopped", "suspended", "failed", "removed"])
 
 /**
  * True when nothing is in flight: the world stays in this state until a command, a crash or pressure moves it.

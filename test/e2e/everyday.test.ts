@@ -5,7 +5,7 @@
 import { appendFileSync, chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { type Sandbox, sandboxes, type WorldJson, worldFrom } from "./harness.js"
+import { eventually, type Sandbox, sandboxes, type WorldJson, worldFrom } from "./harness.js"
 
 const boxes = sandboxes()
 afterAll(() => boxes.cleanup())
@@ -107,6 +107,35 @@ env = { GREETING = "hi" }
     const refused = await box.run(["remove", "edited-env"])
     expect(refused.code).toBe(1)
     expect(refused.stderr).toContain(".env")
+  })
+
+  it("shows a world whose service failed after its start as degraded, and up starts that service again", async () => {
+    const box = await project(`
+[services.api]
+cmd = "node server.mjs"
+url = "api"
+
+[services.worker]
+cmd = "if [ -f fixed ]; then exec sleep 1000; else sleep 1; echo worker gave up >&2; exit 3; fi"
+`)
+    const w = await up(box, "shaky")
+    const world = async () =>
+      (JSON.parse((await box.run(["status", "--json"])).stdout) as { worlds: Array<WorldJson & { reason: string }> })
+        .worlds[0]
+    const degraded = await eventually(world, (x) => x?.state === "degraded")
+    expect(degraded?.state).toBe("degraded")
+    expect(degraded?.reason).toMatch(/^worker: /)
+    expect(degraded?.services.find((s) => s.name === "api")?.state).toBe("healthy")
+    const human = await box.run(["status"])
+    expect(human.stdout).toMatch(/shaky\s+degraded/)
+    // routes still reach what runs
+    expect((await box.run(["curl", "shaky", "api"])).code).toBe(0)
+    // fixed: `up` starts the failed service again, and the world runs
+    writeFileSync(join(w.path, "fixed"), "")
+    const again = await up(box, "shaky")
+    expect(again.state).toBe("running")
+    expect(again.services.find((s) => s.name === "worker")?.state).toMatch(/^(running|healthy)$/)
+    expect((await world())?.state).toBe("running")
   })
 
   it("resets a world's slices and rebuilds its golden with the world's own environment, not the caller's", async () => {

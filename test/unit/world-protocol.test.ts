@@ -15,7 +15,8 @@ const commands: ReadonlyArray<Protocol.WorldCommand> = [
   new Protocol.Withdraw(),
   new Protocol.Reset({ slices: ["db"], env: {} }),
   new Protocol.StopServices({ services: ["worker"] }),
-  new Protocol.RestartServices({ services: ["api"] })
+  new Protocol.RestartServices({ services: ["api"] }),
+  new Protocol.ServicesChanged()
 ]
 
 describe("the world protocol", () => {

@@ -22,6 +22,8 @@ const events: ReadonlyArray<WorldEvent> = [
   WorldEvent.Suspend(),
   WorldEvent.Suspended(),
   WorldEvent.Fail({ reason: "boom" }),
+  WorldEvent.Degrade({ reason: "worker: exited (exit code 3)" }),
+  WorldEvent.Restore(),
   WorldEvent.Remove(),
   WorldEvent.Removed(),
   WorldEvent.Recover(),
@@ -41,10 +43,12 @@ const legal: ReadonlyArray<readonly [WorldState, Tag, WorldState]> = [
   ["failed", "Start", "starting"],
   ["suspended", "Start", "starting"],
   ["running", "Start", "starting"],
+  ["degraded", "Start", "starting"],
   ["starting", "Started", "running"],
   ["queued", "Stop", "stopping"],
   ["starting", "Stop", "stopping"],
   ["running", "Stop", "stopping"],
+  ["degraded", "Stop", "stopping"],
   ["failed", "Stop", "stopping"],
   ["suspending", "Stop", "stopping"],
   ["suspended", "Stop", "stopping"],
@@ -52,15 +56,20 @@ const legal: ReadonlyArray<readonly [WorldState, Tag, WorldState]> = [
   ["queued", "Suspend", "suspending"],
   ["starting", "Suspend", "suspending"],
   ["running", "Suspend", "suspending"],
+  ["degraded", "Suspend", "suspending"],
   ["suspending", "Suspended", "suspended"],
   ["queued", "Fail", "failed"],
   ["starting", "Fail", "failed"],
   ["running", "Fail", "failed"],
+  ["degraded", "Fail", "failed"],
+  ["running", "Degrade", "degraded"],
+  ["degraded", "Restore", "running"],
   ["stopping", "Fail", "failed"],
   ["suspending", "Fail", "failed"],
   ["queued", "Remove", "removing"],
   ["starting", "Remove", "removing"],
   ["running", "Remove", "removing"],
+  ["degraded", "Remove", "removing"],
   ["stopping", "Remove", "removing"],
   ["stopped", "Remove", "removing"],
   ["suspending", "Remove", "removing"],
@@ -72,9 +81,9 @@ const legal: ReadonlyArray<readonly [WorldState, Tag, WorldState]> = [
   ["starting", "Recover", "stopped"],
   ["stopping", "Recover", "stopped"],
   ["suspending", "Recover", "stopped"],
-  ...(["queued", "starting", "running", "stopping", "stopped", "suspending", "suspended", "failed"] as const).map(
-    (from) => [from, "Unwatched", "running"] as const
-  )
+  ...(
+    ["queued", "starting", "running", "degraded", "stopping", "stopped", "suspending", "suspended", "failed"] as const
+  ).map((from) => [from, "Unwatched", "running"] as const)
 ]
 
 const expected = new Map(legal.map(([state, tag, next]) => [`${state} ${tag}`, next]))

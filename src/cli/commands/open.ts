@@ -75,7 +75,7 @@ export const open = Command.make(
         if (chosen instanceof InvalidRequest) return yield* chosen
         const url = chosen.url!
         if (!json) yield* Console.log(url)
-        if (w.state !== "running")
+        if (w.state !== "running" && w.state !== "degraded")
           yield* printError(`note: world ${w.name} is ${w.state}; berth up ${w.name} starts it`)
         const opened = yield* launchBrowser(url)
         if (json) yield* printDocument("open", { world: w.name, service: chosen.name, url, opened })
