@@ -556,6 +556,26 @@ export const makeWorldActor = (
 
     type Prepared = Effect.Effect.Success<ReturnType<typeof prepare>>
 
+    /** Every port of the world leased; a lease something outside berth took moved, and the world's history says so. */
+    const allocatePorts = (w: WorldRow, config: Model.Config) =>
+      Effect.gen(function* () {
+        const { assigned, replaced } = yield* ports.allocate(
+          { id: worldId, project: w.projectName, name: w.name },
+          portRequests(config)
+        )
+        for (const r of replaced) {
+          const now = assigned.find((a) => a.service === r.service && a.name === r.name)?.port
+          const which = r.name === "" ? r.service : `${r.service}'s ${r.name}`
+          yield* registry.addEvent({
+            worldId,
+            service: r.service,
+            kind: "port_moved",
+            message: `port ${r.port} is taken by ${r.holder ?? "a process outside berth"}; ${which} moved to port ${now}`
+          })
+        }
+        return assigned
+      })
+
     /**
      * Starts a generation — ports, slices, then every selected service in dependency order, waiting for all to be
      * ready — or, when one runs already, starts the selected services it lacks beside the running ones.
@@ -581,8 +601,7 @@ export const makeWorldActor = (
         const leased =
           adopt.size > 0 || running !== undefined
             ? (yield* registry.leases(worldId)).map((l) => ({ service: l.service, name: l.name, port: l.port }))
-            : (yield* ports.allocate({ id: worldId, project: w.projectName, name: w.name }, portRequests(config)))
-                .assigned
+            : yield* allocatePorts(w, config)
         const portMap = groupPorts(leased)
         trace("actor: ports leased")
         const coords = yield* provisionSlices(w, config, userEnv, lookup, (urls) =>

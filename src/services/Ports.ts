@@ -86,6 +86,8 @@ export interface Assigned extends PortRequest {
 /** A lease that had to move: something outside berth took its port. */
 export interface ReplacedLease {
   readonly service: string
+  /** the port's name ("" for the service's main port) */
+  readonly name: string
   readonly port: number
   /** who holds the port now, where /proc tells */
   readonly holder: string | undefined
@@ -162,7 +164,7 @@ const make = Effect.gen(function* () {
             taken.add(port)
             if (existing.get(key(q)) === port) {
               existing.delete(key(q))
-              replaced.push({ service: q.service, port, holder: portHolder(port) })
+              replaced.push({ service: q.service, name: q.name, port, holder: portHolder(port) })
             }
             retry = true
           }

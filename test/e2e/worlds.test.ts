@@ -289,6 +289,13 @@ env = { NAME = "\${world.name}" }
       const back = await up(box, "squatted")
       expect(service(back, "api").port).not.toBe(apiPort)
       expect(service(back, "api").state).toBe("healthy")
+      // and it says so: which port was taken, by whom, and where the service went
+      const history = await box.run(["logs", "squatted", "-s", "berth"])
+      expect(history.stdout).toMatch(
+        new RegExp(
+          `api port_moved: port ${apiPort} is taken by .*node.*; api moved to port ${service(back, "api").port}`
+        )
+      )
       expect((await fetchJson(service(back, "api").url!)).world).toBe("squatted")
       // a new world never gets the squatted port either
       const other = await up(box, "other")
