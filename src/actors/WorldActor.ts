@@ -75,6 +75,8 @@ interface Envelope {
 interface Generation {
   readonly scope: Scope.CloseableScope
   readonly config: Model.Config
+  /** the berth.toml it started from: its folder and digest, to tell an edit made since */
+  readonly source: { readonly root: string; readonly digest: string }
   readonly layers: ReadonlyArray<ReadonlyArray<string>>
   readonly services: Map<string, { readonly rt: ServiceRuntime; readonly fiber: Fiber.RuntimeFiber<never, unknown> }>
 }
@@ -90,6 +92,8 @@ export interface WorldActor {
   readonly snapshots: Effect.Effect<ReadonlyMap<string, ServiceSnapshot>>
   /** completes when the actor has ended (its world was removed) */
   readonly done: Effect.Effect<void>
+  /** set while the world runs a berth.toml that was edited since: what to do about it */
+  readonly configNote: Effect.Effect<string | undefined>
 }
 
 /** The pseudo-service whose log holds the project's `setup` output (`berth logs -s setup`). */
@@ -588,7 +592,7 @@ export const makeWorldActor = (
       ready?: Prepared
     ) =>
       Effect.gen(function* () {
-        const { w, config, dotenv, names, routing, userEnv, lookup } = ready ?? (yield* prepare(sel, givenEnv))
+        const { w, loaded, config, dotenv, names, routing, userEnv, lookup } = ready ?? (yield* prepare(sel, givenEnv))
         const running = generation
         // services added beside running ones: the world stays running while they start
         if (running === undefined) yield* apply(WorldEvent.Start())
@@ -609,7 +613,13 @@ export const makeWorldActor = (
         )
         trace("actor: slices ready")
         const scope = running?.scope ?? (yield* Scope.make())
-        const g: Generation = running ?? { scope, config, layers: config.graph.layers, services: new Map() }
+        const g: Generation = running ?? {
+          scope,
+          config,
+          source: { root: loaded.root, digest: loaded.digest },
+          layers: config.graph.layers,
+          services: new Map()
+        }
         generation = g
         const runtimes = new Map<string, ServiceRuntime>()
         const commands = new Map<string, string>()
@@ -1455,7 +1465,20 @@ export const makeWorldActor = (
           (entries) => new Map(entries)
         )
       }),
-      done: Deferred.await(done)
+      done: Deferred.await(done),
+      configNote: Effect.suspend(() => {
+        const g = generation
+        if (g === undefined) return Effect.succeed(undefined)
+        const name = initial?.name ?? `#${worldId}`
+        return configs.load(g.source.root).pipe(
+          Effect.map((now) =>
+            now.digest === g.source.digest
+              ? undefined
+              : `${now.file} changed since world ${name} started: berth reload ${name} applies it`
+          ),
+          Effect.orElseSucceed(() => undefined)
+        )
+      })
     }
     return { actor, loop }
   })

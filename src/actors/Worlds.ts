@@ -279,15 +279,21 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
 
     const worldStatus = (w: WorldRow) =>
       Effect.map(
-        Effect.all([serviceStatus(w), registry.events(w.id, 10), projectNote(w)]).pipe(
-          Effect.flatMap(([services, events, note]) =>
-            Effect.map(setupTail(w, events), (tail) => [services, events, note, tail] as const)
+        Effect.all([
+          serviceStatus(w),
+          registry.events(w.id, 10),
+          projectNote(w),
+          actors.get(w.id)?.configNote ?? Effect.succeed(undefined)
+        ]).pipe(
+          Effect.flatMap(([services, events, note, configNote]) =>
+            Effect.map(setupTail(w, events), (tail) => [services, events, note, tail, configNote] as const)
           )
         ),
-        ([services, events, note, tail]): WorldStatus => {
+        ([services, events, note, tail, configNote]): WorldStatus => {
           const queued = queueOf(w.id)
           return {
             ...(note === undefined ? {} : { projectNote: note }),
+            ...(configNote === undefined ? {} : { configNote }),
             ...queued,
             ...tail,
             project: w.projectName,

@@ -72,7 +72,9 @@ export const renderWorld = (w: WorldStatus, indent = "", colour = wantsColour())
   const notes = w.events
     .filter((e) => NOTABLE_EVENTS.has(e.kind) && !seen.has(e.kind) && seen.add(e.kind))
     .map((e) => `${indent}  ${e.kind}${e.service === null ? "" : ` (${e.service})`}: ${e.message}`)
-  const project = w.projectNote === undefined ? [] : [`${indent}  note: ${w.projectNote}`]
+  const project = [w.projectNote, w.configNote].flatMap((note) =>
+    note === undefined ? [] : [`${indent}  note: ${note}`]
+  )
   return [head, ...project, ...services, ...failed, ...notes]
 }
 

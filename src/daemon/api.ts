@@ -57,6 +57,8 @@ export const WorldStatus = Schema.Struct({
   events: Schema.Array(WorldEvent),
   /** set when berth.toml's project name is another repository's too: what this repository's worlds are called */
   projectNote: Schema.optional(Schema.String),
+  /** set while the world runs a berth.toml older than the one in its worktree: the edit waits for `berth reload` */
+  configNote: Schema.optional(Schema.String),
   /** set while the world waits in line for the gate: its place (1 is next) and what it waits for */
   queue: Schema.optional(Schema.Struct({ position: Schema.Number, waitingFor: Schema.String })),
   /** set while the project's setup runs for the starting world: the last line it printed (secrets masked) */

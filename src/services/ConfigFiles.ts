@@ -2,6 +2,7 @@
  * Finding, reading and checking `berth.toml` on disk. The parsing itself is pure (`domain/config`); this service is
  * the edge that touches the file system and the environment.
  */
+import { createHash } from "node:crypto"
 import * as nodeFs from "node:fs"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
@@ -26,6 +27,8 @@ export interface LoadedConfig {
   readonly parsed: ParsedConfig
   /** the project's `.env`, when present */
   readonly dotenv: ReadonlyMap<string, string>
+  /** a digest of berth.toml's text: it differs exactly when the file does */
+  readonly digest: string
 }
 
 export interface ConfigFilesService {
@@ -122,7 +125,13 @@ const make = Effect.gen(function* () {
     const parsed = parseConfig(text, display(file))
     if (Either.isLeft(parsed)) return yield* new ConfigInvalid({ file: display(file), diagnostics: parsed.left })
     const root = path.dirname(file)
-    const loaded: LoadedConfig = { file, root, parsed: parsed.right, dotenv: yield* readDotenv(root) }
+    const loaded: LoadedConfig = {
+      file,
+      root,
+      parsed: parsed.right,
+      dotenv: yield* readDotenv(root),
+      digest: createHash("sha256").update(text).digest("hex")
+    }
     if (stamp !== undefined) {
       if (cache.size > 500) cache.clear()
       cache.set(file, { stamp, loaded })

@@ -138,6 +138,32 @@ cmd = "if [ -f fixed ]; then exec sleep 1000; else sleep 1; echo worker gave up 
     expect((await world())?.state).toBe("running")
   })
 
+  it("says on up and status that berth.toml changed since the world started, and that reload applies it", async () => {
+    const toml = `[services.api]\ncmd = "node server.mjs"\nurl = "api"\n`
+    const box = await project(toml)
+    const w = await up(box, "edited")
+    writeFileSync(join(w.path, "berth.toml"), `${toml}env = { GREETING = "hello" }\n`)
+    const again = await box.run(["up", "edited"], { timeoutMs: 60_000 })
+    expect(again.code, again.stderr).toBe(0)
+    expect(again.stdout).toMatch(
+      /note: .*berth\.toml changed since world edited started: berth reload edited applies it/
+    )
+    const json = JSON.parse((await box.run(["status", "--json"])).stdout) as {
+      worlds: Array<{ configNote?: string }>
+    }
+    expect(json.worlds[0]?.configNote).toMatch(/berth reload edited/)
+    const reloaded = await box.run(["reload", "edited", "--json"], { timeoutMs: 60_000 })
+    expect(reloaded.code, reloaded.stderr).toBe(0)
+    const after = await eventually(
+      async () =>
+        JSON.parse((await box.run(["status", "--json"])).stdout) as {
+          worlds: Array<{ state: string; configNote?: string }>
+        },
+      (s) => s.worlds[0]?.state === "running"
+    )
+    expect(after.worlds[0]?.configNote).toBeUndefined()
+  })
+
   it("resets a world's slices and rebuilds its golden with the world's own environment, not the caller's", async () => {
     const adminUrl = process.env.POSTGRES_ADMIN_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
     const psql = (statement: string) => `psql -q \${db.url} -c '${statement}'`
