@@ -148,7 +148,7 @@ export const runService = (
 
     const apply = (event: ServiceEvent, patch: Partial<ServiceSnapshot> = {}) => applyEvent(rt, event, patch)
 
-    const tail = LogFiles.tail(plan.logFile, TAIL_LINES).pipe(
+    const tail = LogFiles.failureTail(plan.logFile, TAIL_LINES).pipe(
       Effect.map((lines) => lines.map((l) => redact(l, plan.secrets))),
       Effect.orElseSucceed((): ReadonlyArray<string> => [])
     )
@@ -202,6 +202,7 @@ export const runService = (
       const life: Life = yield* Effect.scoped(
         Effect.gen(function* () {
           if (adopt === undefined && plan.fence !== undefined) yield* plan.fence
+          if (adopt === undefined) yield* LogFiles.markRun(plan.logFile, name)
           if (adopt === undefined && plan.setup !== undefined) {
             const setupExit = yield* runSetup(plan.setup)
             if (setupExit.code !== 0 || setupExit.signal !== null) {

@@ -408,6 +408,7 @@ export const makeWorldActor = (
     ) =>
       Effect.gen(function* () {
         const logFile = home.serviceLog(worldId, label)
+        yield* LogFiles.markRun(logFile, label)
         const exit = yield* Effect.scoped(
           Effect.gen(function* () {
             const handle = yield* processes.spawnScoped(
@@ -423,7 +424,7 @@ export const makeWorldActor = (
           })
         ).pipe(Effect.catchTag("SpawnFailed", (e) => Effect.succeed({ code: null, signal: e.reason })))
         if (exit.code === 0) return
-        const logTail = (yield* LogFiles.tail(logFile, 20).pipe(Effect.orElseSucceed(() => []))).map((line) =>
+        const logTail = (yield* LogFiles.failureTail(logFile, 20).pipe(Effect.orElseSucceed(() => []))).map((line) =>
           redact(line, secrets)
         )
         return yield* new StartFailed({

@@ -5,6 +5,7 @@
 import * as Schema from "effect/Schema"
 import { formatDiagnostic } from "./config/diagnostic.js"
 import { closestName } from "./names.js"
+import { shellQuote } from "./tokens.js"
 
 export const DiagnosticSchema = Schema.Struct({
   severity: Schema.Literal("error", "warning"),
@@ -130,8 +131,9 @@ export class StartFailed extends Schema.TaggedError<StartFailed>()("StartFailed"
     const tail = this.logTail.length === 0 ? ["    (no output)"] : this.logTail.map((l) => `    ${l}`)
     return [
       `world ${this.world}: ${this.service} ${this.reason}; nothing that this up started is left running`,
-      `  last lines of ${this.service}'s log:`,
-      ...tail
+      `  from ${this.service}'s log:`,
+      ...tail,
+      `  hint: berth logs ${shellQuote(this.world)} -s ${shellQuote(this.service)} shows the whole log`
     ].join("\n")
   }
 }

@@ -49,12 +49,16 @@ export interface ProbeContext {
 export class HealthTimeout extends Data.TaggedError("HealthTimeout")<{
   readonly kind: HealthCheck["kind"]
   readonly target: string
+  /** the port an http or tcp check probed */
+  readonly port?: number | undefined
   readonly waitedMs: number
   /** why the last passing attempt did not count (another process's listener answered, say) */
   readonly rejected?: string | undefined
 }> {
   override get message(): string {
-    const what = this.kind === "tcp" ? "a tcp connection" : `the ${this.kind} check ${JSON.stringify(this.target)}`
+    const on = this.port === undefined || (this.kind !== "tcp" && this.kind !== "http") ? "" : ` on port ${this.port}`
+    const what =
+      this.kind === "tcp" ? `a tcp connection${on}` : `the ${this.kind} check ${JSON.stringify(this.target)}${on}`
     const waited = `not healthy after ${(this.waitedMs / 1000).toFixed(1)}s`
     return this.rejected === undefined
       ? `${waited}: ${what} never passed`
@@ -530,7 +534,9 @@ export const startupSchedule = (intervalMs: number) =>
 export const pollUntilHealthy = (
   check: HealthCheck,
   once: Effect.Effect<boolean>,
-  confirm: Effect.Effect<string | undefined> = Effect.succeed(undefined)
+  confirm: Effect.Effect<string | undefined> = Effect.succeed(undefined),
+  /** the port an http or tcp check probes, named when it never passes */
+  port?: number
 ): Effect.Effect<void, HealthTimeout> =>
   Effect.gen(function* () {
     let rejected: string | undefined
@@ -549,7 +555,7 @@ export const pollUntilHealthy = (
     )
     if (Option.isNone(result)) {
       const waitedMs = (yield* Clock.currentTimeMillis) - started
-      return yield* new HealthTimeout({ kind: check.kind, target: check.target, waitedMs, rejected })
+      return yield* new HealthTimeout({ kind: check.kind, target: check.target, port, waitedMs, rejected })
     }
   })
 
@@ -621,7 +627,7 @@ const make = Effect.sync((): HealthService => {
     const port = ctx.port
     // a network check cannot pass before something listens on its port: the attempts start once something does
     const network = port !== undefined && (check.kind === "tcp" || check.kind === "http")
-    return yield* pollUntilHealthy(check, network ? Effect.zipRight(listenerOn(port), once) : once, confirm)
+    return yield* pollUntilHealthy(check, network ? Effect.zipRight(listenerOn(port), once) : once, confirm, port)
   })
 
   return {

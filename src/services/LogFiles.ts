@@ -5,11 +5,13 @@
  */
 import * as fs from "node:fs"
 import * as fsp from "node:fs/promises"
+import * as path from "node:path"
 import * as Chunk from "effect/Chunk"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
+import { failureExcerpt, runMarker } from "../domain/log-excerpt.js"
 
 export class LogFileFailed extends Data.TaggedError("LogFileFailed")<{
   readonly file: string
@@ -52,6 +54,27 @@ export const size = (file: string): Effect.Effect<number, LogFileFailed> =>
     try: () => fs.statSync(file, { throwIfNoEntry: false })?.size ?? 0,
     catch: (e) => new LogFileFailed({ file, operation: "stat", reason: e instanceof Error ? e.message : String(e) })
   })
+
+/**
+ * Writes the marker of a new run into a log (`domain/log-excerpt.ts`), so that its runs read apart and a failure
+ * quotes its own. Never fails: a log that cannot be written to is one the process cannot write to either.
+ */
+export const markRun = (file: string, what: string): Effect.Effect<void> =>
+  Effect.sync(() => {
+    try {
+      fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 })
+      fs.appendFileSync(file, `${runMarker(what, new Date())}\n`, { mode: 0o600 })
+    } catch {
+      // the run itself will say what is wrong with the file
+    }
+  })
+
+/** lines read back for a failure's excerpt: enough to find the cause above a long stack */
+const EXCERPT_SCAN = 400
+
+/** What a failure quotes of a log: its current run's cause and last lines (`failureExcerpt`), at most `lines`. */
+export const failureTail = (file: string, lines: number): Effect.Effect<ReadonlyArray<string>, LogFileFailed> =>
+  Effect.map(tail(file, EXCERPT_SCAN), (all) => failureExcerpt(all, lines))
 
 const exists = (file: string) =>
   fsp.stat(file).then(

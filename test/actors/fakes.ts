@@ -312,7 +312,7 @@ export const makeFakeHealth = Effect.sync(() => {
   const service: HealthService = {
     probe: (_check: HealthCheck, ctx) => attempt(ctx),
     prober: (_check, ctx) => Effect.succeed(attempt(ctx)),
-    waitHealthy: (check, ctx, confirm) => pollUntilHealthy(check, attempt(ctx), confirm),
+    waitHealthy: (check, ctx, confirm) => pollUntilHealthy(check, attempt(ctx), confirm, ctx.port),
     defaultCheck,
     makeLogWatcher,
     listenerJudge: () => Effect.succeed(() => Effect.sync(() => listener)),

@@ -163,7 +163,9 @@ describe("ServiceActor", () => {
         yield* TestClock.adjust(CHECK.timeoutMs - 100)
         expect(yield* isReady(s)).toBe(false)
         yield* TestClock.adjust(100)
-        expect(yield* readinessFailure(s)).toBe('not healthy after 3.0s: the http check "/" never passed')
+        expect(yield* readinessFailure(s)).toBe(
+          `not healthy after 3.0s: the http check "/" on port ${PORT} never passed`
+        )
         expect((yield* inState(s, "failed")).reason).toContain("never passed")
       })
     )
@@ -178,7 +180,7 @@ describe("ServiceActor", () => {
         yield* inState(s, "running")
         yield* TestClock.adjust(CHECK.timeoutMs)
         expect(yield* readinessFailure(s)).toBe(
-          `not healthy after 3.0s: the http check "/" passed, but port ${PORT} is held by pid 77 (old-server), not by this service`
+          `not healthy after 3.0s: the http check "/" on port ${PORT} passed, but port ${PORT} is held by pid 77 (old-server), not by this service`
         )
         expect(s.states).not.toContain("healthy")
       })

@@ -164,6 +164,39 @@ cmd = "if [ -f fixed ]; then exec sleep 1000; else sleep 1; echo worker gave up 
     expect(after.worlds[0]?.configNote).toBeUndefined()
   })
 
+  it("names the port a health check probed, quotes the cause of a failure, and says where the whole log is", async () => {
+    const box = await project(`
+[services.api]
+cmd = "sleep 1000"
+url = "api"
+health = { tcp = true, timeout = "2s" }
+`)
+    const silent = await box.run(["up", "silent", "--json"], { timeoutMs: 60_000 })
+    expect(silent.code).toBe(1)
+    const error = (JSON.parse(silent.stderr) as { error: { message: string; hint: string | null } }).error
+    const port = (await box.run(["env", "silent", "--json"])).stdout.match(/"API_PORT": "(\d+)"/)?.[1]
+    expect(port).toBeDefined()
+    expect(error.message).toContain(`port ${port}`)
+    expect(error.hint).toContain("berth logs silent -s api")
+
+    // a cause printed before a long stack: the up quotes it, not only the stack's last lines
+    box.write(
+      "berth.toml",
+      `[services.api]\ncmd = "echo starting; echo 'Error: cannot find module ./db'; for i in $(seq 40); do echo \\"    at frame $i\\"; done; exit 1"\n`
+    )
+    box.git("add", "-A")
+    box.git("commit", "-qm", "crashing api")
+    const crash = await box.run(["up", "crashing"], { timeoutMs: 60_000 })
+    expect(crash.code).toBe(1)
+    expect(crash.stderr).toContain("Error: cannot find module ./db")
+    expect(crash.stderr).toContain("at frame 40")
+    expect(crash.stderr).toContain("hint: berth logs crashing -s api")
+    // each start is marked in the log, so runs read apart
+    await box.run(["up", "crashing"], { timeoutMs: 60_000 })
+    const log = await box.run(["logs", "crashing", "-s", "api", "-n", "500"])
+    expect(log.stdout.match(/^── berth: api started at .* ──$/gm)).toHaveLength(2)
+  })
+
   it("resets a world's slices and rebuilds its golden with the world's own environment, not the caller's", async () => {
     const adminUrl = process.env.POSTGRES_ADMIN_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
     const psql = (statement: string) => `psql -q \${db.url} -c '${statement}'`

@@ -163,7 +163,7 @@ layer(Layer.mergeAll(ProcessesLive, HealthLive), { excludeTestServices: true })(
         const ready = yield* readiness(running)
         expect(ready._tag).toBe("Left")
         if (ready._tag === "Left") {
-          expect(ready.left.reason).toMatch(/a tcp connection passed, but port \d+ is held by pid \d+/)
+          expect(ready.left.reason).toMatch(/a tcp connection on port \d+ passed, but port \d+ is held by pid \d+/)
           expect(ready.left.reason).toContain(`pid ${process.pid}`)
         }
         expect(running.states).not.toContain("healthy")
