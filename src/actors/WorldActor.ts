@@ -6,7 +6,7 @@
  * Its observed state has one writer, `apply`, which moves it only along `domain/world-state.ts`'s `transition` (an
  * illegal event is ignored) and announces every move to whoever watches (`Worlds.changes`).
  */
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readFileSync } from "node:fs"
 import { basename, dirname, join, resolve } from "node:path"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -36,6 +36,7 @@ import { closure, dependentsClosure } from "../domain/graph.js"
 import { decide, finishesRemoval, transition, WorldEvent, type WorldState } from "../domain/world-state.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
 import { bringIntoWorktree } from "../services/worktree/files.js"
+import { LandsOutside, landInside, landing, outsideWorktree, rewriteFile } from "../services/worktree/paths.js"
 import { Git } from "../services/Git.js"
 import { Home } from "../services/Home.js"
 import { trace } from "../services/trace.js"
@@ -104,19 +105,60 @@ const IN_FLIGHT: ReadonlySet<string> = new Set(["starting", "stopping", "restart
 
 const daemonEnv = () => definedEnv(process.env)
 
-/** The folder a service runs in: its `dir` under the worktree, or the worktree. */
-const serviceFolder = (worktree: string, service: Model.ProcessService): string =>
-  service.dir === undefined ? worktree : resolve(worktree, service.dir)
+/** A path berth would use that lands outside the worktree: the refusal, or (never expected) what else went wrong. */
+const outsideOr = (w: WorldRow, what: string) => (e: unknown) =>
+  e instanceof LandsOutside
+    ? outsideWorktree(w.name, e)
+    : new InvalidRequest({ reason: `world ${w.name}: ${what}: ${e instanceof Error ? e.message : String(e)}` })
 
-/** Is `path` the worktree or inside it (not a sibling that merely shares its prefix)? */
-const insideWorktree = (worktree: string, path: string): boolean => path === worktree || path.startsWith(`${worktree}/`)
+/**
+ * The folder a service runs in: its `dir` under the worktree, every link on the way followed (`worktree/paths.ts`),
+ * or the worktree. A `dir` that lands outside it (a committed `sub -> /elsewhere`, or `..`) is refused.
+ */
+const serviceFolder = (w: WorldRow, service: Model.ProcessService) =>
+  Effect.try({
+    try: () => (service.dir === undefined ? w.path : landInside(`services.${service.name}.dir`, w.path, service.dir)),
+    catch: outsideOr(w, `services.${service.name}.dir`)
+  })
 
-/** The files a config's `env_file`s name in a worktree, those inside it only. */
-const envFilePaths = (worktree: string, config: Model.Config): ReadonlyArray<string> =>
+/** Where each of a service's `env_file`s lands, every link followed; relative to its folder as written. */
+const envFileLandings = (worktree: string, service: Model.ProcessService) =>
+  service.envFiles.map((file) => ({
+    file,
+    landing: landing(worktree, file.startsWith("/") ? file : join(service.dir ?? "", file))
+  }))
+
+/** The files a config's `env_file`s name in a worktree, those that land inside it only: absolute, and relative to it. */
+const envFilePaths = (
+  worktree: string,
+  config: Model.Config
+): ReadonlyArray<{ readonly path: string; readonly relative: string }> =>
   Model.processes(config).flatMap((service) =>
-    service.envFiles
-      .map((file) => resolve(serviceFolder(worktree, service), file))
-      .filter((path) => insideWorktree(worktree, path))
+    envFileLandings(worktree, service).flatMap(({ landing: l }) =>
+      l.inside ? [{ path: l.resolved, relative: l.relative ?? "" }] : []
+    )
+  )
+
+/**
+ * What a start may not do, checked before anything is touched: run a selected service in (or write its env_file to)
+ * a place outside the worktree.
+ */
+const checkPaths = (w: WorldRow, config: Model.Config, names: ReadonlyArray<string>) =>
+  Effect.forEach(
+    Model.processes(config).filter((s) => names.includes(s.name)),
+    (service) =>
+      Effect.gen(function* () {
+        yield* serviceFolder(w, service)
+        for (const { file, landing: l } of envFileLandings(w.path, service)) {
+          if (!l.inside) {
+            return yield* outsideWorktree(
+              w.name,
+              new LandsOutside({ field: `services.${service.name}.env_file`, path: file, landing: l })
+            )
+          }
+        }
+      }),
+    { discard: true }
   )
 
 /** An env_file berth made itself (its first line says so): berth's, not the user's work. */
@@ -265,24 +307,17 @@ export const makeWorldActor = (
 
     /**
      * `env_file`: the service's own variables (its `env`, resolved, and PORT) written into each file's berth block
-     * before it starts, so tools that read `.env` themselves see the world's database. A path may not leave the worktree.
+     * before it starts, so tools that read `.env` themselves see the world's database. A path that lands outside the
+     * worktree (`..`, or a link the repository holds: `.env -> ~/.bashrc`) is refused before anything is written, and
+     * the write never follows a link put in its place since.
      */
-    const writeEnvFiles = (
-      w: WorldRow,
-      service: Model.ProcessService,
-      cwd: string,
-      env: Readonly<Record<string, string>>
-    ) =>
+    const writeEnvFiles = (w: WorldRow, service: Model.ProcessService, env: Readonly<Record<string, string>>) =>
       Effect.forEach(
-        service.envFiles,
-        (file) =>
+        envFileLandings(w.path, service),
+        ({ file, landing: l }) =>
           Effect.gen(function* () {
-            const path = resolve(cwd, file)
-            if (!insideWorktree(w.path, path)) {
-              return yield* new InvalidRequest({
-                reason: `services.${service.name}.env_file ${JSON.stringify(file)} leaves the worktree`
-              })
-            }
+            const field = `services.${service.name}.env_file`
+            if (!l.inside) return yield* outsideWorktree(w.name, new LandsOutside({ field, path: file, landing: l }))
             const vars = Object.fromEntries(
               [...Object.keys(service.env), "PORT"].flatMap((k) =>
                 env[k] === undefined ? [] : [[k, env[k]!] as const]
@@ -290,32 +325,35 @@ export const makeWorldActor = (
             )
             yield* Effect.try({
               try: () => {
-                const existing = existsSync(path) ? readFileSync(path, "utf8") : undefined
-                mkdirSync(dirname(path), { recursive: true })
-                writeFileSync(path, renderEnvFile(existing, vars, w.name), { mode: 0o600 })
+                mkdirSync(dirname(l.resolved), { recursive: true })
+                rewriteFile(l.resolved, (existing) => renderEnvFile(existing, vars, w.name), {
+                  create: true,
+                  mode: 0o600
+                })
               },
               catch: (e) =>
                 new InvalidRequest({
-                  reason: `services.${service.name}.env_file ${path}: ${e instanceof Error ? e.message : String(e)}`
+                  reason: `services.${service.name}.env_file ${l.resolved}: ${e instanceof Error ? e.message : String(e)}`
                 })
             })
           }),
         { discard: true }
       )
 
-    /** What `env_file` wrote, taken back where the files stay (the main checkout): a file berth made goes. */
+    /**
+     * What `env_file` wrote, taken back where the files stay (the main checkout): a file berth made goes. Only files
+     * that land inside the worktree: one a link leads out to is not berth's to touch.
+     */
     const retractEnvFiles = (w: WorldRow) =>
       Effect.gen(function* () {
         const loaded = yield* Effect.either(loadConfig(w))
         if (loaded._tag === "Left") return
-        for (const path of envFilePaths(w.path, loaded.right.config)) {
+        for (const { path } of envFilePaths(w.path, loaded.right.config)) {
           yield* Effect.sync(() => {
             try {
-              const left = withoutEnvBlock(readFileSync(path, "utf8"))
-              if (left === undefined) rmSync(path, { force: true })
-              else writeFileSync(path, left)
+              rewriteFile(path, (text) => (text === undefined ? undefined : withoutEnvBlock(text)), { create: false })
             } catch {
-              // no file, or one berth cannot read: nothing of berth's to take back
+              // a file berth cannot read (or a link put there since): nothing of berth's to take back
             }
           })
         }
@@ -331,10 +369,7 @@ export const makeWorldActor = (
         if (!w.isMain && project.copy.length + project.link.length > 0) {
           const brought = yield* Effect.try({
             try: () => bringIntoWorktree(w.mainRoot, w.path, project),
-            catch: (e) =>
-              new InvalidRequest({
-                reason: `world ${w.name}: bringing [project] copy/link files from ${w.mainRoot}: ${e instanceof Error ? e.message : String(e)}`
-              })
+            catch: outsideOr(w, `bringing [project] copy/link files from ${w.mainRoot}`)
           })
           const said = [
             brought.copied.length === 0 ? [] : [`copied ${brought.copied.join(", ")}`],
@@ -542,6 +577,7 @@ export const makeWorldActor = (
         const { loaded, config, dotenv } = yield* loadConfig(w)
         yield* bringFiles(w, config.project)
         const names = yield* selected(config, sel)
+        yield* checkPaths(w, config, names)
         const routing = router.routing(config, w.projectName, w.slug)
         const userEnv = router.processEnv(givenEnv, routing)
         const lookup = (name: string) => userEnv[name] ?? dotenv.get(name)
@@ -647,14 +683,9 @@ export const makeWorldActor = (
             kept.push(name)
             continue
           }
-          const cwd = serviceFolder(w.path, service)
-          if (!insideWorktree(w.path, cwd)) {
-            return yield* new InvalidRequest({
-              reason: `services.${name}.dir ${JSON.stringify(service.dir)} leaves the worktree`
-            })
-          }
+          const cwd = yield* serviceFolder(w, service)
           const l = launch(service, identity(w), coords, userEnv, dotenv, yield* packageScripts(cwd))
-          yield* writeEnvFiles(w, service, cwd, l.env)
+          yield* writeEnvFiles(w, service, l.env)
           // status shows what was started (the command berth gave a dev server's flags to, say), secrets masked
           const shown = redact(l.command, [...l.secrets, ...secretsOf(userEnv)])
           commands.set(name, shown)
@@ -1067,15 +1098,20 @@ export const makeWorldActor = (
           // an env_file berth made is berth's, not the user's work: it goes with the worktree
           const loaded = yield* Effect.either(loadConfig(w))
           const berths = new Set(
-            loaded._tag === "Left" ? [] : envFilePaths(w.path, loaded.right.config).filter(madeByBerth)
+            loaded._tag === "Left"
+              ? []
+              : envFilePaths(w.path, loaded.right.config)
+                  .filter((f) => madeByBerth(f.path))
+                  .map((f) => f.relative)
           )
-          const envFiles = new Set(loaded._tag === "Left" ? [] : envFilePaths(w.path, loaded.right.config))
+          const envFiles = new Set(
+            loaded._tag === "Left" ? [] : envFilePaths(w.path, loaded.right.config).map((f) => f.relative)
+          )
           const changes: Array<(typeof all)[number]> = []
           for (const c of all) {
-            const path = join(w.path, c.file)
-            if (c.status === "??" && berths.has(path)) continue
+            if (c.status === "??" && berths.has(c.file)) continue
             // a tracked env_file whose only change is berth's block: berth's too
-            if (c.status === " M" && envFiles.has(path) && (yield* onlyBerthsBlock(w.path, c.file))) continue
+            if (c.status === " M" && envFiles.has(c.file) && (yield* onlyBerthsBlock(w.path, c.file))) continue
             changes.push(c)
           }
           if (changes.length > 0) {

@@ -14,6 +14,7 @@ import {
   InternalError,
   InvalidRequest,
   MainCheckout,
+  PathOutsideWorktree,
   PortRangeExhausted,
   StartFailed,
   WorktreeDirty,
@@ -40,6 +41,7 @@ export const WorldFailure = Schema.Union(
   StartFailed,
   WorktreeDirty,
   MainCheckout,
+  PathOutsideWorktree,
   InvalidRequest,
   PortRangeExhausted,
   InternalError

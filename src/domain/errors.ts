@@ -6,6 +6,7 @@ import * as Schema from "effect/Schema"
 import { formatDiagnostic } from "./config/diagnostic.js"
 import { closestName } from "./names.js"
 import { shellQuote } from "./tokens.js"
+import { howItLeaves } from "./paths.js"
 
 export const DiagnosticSchema = Schema.Struct({
   severity: Schema.Literal("error", "warning"),
@@ -109,6 +110,30 @@ export class WorktreeDirty extends Schema.TaggedError<WorktreeDirty>()("Worktree
       ...more,
       "  hint: commit or stash them, or pass --force to discard them"
     ].join("\n")
+  }
+}
+
+/**
+ * A path berth would write or run in (an env_file, a service's dir, what `[project] copy`/`link` bring, what
+ * golden_inputs read) lands outside the worktree: through a link the repository holds, or by `..`.
+ */
+export class PathOutsideWorktree extends Schema.TaggedError<PathOutsideWorktree>()("PathOutsideWorktree", {
+  world: Schema.String,
+  /** the config field that names it: `services.web.env_file`, `[project] copy`, … */
+  field: Schema.String,
+  /** as written in berth.toml */
+  path: Schema.String,
+  /** where it lands, every link followed */
+  resolved: Schema.String,
+  /** the link that leads out, relative to the worktree; absent when `..` or an absolute path does */
+  link: Schema.optional(Schema.String)
+}) {
+  override get message(): string {
+    const what =
+      this.link === undefined
+        ? `name a path inside the worktree in ${this.field}`
+        : `make ${this.link} a file or folder of the worktree's own rather than a link out of it, or name another path in ${this.field}`
+    return `world ${this.world}: ${this.field} ${JSON.stringify(this.path)} ${howItLeaves(this.path, this)}, outside the worktree; berth writes and runs only inside it\n  hint: ${what}`
   }
 }
 

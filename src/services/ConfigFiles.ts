@@ -16,6 +16,7 @@ import { lintConfig } from "../domain/config/lint.js"
 import { type ParsedConfig, parseConfig } from "../domain/config/parse.js"
 import { parseDotenv } from "../domain/dotenv.js"
 import { ConfigInvalid, ConfigNotFound, ConfigUnreadable } from "../domain/errors.js"
+import { landing } from "./worktree/paths.js"
 
 export const CONFIG_FILE = "berth.toml"
 
@@ -163,7 +164,8 @@ const make = Effect.gen(function* () {
     }
     return lintConfig(loaded.parsed, {
       onPath: (command) => present.has(command),
-      env: (name) => process.env[name] ?? loaded.dotenv.get(name)
+      env: (name) => process.env[name] ?? loaded.dotenv.get(name),
+      lands: (p, options) => landing(loaded.root, p, options)
     }) satisfies ReadonlyArray<Diagnostic>
   })
 

@@ -4,6 +4,7 @@ import type { Diagnostic } from "../../src/domain/config/diagnostic.js"
 import { lintConfig } from "../../src/domain/config/lint.js"
 import * as Model from "../../src/domain/config/model.js"
 import { dirEscapes, type ParsedConfig, parseConfig } from "../../src/domain/config/parse.js"
+import { type Entry, land } from "../../src/domain/paths.js"
 
 const ok = (text: string): ParsedConfig => {
   const result = parseConfig(text, "berth.toml")
@@ -236,6 +237,53 @@ describe("lintConfig", () => {
     expect(ws.map((w) => [w.line, w.path])).toEqual([[3, "services.api.env_file"]])
     expect(ws[0]!.message).toBe('env_file "../.env" is outside the worktree; berth up will refuse to start "api"')
     expect(warnings(`[services.api]\ncmd = "x"\nenv_file = []\n[agents]\nverify = []\n`)).toEqual([])
+  })
+
+  it("warns about env_file, dir, copy, link and golden_inputs paths that a link of the checkout leads out of", () => {
+    const disk: Record<string, Entry> = {
+      "/w/.env": { kind: "link", target: "/home/u/.bashrc" },
+      "/w/sub": { kind: "link", target: "/elsewhere" },
+      "/w/cfg": { kind: "link", target: "/secrets" },
+      "/w/seeds": { kind: "link", target: "../outside" },
+      "/w/inside.env": { kind: "link", target: "config/dev.env" },
+      "/w/config": { kind: "folder" }
+    }
+    const text = [
+      '[project]\ncopy = ["cfg/key.txt", "inside.env"]\nlink = ["cfg/*.pem"]\n',
+      '[services.web]\ncmd = "x"\nenv_file = [".env", "inside.env"]\n',
+      '[services.api]\ncmd = "y"\ndir = "sub"\n',
+      '[services.db]\nadapter = "sqlite"\nmigrate = "m"\ngolden_inputs = ["seeds/**/*.sql"]\n'
+    ].join("\n")
+    const ws = lintConfig(ok(text), {
+      env: () => undefined,
+      onPath: () => false,
+      lands: (path, options) => land("/w", path, (p) => disk[p] ?? { kind: "missing" }, options)
+    })
+    expect(ws.map((w) => [w.path, w.message])).toEqual([
+      [
+        "project.copy[0]",
+        '[project] copy "cfg/key.txt" goes through the link cfg to /secrets/key.txt, outside the worktree; berth up will refuse to bring it'
+      ],
+      [
+        "project.link[0]",
+        '[project] link "cfg/*.pem" goes through the link cfg to /secrets, outside the worktree; berth up will refuse to bring it'
+      ],
+      [
+        "services.web.env_file",
+        'env_file ".env" is a link to /home/u/.bashrc, outside the worktree; berth up will refuse to start "web"'
+      ],
+      [
+        "services.api.dir",
+        'dir "sub" is a link to /elsewhere, outside the worktree; berth up will refuse to start "api"'
+      ],
+      [
+        "services.db.golden_inputs[0]",
+        'golden_inputs "seeds/**/*.sql" goes through the link seeds to /outside, outside the worktree; berth will refuse to build the golden'
+      ]
+    ])
+    expect(ws[0]!.hint).toBe(
+      "berth writes and reads only inside the worktree: make cfg a file or folder of its own, or name another path"
+    )
   })
 
   it("warns about a dev server that ignores PORT when inject = false, at the key, with the flags to write", () => {

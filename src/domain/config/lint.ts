@@ -4,8 +4,9 @@
  */
 import { builtinAdapters, externalAdapterCommand } from "../adapters.js"
 import { injectDevServer } from "../frameworks.js"
-import { escapesWorktree } from "../golden.js"
+import { escapesWorktree, globBase } from "../golden.js"
 import { closestName } from "../names.js"
+import { howItLeaves, type Landing } from "../paths.js"
 import { tokensOf } from "../tokens.js"
 import { byPosition, type Diagnostic, didYouMean, formatPath, type KeyPath } from "./diagnostic.js"
 import * as Model from "./model.js"
@@ -16,6 +17,11 @@ export interface LintEnvironment {
   readonly onPath: (command: string) => boolean
   /** the environment plus the project's `.env` */
   readonly env: (name: string) => string | undefined
+  /**
+   * where a path relative to the config's folder lands on disk, every link followed (`domain/paths.ts`); without
+   * it, links are not looked at
+   */
+  readonly lands?: (path: string, options?: { readonly followLast?: boolean }) => Landing
 }
 
 const isTable = (v: unknown): v is Record<string, unknown> =>
@@ -151,9 +157,39 @@ export const lintConfig = (parsed: ParsedConfig, environment: LintEnvironment): 
       hint: 'add a [services.<name>] table with cmd = "…" (or adapter = "…" for a slice), or run berth init'
     })
   }
+  /** A path of the checkout that a link it holds leads out of it: what to say, or undefined. */
+  const linkedOut = (
+    key: string,
+    written: string,
+    path: string,
+    consequence: string,
+    options?: { readonly followLast?: boolean }
+  ): Finding | undefined => {
+    const l = environment.lands?.(path, options)
+    if (l === undefined || l.inside) return undefined
+    return {
+      message: `${key} ${JSON.stringify(written)} ${howItLeaves(written, l)}, outside the worktree; ${consequence}`,
+      hint:
+        l.link === undefined
+          ? "name a path inside the worktree"
+          : `berth writes and reads only inside the worktree: make ${l.link} a file or folder of its own, or name another path`
+    }
+  }
+  const isGlob = (pattern: string) => /[*?{}[\]]/.test(pattern)
   for (const key of ["copy", "link"] as const) {
     config.project[key].forEach((pattern, i) => {
-      if (!escapesWorktree(pattern)) return
+      if (!escapesWorktree(pattern)) {
+        // a literal path is brought as it is (a link as the link); a glob's fixed folder is walked
+        const path = isGlob(pattern) ? globBase(pattern) : pattern
+        const out =
+          path === "" || path === "."
+            ? undefined
+            : linkedOut(`[project] ${key}`, pattern, path, "berth up will refuse to bring it", {
+                followLast: isGlob(pattern)
+              })
+        if (out !== undefined) warn(["project", key, i], out)
+        return
+      }
       warn(["project", key, i], {
         message: `[project] ${key} "${pattern}" reaches outside the repository: berth skips it`,
         hint: "name paths relative to the repository root, without .."
@@ -164,10 +200,17 @@ export const lintConfig = (parsed: ParsedConfig, environment: LintEnvironment): 
   for (const service of config.services) {
     const at = ["services", service.name]
     if (service._tag === "Process") {
+      const refuses = `berth up will refuse to start "${service.name}"`
+      const dirOut = service.dir !== undefined && dirEscapes(service.dir)
       for (const file of service.envFiles) {
-        if (!dirEscapes(file)) continue
+        if (!dirEscapes(file)) {
+          const fromRoot = service.dir === undefined ? file : `${service.dir}/${file}`
+          const out = dirOut ? undefined : linkedOut("env_file", file, fromRoot, refuses)
+          if (out !== undefined) warn([...at, "env_file"], out)
+          continue
+        }
         warn([...at, "env_file"], {
-          message: `env_file "${file}" is outside the worktree; berth up will refuse to start "${service.name}"`,
+          message: `env_file "${file}" is outside the worktree; ${refuses}`,
           hint: "name a file in the service's folder, such as .env"
         })
       }
@@ -179,11 +222,14 @@ export const lintConfig = (parsed: ParsedConfig, environment: LintEnvironment): 
           hint: `remove inject = false, or pass the port yourself: ${server.flags.join(" ")}`
         })
       }
-      if (service.dir !== undefined && dirEscapes(service.dir)) {
+      if (dirOut) {
         warn([...at, "dir"], {
-          message: `dir "${service.dir}" is outside the worktree; berth up will refuse to start "${service.name}"`,
+          message: `dir "${service.dir}" is outside the worktree; ${refuses}`,
           hint: "use a path relative to the repository root that stays inside it"
         })
+      } else if (service.dir !== undefined) {
+        const out = linkedOut("dir", service.dir, service.dir, refuses)
+        if (out !== undefined) warn([...at, "dir"], out)
       }
       if (service.url !== undefined) {
         const first = urls.get(service.url)
@@ -196,6 +242,12 @@ export const lintConfig = (parsed: ParsedConfig, environment: LintEnvironment): 
       }
       continue
     }
+    service.goldenInputs.forEach((glob, i) => {
+      const base = escapesWorktree(glob) ? "" : globBase(glob)
+      const out =
+        base === "" ? undefined : linkedOut("golden_inputs", glob, base, "berth will refuse to build the golden")
+      if (out !== undefined) warn([...at, "golden_inputs", i], out)
+    })
     const adapter = builtinAdapters.get(service.adapter)
     if (adapter === undefined && !environment.onPath(externalAdapterCommand(service.adapter))) {
       warn([...at, "adapter"], {

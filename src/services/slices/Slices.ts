@@ -19,7 +19,7 @@ import * as Scope from "effect/Scope"
 import type { Adapter, AdapterError, Slice } from "../../../adapters/index.js"
 import { builtinAdapters } from "../../domain/adapters.js"
 import type * as Model from "../../domain/config/model.js"
-import { type InternalError, InvalidRequest, type StartFailed } from "../../domain/errors.js"
+import { type InternalError, InvalidRequest, type PathOutsideWorktree, type StartFailed } from "../../domain/errors.js"
 import { type GcAction, gcInFlightKey, gcPlan, serverKey } from "../../domain/gc.js"
 import { goldenKey, goldenName } from "../../domain/golden.js"
 import { shortHash } from "../../domain/hash.js"
@@ -50,7 +50,7 @@ export type SliceInit = (
   urls: ReadonlyMap<string, string>
 ) => Effect.Effect<void, StartFailed | InvalidRequest | InternalError>
 
-type SliceError = StartFailed | InvalidRequest | InternalError
+type SliceError = StartFailed | InvalidRequest | InternalError | PathOutsideWorktree
 
 interface Golden {
   readonly slice: Slice
@@ -323,7 +323,7 @@ const make = Effect.gen(function* () {
     force: boolean
   ): Effect.Effect<Golden, SliceError> =>
     Effect.gen(function* () {
-      const inputs = yield* goldenInputs(world.path, service.goldenInputs)
+      const inputs = yield* goldenInputs(world.path, service.goldenInputs, { world: world.name, service: service.name })
       const key = goldenKey({
         adapter: service.adapter,
         // a golden is always this installation's; for a slice that moves with its world (the cluster's mark) it is

@@ -1,6 +1,6 @@
 /**
  * The files a golden is built from: every file under the worktree that a `golden_inputs` glob matches
- * (`worktree/files.ts`), with a hash of its content.
+ * (`worktree/files.ts`), with a hash of its content. Nothing is read through a link out of the worktree.
  */
 import { createHash } from "node:crypto"
 import { readFileSync } from "node:fs"
@@ -9,15 +9,20 @@ import * as Effect from "effect/Effect"
 import { escapesWorktree } from "../../domain/golden.js"
 import { InvalidRequest } from "../../domain/errors.js"
 import { matchingFiles } from "../worktree/files.js"
+import { LandsOutside, outsideWorktree } from "../worktree/paths.js"
 
 /** `[relative path, sha256]` of each matched file, sorted by path. */
-export const goldenInputs = (worktree: string, globs: ReadonlyArray<string>) =>
+export const goldenInputs = (
+  worktree: string,
+  globs: ReadonlyArray<string>,
+  of: { readonly world: string; readonly service: string }
+) =>
   Effect.try({
     try: (): ReadonlyArray<readonly [string, string]> => {
       if (globs.length === 0) return []
       const bad = globs.find(escapesWorktree)
       if (bad !== undefined) throw new Error(`golden_inputs ${JSON.stringify(bad)} reaches outside the worktree`)
-      const files = matchingFiles(worktree, globs, "golden_inputs")
+      const files = matchingFiles(worktree, globs, "golden_inputs", `services.${of.service}.golden_inputs`)
       // paths are `/`-separated already: the walk builds them that way
       return files.map(
         (file) =>
@@ -29,5 +34,8 @@ export const goldenInputs = (worktree: string, globs: ReadonlyArray<string>) =>
           ] as const
       )
     },
-    catch: (e) => new InvalidRequest({ reason: e instanceof Error ? e.message : String(e) })
+    catch: (e) =>
+      e instanceof LandsOutside
+        ? outsideWorktree(of.world, e)
+        : new InvalidRequest({ reason: e instanceof Error ? e.message : String(e) })
   })

@@ -1,0 +1,133 @@
+/**
+ * Hostile repositories, through the built binary: what a repository commits (links, folders, hooks, names) never
+ * makes berth write or run anything outside the worktree. Each test reproduces one way that was broken.
+ */
+import { execFileSync } from "node:child_process"
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync
+} from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { type RunResult, type Sandbox, sandboxes } from "./harness.js"
+
+const boxes = sandboxes()
+const outsides: Array<string> = []
+afterAll(() => {
+  boxes.cleanup()
+  for (const dir of outsides) rmSync(dir, { recursive: true, force: true })
+})
+
+/** A folder outside every repository, standing for the user's home. */
+const outside = (): string => {
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), "berth-outside-")))
+  outsides.push(dir)
+  return dir
+}
+
+const commit = (box: Sandbox, message: string) => {
+  box.git("add", "-A")
+  box.git("commit", "-q", "-m", message)
+}
+
+/** The `{ error }` document a failing `--json` command prints on stderr. */
+const failure = (r: RunResult): { tag: string; message: string; hint: string | null } => {
+  expect(r.code, r.stdout).toBe(1)
+  return (JSON.parse(r.stderr) as { error: { tag: string; message: string; hint: string | null } }).error
+}
+
+describe("links a repository commits", () => {
+  it("never writes an env_file through a link that leaves the worktree, nor takes a block back there", async () => {
+    const home = outside()
+    const bashrc = join(home, ".bashrc")
+    writeFileSync(bashrc, "export FOO=1\n")
+    const box = await boxes.project({
+      "berth.toml": `[services.web]\ncmd = "node server.mjs"\nurl = "web"\nenv_file = ".env"\n`
+    })
+    symlinkSync(bashrc, join(box.dir, ".env"))
+    commit(box, "a link to the user's shell profile")
+
+    const check = await box.run(["check"])
+    expect(check.stderr).toContain(`env_file ".env" is a link to ${bashrc}, outside the worktree`)
+
+    const up = failure(await box.run(["up", "--json"], { timeoutMs: 60_000 }))
+    expect(up.tag).toBe("PathOutsideWorktree")
+    expect(up.message).toContain(`services.web.env_file ".env" is a link to ${bashrc}, outside the worktree`)
+    expect(up.hint).not.toBeNull()
+    expect(readFileSync(bashrc, "utf8")).toBe("export FOO=1\n")
+
+    // a block an older berth wrote there is not berth's to take back now: the file is not the worktree's
+    const older =
+      "# berth set this aside while its block stands: export FOO=1\n# >>> berth: world main\nPORT=1\n# <<< berth\n"
+    writeFileSync(bashrc, older)
+    const removed = await box.run(["remove", "--force"])
+    expect(removed.code, removed.stderr).toBe(0)
+    expect(readFileSync(bashrc, "utf8")).toBe(older)
+  })
+
+  it("never runs a service in, nor writes its env_file to, a dir that is a link out of the worktree", async () => {
+    const elsewhere = outside()
+    const box = await boxes.project({
+      "berth.toml": `[services.web]\ncmd = "touch ran-here && sleep 30"\ndir = "sub"\nenv_file = ".env"\n`
+    })
+    symlinkSync(elsewhere, join(box.dir, "sub"))
+    commit(box, "a link to another folder")
+
+    const check = await box.run(["check"])
+    expect(check.stderr).toContain(`dir "sub" is a link to ${elsewhere}, outside the worktree`)
+
+    const up = failure(await box.run(["up", "--json"], { timeoutMs: 60_000 }))
+    expect(up.tag).toBe("PathOutsideWorktree")
+    expect(up.message).toContain(`services.web.dir "sub" is a link to ${elsewhere}, outside the worktree`)
+    expect(readdirSync(elsewhere)).toEqual([])
+  })
+
+  it("never copies or links [project] files through a branch's links that leave the worktree", async () => {
+    const secrets = outside()
+    const shared = outside()
+    const box = await boxes.project({
+      "berth.toml": `[project]\ncopy = ["cfg/key.txt"]\nlink = ["lnk/x"]\n\n[services.web]\ncmd = "node server.mjs"\nurl = "web"\n`,
+      ".gitignore": "cfg/key.txt\nlnk/x\n"
+    })
+    // the branch replaces cfg/ and lnk/ with links to folders outside
+    const scratch = join(outside(), "wt")
+    box.git("worktree", "add", "-q", "-b", "feat", scratch)
+    symlinkSync(secrets, join(scratch, "cfg"))
+    symlinkSync(shared, join(scratch, "lnk"))
+    execFileSync("git", ["add", "-A"], { cwd: scratch })
+    execFileSync("git", ["-c", "user.name=b", "-c", "user.email=b@l", "commit", "-q", "-m", "links"], { cwd: scratch })
+    box.git("worktree", "remove", scratch)
+    // what the main checkout keeps out of git, as a developer's machine would
+    mkdirSync(join(box.dir, "cfg"))
+    writeFileSync(join(box.dir, "cfg", "key.txt"), "the main checkout's key\n")
+    mkdirSync(join(box.dir, "lnk"))
+    writeFileSync(join(box.dir, "lnk", "x"), "x\n")
+
+    const up = failure(await box.run(["up", "feat", "--json"], { timeoutMs: 60_000 }))
+    expect(up.tag).toBe("PathOutsideWorktree")
+    expect(up.message).toContain(
+      `[project] copy "cfg/key.txt" goes through the link cfg to ${join(secrets, "key.txt")}`
+    )
+    expect(readdirSync(secrets)).toEqual([])
+    expect(readdirSync(shared)).toEqual([])
+
+    const worktree = `${box.dir}.worktrees/feat`
+    const check = await box.run(["check"], { cwd: worktree })
+    expect(check.stderr).toContain(
+      `[project] copy "cfg/key.txt" goes through the link cfg to ${join(secrets, "key.txt")}`
+    )
+    expect(check.stderr).toContain(`[project] link "lnk/x" goes through the link lnk to ${join(shared, "x")}`)
+
+    const removed = await box.run(["remove", "feat", "--force"])
+    expect(removed.code, removed.stderr).toBe(0)
+    expect(readdirSync(secrets)).toEqual([])
+    expect(readdirSync(shared)).toEqual([])
+  })
+})
