@@ -387,9 +387,19 @@ export const makeWorldActor = (
         yield* registry.markWorktreeReady(worldId)
       })
 
+    /**
+     * The world's worktree, made when it is missing. A folder already at its path is the world only if it is a real
+     * worktree of this repository: anything else (a folder made by hand, with a berth.toml of its own, say) would have
+     * berth run what it holds as the world, and `remove` could never remove it.
+     */
     const ensureWorktreeFolder = (w: WorldRow) =>
       Effect.gen(function* () {
-        if (existsSync(w.path)) return
+        if (existsSync(w.path)) {
+          if (w.isMain || (yield* git.isWorktreeOf(w.mainRoot, w.path))) return
+          return yield* new InvalidRequest({
+            reason: `world ${w.name}: ${w.path} is not a worktree of ${w.mainRoot}, though it stands where the world's worktree goes; berth takes no folder it did not make for a world\n  hint: move that folder away and run berth up ${w.name} again, or name another branch`
+          })
+        }
         if (w.isMain) return yield* new InvalidRequest({ reason: `the main checkout ${w.path} is missing` })
         yield* git
           .addWorktree(w.mainRoot, w.path, w.branch ?? w.name)
@@ -1062,9 +1072,18 @@ export const makeWorldActor = (
           })
         }
         if (removeFiles && !w.isMain) {
-          yield* git
+          const removed = yield* git
             .removeWorktree(w.mainRoot, w.path, force)
             .pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
+          if (!removed && existsSync(w.path)) {
+            // a folder that is no worktree of this repository stood at the world's path: not berth's to delete
+            yield* registry.addEvent({
+              worldId: null,
+              service: null,
+              kind: "folder_kept",
+              message: `world ${w.name}: ${w.path} is not a worktree of ${w.mainRoot}; it was left as it is`
+            })
+          }
         } else if (!w.isMain && w.path !== "" && !existsSync(w.path)) {
           // its folder was deleted outside berth: git's record of it goes too (only a prune: nothing is there)
           yield* git.removeWorktree(w.mainRoot, w.path, true).pipe(Effect.ignore)
@@ -1093,7 +1112,8 @@ export const makeWorldActor = (
     const remove = (force: boolean) =>
       Effect.gen(function* () {
         const w = yield* row
-        if (!force && existsSync(w.path) && !w.isMain) {
+        // a folder that is no worktree of this repository has no changes of the world's: remove leaves it (`forget`)
+        if (!force && existsSync(w.path) && !w.isMain && (yield* git.isWorktreeOf(w.mainRoot, w.path))) {
           const all = yield* git.changes(w.path).pipe(Effect.orElseSucceed(() => []))
           // an env_file berth made is berth's, not the user's work: it goes with the worktree
           const loaded = yield* Effect.either(loadConfig(w))

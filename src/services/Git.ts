@@ -4,7 +4,7 @@
  * are dropped, so berth behaves the same when it runs inside a git hook).
  */
 import { execFile } from "node:child_process"
-import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync } from "node:fs"
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync } from "node:fs"
 import * as path from "node:path"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
@@ -259,6 +259,36 @@ export const parseStatus = (text: string): Array<Change> => {
   return result
 }
 
+const readText = (file: string): string | undefined => {
+  try {
+    return readFileSync(file, "utf8").trim()
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * `folder`'s linked-worktree files as git writes them, read without a process: its `.git` file names an admin folder
+ * whose `gitdir` names that `.git` file back; answers the admin folder's common dir. Undefined whenever anything is
+ * not so (a main checkout, a plain folder, git's files being written, a format this does not know): ask git then.
+ */
+export const linkedCommonDir = (folder: string): string | undefined => {
+  try {
+    const dotGit = path.join(folder, ".git")
+    if (!lstatSync(dotGit).isFile()) return undefined
+    const pointer = readText(dotGit)
+    if (pointer === undefined || !pointer.startsWith("gitdir: ")) return undefined
+    const admin = canonical(path.resolve(folder, pointer.slice("gitdir: ".length)))
+    const back = readText(path.join(admin, "gitdir"))
+    const common = readText(path.join(admin, "commondir"))
+    if (back === undefined || common === undefined) return undefined
+    if (canonical(path.resolve(admin, back)) !== canonical(dotGit)) return undefined
+    return canonical(path.resolve(admin, common))
+  } catch {
+    return undefined
+  }
+}
+
 /** git's own words when a branch is held by another worktree (2.39: "checked out at", later: "used by worktree at"). */
 /** what `git worktree add -b` says when the branch exists already */
 const BRANCH_EXISTS = /a branch named .* already exists/
@@ -287,12 +317,22 @@ export interface GitService {
     worktreePath: string,
     branch: string
   ) => Effect.Effect<AddedWorktree, NotARepository | InvalidBranchName | GitFailed | BranchCheckedOut>
-  /** `git worktree remove` (refused for a worktree with changes unless `force`), then `git worktree prune`. */
+  /**
+   * Whether `folder` is a worktree of the repository whose main checkout is `mainRoot`: git's common dir there is
+   * that repository's and its top level is that very folder. A folder merely standing at a world's path (made by
+   * hand, or left by something else) is not one.
+   */
+  readonly isWorktreeOf: (mainRoot: string, folder: string) => Effect.Effect<boolean>
+  /**
+   * `git worktree remove` (refused for a worktree with changes unless `force`), then `git worktree prune`. A folder
+   * there that is not a worktree of this repository is not berth's: it is left as it is, and only pruned around.
+   * Answers whether a worktree was removed.
+   */
   readonly removeWorktree: (
     repoRoot: string,
     worktreePath: string,
     force: boolean
-  ) => Effect.Effect<void, NotARepository | GitFailed>
+  ) => Effect.Effect<boolean, NotARepository | GitFailed>
   /** Uncommitted and untracked files, paths relative to the worktree root. */
   readonly changes: (worktreePath: string) => Effect.Effect<ReadonlyArray<Change>, NotARepository | GitFailed>
   /** A file's text as git's index holds it (what a change is measured against); undefined when it holds none. */
@@ -433,9 +473,37 @@ const make = Effect.gen(function* () {
     return { path: canonical(target), branch, created, reused: false } satisfies AddedWorktree
   })
 
+  /** The common dir git finds from `folder`, and its top level; undefined where git finds no repository. */
+  const discover = (folder: string) =>
+    Effect.map(exec(folder, ["rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel"]), (out) => {
+      const [common, top] = lines(out.stdout)
+      return out.exitCode !== 0 || common === undefined
+        ? undefined
+        : { commonDir: canonical(common), top: top === undefined ? undefined : canonical(top) }
+    }).pipe(Effect.orElseSucceed(() => undefined))
+
+  /**
+   * Read from git's files when they are as git writes them (no process: this runs on every `up` of a world), else
+   * asked of git in both folders.
+   */
+  const isWorktreeOf = Effect.fn("Git.isWorktreeOf")(function* (mainRoot: string, folder: string) {
+    const dotGit = path.join(mainRoot, ".git")
+    const linked = linkedCommonDir(folder)
+    if (linked !== undefined && existsSync(dotGit) && lstatSync(dotGit).isDirectory() && linked === canonical(dotGit)) {
+      return true
+    }
+    const [here, main] = yield* Effect.all([discover(folder), discover(mainRoot)])
+    if (here === undefined || main === undefined || here.commonDir !== main.commonDir) return false
+    if (here.top !== canonical(folder)) return false
+    // and git's record of its worktrees names this folder (a `.git` file copied elsewhere points at another's record)
+    const listed = yield* worktrees(mainRoot).pipe(Effect.orElseSucceed((): ReadonlyArray<Worktree> => []))
+    return listed.some((w) => canonical(w.path) === here.top)
+  })
+
   /**
    * `git worktree remove` (refused by git when the worktree has changes, unless `force`; a locked worktree needs
-   * unlocking first) then `git worktree prune`. A folder that is already gone is only pruned.
+   * unlocking first) then `git worktree prune`. A folder that is already gone is only pruned; so is one that is not a
+   * worktree of this repository (git would refuse it, every time: "is not a working tree").
    */
   const removeWorktree = Effect.fn("Git.removeWorktree")(function* (
     repoRoot: string,
@@ -443,10 +511,10 @@ const make = Effect.gen(function* () {
     force: boolean
   ) {
     const target = path.resolve(repoRoot, worktreePath)
-    if (existsSync(target)) {
-      yield* run(repoRoot, ["worktree", "remove", ...(force ? ["--force"] : []), "--", target])
-    }
+    const ours = existsSync(target) && (yield* isWorktreeOf(repoRoot, target))
+    if (ours) yield* run(repoRoot, ["worktree", "remove", ...(force ? ["--force"] : []), "--", target])
     yield* run(repoRoot, ["worktree", "prune"])
+    return ours
   })
 
   /** Uncommitted and untracked files, paths relative to the worktree root. */
@@ -512,6 +580,7 @@ const make = Effect.gen(function* () {
       }),
     validateBranch,
     branchExists,
+    isWorktreeOf,
     addWorktree: (repoRoot: string, worktreePath: string, branch: string) =>
       worktreeLock.withPermits(1)(addWorktree(repoRoot, worktreePath, branch)),
     removeWorktree: (repoRoot: string, worktreePath: string, force: boolean) =>

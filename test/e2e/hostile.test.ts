@@ -131,3 +131,51 @@ describe("links a repository commits", () => {
     expect(readdirSync(shared)).toEqual([])
   })
 })
+
+describe("a folder already at a world's worktree path", () => {
+  it("is never taken for the world: up refuses it, with or without a berth.toml in it, and runs nothing there", async () => {
+    const box = await boxes.project({ "berth.toml": `[services.web]\ncmd = "node server.mjs"\nurl = "web"\n` })
+    const folder = `${box.dir}.worktrees/feat`
+    mkdirSync(folder, { recursive: true })
+    const bare = failure(await box.run(["up", "feat", "--json"], { timeoutMs: 60_000 }))
+    expect(bare.message).toContain(`${folder} is not a worktree of ${box.dir}`)
+    expect(bare.hint).toMatch(/move that folder away.*or name another branch/)
+
+    writeFileSync(join(folder, "berth.toml"), `[services.evil]\ncmd = "touch ran-here && sleep 30"\n`)
+    const planted = failure(await box.run(["up", "feat", "--json"], { timeoutMs: 60_000 }))
+    expect(planted.message).toContain(`${folder} is not a worktree of ${box.dir}`)
+    expect(readdirSync(folder).sort()).toEqual(["berth.toml"])
+    const status = JSON.parse((await box.run(["status", "--json"])).stdout) as {
+      worlds: Array<{ name: string; state: string }>
+    }
+    expect(status.worlds.find((w) => w.name === "feat")?.state).not.toBe("running")
+
+    // the folder is not berth's: remove forgets the world and leaves it
+    const removed = await box.run(["remove", "feat", "--force"])
+    expect(removed.code, removed.stderr).toBe(0)
+    expect(readdirSync(folder).sort()).toEqual(["berth.toml"])
+  })
+
+  it("a world whose worktree was replaced by a plain folder (as an older berth left it) is removed, the folder kept", async () => {
+    const box = await boxes.project({ "berth.toml": `[services.web]\ncmd = "node server.mjs"\nurl = "web"\n` })
+    const up = await box.run(["up", "feat", "--json"], { timeoutMs: 60_000 })
+    expect(up.code, up.stderr).toBe(0)
+    expect((await box.run(["down", "feat"])).code).toBe(0)
+    const folder = `${box.dir}.worktrees/feat`
+    // git's worktree goes; a folder that is no worktree stands where it was
+    rmSync(folder, { recursive: true, force: true })
+    box.git("worktree", "prune")
+    mkdirSync(folder)
+    writeFileSync(join(folder, "berth.toml"), `[services.evil]\ncmd = "touch ran-here && sleep 30"\n`)
+
+    const again = failure(await box.run(["up", "feat", "--json"], { timeoutMs: 60_000 }))
+    expect(again.message).toContain(`${folder} is not a worktree of ${box.dir}`)
+    expect(readdirSync(folder)).toEqual(["berth.toml"])
+
+    const removed = await box.run(["remove", "feat", "--force"])
+    expect(removed.code, removed.stderr).toBe(0)
+    const status = JSON.parse((await box.run(["status", "--json"])).stdout) as { worlds: Array<{ name: string }> }
+    expect(status.worlds.map((w) => w.name)).not.toContain("feat")
+    expect(readdirSync(folder)).toEqual(["berth.toml"])
+  })
+})

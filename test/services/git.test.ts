@@ -3,7 +3,7 @@ import { execFileSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { basename, join } from "node:path"
 import * as Effect from "effect/Effect"
 import { Git, GitLive, parseStatus, parseWorktreeList } from "../../src/services/Git.js"
 
@@ -231,6 +231,37 @@ layer(GitLive)("Git", (it) => {
           created: false,
           reused: true
         })
+      })
+    )
+
+    it.effect("tells a worktree of the repository from any other folder at a world's path, and never removes one", () =>
+      Effect.gen(function* () {
+        const g = yield* Git
+        const dir = makeRepo()
+        const other = makeRepo()
+        const wt = fresh("wt")
+        git(dir, "worktree", "add", "-q", "-b", "real", wt)
+        expect(yield* g.isWorktreeOf(dir, wt)).toBe(true)
+        // a plain folder, one inside the main checkout (git finds the repository there, at another top level), another
+        // repository's worktree, and a folder whose .git file points into this repository's worktree records
+        const plain = fresh("plain")
+        mkdirSync(plain)
+        const insideMain = join(dir, "sub")
+        mkdirSync(insideMain)
+        const foreign = fresh("foreign")
+        git(other, "worktree", "add", "-q", "-b", "x", foreign)
+        const forged = fresh("forged")
+        mkdirSync(forged)
+        writeFileSync(join(forged, ".git"), `gitdir: ${join(dir, ".git", "worktrees", basename(wt))}\n`)
+        for (const folder of [plain, insideMain, foreign, forged])
+          expect(yield* g.isWorktreeOf(dir, folder)).toBe(false)
+        for (const folder of [plain, insideMain, foreign]) {
+          writeFileSync(join(folder, "mine.txt"), "not berth's\n")
+          expect(yield* g.removeWorktree(dir, folder, true)).toBe(false)
+          expect(existsSync(join(folder, "mine.txt"))).toBe(true)
+        }
+        expect(yield* g.removeWorktree(dir, wt, true)).toBe(true)
+        expect(existsSync(wt)).toBe(false)
       })
     )
 
