@@ -41,3 +41,57 @@ export const withoutHook = (text: string): string | undefined => {
   const left = out.join("\n")
   return left.replace(/^#!\/bin\/sh\s*/, "").trim() === "" ? undefined : left
 }
+
+/** The hooks git runs by name (githooks(5)); a file of any other name in a hooks folder is never run. */
+const HOOK_NAMES: ReadonlySet<string> = new Set([
+  "applypatch-msg",
+  "pre-applypatch",
+  "post-applypatch",
+  "pre-commit",
+  "pre-merge-commit",
+  "prepare-commit-msg",
+  "commit-msg",
+  "post-commit",
+  "pre-rebase",
+  "post-checkout",
+  "post-merge",
+  "pre-push",
+  "pre-receive",
+  "update",
+  "proc-receive",
+  "post-receive",
+  "post-update",
+  "reference-transaction",
+  "push-to-checkout",
+  "pre-auto-gc",
+  "post-rewrite",
+  "sendemail-validate",
+  "fsmonitor-watchman",
+  "p4-changelist",
+  "p4-prepare-changelist",
+  "p4-post-changelist",
+  "p4-pre-submit",
+  "post-index-change"
+])
+
+/** A file of a hooks folder: its name, whether git may execute it, and (for post-checkout) its text. */
+export interface HookFile {
+  readonly name: string
+  readonly executable: boolean
+  readonly text?: string | undefined
+}
+
+/**
+ * What pointing git at a hooks folder (`core.hooksPath`) would run besides berth's block, sorted: every file named
+ * as a git hook that git may execute, and `post-checkout` when it holds more than berth's block (berth makes it
+ * executable).
+ */
+export const otherHooks = (files: ReadonlyArray<HookFile>): ReadonlyArray<string> =>
+  files
+    .filter((f) =>
+      f.name === "post-checkout"
+        ? f.text !== undefined && withoutHook(f.text) !== undefined
+        : HOOK_NAMES.has(f.name) && f.executable
+    )
+    .map((f) => f.name)
+    .sort()

@@ -2,7 +2,7 @@
  * Hostile repositories, through the built binary: what a repository commits (links, folders, hooks, names) never
  * makes berth write or run anything outside the worktree. Each test reproduces one way that was broken.
  */
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawnSync } from "node:child_process"
 import {
   mkdirSync,
   mkdtempSync,
@@ -16,7 +16,7 @@ import {
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { type RunResult, type Sandbox, sandboxes } from "./harness.js"
+import { berthBin, type RunResult, type Sandbox, sandboxes } from "./harness.js"
 
 const boxes = sandboxes()
 const outsides: Array<string> = []
@@ -177,5 +177,74 @@ describe("a folder already at a world's worktree path", () => {
     const status = JSON.parse((await box.run(["status", "--json"])).stdout) as { worlds: Array<{ name: string }> }
     expect(status.worlds.map((w) => w.name)).not.toContain("feat")
     expect(readdirSync(folder)).toEqual(["berth.toml"])
+  })
+})
+
+describe("berth hooks install --shared", () => {
+  const canary = `#!/bin/sh\necho ran >> "$(git rev-parse --git-common-dir)/canary.log"\n`
+  const withCommittedHooks = async () => {
+    const box = await boxes.project({ "berth.toml": `[services.web]\ncmd = "node server.mjs"\nurl = "web"\n` })
+    mkdirSync(join(box.dir, ".githooks"))
+    writeFileSync(join(box.dir, ".githooks", "pre-commit"), canary, { mode: 0o755 })
+    writeFileSync(join(box.dir, ".githooks", "pre-push"), canary, { mode: 0o755 })
+    // not executable, so git would not run it; and not a hook at all
+    writeFileSync(join(box.dir, ".githooks", "commit-msg"), canary, { mode: 0o644 })
+    writeFileSync(join(box.dir, ".githooks", "README"), "our hooks\n")
+    commit(box, "the repository's own hooks")
+    return box
+  }
+  const commitSomething = (box: Sandbox) => {
+    writeFileSync(join(box.dir, "touched.txt"), `${Date.now()}\n`)
+    commit(box, "something")
+  }
+  const hooksPath = (box: Sandbox) => {
+    try {
+      return box.git("config", "core.hooksPath").trim()
+    } catch {
+      return undefined
+    }
+  }
+
+  it("without a terminal and without --yes, refuses to activate the repository's other hooks, naming them", async () => {
+    const box = await withCommittedHooks()
+    const r = await box.run(["hooks", "install", "--shared", "--json"])
+    const error = failure(r)
+    expect(error.message).toContain("pre-commit, pre-push")
+    expect(error.message).not.toMatch(/commit-msg|README/)
+    expect(error.hint).toContain("--yes")
+    expect(hooksPath(box)).toBeUndefined()
+    expect(readdirSync(join(box.dir, ".githooks")).sort()).toEqual(["README", "commit-msg", "pre-commit", "pre-push"])
+    commitSomething(box)
+    expect(readdirSync(join(box.dir, ".git"))).not.toContain("canary.log")
+  })
+
+  it("with --yes, installs berth's block and says which other hooks it activated", async () => {
+    const box = await withCommittedHooks()
+    const r = await box.run(["hooks", "install", "--shared", "--yes"])
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stdout).toContain("pre-commit, pre-push")
+    expect(hooksPath(box)).toBe(".githooks")
+    expect(readFileSync(join(box.dir, ".githooks", "post-checkout"), "utf8")).toContain("# >>> berth")
+  })
+
+  it("asks at a terminal, and a no changes nothing", async () => {
+    const box = await withCommittedHooks()
+    const r = spawnSync("script", ["-qec", `${berthBin} hooks install --shared`, "/dev/null"], {
+      cwd: box.dir,
+      input: "n\n",
+      encoding: "utf8",
+      env: { ...process.env, BERTH_HOME: box.home, NO_COLOR: "1", BERTH_PROXY_PORT: "off", BERTH_HTTPS_PORT: "off" },
+      timeout: 30_000
+    })
+    expect(r.stdout).toMatch(/pre-commit, pre-push[\s\S]*\[y\/N\]/)
+    expect(r.status).toBe(1)
+    expect(hooksPath(box)).toBeUndefined()
+  })
+
+  it("asks nothing when the repository commits no other hook", async () => {
+    const box = await boxes.project({ "berth.toml": `[services.web]\ncmd = "node server.mjs"\nurl = "web"\n` })
+    const r = await box.run(["hooks", "install", "--shared"])
+    expect(r.code, r.stderr).toBe(0)
+    expect(hooksPath(box)).toBe(".githooks")
   })
 })

@@ -1,18 +1,30 @@
 /**
- * `berth hooks install [--shared] | status | uninstall`: berth's block in the repository's `post-checkout` hook, so a
- * worktree made by git (`git worktree add`) gets its world brought up at once, in the background (BERTH_NO_UP=1 skips
- * it). `--shared` keeps the hook in the repository's `.githooks/` (commit it; each clone runs `berth hooks install
- * --shared` once, which points git there).
+ * `berth hooks install [--shared [--yes]] | status | uninstall`: berth's block in the repository's `post-checkout`
+ * hook, so a worktree made by git (`git worktree add`) gets its world brought up at once, in the background
+ * (BERTH_NO_UP=1 skips it). `--shared` keeps the hook in the repository's `.githooks/` (commit it; each clone runs
+ * `berth hooks install --shared` once, which points git there). Pointing git there runs every hook the repository
+ * commits in that folder too, so those are named and asked about first.
  */
 import { execFileSync } from "node:child_process"
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { dirname, resolve } from "node:path"
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  writeFileSync
+} from "node:fs"
+import { dirname, join, resolve } from "node:path"
+import { createInterface } from "node:readline/promises"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { InvalidRequest } from "../../domain/errors.js"
-import { hasHook, withHook, withoutHook } from "../../domain/hooks.js"
+import { type HookFile, hasHook, otherHooks, withHook, withoutHook } from "../../domain/hooks.js"
 import { printDocument } from "../json.js"
 import { launcherPath } from "../launcher.js"
 import { json } from "../output.js"
@@ -47,19 +59,83 @@ const read = (file: string) => (existsSync(file) ? readFileSync(file, "utf8") : 
 const report = (json: boolean, file: string, installed: boolean, said: string) =>
   json ? printDocument("hooks", { file, installed }) : Console.log(said)
 
+/** The folder's files as git would see them as hooks (a link is followed, as git follows it). */
+const hookFiles = (folder: string): ReadonlyArray<HookFile> => {
+  let names: ReadonlyArray<string>
+  try {
+    names = readdirSync(folder)
+  } catch {
+    return []
+  }
+  return names.flatMap((name): ReadonlyArray<HookFile> => {
+    try {
+      const file = join(folder, name)
+      const stat = statSync(file)
+      if (!stat.isFile()) return []
+      return [
+        {
+          name,
+          executable: (stat.mode & 0o111) !== 0,
+          text: name === "post-checkout" ? readFileSync(file, "utf8") : undefined
+        }
+      ]
+    } catch {
+      return []
+    }
+  })
+}
+
+const sameFolder = (a: string, b: string) => {
+  try {
+    return realpathSync(a) === realpathSync(b)
+  } catch {
+    return resolve(a) === resolve(b)
+  }
+}
+
+/** Asks a yes/no question at the terminal; anything but y or yes is a no. */
+const confirm = (question: string) =>
+  Effect.promise(async () => {
+    const rl = createInterface({ input: process.stdin, output: process.stderr })
+    try {
+      return /^y(es)?$/i.test((await rl.question(question)).trim())
+    } finally {
+      rl.close()
+    }
+  })
+
 const install = Command.make(
   "install",
   {
     shared: Options.boolean("shared").pipe(
       Options.withDescription("keep the hook in the repository's .githooks/ (to commit) and point git there")
     ),
+    yes: Options.boolean("yes").pipe(
+      Options.withDescription(
+        "with --shared: accept the other hooks the repository commits in .githooks/, which git then runs too"
+      )
+    ),
     json
   },
-  ({ json, shared }) =>
+  ({ json, shared, yes }) =>
     Effect.gen(function* () {
       const cwd = process.cwd()
+      let others: ReadonlyArray<string> = []
       if (shared) {
         const top = yield* git(cwd, ["rev-parse", "--show-toplevel"])
+        const folder = join(top, ".githooks")
+        const current = resolve(cwd, yield* git(cwd, ["rev-parse", "--path-format=absolute", "--git-path", "hooks"]))
+        // pointing git at .githooks runs whatever the repository commits there: nothing changes before that is accepted
+        others = sameFolder(current, folder) ? [] : otherHooks(hookFiles(folder))
+        if (others.length > 0 && !yes) {
+          const said = `${folder} holds hooks of the repository's own that pointing git there would run too: ${others.join(", ")}`
+          const asked = process.stdin.isTTY === true && (yield* confirm(`${said}\nActivate them as well? [y/N] `))
+          if (!asked) {
+            return yield* new InvalidRequest({
+              reason: `${said}; nothing was changed\n  hint: read them; then berth hooks install --shared --yes accepts them, or berth hooks install keeps berth's block in this clone's own hooks`
+            })
+          }
+        }
         yield* git(top, ["config", "core.hooksPath", ".githooks"])
       }
       const file = yield* hookFile(cwd)
@@ -69,11 +145,12 @@ const install = Command.make(
         writeFileSync(file, withHook(read(file), berth))
         chmodSync(file, 0o755)
       })
+      const also = others.length === 0 ? "" : `; git now runs the repository's own ${others.join(", ")} too`
       yield* report(
         json,
         file,
         true,
-        `installed in ${file}: a worktree git checks out gets its world (BERTH_NO_UP=1 skips it)`
+        `installed in ${file}: a worktree git checks out gets its world (BERTH_NO_UP=1 skips it)${also}`
       )
     })
 ).pipe(
