@@ -6,7 +6,7 @@
  * Its observed state has one writer, `apply`, which moves it only along `domain/world-state.ts`'s `transition` (an
  * illegal event is ignored) and announces every move to whoever watches (`Worlds.changes`).
  */
-import { existsSync, mkdirSync, readFileSync } from "node:fs"
+import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs"
 import { basename, dirname, join, resolve } from "node:path"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -20,6 +20,7 @@ import * as Model from "../domain/config/model.js"
 import {
   coordinates,
   groupPorts,
+  identityVariables,
   launch,
   portRequests,
   type WorldIdentity,
@@ -497,9 +498,13 @@ export const makeWorldActor = (
       project: { name: w.projectName }
     })
 
-    /** The project's `setup`, once per worktree, its tokens resolved as a service's are. */
-    const runSetup = (w: WorldRow, command: string, env: Readonly<Record<string, string>>, ctx: TokenContext) =>
+    /**
+     * The project's `setup`, once per worktree, its tokens resolved as a service's are, and told whose it is as a
+     * service is (BERTH_WORLD, BERTH_PROJECT).
+     */
+    const runSetup = (w: WorldRow, command: string, given: Readonly<Record<string, string>>, ctx: TokenContext) =>
       Effect.gen(function* () {
+        const env = { ...given, ...identityVariables(identity(w)) }
         const resolved = resolveTemplate(command, ctx, { shell: true })
         // a waiting `up` tells that setup runs (and the last line of its output) while these two bracket it
         yield* registry.addEvent({ worldId, service: SETUP_LOG, kind: "setup_start", message: "running setup" })

@@ -128,6 +128,16 @@ export const withLocalBins = (path: string | undefined, worktree: string, folder
 }
 
 /**
+ * The variables that tell a process of a world whose it is: BERTH_WORLD and BERTH_PROJECT, and BERTH_SERVICE for a
+ * service's own. Every process berth starts for a world (its services, the project's setup) gets them from here.
+ */
+export const identityVariables = (world: WorldIdentity, service?: string): Readonly<Record<string, string>> => ({
+  BERTH_WORLD: world.name,
+  BERTH_PROJECT: world.project,
+  ...(service === undefined ? {} : { BERTH_SERVICE: service })
+})
+
+/**
  * What one process is started with: its command with tokens resolved and quoted for `sh -c`, and its environment —
  * the user's, then the config's `env` with tokens resolved, then PORT and the BERTH_* variables.
  */
@@ -159,9 +169,7 @@ export const launch = (
   for (const [key, value] of Object.entries(service.env)) env[key] = resolve(value, false)
   const own = coords.get(service.name)
   if (own?.port !== undefined) env.PORT = String(own.port)
-  env.BERTH_WORLD = world.name
-  env.BERTH_PROJECT = world.project
-  env.BERTH_SERVICE = service.name
+  Object.assign(env, identityVariables(world, service.name))
   const command = resolve(service.cmd, true)
   const server = service.inject && own?.port !== undefined ? injectDevServer(command, own.port, scripts) : undefined
   if (server !== undefined && own?.host !== undefined) Object.assign(env, allowedHostsEnv(server, own.host))

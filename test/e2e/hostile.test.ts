@@ -248,3 +248,24 @@ describe("berth hooks install --shared", () => {
     expect(hooksPath(box)).toBe(".githooks")
   })
 })
+
+describe("what a world's commands and names are given", () => {
+  it("runs the project's setup with the world's identity, as a service gets it", async () => {
+    const box = await boxes.project({
+      "berth.toml": `[project]\nsetup = "echo \\"$BERTH_WORLD $BERTH_PROJECT\\" > setup-saw.txt"\n\n[services.web]\ncmd = "node server.mjs"\nurl = "web"\n`,
+      ".gitignore": "setup-saw.txt\n"
+    })
+    const r = await box.run(["up", "feat", "--json"], { timeoutMs: 60_000 })
+    expect(r.code, r.stderr).toBe(0)
+    expect(readFileSync(join(`${box.dir}.worktrees/feat`, "setup-saw.txt"), "utf8")).toBe("feat app\n")
+  })
+
+  it("refuses a 300-character world name up front, saying the limit and why", async () => {
+    const box = await boxes.project({ "berth.toml": `[services.web]\ncmd = "node server.mjs"\nurl = "web"\n` })
+    const error = failure(await box.run(["up", "a".repeat(300), "--json"], { timeoutMs: 60_000 }))
+    expect(error.tag).toBe("InvalidWorldName")
+    expect(error.message).toContain("300 bytes")
+    expect(error.message).toContain("255 bytes")
+    expect(error.message).not.toContain("fatal")
+  })
+})

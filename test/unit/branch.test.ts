@@ -60,6 +60,20 @@ describe("branch names", () => {
     }
   })
 
+  it("refuses a part longer than git can keep as a file, and says the limit and why", () => {
+    // git keeps refs/heads/<name> as a file and writes <part>.lock beside it: 255 bytes - ".lock"
+    expect(branchNameProblem("a".repeat(250))).toBeUndefined()
+    expect(branchNameProblem(`x/${"a".repeat(250)}/y`)).toBeUndefined()
+    const problem = branchNameProblem("a".repeat(300))
+    expect(problem).toContain("300 bytes")
+    expect(problem).toContain("250")
+    expect(problem).toContain("255 bytes")
+    expect(branchNameProblem(`ok/${"a".repeat(251)}`)).toContain("251 bytes")
+    // bytes, not characters: "é" is two
+    expect(branchNameProblem("é".repeat(125))).toBeUndefined()
+    expect(branchNameProblem("é".repeat(126))).toContain("252 bytes")
+  })
+
   it("agrees with git check-ref-format --branch", () => {
     const alphabet = FastCheck.constantFrom(
       "a",
