@@ -180,6 +180,22 @@ env = { NOTES = "\${notes.url}" }
     expect(existsSync(fileURLToPath(two))).toBe(true)
   })
 
+  it("finds an external adapter put on PATH after the daemon started, on the world's own PATH", async () => {
+    const notes = join(import.meta.dirname, "../../examples/adapters/notes")
+    const box = await boxes.project({ "berth.toml": `[services.notes]\nadapter = "notes"\n` })
+    // the daemon runs already (the sandbox's first command started it) with a PATH that has no adapter on it
+    const check = await box.run(["check"], { env: { PATH: `${notes}:${process.env.PATH}` } })
+    expect(check.code, check.stderr).toBe(0)
+    const r = await box.run(["up", "late"], { timeoutMs: 60_000, env: { PATH: `${notes}:${process.env.PATH}` } })
+    expect(r.code, r.stderr).toBe(0)
+    const url = (await envOf(box, "late")).NOTES_URL!
+    expect(existsSync(fileURLToPath(url))).toBe(true)
+    // removed from a shell without it: the world's own PATH still has it
+    const removed = await box.run(["remove", "late", "--force"])
+    expect(removed.code, removed.stderr).toBe(0)
+    expect(existsSync(fileURLToPath(url))).toBe(false)
+  })
+
   it("says clearly when an adapter is neither built in nor on PATH", async () => {
     const box = await boxes.project({ "berth.toml": `[services.store]\nadapter = "nowhere"\n` })
     const r = await box.run(["up", "x"], { timeoutMs: 60_000 })

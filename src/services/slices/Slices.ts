@@ -320,7 +320,9 @@ const make = Effect.gen(function* () {
     target: Slice,
     urls: ReadonlyMap<string, string>,
     init: SliceInit,
-    force: boolean
+    force: boolean,
+    /** the world's PATH, where an external adapter is looked for first */
+    searchPath: string | undefined
   ): Effect.Effect<Golden, SliceError> =>
     Effect.gen(function* () {
       const inputs = yield* goldenInputs(world.path, service.goldenInputs, { world: world.name, service: service.name })
@@ -351,7 +353,7 @@ const make = Effect.gen(function* () {
       if (ready !== undefined && !force) return { slice: fromRow(ready, "(golden)"), rowId: ready.id, key }
       const done = yield* Deferred.make<Golden, SliceError>()
       builds.set(flight, done)
-      const adapter = yield* implementation(service.adapter)
+      const adapter = yield* implementation(service.adapter, searchPath)
       const failure = adapterFailure(world.name, service.name, service.adapter)
       const build = Effect.gen(function* () {
         const golden = yield* ownName(world, usual, adapter)
@@ -465,7 +467,9 @@ const make = Effect.gen(function* () {
     urls: ReadonlyMap<string, string>,
     init: SliceInit,
     /** passes while this machine may still overwrite the slice (a slice that moves with its world: see SliceLedger) */
-    guard: Effect.Effect<void, SliceError>
+    guard: Effect.Effect<void, SliceError>,
+    /** the world's PATH, where an external adapter is looked for first */
+    searchPath: string | undefined
   ): Effect.Effect<void, SliceError> =>
     Effect.gen(function* () {
       const failure = adapterFailure(world.name, service.name, service.adapter)
@@ -479,7 +483,7 @@ const make = Effect.gen(function* () {
           )
           return yield* init(service, urls)
         }
-        const made = yield* ensureGolden(world, service, slice, urls, init, false)
+        const made = yield* ensureGolden(world, service, slice, urls, init, false, searchPath)
         const golden = made.slice
         // a spare copy made ahead of time is renamed into place: the new world costs a rename, not a copy
         const fromSpare = yield* takeSpare(service, adapter, made, slice)
@@ -551,7 +555,7 @@ const make = Effect.gen(function* () {
       )
     }
     for (const service of services) {
-      const adapter = yield* implementation(service.adapter)
+      const adapter = yield* implementation(service.adapter, env("PATH"))
       if (service.adminUrl !== undefined) {
         const missing = unresolvedIn(resolveTemplate(service.adminUrl, { services: new Map(), env }))
         if (missing.length > 0) {
@@ -611,7 +615,7 @@ const make = Effect.gen(function* () {
       }
     }
     for (const p of pending) {
-      yield* initialize(world, p.service, p.adapter, p.slice, urls, init, guard(p.service.name)).pipe(
+      yield* initialize(world, p.service, p.adapter, p.slice, urls, init, guard(p.service.name), env("PATH")).pipe(
         Effect.tapError(() =>
           Effect.zipRight(
             // a slice that moves with its world is dropped only while this machine still holds the world
@@ -655,7 +659,8 @@ const make = Effect.gen(function* () {
     const shared = of === undefined ? undefined : Option.getOrUndefined(yield* ledger.of(of.projectName, of.slug))
     for (const row of rows) {
       if (options.only !== undefined && !options.only.has(row.service)) continue
-      const adapter = yield* implementation(row.adapter)
+      // the world's own PATH, where its external adapter was found at its up
+      const adapter = yield* implementation(row.adapter, of?.env?.PATH)
       const slice =
         shared === undefined ? fromRow(row, world.name) : { ...fromRow(row, world.name), owner: shared.owner }
       if (shared !== undefined && !(yield* shared.mayDrop(row.service, slice.name, sliceServer(slice)))) {
@@ -689,7 +694,15 @@ const make = Effect.gen(function* () {
     const urls = yield* addresses(world.id)
     // the golden the world's own slices copy: for a world that runs anywhere, the one named apart
     const shared = Option.getOrUndefined(yield* ledger.of(world.project, world.slug))
-    const golden = yield* ensureGolden(world, service, describe(world, service, env, shared), urls, init, true)
+    const golden = yield* ensureGolden(
+      world,
+      service,
+      describe(world, service, env, shared),
+      urls,
+      init,
+      true,
+      env("PATH")
+    )
     return golden.slice.name
   })
 
@@ -735,7 +748,7 @@ const make = Effect.gen(function* () {
     const listings: Array<{ server: string; names: ReadonlyArray<string> }> = []
     const unreachable: Array<GcReport["unreachable"][number]> = []
     for (const [server, scope] of servers) {
-      const adapter = yield* implementation(scope.adapter).pipe(Effect.option)
+      const adapter = yield* implementation(scope.adapter, env.PATH).pipe(Effect.option)
       if (adapter._tag === "None") continue
       if (scope.adminUrl?.includes("${")) {
         const missing = unresolvedIn(resolveTemplate(scope.adminUrl, { services: new Map(), env: () => undefined }))
@@ -799,7 +812,7 @@ const make = Effect.gen(function* () {
         entries.push({ ...base, outcome: "would drop", error: undefined })
         continue
       }
-      const adapter = yield* implementation(scope.adapter)
+      const adapter = yield* implementation(scope.adapter, env.PATH)
       const claimed = yield* claimForDrop(slice)
       // made busy since the plan was drawn: a world is provisioning it now
       if (claimed === undefined) continue
@@ -816,7 +829,7 @@ const make = Effect.gen(function* () {
       }
       entries.push({ ...base, outcome: "dropped", error: undefined })
     }
-    entries.push(...(yield* dropOrphans(servers, down, dryRun)))
+    entries.push(...(yield* dropOrphans(servers, down, dryRun, env.PATH)))
     return { entries, unreachable } satisfies GcReport
   })
 
@@ -825,7 +838,12 @@ const make = Effect.gen(function* () {
    * anywhere left behind when they were removed while their machine was away. One whose name a world has claimed
    * since is that world's: only its record goes.
    */
-  const dropOrphans = (servers: ReadonlyMap<string, Slice>, down: ReadonlySet<string>, dryRun: boolean) =>
+  const dropOrphans = (
+    servers: ReadonlyMap<string, Slice>,
+    down: ReadonlySet<string>,
+    dryRun: boolean,
+    searchPath: string | undefined
+  ) =>
     Effect.gen(function* () {
       const entries: Array<GcEntry> = []
       const orphans = Option.getOrUndefined(yield* ledger.orphans)
@@ -854,7 +872,7 @@ const make = Effect.gen(function* () {
           // instant between loses only the empty slice it just made: its fill fails, and its next up makes it again)
           const now = (yield* orphans.list).find((o) => o.name === orphan.name && o.server === orphan.server)
           if (now === undefined || now.claimed) return undefined
-          const adapter = yield* implementation(scope.adapter)
+          const adapter = yield* implementation(scope.adapter, searchPath)
           const dropped = yield* Effect.either(adapter.teardown(slice))
           if (dropped._tag === "Right") yield* orphans.cleared(orphan.name, orphan.server)
           return dropped

@@ -1,7 +1,8 @@
 /**
  * Which code serves an adapter name: a built-in implementation by family (valkey → redis, mariadb → mysql), else an
- * external `berth-adapter-<name>` executable found on PATH when a verb runs (one instance per name, so that its
- * capabilities are asked once).
+ * external `berth-adapter-<name>` executable found when a verb runs — on the world's own PATH first (`searchPath`,
+ * from the environment it was brought up with: an adapter installed after the daemon started is found), then the
+ * daemon's. One instance per name and search path, so that its capabilities are asked once.
  */
 import * as Effect from "effect/Effect"
 import { externalAdapter } from "../../../adapters/external/index.js"
@@ -11,17 +12,20 @@ import { InvalidRequest } from "../../domain/errors.js"
 
 const externals = new Map<string, Adapter>()
 
-export const implementation = (adapter: string): Effect.Effect<Adapter, InvalidRequest> => {
+export const implementation = (adapter: string, searchPath?: string): Effect.Effect<Adapter, InvalidRequest> => {
   const family = builtinAdapters.get(adapter)?.family ?? adapter
   const builtin = implementations.get(family)
   if (builtin !== undefined) return Effect.promise(builtin)
   if (!isValidAdapterName(adapter)) {
     return Effect.fail(new InvalidRequest({ reason: `adapter name ${JSON.stringify(adapter)} is not valid` }))
   }
-  let external = externals.get(adapter)
+  const path = [searchPath, process.env.PATH].filter((p) => p !== undefined && p !== "").join(":")
+  const key = `${adapter}\u0000${path}`
+  let external = externals.get(key)
   if (external === undefined) {
-    external = externalAdapter(adapter)
-    externals.set(adapter, external)
+    if (externals.size > 200) externals.clear()
+    external = externalAdapter(adapter, { path })
+    externals.set(key, external)
   }
   return Effect.succeed(external)
 }
