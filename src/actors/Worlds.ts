@@ -319,6 +319,16 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       )
 
     /**
+     * Waits for the world's current start to end: it runs, or fails with the start's own error (StartFailed with its
+     * log tail). A caller that gives up while the world is still in line (Ctrl-C) takes it out.
+     */
+    const settle = (id: number) =>
+      Effect.flatMap(actorFor(id), (actor) => actor.started).pipe(
+        Effect.onInterrupt(() => send(id, new Protocol.Withdraw()).pipe(Effect.ignore)),
+        Effect.ensuring(router.refresh.pipe(Effect.ignore))
+      )
+
+    /**
      * Brings a world up and, unless `wait` is false, waits until it runs (or its start fails): in line for a permit
      * first when the machine is full. A caller that gives up while the world is still in line (Ctrl-C) takes it out.
      */
@@ -331,11 +341,6 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       trace("daemon: up received")
       const w = yield* resolve(ref, true)
       trace("daemon: world resolved")
-      const settle = (id: number) =>
-        Effect.flatMap(actorFor(id), (actor) => actor.started).pipe(
-          Effect.onInterrupt(() => send(id, new Protocol.Withdraw()).pipe(Effect.ignore)),
-          Effect.ensuring(router.refresh.pipe(Effect.ignore))
-        )
       const upOnce = (id: number) =>
         Effect.zipRight(send(id, new Protocol.Up({ selection, env })), wait ? settle(id) : Effect.void).pipe(
           Effect.tapError(() =>
@@ -403,9 +408,15 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       return yield* Effect.forEach(targets, (w) => statusOf(w.id))
     })
 
-    const reload = Effect.fn("Worlds.reload")(function* (ref: WorldRef, env: Readonly<Record<string, string>>) {
+    /** Stops a world and starts it again; unless `wait` is false, answers once it runs (or fails), as `up` does. */
+    const reload = Effect.fn("Worlds.reload")(function* (
+      ref: WorldRef,
+      env: Readonly<Record<string, string>>,
+      wait = true
+    ) {
       const w = yield* resolve(ref, false)
       yield* send(w.id, new Protocol.Reload({ env }))
+      if (wait) yield* settle(w.id)
       return yield* statusOf(w.id)
     })
 

@@ -41,12 +41,12 @@ const DaemonInfo = {
 /** Every document, by the name of its file under docs/json. */
 export const documents = {
   up: WorldDocument("up", "the world once it runs (or, with --no-wait, as it is now)"),
-  reload: WorldDocument("reload", "the world, started again"),
+  reload: WorldDocument("reload", "the world, started again, once it runs (or, with --no-wait, as it is now)"),
   reset: WorldDocument("reset", "the world, its slices back to their golden (or a fresh migrate + seed)"),
   "golden-rebuild": WorldDocument("golden rebuild", "the world whose worktree built the golden"),
   "up-progress": doc(
-    "berth up --json --progress",
-    "one line per change of what a waiting up waits for (NDJSON); the up's own document is the last line",
+    "berth up|reload --json --progress",
+    "one line per change of what a waiting up or reload waits for (NDJSON); the command's own document is the last line",
     {
       progress: Schema.Struct({
         world: Schema.String,

@@ -337,7 +337,12 @@ export class DaemonApi extends RpcGroup.make(
   Rpc.make("Down", { payload: downPayload, success: Schema.Array(WorldStatus), error: WorldError }),
   Rpc.make("DownPlain", { payload: downPayload, success: plain(Schema.Array(WorldStatus)) }),
   Rpc.make("Reload", {
-    payload: { ...worldRef, env: clientEnv },
+    payload: {
+      ...worldRef,
+      env: clientEnv,
+      /** false: answer at once (the world may still be in line or starting); by default, once it runs or failed */
+      wait: Schema.optional(Schema.Boolean)
+    },
     success: WorldStatus,
     error: WorldError
   }),

@@ -281,8 +281,13 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
         Reload: (p) =>
           Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
             Effect.zipRight(
-              clustered.routed(p, worlds.reload({ cwd: p.cwd, world: p.world }, p.env), (remote) =>
-                clustered.forward(remote, new Reload({ env: p.env }), ["running", "failed"], true)
+              clustered.routed(p, worlds.reload({ cwd: p.cwd, world: p.world }, p.env, p.wait ?? true), (remote) =>
+                clustered.forward(
+                  remote,
+                  new Reload({ env: p.env }),
+                  p.wait === false ? ["queued", "starting", "running", "failed"] : ["running", "failed"],
+                  true
+                )
               )
             ),
             guarded("Reload")

@@ -96,7 +96,8 @@ const act = (request: ActionRequest) =>
         yield* worlds.down(ref, false)
         return `${w.name}: stopped`
       case "reload": {
-        const s = yield* worlds.reload(ref, env)
+        // the page answers at once, as for up: the stream shows the world coming up (or failing)
+        const s = yield* worlds.reload(ref, env, false)
         return `${w.name}: ${s.state}`
       }
       case "remove": {

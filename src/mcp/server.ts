@@ -212,7 +212,9 @@ const Handlers = (cwd: string) =>
         down: tool("down")((p) =>
           session.use((client) => Effect.map(client.Down({ ...ref(p.world), all: false }), (worlds) => ({ worlds })))
         ),
-        reload: tool("reload")((p) => session.use((client) => client.Reload({ ...ref(p.world), env }))),
+        reload: tool("reload")((p) =>
+          session.use((client) => client.Reload({ ...ref(p.world), env, wait: p.wait ?? true }))
+        ),
         reset: tool("reset")((p) =>
           session.use((client) => client.Reset({ ...ref(p.world), env, slices: p.slices ?? [] }))
         ),

@@ -79,8 +79,14 @@ export const Down = Tool.make("down", {
 )
 
 export const Reload = Tool.make("reload", {
-  description: "Stop the world's processes and start them again on the same ports and data (after a config change).",
-  parameters: { world },
+  description:
+    "Stop the world's processes and start them again on the same ports and data (after a config change). Waits until every service is healthy again (or the start fails, with the failing service's log), as up does.",
+  parameters: {
+    world,
+    wait: Schema.optional(
+      Schema.Boolean.annotations({ description: "false: answer at once, while the world is still in line or starting" })
+    )
+  },
   success: WorldStatus,
   failure: ToolFailure
 }).annotateContext(

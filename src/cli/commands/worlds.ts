@@ -80,22 +80,29 @@ const noWait = Options.boolean("no-wait").pipe(
  */
 type Telling = "quiet" | "queue" | "lines" | "events"
 
-/** The up that waits, telling meanwhile what it waits for. */
-const upWaiting = (
-  request: {
-    readonly cwd: string
-    readonly world: string | undefined
-    readonly env: Readonly<Record<string, string>>
-    readonly services: ReadonlyArray<string>
-    readonly groups: ReadonlyArray<string>
-    readonly anywhere?: boolean
-  },
+const progress = Options.boolean("progress").pipe(
+  Options.withDescription(
+    "tell every change of what it waits for (its place in line, a golden, each service not ready): with --json, one up-progress document per change (NDJSON) before the world's; piped, a line each on stderr"
+  )
+)
+
+/** How a command that waits tells it: `--json` and `--progress` as `up` reads them. */
+const tellingOf = (json: boolean, progress: boolean): Telling =>
+  json ? (progress ? "events" : "quiet") : progress ? "lines" : "queue"
+
+/**
+ * A request that answers once the world runs (`up`, `reload`), telling meanwhile what it waits for; `request` names
+ * the world whose status is read.
+ */
+const waitingFor = <E>(
+  answer: Effect.Effect<WorldStatus, E>,
+  request: { readonly cwd: string; readonly world: string | undefined },
   telling: Telling
 ) =>
   Effect.gen(function* () {
     const client = yield* DaemonClient
-    // the up stays in flight (Ctrl-C ends it, and that takes the world out of the line) while the line is shown
-    const waiting = yield* Effect.fork(client.Up(request))
+    // the request stays in flight (Ctrl-C ends it, and that takes the world out of the line) while the line is shown
+    const waiting = yield* Effect.fork(answer)
     const tty = process.stderr.isTTY === true && telling !== "events" && telling !== "quiet"
     const began = Date.now()
     let said: string | undefined
@@ -143,6 +150,11 @@ const upWaiting = (
     return world
   })
 
+/** The world once a waiting command answered it: NDJSON's last line after the events, else as the command prints it. */
+const printWaited = (command: "up" | "reload", json: boolean, telling: Telling) => (world: WorldStatus) =>
+  // NDJSON: the world is the last line, as compact as the events before it
+  telling === "events" ? printDocumentLine(command, { world }) : printWorld(json, command)(world)
+
 /**
  * `up --all`: every world of the project whose worktree is still there, brought up together (the gate decides who
  * runs first). Each is asked for by name, as `berth up <name>` would; one failing does not stop the others.
@@ -177,11 +189,7 @@ export const up = Command.make(
     services,
     groups,
     noWait,
-    progress: Options.boolean("progress").pipe(
-      Options.withDescription(
-        "tell every change of what it waits for (its place in line, a golden, each service not ready): with --json, one up-progress document per change (NDJSON) before the world's; piped, a line each on stderr"
-      )
-    ),
+    progress,
     all: Options.boolean("all").pipe(
       Options.withDescription("every world of this project whose worktree exists (not with a name)")
     ),
@@ -217,11 +225,8 @@ export const up = Command.make(
           return
         }
         if (noWait) return yield* printWorld(json, "up")(yield* client.Up({ ...request, wait: false }))
-        const telling: Telling = json ? (progress ? "events" : "quiet") : progress ? "lines" : "queue"
-        const world = yield* upWaiting(request, telling)
-        // NDJSON: the world is the last line, as compact as the events before it
-        if (telling === "events") return yield* printDocumentLine("up", { world })
-        yield* printWorld(json, "up")(world)
+        const telling = tellingOf(json, progress)
+        yield* printWaited("up", json, telling)(yield* waitingFor(client.Up(request), request, telling))
       })
     )
 ).pipe(Command.withDescription("Start a world: its worktree, ports, services and routes"), withDaemon)
@@ -263,21 +268,28 @@ export const down = Command.make(
 
 export const reload = Command.make(
   "reload",
-  { name: worldName, services: servicesAndDependents("restart"), json },
-  ({ json, name, services }) =>
+  { name: worldName, services: servicesAndDependents("restart"), noWait, progress, json },
+  ({ json, name, noWait, progress, services }) =>
     viaDaemon(
       Effect.gen(function* () {
         const client = yield* DaemonClient
-        const world =
-          services.length > 0
-            ? yield* client.RestartServices({ ...ref(name), services })
-            : yield* client.Reload({ ...ref(name), env: clientEnv() })
-        yield* printWorld(json, "reload")(world)
+        const request = ref(name)
+        if (services.length > 0) {
+          // the services are restarted in place, beside the rest: the answer comes once they are ready
+          if (noWait) return yield* new UsageError({ message: "reload: --no-wait reloads a whole world, not with -s" })
+          const telling = tellingOf(json, progress)
+          const restarted = client.RestartServices({ ...request, services })
+          return yield* printWaited("reload", json, telling)(yield* waitingFor(restarted, request, telling))
+        }
+        const reloading = { ...request, env: clientEnv() }
+        if (noWait) return yield* printWorld(json, "reload")(yield* client.Reload({ ...reloading, wait: false }))
+        const telling = tellingOf(json, progress)
+        yield* printWaited("reload", json, telling)(yield* waitingFor(client.Reload(reloading), request, telling))
       })
     )
 ).pipe(
   Command.withDescription(
-    "Stop a world, then start it again on the same ports and data (or, with -s, restart some services)"
+    "Stop a world, then start it again on the same ports and data (or, with -s, restart some services); waits until it runs, as up does"
   ),
   withDaemon
 )
