@@ -1197,20 +1197,32 @@ export const makeWorldActor = (
         )
       })
 
-    /** The named services of a running world and everything depending on them, in dependency order. */
-    const withDependents = (names: ReadonlyArray<string>) =>
+    /**
+     * The named services of a running world — and the processes of the named groups — and everything depending on
+     * them, in dependency order.
+     */
+    const withDependents = (names: ReadonlyArray<string>, groups: ReadonlyArray<string> = []) =>
       Effect.gen(function* () {
         const g = generation
         const w = yield* row
         if (g === undefined) return yield* new InvalidRequest({ reason: `world ${w.name} is not running` })
-        const known = Model.processes(g.config).map((s) => s.name)
+        const processes = Model.processes(g.config)
+        const known = processes.map((s) => s.name)
         const unknown = names.filter((n) => !known.includes(n))
-        if (unknown.length > 0 || names.length === 0) {
+        if (unknown.length > 0 || names.length + groups.length === 0) {
           return yield* new InvalidRequest({
             reason: `world ${w.name}: ${names.length === 0 ? "name a service" : `no service ${unknown.map((n) => JSON.stringify(n)).join(", ")}`} in ${g.config.file}; services: ${known.join(", ")}`
           })
         }
-        const affected = new Set(dependentsClosure(g.config.graph, names))
+        const inGroups = processes.filter((s) => s.groups.some((x) => groups.includes(x))).map((s) => s.name)
+        const empty = groups.filter((x) => !processes.some((s) => s.groups.includes(x)))
+        if (empty.length > 0) {
+          const all = [...new Set(processes.flatMap((s) => s.groups))].sort()
+          return yield* new InvalidRequest({
+            reason: `world ${w.name}: no service is in group ${empty.map((x) => JSON.stringify(x)).join(", ")} in ${g.config.file}; groups: ${all.join(", ") || "none"}`
+          })
+        }
+        const affected = new Set(dependentsClosure(g.config.graph, [...names, ...inGroups]))
         return { g, w, order: g.config.graph.order.filter((n) => affected.has(n)) }
       })
 
@@ -1241,10 +1253,10 @@ export const makeWorldActor = (
         yield* followServices
       })
 
-    /** `restart -s`: those services and their dependents stop, then start again beside the rest. */
-    const restartSome = (names: ReadonlyArray<string>) =>
+    /** `restart -s`/`-g`: those services and their dependents stop, then start again beside the rest. */
+    const restartSome = (names: ReadonlyArray<string>, groups: ReadonlyArray<string>) =>
       Effect.gen(function* () {
-        const { g, order } = yield* withDependents(names)
+        const { g, order } = yield* withDependents(names, groups)
         yield* stopServices(g, order)
         yield* registry.addEvent({
           worldId,
@@ -1417,7 +1429,7 @@ export const makeWorldActor = (
         case "StopServices":
           return stopSome(command.services)
         case "RestartServices":
-          return restartSome(command.services)
+          return restartSome(command.services, command.groups ?? [])
         case "ServicesChanged":
           return followServices
         case "Withdraw":

@@ -646,13 +646,17 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       return yield* statusOf(w.id)
     })
 
-    /** Restarts services of a running world, and everything that depends on them; answers once they are ready. */
+    /**
+     * Restarts services of a running world (those named, and those of the groups named), and everything that depends
+     * on them; answers once they are ready.
+     */
     const restartServices = Effect.fn("Worlds.restartServices")(function* (
       ref: WorldRef,
-      services: ReadonlyArray<string>
+      services: ReadonlyArray<string>,
+      groups: ReadonlyArray<string> = []
     ) {
       const w = yield* resolve(ref, false)
-      yield* send(w.id, new Protocol.RestartServices({ services }))
+      yield* send(w.id, new Protocol.RestartServices({ services, groups }))
       return yield* statusOf(w.id)
     })
 

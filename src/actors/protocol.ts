@@ -129,11 +129,11 @@ export class StopServices extends Schema.TaggedRequest<StopServices>()("StopServ
   payload: { services: Schema.Array(Schema.String) }
 }) {}
 
-/** Stop, then start again, these services (and what depends on them) of a running world. */
+/** Stop, then start again, these services — and those of these groups — and what depends on them, of a running world. */
 export class RestartServices extends Schema.TaggedRequest<RestartServices>()("RestartServices", {
   failure: WorldFailure,
   success: Schema.Void,
-  payload: { services: Schema.Array(Schema.String) }
+  payload: { services: Schema.Array(Schema.String), groups: Schema.optional(Schema.Array(Schema.String)) }
 }) {}
 
 /**

@@ -86,7 +86,7 @@ const entries = (part: Part | undefined, repeated = false, optional = false): Ar
 const EXAMPLES: Readonly<Record<string, ReadonlyArray<string>>> = {
   up: ["berth up login-fix", "berth up -s api --no-wait", "berth up --all", "berth up login-fix --anywhere"],
   down: ["berth down login-fix", "berth down -s worker", "berth down --all"],
-  reload: ["berth reload", "berth reload -s api"],
+  reload: ["berth reload", "berth reload -s api", "berth reload -g workers"],
   reset: ["berth reset", "berth reset login-fix db"],
   remove: ["berth remove login-fix"],
   status: ["berth status", "berth status --json"],

@@ -357,7 +357,12 @@ export class DaemonApi extends RpcGroup.make(
     error: WorldError
   }),
   Rpc.make("RestartServices", {
-    payload: { ...worldRef, services: Schema.Array(Schema.String) },
+    payload: {
+      ...worldRef,
+      services: Schema.Array(Schema.String),
+      /** the services of these groups too */
+      groups: Schema.optional(Schema.Array(Schema.String))
+    },
     success: WorldStatus,
     error: WorldError
   }),

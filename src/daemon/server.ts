@@ -275,7 +275,7 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
           ),
         RestartServices: (p) =>
           checkRef(p).pipe(
-            Effect.zipRight(worlds.restartServices({ cwd: p.cwd, world: p.world }, p.services)),
+            Effect.zipRight(worlds.restartServices({ cwd: p.cwd, world: p.world }, p.services, p.groups ?? [])),
             guarded("RestartServices")
           ),
         Reload: (p) =>

@@ -213,7 +213,11 @@ const Handlers = (cwd: string) =>
           session.use((client) => Effect.map(client.Down({ ...ref(p.world), all: false }), (worlds) => ({ worlds })))
         ),
         reload: tool("reload")((p) =>
-          session.use((client) => client.Reload({ ...ref(p.world), env, wait: p.wait ?? true }))
+          session.use((client) =>
+            p.groups !== undefined && p.groups.length > 0
+              ? client.RestartServices({ ...ref(p.world), services: [], groups: p.groups })
+              : client.Reload({ ...ref(p.world), env, wait: p.wait ?? true })
+          )
         ),
         reset: tool("reset")((p) =>
           session.use((client) => client.Reset({ ...ref(p.world), env, slices: p.slices ?? [] }))

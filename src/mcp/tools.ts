@@ -80,11 +80,19 @@ export const Down = Tool.make("down", {
 
 export const Reload = Tool.make("reload", {
   description:
-    "Stop the world's processes and start them again on the same ports and data (after a config change). Waits until every service is healthy again (or the start fails, with the failing service's log), as up does.",
+    "Stop the world's processes and start them again on the same ports and data (after a config change); with groups, only the services of those groups and what depends on them. Waits until every service is healthy again (or the start fails, with the failing service's log), as up does.",
   parameters: {
     world,
+    groups: Schema.optional(
+      Schema.Array(Schema.String).annotations({
+        description: "only the services of these groups and what depends on them (the rest keep running)"
+      })
+    ),
     wait: Schema.optional(
-      Schema.Boolean.annotations({ description: "false: answer at once, while the world is still in line or starting" })
+      Schema.Boolean.annotations({
+        description:
+          "false: answer at once, while the world is still in line or starting (a whole-world reload; with groups the answer always comes once they are ready)"
+      })
     )
   },
   success: WorldStatus,

@@ -20,12 +20,19 @@ const slowServer = `await new Promise((r) => setTimeout(r, 800))\nawait import("
 const working = `[services.api]
 cmd = "node server.mjs"
 url = "api"
+groups = ["back"]
 health = { http = "/healthz" }
 
 [services.web]
 cmd = "node slow.mjs"
 url = "web"
 depends_on = ["api"]
+health = { http = "/healthz" }
+
+[services.docs]
+cmd = "node server.mjs"
+url = "docs"
+groups = ["front"]
 health = { http = "/healthz" }
 `
 const broken = working.replace('cmd = "node slow.mjs"', `cmd = "echo web cannot start here; exit 3"`)
@@ -81,6 +88,21 @@ describe("the reload tool", () => {
     const reload = await call("reload")
     expect(reload.isError, JSON.stringify(reload)).toBe(false)
     expect(reload.structuredContent).toMatchObject({ name: "main", state: "running" })
+
+    // groups: those services and what depends on them (api, and web after it), the rest untouched
+    const pids = (r: ToolResult) =>
+      Object.fromEntries(
+        (r.structuredContent.services as ReadonlyArray<{ name: string; pid: number | null }>).map((s) => [
+          s.name,
+          s.pid
+        ])
+      )
+    const before = pids(reload)
+    const back = await call("reload", { groups: ["back"] })
+    expect(back.isError, JSON.stringify(back)).toBe(false)
+    expect(pids(back).api).not.toBe(before.api)
+    expect(pids(back).web).not.toBe(before.web)
+    expect(pids(back).docs).toBe(before.docs)
 
     box.write("berth.toml", broken)
     const failed = await call("reload")

@@ -95,6 +95,30 @@ describe("berth reload", () => {
     expect(error.message).toContain("web cannot start here")
   })
 
+  it("-g restarts the services of a group and what depends on them, the rest untouched", async () => {
+    const box = await project()
+    const before = pids(await upJson(box))
+    // api is in back; web depends on api; docs is in front only
+    const back = await box.run(["reload", "-g", "back", "--json"], { timeoutMs: 60_000 })
+    expect(back.code, back.stderr).toBe(0)
+    const afterBack = pids(worldFrom(back.stdout))
+    expect(afterBack.api).not.toBe(before.api)
+    expect(afterBack.web).not.toBe(before.web)
+    expect(afterBack.docs).toBe(before.docs)
+    expect(worldFrom(back.stdout).services.every((s) => s.state === "healthy")).toBe(true)
+
+    const front = await box.run(["reload", "--group", "front", "--json"], { timeoutMs: 60_000 })
+    expect(front.code, front.stderr).toBe(0)
+    const afterFront = pids(worldFrom(front.stdout))
+    expect(afterFront.api).toBe(afterBack.api)
+    expect(afterFront.web).not.toBe(afterBack.web)
+    expect(afterFront.docs).not.toBe(afterBack.docs)
+
+    const unknown = await box.run(["reload", "-g", "frnt"])
+    expect(unknown.code).toBe(1)
+    expect(unknown.stderr).toMatch(/no service is in group "frnt".*groups: back, front/)
+  })
+
   it("--no-wait answers at once, while the world starts", async () => {
     const box = await project()
     await upJson(box)

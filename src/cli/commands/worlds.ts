@@ -268,17 +268,30 @@ export const down = Command.make(
 
 export const reload = Command.make(
   "reload",
-  { name: worldName, services: servicesAndDependents("restart"), noWait, progress, json },
-  ({ json, name, noWait, progress, services }) =>
+  {
+    name: worldName,
+    services: servicesAndDependents("restart"),
+    groups: Options.text("group").pipe(
+      Options.withAlias("g"),
+      Options.withDescription("restart only the services of this group and what depends on them (repeatable)"),
+      Options.repeated
+    ),
+    noWait,
+    progress,
+    json
+  },
+  ({ groups, json, name, noWait, progress, services }) =>
     viaDaemon(
       Effect.gen(function* () {
         const client = yield* DaemonClient
         const request = ref(name)
-        if (services.length > 0) {
+        if (services.length > 0 || groups.length > 0) {
           // the services are restarted in place, beside the rest: the answer comes once they are ready
-          if (noWait) return yield* new UsageError({ message: "reload: --no-wait reloads a whole world, not with -s" })
+          if (noWait) {
+            return yield* new UsageError({ message: "reload: --no-wait reloads a whole world, not with -s or -g" })
+          }
           const telling = tellingOf(json, progress)
-          const restarted = client.RestartServices({ ...request, services })
+          const restarted = client.RestartServices({ ...request, services, groups })
           return yield* printWaited("reload", json, telling)(yield* waitingFor(restarted, request, telling))
         }
         const reloading = { ...request, env: clientEnv() }
@@ -289,7 +302,7 @@ export const reload = Command.make(
     )
 ).pipe(
   Command.withDescription(
-    "Stop a world, then start it again on the same ports and data (or, with -s, restart some services); waits until it runs, as up does"
+    "Stop a world, then start it again on the same ports and data (or, with -s/-g, restart some services); waits until it runs, as up does"
   ),
   withDaemon
 )
