@@ -14,6 +14,20 @@ export interface WorldIdentity {
   readonly path: string
 }
 
+/**
+ * The variables that say whose a process is: every process berth runs for a world gets them — its services (with
+ * `service`), the project's setup, and the commands an agent or a user runs in it (`exec`, `verify`). This is their
+ * one list.
+ */
+export const identityVariables = (
+  world: { readonly project: string; readonly name: string },
+  service?: string
+): Readonly<Record<string, string>> => ({
+  BERTH_WORLD: world.name,
+  BERTH_PROJECT: world.project,
+  ...(service === undefined ? {} : { BERTH_SERVICE: service })
+})
+
 /** The ports a service holds: its main port and its named extras. */
 export interface ServicePorts {
   readonly main: number
@@ -128,18 +142,8 @@ export const withLocalBins = (path: string | undefined, worktree: string, folder
 }
 
 /**
- * The variables that tell a process of a world whose it is: BERTH_WORLD and BERTH_PROJECT, and BERTH_SERVICE for a
- * service's own. Every process berth starts for a world (its services, the project's setup) gets them from here.
- */
-export const identityVariables = (world: WorldIdentity, service?: string): Readonly<Record<string, string>> => ({
-  BERTH_WORLD: world.name,
-  BERTH_PROJECT: world.project,
-  ...(service === undefined ? {} : { BERTH_SERVICE: service })
-})
-
-/**
  * What one process is started with: its command with tokens resolved and quoted for `sh -c`, and its environment —
- * the user's, then the config's `env` with tokens resolved, then PORT and the BERTH_* variables.
+ * the user's, then the config's `env` with tokens resolved, then PORT and the identity variables.
  */
 export const launch = (
   service: Model.ProcessService,

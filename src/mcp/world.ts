@@ -6,6 +6,7 @@ import { existsSync } from "node:fs"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type { DaemonClient } from "../daemon/client.js"
+import { identityVariables } from "../domain/coordinates.js"
 import { definedEnv } from "../domain/environment.js"
 import { InvalidRequest } from "../domain/errors.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
@@ -22,7 +23,10 @@ export interface WorldContext {
   readonly path: string
   /** what `berth env <name> --json` prints */
   readonly vars: Readonly<Record<string, string>>
-  /** the caller's environment with the world's variables over it: what a command run in the world gets */
+  /**
+   * the caller's environment with the world's variables over it, and the identity variables its services get: what a
+   * command run in the world gets
+   */
   readonly env: Readonly<Record<string, string>>
 }
 
@@ -31,13 +35,15 @@ export const worldContext = (client: DaemonClient, ref: WorldRef) =>
   Effect.gen(function* () {
     const { vars, world } = yield* client.Env(ref)
     const { worlds } = yield* client.Status({ cwd: ref.cwd })
-    const path = worlds.find((w) => w.name === world)?.path ?? ""
-    if (path === "" || !existsSync(path)) {
+    const status = worlds.find((w) => w.name === world)
+    const path = status?.path ?? ""
+    if (status === undefined || path === "" || !existsSync(path)) {
       return yield* new InvalidRequest({
         reason: `world ${world} has no worktree yet\n  hint: berth up ${world} makes it`
       })
     }
-    return { name: world, path, vars, env: { ...definedEnv(process.env), ...vars } } satisfies WorldContext
+    const identity = identityVariables({ project: status.project, name: world })
+    return { name: world, path, vars, env: { ...definedEnv(process.env), ...vars, ...identity } } satisfies WorldContext
   })
 
 /** `[agents] verify` of the berth.toml in the world's worktree (its branch may have its own). */

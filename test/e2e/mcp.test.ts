@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
-import { berthBin, type Sandbox, sandboxes } from "./harness.js"
+import { berthBin, fetchJson, type Sandbox, sandboxes, type WorldJson } from "./harness.js"
 
 const boxes = sandboxes()
 const clients: Array<Client> = []
@@ -113,5 +113,48 @@ describe("the reload tool", () => {
       logTail: expect.arrayContaining(["web cannot start here"])
     })
     box.write("berth.toml", working)
+  })
+})
+
+describe("exec and verify in a world", () => {
+  it("get the identity variables its services get: BERTH_WORLD, BERTH_PROJECT", async () => {
+    const up = await call("up")
+    expect(up.isError, JSON.stringify(up)).toBe(false)
+    // what a service of the world sees, as the test server reports its environment
+    const api = (up.structuredContent as unknown as WorldJson).services.find((s) => s.name === "api")!
+    const seen = (await fetchJson(api.url!)).env as Record<string, string>
+    expect(seen.BERTH_WORLD).toBe("main")
+    expect(seen.BERTH_PROJECT).toBe("app")
+    const identity = ["BERTH_WORLD", "BERTH_PROJECT"]
+    const printed = identity.map((k) => `${k}=${seen[k]}`)
+    const script = identity.map((k) => `echo ${k}=$${k}`).join("; ")
+
+    const exec = await call("exec", { command: ["sh", "-c", script] })
+    expect(exec.structuredContent).toMatchObject({ exitCode: 0, stdoutTail: printed })
+    const cli = await box.run(["exec", "--", "sh", "-c", script])
+    expect(cli.code, cli.stderr).toBe(0)
+    expect(cli.stdout.trimEnd().split("\n")).toEqual(printed)
+
+    // a verify command can branch on the world it checks
+    box.write(
+      "berth.toml",
+      `${working}\n[agents]\nverify = ["test \\"$BERTH_WORLD\\" = main && test \\"$BERTH_PROJECT\\" = app"]\n`
+    )
+    const verify = await call("verify")
+    expect(verify.structuredContent).toMatchObject({ ok: true })
+    const cliVerify = await box.run(["verify"])
+    expect(cliVerify.code, cliVerify.stderr).toBe(0)
+    box.write("berth.toml", working)
+
+    // a world named explicitly is the one named, not the server's own
+    const other = await box.run(["up", "feature"], { timeoutMs: 60_000 })
+    expect(other.code, other.stderr).toBe(0)
+    const named = await call("exec", { world: "feature", command: ["sh", "-c", "echo $BERTH_WORLD; pwd"] })
+    expect(named.structuredContent).toMatchObject({ exitCode: 0 })
+    const [world, folder] = named.structuredContent.stdoutTail as ReadonlyArray<string>
+    expect(world).toBe("feature")
+    expect(folder).not.toBe(box.dir)
+    expect(folder).toMatch(/\/feature$/)
+    expect((await box.run(["down", "feature"])).code).toBe(0)
   })
 })
