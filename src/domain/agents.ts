@@ -1,9 +1,12 @@
 /**
  * The pure parts of what agents use — `berth exec`, `berth verify` and the MCP server: durations given on a command
  * line, the last lines of a command's output, exit codes as a shell reports them, the hint inside an error's message,
- * the world a folder belongs to, and a tool call told as an event without the secrets it may carry.
+ * the world a folder belongs to, a tool call told as an event without the secrets it may carry, and why a tool refused
+ * its arguments.
  */
 import { constants } from "node:os"
+import type * as ParseResult from "effect/ParseResult"
+import { closestName } from "./names.js"
 import { hidePassword, secretsOf } from "./redact.js"
 import { shellQuote } from "./tokens.js"
 
@@ -126,4 +129,155 @@ export const toolCallEvent = (
   const shown = JSON.stringify(maskArguments(args, secrets)) ?? "{}"
   const line = `${tool} ${shown === "{}" ? "" : `${shown} `}→ ${hidePassword(maskText(outcome, secrets))}`
   return line.length > MAX_EVENT ? `${line.slice(0, MAX_EVENT - 1)}…` : line
+}
+
+/** What a tool's `inputSchema` (JSON Schema) says of its arguments, as far as messages need it. */
+export interface ToolInput {
+  readonly properties?: Readonly<Record<string, unknown>>
+  readonly required?: ReadonlyArray<string>
+}
+
+/** An argument a tool refused: one it does not take, one it needs, or a value that is not what it takes. */
+export interface ArgumentProblem {
+  readonly argument: string
+  readonly kind: "unknown" | "missing" | "invalid"
+}
+
+const field = (schema: unknown, key: string): unknown =>
+  typeof schema === "object" && schema !== null ? (schema as Record<string, unknown>)[key] : undefined
+
+const plural = (schema: unknown): string => {
+  switch (field(schema, "type")) {
+    case "string":
+      return "strings"
+    case "integer":
+      return "integers"
+    case "number":
+      return "numbers"
+    case "boolean":
+      return "true or false"
+    default:
+      return "values"
+  }
+}
+
+const between = (noun: string, schema: unknown): string => {
+  const min = field(schema, "minimum")
+  const max = field(schema, "maximum")
+  if (typeof min === "number" && typeof max === "number") return `${noun} from ${min} to ${max}`
+  if (typeof min === "number") return `${noun} of at least ${min}`
+  if (typeof max === "number") return `${noun} of at most ${max}`
+  return noun
+}
+
+/** One argument's JSON Schema in words: "a string", "an integer from 1 to 1000", "a non-empty array of strings". */
+export const describeArgument = (schema: unknown): string => {
+  const anyOf = field(schema, "anyOf")
+  if (Array.isArray(anyOf)) return anyOf.map(describeArgument).join(" or ")
+  const literals = field(schema, "enum")
+  if (Array.isArray(literals)) return `one of ${literals.map((l) => JSON.stringify(l)).join(", ")}`
+  switch (field(schema, "type")) {
+    case "string":
+      return "a string"
+    case "boolean":
+      return "true or false"
+    case "integer":
+      return between("an integer", schema)
+    case "number":
+      return between("a number", schema)
+    case "array": {
+      const min = field(schema, "minItems")
+      return `${typeof min === "number" && min > 0 ? "a non-empty array" : "an array"} of ${plural(field(schema, "items"))}`
+    }
+    case "object": {
+      const values = field(schema, "additionalProperties")
+      return typeof values === "object" && values !== null ? `an object of ${plural(values)}` : "an object"
+    }
+    default:
+      return "a value as the tool's inputSchema describes"
+  }
+}
+
+const MAX_SHOWN = 80
+
+/** A value an agent sent, short enough to quote back. */
+const shown = (value: unknown): string => {
+  const text = JSON.stringify(value) ?? String(value)
+  return text.length > MAX_SHOWN ? `${text.slice(0, MAX_SHOWN - 1)}…` : text
+}
+
+/**
+ * Why a tool refused its arguments, for the agent that sent them: each argument it named wrongly (with the closest
+ * one it takes), each one missing, each value that is not what the tool takes (what it must be, in words, and what
+ * was sent); and, as the hint, the arguments the tool takes.
+ */
+export const refusedArguments = (
+  tool: string,
+  input: ToolInput,
+  problems: ReadonlyArray<ArgumentProblem>,
+  args: Readonly<Record<string, unknown>>
+): { readonly message: string; readonly hint: string } => {
+  const properties = input.properties ?? {}
+  const names = Object.keys(properties)
+  const required = input.required ?? []
+  const wanted = (name: string) => {
+    const description = field(properties[name], "description")
+    const what = describeArgument(properties[name])
+    return typeof description === "string" && description !== "" ? `${what} (${description})` : what
+  }
+  const order = (p: ArgumentProblem) => (p.kind === "unknown" ? -1 : names.indexOf(p.argument))
+  const told = [...problems]
+    .sort((a, b) => order(a) - order(b))
+    .map((p) => {
+      if (p.kind === "unknown") {
+        const close = closestName(p.argument, names)
+        return `unknown argument ${JSON.stringify(p.argument)}${close === undefined ? "" : ` (did you mean ${JSON.stringify(close)}?)`}`
+      }
+      if (p.kind === "missing") return `argument ${JSON.stringify(p.argument)} is required: ${wanted(p.argument)}`
+      return `argument ${JSON.stringify(p.argument)} must be ${wanted(p.argument)}, not ${shown(args[p.argument])}`
+    })
+  const takes = [...required, ...names.filter((n) => !required.includes(n))].map((n) =>
+    required.includes(n) ? `${n} (required)` : n
+  )
+  return {
+    message: `${tool}: ${told.join("; ") || "its arguments do not match its inputSchema"}`,
+    hint:
+      takes.length === 0
+        ? `${tool} takes no arguments`
+        : `${tool} takes ${takes.join(", ")}, as its inputSchema describes them`
+  }
+}
+
+/**
+ * The arguments a decoding of a tool's parameters found wrong (`Schema.decodeUnknownEither(…, { errors: "all" })`):
+ * the first key under each failure, missing or invalid.
+ */
+export const argumentProblems = (issue: ParseResult.ParseIssue): ReadonlyArray<ArgumentProblem> => {
+  const out: Array<ArgumentProblem> = []
+  const walk = (issue: ParseResult.ParseIssue): void => {
+    switch (issue._tag) {
+      case "Pointer": {
+        const key = Array.isArray(issue.path) ? issue.path[0] : issue.path
+        const argument = String(key)
+        if (out.some((p) => p.argument === argument)) return
+        const kind =
+          issue.issue._tag === "Missing" ? "missing" : issue.issue._tag === "Unexpected" ? "unknown" : "invalid"
+        out.push({ argument, kind })
+        return
+      }
+      case "Composite":
+        for (const inner of Array.isArray(issue.issues) ? issue.issues : [issue.issues as ParseResult.ParseIssue]) {
+          walk(inner)
+        }
+        return
+      case "Refinement":
+      case "Transformation":
+        walk(issue.issue)
+        return
+      default:
+        return
+    }
+  }
+  walk(issue)
+  return out
 }

@@ -12,18 +12,28 @@ import * as NodeSink from "@effect/platform-node/NodeSink"
 import * as NodeStream from "@effect/platform-node/NodeStream"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
+import type * as Tool from "@effect/ai/Tool"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { caFor, send } from "../cli/commands/curl.js"
 import type { WorldStatus } from "../daemon/api.js"
-import { splitHint, toolCallEvent, worldAt } from "../domain/agents.js"
+import {
+  argumentProblems,
+  refusedArguments,
+  splitHint,
+  type ToolInput,
+  toolCallEvent,
+  worldAt
+} from "../domain/agents.js"
 import { definedEnv } from "../domain/environment.js"
 import { InvalidRequest } from "../domain/errors.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
@@ -42,24 +52,66 @@ const BODY_LIMIT = 64 * 1024
 /** The progress token of the tool call being handled, when its client asked for progress. */
 const ProgressToken = FiberRef.unsafeMake<string | number | undefined>(undefined)
 
-/**
- * A call McpServer refused before any handler ran (arguments that do not match the tool's schema) fails with the
- * toolkit's own error; it is told in the same shape as every other failure.
- */
-const uniformFailure = (result: McpSchema.CallToolResult): McpSchema.CallToolResult => {
-  const content = result.structuredContent as { readonly tag?: unknown; readonly _tag?: unknown } | undefined
-  if (result.isError !== true || typeof content?.tag === "string") return result
-  const error = content as { readonly description?: unknown; readonly cause?: { readonly message?: unknown } }
-  const failure = new ToolFailure({
-    tag: content?._tag === "MalformedOutput" ? "InvalidParams" : "InternalError",
-    message: [error.description, error.cause?.message].filter((t) => typeof t === "string" && t !== "").join("\n"),
-    logTail: []
-  })
+const INTERNAL_HINT = "retry once; report it with the daemon's log (berth daemon status names it)"
+
+/** A failed call's result: the failure as structured content, and the same JSON as its text. */
+const failed = (failure: ToolFailure): McpSchema.CallToolResult => {
+  // plain data: exactly the fields of the one shape, whatever built it
+  const content = { tag: failure.tag, message: failure.message, hint: failure.hint, logTail: failure.logTail }
   return new McpSchema.CallToolResult({
     isError: true,
-    structuredContent: failure,
-    content: [{ type: "text", text: JSON.stringify(failure) }]
+    structuredContent: content,
+    content: [{ type: "text", text: JSON.stringify(content) }]
   })
+}
+
+/**
+ * Every failing call is told in one shape: a handler's `ToolFailure` as it is, and anything the toolkit failed with
+ * on its own (a result it could not encode: berth's fault) as an InternalError.
+ */
+const uniformFailure = (result: McpSchema.CallToolResult): McpSchema.CallToolResult => {
+  if (result.isError !== true) return result
+  const content = result.structuredContent as Record<string, unknown> | undefined
+  if (typeof content?.tag === "string" && typeof content.message === "string") {
+    return failed(
+      new ToolFailure({
+        tag: content.tag,
+        message: content.message,
+        hint: typeof content.hint === "string" ? content.hint : null,
+        logTail: Array.isArray(content.logTail) ? content.logTail.filter((l) => typeof l === "string") : []
+      })
+    )
+  }
+  const error = content as { readonly description?: unknown; readonly cause?: { readonly message?: unknown } }
+  return failed(
+    new ToolFailure({
+      tag: "InternalError",
+      message: `berth hit an internal error: ${[error?.description, error?.cause?.message].filter((t) => typeof t === "string" && t !== "").join("\n")}`,
+      hint: INTERNAL_HINT,
+      logTail: []
+    })
+  )
+}
+
+/**
+ * Arguments a tool does not take, or values it cannot take, are refused before anything runs, with a message that
+ * names each argument and what it must be (McpServer's own refusal quotes Effect's decoding tree).
+ */
+const refusal = (
+  request: { readonly name: string; readonly arguments?: Readonly<Record<string, unknown>> | undefined },
+  tools: ReadonlyArray<McpSchema.Tool>
+): ToolFailure | undefined => {
+  const tool = (BerthTools.tools as Readonly<Record<string, Tool.Any>>)[request.name]
+  if (tool === undefined) return undefined
+  const args = request.arguments ?? {}
+  const decoded = Schema.decodeUnknownEither(tool.parametersSchema as Schema.Schema<unknown, unknown>)(args, {
+    errors: "all"
+  })
+  const problems = Either.isLeft(decoded) ? argumentProblems(decoded.left.issue) : []
+  if (problems.length === 0) return undefined
+  const input = (tools.find((t) => t.name === request.name)?.inputSchema ?? {}) as ToolInput
+  const { hint, message } = refusedArguments(request.name, input, problems, args)
+  return new ToolFailure({ tag: "InvalidParams", message, hint, logTail: [] })
 }
 
 /**
@@ -71,10 +123,13 @@ const McpServerWithProgress = Layer.scoped(
   Effect.map(McpServer.McpServer.make, (server) =>
     McpServer.McpServer.of({
       ...server,
-      callTool: (request) =>
-        server
+      callTool: (request) => {
+        const refused = refusal(request, server.tools)
+        if (refused !== undefined) return Effect.succeed(failed(refused))
+        return server
           .callTool(request)
           .pipe(Effect.map(uniformFailure), Effect.locally(ProgressToken, request._meta?.progressToken))
+      }
     })
   )
 )
@@ -85,7 +140,7 @@ const hasTag = (e: unknown): e is { readonly _tag: string; readonly message: str
 /** Any failure of a handler as the structured result an agent gets. */
 const toFailure = (cause: Cause.Cause<unknown>): ToolFailure => {
   if (Cause.isInterruptedOnly(cause)) {
-    return new ToolFailure({ tag: "Interrupted", message: "the call was cancelled", logTail: [] })
+    return new ToolFailure({ tag: "Interrupted", message: "the call was cancelled", hint: null, logTail: [] })
   }
   const error = Option.getOrElse(Cause.failureOption(cause), () => Cause.squash(cause))
   if (error instanceof ToolFailure) return error
@@ -95,13 +150,14 @@ const toFailure = (cause: Cause.Cause<unknown>): ToolFailure => {
     return new ToolFailure({
       tag: error._tag === "RpcClientError" ? "DaemonUnavailable" : error._tag,
       message,
-      ...(hint === undefined ? {} : { hint }),
+      hint: hint ?? null,
       logTail: Array.isArray(logTail) ? logTail.filter((l): l is string => typeof l === "string") : []
     })
   }
   return new ToolFailure({
     tag: "InternalError",
     message: `berth hit an internal error: ${error instanceof Error ? error.message : String(error)}`,
+    hint: INTERNAL_HINT,
     logTail: []
   })
 }

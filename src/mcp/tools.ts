@@ -11,13 +11,16 @@ import * as Schema from "effect/Schema"
 import { EnvReply, LogLine, WorldStatus } from "../daemon/api.js"
 import { VerifyReport } from "./world.js"
 
-/** How a tool call failed, as data an agent can act on. */
-export class ToolFailure extends Schema.TaggedError<ToolFailure>()("ToolFailure", {
-  /** berth's error tag: WorldNotFound, StartFailed, ConfigInvalid, DaemonUnavailable, … */
+/**
+ * How a tool call failed, as data an agent can act on: every failing call's structured content, exactly these fields
+ * (the CLI's JSON error has the same `tag`, `message` and `hint`).
+ */
+export class ToolFailure extends Schema.Class<ToolFailure>("ToolFailure")({
+  /** berth's error tag: WorldNotFound, StartFailed, ConfigInvalid, DaemonUnavailable, InvalidParams, … */
   tag: Schema.String,
   message: Schema.String,
-  /** what to do about it, when berth knows */
-  hint: Schema.optional(Schema.String),
+  /** what to do about it, or null when berth has no advice */
+  hint: Schema.NullOr(Schema.String),
   /** the last lines of the failing service's log (a failed start), else empty */
   logTail: Schema.Array(Schema.String)
 }) {}

@@ -40,6 +40,18 @@ const broken = working.replace('cmd = "node slow.mjs"', `cmd = "echo web cannot 
 interface ToolResult {
   readonly isError?: boolean
   readonly structuredContent: Record<string, unknown>
+  readonly content: ReadonlyArray<{ readonly type: string; readonly text?: string }>
+}
+
+/** Every failing call answers in this one shape, as AGENTS.md tells it. */
+const failureKeys = ["hint", "logTail", "message", "tag"]
+
+const failure = (r: ToolResult) => {
+  expect(r.isError, JSON.stringify(r)).toBe(true)
+  expect(Object.keys(r.structuredContent).sort()).toEqual(failureKeys)
+  // the text is the same failure, for clients that read only text
+  expect(JSON.parse(r.content[0]?.text ?? "")).toEqual(r.structuredContent)
+  return r.structuredContent as { tag: string; message: string; hint: string | null; logTail: ReadonlyArray<string> }
 }
 
 /** An MCP client of `berth mcp` started in `cwd` (the box's checkout by default). */
@@ -156,5 +168,34 @@ describe("exec and verify in a world", () => {
     expect(folder).not.toBe(box.dir)
     expect(folder).toMatch(/\/feature$/)
     expect((await box.run(["down", "feature"])).code).toBe(0)
+  })
+})
+
+describe("a failing call", () => {
+  it("answers { tag, message, hint, logTail }, hint null when berth has none", async () => {
+    const notFound = failure(await call("env", { world: "no-such-world" }))
+    expect(notFound).toMatchObject({ tag: "WorldNotFound", logTail: [] })
+    expect(notFound.hint).toEqual(expect.any(String))
+    expect((await call("up")).isError).toBe(false)
+    const none = failure(await call("curl", { service: "nope" }))
+    expect(none).toMatchObject({ tag: "InvalidRequest", hint: null, logTail: [] })
+    expect(none.message).toContain('no service "nope"')
+  })
+
+  it("refuses arguments that do not match the tool's schema with a message naming each and what it must be", async () => {
+    const empty = failure(await call("exec", { command: [] }))
+    expect(empty.tag).toBe("InvalidParams")
+    expect(empty.message).toBe(
+      'exec: argument "command" must be a non-empty array of strings (the program and its arguments), not []'
+    )
+    expect(empty.hint).toMatch(/^exec takes command \(required\), world, timeoutSeconds, tailLines/)
+
+    const lines = failure(await call("logs", { lines: 0, service: 7 }))
+    expect(lines.message).toBe(
+      'logs: argument "service" must be a string (only this service\'s log; "berth" is the world\'s history (berth\'s events, agents\' tool calls)), not 7; argument "lines" must be an integer from 1 to 1000 (lines per service, default 100), not 0'
+    )
+    const missing = failure(await call("curl", {}))
+    expect(missing.message).toBe('curl: argument "service" is required: a string (a service with a url or a port)')
+    expect(missing.message).not.toMatch(/readonly|└─|Failed to decode/)
   })
 })

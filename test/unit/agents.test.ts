@@ -1,12 +1,19 @@
 import { describe, expect, it } from "@effect/vitest"
+import * as Either from "effect/Either"
 import * as FastCheck from "effect/FastCheck"
+import * as JSONSchema from "effect/JSONSchema"
+import * as Schema from "effect/Schema"
 import {
+  argumentProblems,
   commandLine,
+  describeArgument,
   exitCodeOf,
   LineTail,
   maskArguments,
   parseTimeout,
+  refusedArguments,
   splitHint,
+  type ToolInput,
   toolCallEvent,
   worldAt
 } from "../../src/domain/agents.js"
@@ -133,5 +140,56 @@ describe("maskArguments and toolCallEvent", () => {
       'exec {"command":["echo","***"]} → exit 0'
     )
     expect(toolCallEvent("exec", { command: ["x".repeat(2000)] }, "exit 0", {}).length).toBeLessThanOrEqual(500)
+  })
+})
+
+describe("describeArgument", () => {
+  it("says in words what a JSON Schema takes", () => {
+    expect(describeArgument({ type: "string" })).toBe("a string")
+    expect(describeArgument({ type: "boolean" })).toBe("true or false")
+    expect(describeArgument({ type: "integer", minimum: 1, maximum: 1000 })).toBe("an integer from 1 to 1000")
+    expect(describeArgument({ type: "number", minimum: 1 })).toBe("a number of at least 1")
+    expect(describeArgument({ type: "array", items: { type: "string" } })).toBe("an array of strings")
+    expect(describeArgument({ type: "array", minItems: 1, items: { type: "string" } })).toBe(
+      "a non-empty array of strings"
+    )
+    expect(describeArgument({ type: "object", additionalProperties: { type: "string" } })).toBe("an object of strings")
+    expect(describeArgument({ enum: ["GET", "POST"] })).toBe('one of "GET", "POST"')
+    expect(describeArgument({ anyOf: [{ type: "string" }, { type: "number" }] })).toBe("a string or a number")
+  })
+})
+
+describe("argumentProblems and refusedArguments", () => {
+  const Params = Schema.Struct({
+    world: Schema.optional(Schema.String.annotations({ description: "another world" })),
+    command: Schema.NonEmptyArray(Schema.String).annotations({ description: "the program and its arguments" }),
+    tailLines: Schema.optional(Schema.Int.pipe(Schema.between(1, 2000)).annotations({ description: "lines kept" }))
+  })
+  // as McpServer advertises a tool's inputSchema
+  const input = JSONSchema.fromAST(Params.ast, { definitions: {}, topLevelReferenceStrategy: "skip" }) as ToolInput
+  const refuse = (args: Record<string, unknown>) => {
+    const decoded = Schema.decodeUnknownEither(Params)(args, { errors: "all", onExcessProperty: "error" })
+    if (Either.isRight(decoded)) return undefined
+    return refusedArguments("exec", input, argumentProblems(decoded.left.issue), args)
+  }
+
+  it("names each argument that is missing, unknown or not what the tool takes, and what it must be", () => {
+    expect(refuse({ command: ["true"] })).toBeUndefined()
+    expect(refuse({})?.message).toBe(
+      'exec: argument "command" is required: a non-empty array of strings (the program and its arguments)'
+    )
+    expect(refuse({ command: [], tailLines: 0.5 })?.message).toBe(
+      'exec: argument "command" must be a non-empty array of strings (the program and its arguments), not []; argument "tailLines" must be an integer from 1 to 2000 (lines kept), not 0.5'
+    )
+  })
+
+  it("hints at the arguments the tool takes, the required first", () => {
+    expect(refuse({})?.hint).toBe("exec takes command (required), world, tailLines, as its inputSchema describes them")
+  })
+
+  it("quotes a long value shortly", () => {
+    const message = refuse({ command: "x".repeat(500) })?.message ?? ""
+    expect(message.length).toBeLessThan(250)
+    expect(message).toMatch(/…$/)
   })
 })
