@@ -95,7 +95,8 @@ const uniformFailure = (result: McpSchema.CallToolResult): McpSchema.CallToolRes
 
 /**
  * Arguments a tool does not take, or values it cannot take, are refused before anything runs, with a message that
- * names each argument and what it must be (McpServer's own refusal quotes Effect's decoding tree).
+ * names each argument and what it must be, or the closest one the tool takes (McpServer's own decoding quotes
+ * Effect's tree, and drops unknown arguments without a word).
  */
 const refusal = (
   request: { readonly name: string; readonly arguments?: Readonly<Record<string, unknown>> | undefined },
@@ -104,8 +105,10 @@ const refusal = (
   const tool = (BerthTools.tools as Readonly<Record<string, Tool.Any>>)[request.name]
   if (tool === undefined) return undefined
   const args = request.arguments ?? {}
+  // each schema says additionalProperties: false, and a misspelt `world` must never act on the server's own world
   const decoded = Schema.decodeUnknownEither(tool.parametersSchema as Schema.Schema<unknown, unknown>)(args, {
-    errors: "all"
+    errors: "all",
+    onExcessProperty: "error"
   })
   const problems = Either.isLeft(decoded) ? argumentProblems(decoded.left.issue) : []
   if (problems.length === 0) return undefined

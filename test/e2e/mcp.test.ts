@@ -2,6 +2,8 @@
  * `berth mcp` as agents drive it — through the official MCP SDK's client over stdio — where the tools must answer as
  * the CLI does: reload waits, one error shape, strict arguments, declared output.
  */
+import { existsSync } from "node:fs"
+import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
@@ -197,5 +199,23 @@ describe("a failing call", () => {
     const missing = failure(await call("curl", {}))
     expect(missing.message).toBe('curl: argument "service" is required: a string (a service with a url or a port)')
     expect(missing.message).not.toMatch(/readonly|└─|Failed to decode/)
+  })
+})
+
+describe("unknown arguments", () => {
+  it("are refused, named with the closest argument the tool takes, and nothing runs", async () => {
+    const status = failure(await call("status", { wrld: "nope" }))
+    expect(status).toMatchObject({
+      tag: "InvalidParams",
+      message: 'status: unknown argument "wrld" (did you mean "world"?)',
+      hint: "status takes world, project, as its inputSchema describes them"
+    })
+    const exec = failure(await call("exec", { command: ["touch", "ran-it"], cwd: "/etc" }))
+    expect(exec).toMatchObject({ tag: "InvalidParams", message: 'exec: unknown argument "cwd"' })
+    expect(existsSync(join(box.dir, "ran-it"))).toBe(false)
+    const several = failure(await call("logs", { servce: "api", line: 5 }))
+    expect(several.message).toBe(
+      'logs: unknown argument "servce" (did you mean "service"?); unknown argument "line" (did you mean "lines"?)'
+    )
   })
 })

@@ -181,6 +181,10 @@ describe("argumentProblems and refusedArguments", () => {
     expect(refuse({ command: [], tailLines: 0.5 })?.message).toBe(
       'exec: argument "command" must be a non-empty array of strings (the program and its arguments), not []; argument "tailLines" must be an integer from 1 to 2000 (lines kept), not 0.5'
     )
+    // an unknown one comes first, with the closest argument the tool takes
+    expect(refuse({ command: ["true"], wrld: "x", cwd: "/etc" })?.message).toBe(
+      'exec: unknown argument "wrld" (did you mean "world"?); unknown argument "cwd"'
+    )
   })
 
   it("hints at the arguments the tool takes, the required first", () => {
