@@ -25,6 +25,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { caFor, send } from "../cli/commands/curl.js"
+import { SCHEMA_VERSION } from "../cli/documents.js"
 import type { WorldStatus } from "../daemon/api.js"
 import {
   argumentProblems,
@@ -297,7 +298,11 @@ const Handlers = (cwd: string) =>
             })
           )
         ),
-        env: tool("env")((p) => session.use((client) => client.Env(ref(p.world)))),
+        env: tool("env")((p) =>
+          session.use((client) =>
+            Effect.map(client.Env(ref(p.world)), (reply) => ({ schema: SCHEMA_VERSION, ...reply }))
+          )
+        ),
         logs: tool("logs")((p) =>
           session.use((client) =>
             Effect.gen(function* () {

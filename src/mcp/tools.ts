@@ -8,7 +8,8 @@ import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
 import * as Context from "effect/Context"
 import * as Schema from "effect/Schema"
-import { EnvReply, LogLine, WorldStatus } from "../daemon/api.js"
+import { documents } from "../cli/json.js"
+import { LogLine, WorldStatus } from "../daemon/api.js"
 import { VerifyReport } from "./world.js"
 
 /**
@@ -136,7 +137,8 @@ export const Env = Tool.make("env", {
   description:
     "The world's coordinates as environment variables: <SERVICE>_URL and <SERVICE>_PORT for each service with a port, <SLICE>_URL for each data slice; and commands: the command each process was last started with (a dev server's port flags added, secrets masked).",
   parameters: { world },
-  success: EnvReply,
+  // what `berth env --json` prints, `schema` included
+  success: documents.env,
   failure: ToolFailure
 }).annotateContext(
   hints({ title: "World environment", readOnly: true, destructive: false, idempotent: true, openWorld: false })

@@ -219,3 +219,15 @@ describe("unknown arguments", () => {
     )
   })
 })
+
+describe("the env tool", () => {
+  it("answers what berth env --json prints, schema and all", async () => {
+    expect((await call("up")).isError).toBe(false)
+    const env = await call("env")
+    expect(env.isError, JSON.stringify(env)).toBe(false)
+    const cli = await box.run(["env", "--json"])
+    expect(cli.code, cli.stderr).toBe(0)
+    expect(env.structuredContent).toEqual(JSON.parse(cli.stdout))
+    expect(env.structuredContent.schema).toBe(1)
+  })
+})
