@@ -42,7 +42,7 @@ import { version } from "../version.js"
 import { DaemonSession } from "./daemon.js"
 import { runCommand } from "./run.js"
 import { waitingLine } from "./progress.js"
-import { BerthTools, ToolFailure } from "./tools.js"
+import { BerthTools, outputSchemaOf, ToolFailure } from "./tools.js"
 import { runVerify, verifyCommands, worldContext } from "./world.js"
 
 const EXEC_TIMEOUT_MS = 600_000
@@ -386,6 +386,52 @@ const Handlers = (cwd: string) =>
     })
   )
 
+const outputSchemas: ReadonlyMap<string, Record<string, unknown>> = new Map(
+  Object.values(BerthTools.tools as Readonly<Record<string, Tool.Any>>).map((t) => [t.name, outputSchemaOf(t)])
+)
+
+/**
+ * McpServer lists a tool with its input schema only (its Tool has no outputSchema field, and encoding drops what it
+ * does not know), so each tool's `outputSchema` is added to the `tools/list` answers on their way out.
+ */
+const DeclaredOutput = Layer.effect(
+  RpcServer.Protocol,
+  Effect.map(RpcServer.Protocol, (protocol) => {
+    const listings = new Set<string>()
+    const key = (clientId: number, requestId: string) => `${clientId}/${requestId}`
+    const withOutput = (value: unknown): unknown => {
+      const tools = (value as { readonly tools?: unknown } | null)?.tools
+      if (!Array.isArray(tools)) return value
+      return {
+        ...(value as object),
+        tools: tools.map((t: { readonly name?: unknown }) => {
+          const schema = typeof t?.name === "string" ? outputSchemas.get(t.name) : undefined
+          return schema === undefined ? t : { ...t, outputSchema: schema }
+        })
+      }
+    }
+    return RpcServer.Protocol.of({
+      ...protocol,
+      run: (f) =>
+        protocol.run((clientId, message) => {
+          if (message._tag === "Request" && message.tag === "tools/list") listings.add(key(clientId, message.id))
+          return f(clientId, message)
+        }),
+      send: (clientId, response, transferables) => {
+        if (response._tag !== "Exit" || !listings.delete(key(clientId, response.requestId))) {
+          return protocol.send(clientId, response, transferables)
+        }
+        const exit = response.exit
+        return protocol.send(
+          clientId,
+          exit._tag === "Success" ? { ...response, exit: { ...exit, value: withOutput(exit.value) } } : response,
+          transferables
+        )
+      }
+    })
+  })
+)
+
 /** The server on this process's stdin and stdout; nothing else may write to stdout meanwhile. */
 const ServerLive = (cwd: string) =>
   Layer.mergeAll(
@@ -393,6 +439,7 @@ const ServerLive = (cwd: string) =>
     Layer.effectDiscard(McpServer.registerToolkit(BerthTools)).pipe(Layer.provide(Handlers(cwd)))
   ).pipe(
     Layer.provide(McpServerWithProgress),
+    Layer.provide(DeclaredOutput),
     Layer.provide(RpcServer.layerProtocolStdio({ stdin: NodeStream.stdin, stdout: NodeSink.stdout })),
     Layer.provide(RpcSerialization.layerNdJsonRpc()),
     Layer.provide(DaemonSession.layer)

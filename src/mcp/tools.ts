@@ -7,6 +7,7 @@
 import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
 import * as Context from "effect/Context"
+import * as JSONSchema from "effect/JSONSchema"
 import * as Schema from "effect/Schema"
 import { documents } from "../cli/json.js"
 import { LogLine, WorldStatus } from "../daemon/api.js"
@@ -231,3 +232,23 @@ export const Exec = Tool.make("exec", {
 )
 
 export const BerthTools = Toolkit.make(Up, Down, Reload, Reset, Status, Env, Logs, Curl, Verify, Exec)
+
+const jsonSchema = (ast: Tool.Any["successSchema"]["ast"], definitions: Record<string, JSONSchema.JsonSchema7>) =>
+  JSONSchema.fromAST(ast, { definitions, topLevelReferenceStrategy: "skip" })
+
+/**
+ * What a tool's structured content is, as its `outputSchema`: its answer, or — on `isError` — the one failure shape.
+ * The failure is part of it because MCP clients (the official SDK's among them) check whatever structured content
+ * comes back against the declared schema, failures included.
+ */
+export const outputSchemaOf = (tool: Tool.Any): Record<string, unknown> => {
+  const definitions: Record<string, JSONSchema.JsonSchema7> = {}
+  const answer = jsonSchema(tool.successSchema.ast, definitions)
+  const failure = jsonSchema(tool.failureSchema.ast, definitions)
+  return {
+    type: "object",
+    description: `what ${tool.name} answers; on isError, the failure: { tag, message, hint, logTail }`,
+    anyOf: [answer, failure],
+    ...(Object.keys(definitions).length === 0 ? {} : { $defs: definitions })
+  }
+}

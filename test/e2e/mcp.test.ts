@@ -7,9 +7,11 @@ import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
+import { Ajv } from "ajv"
 import { berthBin, fetchJson, type Sandbox, sandboxes, type WorldJson } from "./harness.js"
 
 const boxes = sandboxes()
+const ajv = new Ajv({ allErrors: true, strict: false })
 const clients: Array<Client> = []
 afterAll(async () => {
   for (const c of clients) await c.close()
@@ -78,21 +80,48 @@ const connect = async (box: Sandbox, cwd = box.dir) => {
     })
   )
   clients.push(client)
-  const call = async (name: string, args: Record<string, unknown> = {}, onprogress?: (p: unknown) => void) =>
-    (await client.callTool(
+  // every answer is checked against the outputSchema its tool declares, success and failure alike
+  const { tools } = await client.listTools()
+  const validators = new Map(
+    tools.flatMap((t) => (t.outputSchema === undefined ? [] : [[t.name, ajv.compile(t.outputSchema)] as const]))
+  )
+  const call = async (name: string, args: Record<string, unknown> = {}, onprogress?: (p: unknown) => void) => {
+    const result = (await client.callTool(
       { name, arguments: args },
       undefined,
       onprogress === undefined ? { timeout: 120_000 } : { onprogress, timeout: 120_000 }
     )) as ToolResult
-  return { client, call }
+    const validate = validators.get(name)
+    if (validate !== undefined) {
+      expect(validate(result.structuredContent), `${name}: ${ajv.errorsText(validate.errors)}`).toBe(true)
+    }
+    return result
+  }
+  return { client, call, tools }
 }
 
 let box: Sandbox
 let call: Awaited<ReturnType<typeof connect>>["call"]
+let tools: Awaited<ReturnType<typeof connect>>["tools"]
 
 beforeAll(async () => {
   box = await boxes.project({ "berth.toml": working, "slow.mjs": slowServer, ".gitignore": "*.log\n" })
-  ;({ call } = await connect(box))
+  ;({ call, tools } = await connect(box))
+})
+
+describe("the tools' declared output", () => {
+  it("is an outputSchema on every tool: an object, the tool's answer or the failure's one shape", () => {
+    expect(tools.length).toBe(10)
+    for (const tool of tools) {
+      expect(tool.outputSchema, tool.name).toMatchObject({ type: "object" })
+      const validate = ajv.compile(tool.outputSchema!)
+      const failure = { tag: "WorldNotFound", message: "no world", hint: null, logTail: [] }
+      expect(validate(failure), `${tool.name}: ${ajv.errorsText(validate.errors)}`).toBe(true)
+      // nothing else is a failure: an _tag more, or hint left out, does not pass
+      expect(validate({ ...failure, _tag: "ToolFailure" }), tool.name).toBe(false)
+      expect(validate({ tag: "WorldNotFound", message: "no world", logTail: [] }), tool.name).toBe(false)
+    }
+  })
 })
 
 describe("the reload tool", () => {
