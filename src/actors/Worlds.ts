@@ -15,7 +15,7 @@ import type { ServiceStatus, WorldStatus } from "../daemon/api.js"
 import { coordinates, groupPorts, portRequests, redact, routeUrl, worldVariables } from "../domain/coordinates.js"
 import * as Model from "../domain/config/model.js"
 import { InternalError, InvalidRequest, InvalidWorldName, NotARepository, WorldNotFound } from "../domain/errors.js"
-import { projectLabel } from "../domain/names.js"
+import { closestName, projectLabel } from "../domain/names.js"
 import { hidePassword, secretsOf } from "../domain/redact.js"
 import { decide } from "../domain/world-state.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
@@ -516,11 +516,16 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
             ])
           ]
           // `-s berth`: the world's history (berth's own events, agents' tool calls), unless a service has that name
-          if (options.service === HISTORY && !all.includes(HISTORY)) return history(w.id, options)
+          const hasHistory = !all.includes(HISTORY)
+          if (options.service === HISTORY && hasHistory) return history(w.id, options)
           const names = all.filter((n) => options.service === undefined || n === options.service)
           if (options.service !== undefined && names.length === 0) {
+            // every name `-s` reads, said as what it is
+            const told = all.map((n) => (n === SETUP_LOG ? `${n} (the project's setup)` : n))
+            if (hasHistory) told.push(`and ${HISTORY} (the world's history: berth's events and agents' tool calls)`)
+            const close = closestName(options.service, hasHistory ? [...all, HISTORY] : all)
             return yield* new InvalidRequest({
-              reason: `world ${w.name} has no service ${JSON.stringify(options.service)} with logs; services: ${all.join(", ")}`
+              reason: `world ${w.name} has no log ${JSON.stringify(options.service)}; its logs: ${told.join(", ")}${close === undefined ? "" : `\n  hint: did you mean ${JSON.stringify(close)}?`}`
             })
           }
           const streams = names.map((service) => {

@@ -260,3 +260,23 @@ describe("the env tool", () => {
     expect(env.structuredContent.schema).toBe(1)
   })
 })
+
+describe("the logs tool", () => {
+  it("names every log it can read when asked for one it cannot: the services', and berth, the world's history", async () => {
+    expect((await call("up")).isError).toBe(false)
+    const nope = failure(await call("logs", { service: "nope" }))
+    expect(nope.tag).toBe("InvalidRequest")
+    expect(nope.message).toBe(
+      "world main has no log \"nope\"; its logs: api, web, docs, and berth (the world's history: berth's events and agents' tool calls)"
+    )
+    // what it lists, it reads
+    const history = await call("logs", { service: "berth", lines: 5 })
+    expect(history.isError, JSON.stringify(history)).toBe(false)
+    expect((history.structuredContent.lines as ReadonlyArray<unknown>).length).toBeGreaterThan(0)
+    const close = failure(await call("logs", { service: "wbe" }))
+    expect(close.hint).toBe('did you mean "web"?')
+    const cli = await box.run(["logs", "-s", "nope"])
+    expect(cli.code).toBe(1)
+    expect(cli.stderr).toContain("its logs: api, web, docs, and berth (the world's history")
+  })
+})
