@@ -65,18 +65,38 @@ const cut = (line: string) => (line.length > MAX_LINE ? `${line.slice(0, MAX_LIN
 // in a module of its own so the CLI's lean path can split hints without loading this one
 export { splitHint } from "./hint.js"
 
-/** The world whose worktree holds `folder`: the deepest one (a worktree may sit inside the main checkout). */
+/** The folder's own checkout: the nearest folder at or above it that `isCheckout` (holds `.git`), if any. */
+export const checkoutOf = (folder: string, isCheckout: (dir: string) => boolean): string | undefined => {
+  for (let dir = folder; ; ) {
+    if (isCheckout(dir)) return dir
+    const up = dir.slice(0, Math.max(dir.lastIndexOf("/"), 1))
+    if (up === dir) return undefined
+    dir = up
+  }
+}
+
+/**
+ * The world whose worktree holds `folder`: the one whose path is the folder's own checkout. A worktree may sit inside
+ * the main checkout (`.worktrees/x`): until it has a world of its own, no world holds it — never the checkout around it.
+ */
 export const worldAt = <W extends { readonly path: string }>(
   worlds: ReadonlyArray<W>,
-  folder: string
+  folder: string,
+  isCheckout: (dir: string) => boolean
 ): W | undefined => {
-  let best: W | undefined
-  for (const w of worlds) {
-    if (w.path === "") continue
-    const inside = folder === w.path || folder.startsWith(w.path.endsWith("/") ? w.path : `${w.path}/`)
-    if (inside && (best === undefined || w.path.length > best.path.length)) best = w
-  }
-  return best
+  const checkout = checkoutOf(folder, isCheckout)
+  return checkout === undefined ? undefined : worlds.find((w) => w.path === checkout)
+}
+
+/**
+ * A hint as an MCP tool's caller follows it: berth's `berth up …` (a world that is not there yet) is the up tool
+ * there — for the server's own worktree, or with the world the call named.
+ */
+export const toolHint = (hint: string | null, world: string | undefined): string | null => {
+  if (hint === null || !/^berth up(\s|$)/.test(hint)) return hint
+  return world === undefined
+    ? "call the up tool: it makes this worktree's world"
+    : `call the up tool with world ${JSON.stringify(world)} to make it`
 }
 
 const SECRET_ASSIGNMENT =

@@ -5,7 +5,8 @@
  * While `up` waits — in line for room, or for its services' health — the client gets progress notifications when it
  * asked for them (a `progressToken`).
  */
-import { realpathSync } from "node:fs"
+import { existsSync, realpathSync } from "node:fs"
+import { join } from "node:path"
 import * as McpSchema from "@effect/ai/McpSchema"
 import * as McpServer from "@effect/ai/McpServer"
 import * as NodeSink from "@effect/platform-node/NodeSink"
@@ -33,6 +34,7 @@ import {
   splitHint,
   type ToolInput,
   toolCallEvent,
+  toolHint,
   worldAt
 } from "../domain/agents.js"
 import { definedEnv } from "../domain/environment.js"
@@ -185,6 +187,9 @@ const outcomeOf = (exit: Exit.Exit<unknown, ToolFailure>): string => {
   return "ok"
 }
 
+/** A folder git checks out: a main checkout has a `.git` folder, a worktree a `.git` file. */
+const isCheckout = (dir: string) => existsSync(join(dir, ".git"))
+
 const folderOf = (cwd: string) => {
   try {
     return realpathSync(cwd)
@@ -216,7 +221,11 @@ const Handlers = (cwd: string) =>
         <P extends { readonly world?: string | undefined }, A>(work: (params: P) => Effect.Effect<A, unknown>) =>
         (params: P): Effect.Effect<A, ToolFailure> =>
           work(params).pipe(
-            Effect.catchAllCause((cause) => Effect.fail(toFailure(cause))),
+            Effect.catchAllCause((cause) => {
+              const failure = toFailure(cause)
+              // berth's hints name CLI commands; an agent here has the tools
+              return Effect.fail(new ToolFailure({ ...failure, hint: toolHint(failure.hint, params.world) }))
+            }),
             Effect.onExit((exit) =>
               session
                 .use((client) =>
@@ -251,7 +260,7 @@ const Handlers = (cwd: string) =>
                 const { worlds } = yield* client.Status({ cwd })
                 const w =
                   p.world === undefined
-                    ? worldAt(worlds, folderOf(cwd))
+                    ? worldAt(worlds, folderOf(cwd), isCheckout)
                     : worlds.find((x) => x.name === p.world || x.slug === p.world)
                 if (w === undefined) return
                 const line = waitingLine(w)
@@ -289,11 +298,14 @@ const Handlers = (cwd: string) =>
               if (p.project === true && p.world === undefined) return { worlds }
               const w =
                 p.world === undefined
-                  ? worldAt(worlds, folderOf(cwd))
+                  ? worldAt(worlds, folderOf(cwd), isCheckout)
                   : worlds.find((x) => x.name === p.world || x.slug === p.world)
               if (w !== undefined) return { worlds: [w] }
-              // the daemon names the world and the project's others, with its usual hint
-              yield* client.Env(ref(p.world))
+              // the daemon resolves the world as for every other tool; where there is none, it names the world and the
+              // project's others, with its usual hint
+              const { world } = yield* client.Env(ref(p.world))
+              const resolved = worlds.find((x) => x.name === world)
+              if (resolved !== undefined) return { worlds: [resolved] }
               return yield* new InvalidRequest({ reason: `no world for ${cwd} yet\n  hint: call the up tool` })
             })
           )

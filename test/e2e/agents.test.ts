@@ -316,7 +316,7 @@ describe("berth mcp", () => {
     expect(r.structuredContent).toMatchObject({
       tag: "WorldNotFound",
       message: expect.stringContaining('no world "no-such-world"'),
-      hint: "berth up no-such-world",
+      hint: 'call the up tool with world "no-such-world" to make it',
       logTail: []
     })
     // arguments the tool's schema refuses fail in the same shape

@@ -280,3 +280,27 @@ describe("the logs tool", () => {
     expect(cli.stderr).toContain("its logs: api, web, docs, and berth (the world's history")
   })
 })
+
+describe("in a new worktree before its first up", () => {
+  it("status, env and logs say it has no world yet and hint at the up tool, never answering another world", async () => {
+    expect((await call("up")).isError).toBe(false)
+    // a worktree inside the main checkout, as agents' harnesses make them
+    const folder = join(box.dir, ".worktrees", "fresh")
+    box.git("worktree", "add", "-q", folder, "-b", "fresh")
+    const fresh = await connect(box, folder)
+    for (const tool of ["status", "env", "logs"]) {
+      const r = failure(await fresh.call(tool))
+      expect(r.tag, tool).toBe("WorldNotFound")
+      expect(r.message, tool).toContain('no world "fresh"')
+      expect(r.hint, tool).toBe("call the up tool: it makes this worktree's world")
+    }
+    // a world named that does not exist: the up tool makes it too
+    const named = failure(await fresh.call("env", { world: "nope" }))
+    expect(named.hint).toBe('call the up tool with world "nope" to make it')
+    const up = await fresh.call("up")
+    expect(up.isError, JSON.stringify(up)).toBe(false)
+    const status = await fresh.call("status")
+    expect((status.structuredContent.worlds as ReadonlyArray<WorldJson>).map((w) => w.name)).toEqual(["fresh"])
+    expect((await fresh.call("down")).isError).toBe(false)
+  })
+})

@@ -15,6 +15,7 @@ import {
   splitHint,
   type ToolInput,
   toolCallEvent,
+  toolHint,
   worldAt
 } from "../../src/domain/agents.js"
 
@@ -100,13 +101,30 @@ describe("worldAt", () => {
     { name: "other", path: "/src/app-other" },
     { name: "unmade", path: "" }
   ]
+  const checkouts = new Set(["/src/app", "/src/app/worktrees/inner", "/src/app/worktrees/fresh", "/src/app-other"])
+  const isCheckout = (dir: string) => checkouts.has(dir)
 
-  it("finds the deepest worktree holding the folder, never a sibling sharing a prefix", () => {
-    expect(worldAt(worlds, "/src/app")?.name).toBe("main")
-    expect(worldAt(worlds, "/src/app/lib/x")?.name).toBe("main")
-    expect(worldAt(worlds, "/src/app/worktrees/inner/a")?.name).toBe("inner")
-    expect(worldAt(worlds, "/src/app-other/x")?.name).toBe("other")
-    expect(worldAt(worlds, "/elsewhere")).toBeUndefined()
+  it("finds the world of the folder's own checkout, never a sibling sharing a prefix", () => {
+    expect(worldAt(worlds, "/src/app", isCheckout)?.name).toBe("main")
+    expect(worldAt(worlds, "/src/app/lib/x", isCheckout)?.name).toBe("main")
+    expect(worldAt(worlds, "/src/app/worktrees/inner/a", isCheckout)?.name).toBe("inner")
+    expect(worldAt(worlds, "/src/app-other/x", isCheckout)?.name).toBe("other")
+    expect(worldAt(worlds, "/elsewhere", isCheckout)).toBeUndefined()
+  })
+
+  it("finds none for a worktree inside another before it has a world, never the checkout around it", () => {
+    expect(worldAt(worlds, "/src/app/worktrees/fresh", isCheckout)).toBeUndefined()
+    expect(worldAt(worlds, "/src/app/worktrees/fresh/src", isCheckout)).toBeUndefined()
+  })
+})
+
+describe("toolHint", () => {
+  it("turns berth up into the up tool, for the server's own world or the one named", () => {
+    expect(toolHint("berth up feature", undefined)).toBe("call the up tool: it makes this worktree's world")
+    expect(toolHint("berth up nope", "nope")).toBe('call the up tool with world "nope" to make it')
+    expect(toolHint("berth up feature makes it", "feature")).toBe('call the up tool with world "feature" to make it')
+    expect(toolHint("stop that process", undefined)).toBe("stop that process")
+    expect(toolHint(null, undefined)).toBeNull()
   })
 })
 
