@@ -51,6 +51,13 @@ export const progressOf = (w: WorldStatus): Progress => ({
     .map((s) => ({ name: s.name, state: s.state }))
 })
 
+/**
+ * A world on its way up — in line, or starting — whose waits are worth telling; one still leaving (stopping for a
+ * reload, or stopped before an up reached it) is not there yet.
+ */
+export const onItsWay = (w: WorldStatus): boolean =>
+  w.queue !== undefined || w.state === "queued" || w.state === "starting"
+
 /** What a waiting up waits for, in words (while setup runs, with the last line it printed). */
 export const waitingLine = (w: WorldStatus): string => {
   const p = progressOf(w)

@@ -2,8 +2,8 @@
  * `berth mcp`: an MCP server over stdio (@effect/ai's McpServer) whose tools are thin clients of the daemon, as the
  * CLI's commands are. Each call acts on the world of the server's working folder unless it names another, is written
  * into that world's event history (kind `agent`, secrets masked), and fails as a structured result (`ToolFailure`).
- * While `up` waits — in line for room, or for its services' health — the client gets progress notifications when it
- * asked for them (a `progressToken`).
+ * While `up`, `reload` or `reset` waits — in line for room, or for its services' health — the client gets progress
+ * notifications when it asked for them (a `progressToken`).
  */
 import { existsSync, realpathSync } from "node:fs"
 import { join } from "node:path"
@@ -28,6 +28,7 @@ import * as Stream from "effect/Stream"
 import { caFor, send } from "../cli/commands/curl.js"
 import { SCHEMA_VERSION } from "../cli/documents.js"
 import type { WorldStatus } from "../daemon/api.js"
+import type { DaemonClient } from "../daemon/client.js"
 import {
   argumentProblems,
   refusedArguments,
@@ -43,7 +44,7 @@ import { ConfigFiles } from "../services/ConfigFiles.js"
 import { version } from "../version.js"
 import { DaemonSession } from "./daemon.js"
 import { runCommand } from "./run.js"
-import { waitingLine } from "./progress.js"
+import { onItsWay, waitingLine } from "./progress.js"
 import { BerthTools, outputSchemaOf, ToolFailure } from "./tools.js"
 import { runVerify, verifyCommands, worldContext } from "./world.js"
 
@@ -242,6 +243,35 @@ const Handlers = (cwd: string) =>
 
       const worldOf = (world: string | undefined) => session.use((client) => worldContext(client, ref(world)))
 
+      /**
+       * Runs a request that answers once the world runs (up, reload, reset), telling the client meanwhile what the
+       * world waits for — only while it is on its way up: never the state it is leaving (stopping, stopped).
+       */
+      const reporting = <A, E>(client: DaemonClient, world: string | undefined, answer: Effect.Effect<A, E>) =>
+        Effect.gen(function* () {
+          const waiting = yield* Effect.fork(answer)
+          let said: string | undefined
+          const report = Effect.gen(function* () {
+            const { worlds } = yield* client.Status({ cwd })
+            const w =
+              world === undefined
+                ? worldAt(worlds, folderOf(cwd), isCheckout)
+                : worlds.find((x) => x.name === world || x.slug === world)
+            if (w === undefined || !onItsWay(w)) return
+            const line = waitingLine(w)
+            if (line === said) return
+            said = line
+            yield* progress(line)
+          }).pipe(Effect.ignore)
+          const reporter = yield* Effect.fork(
+            Effect.zipRight(
+              Effect.sleep("300 millis"),
+              Effect.forever(Effect.zipRight(report, Effect.sleep("1 second")))
+            )
+          )
+          return yield* Fiber.join(waiting).pipe(Effect.ensuring(Fiber.interrupt(reporter)))
+        })
+
       return {
         up: tool("up")((p) =>
           session.use((client) =>
@@ -254,27 +284,7 @@ const Handlers = (cwd: string) =>
                 wait: p.wait ?? true
               }
               if (!request.wait) return yield* client.Up(request)
-              const waiting = yield* Effect.fork(client.Up(request))
-              let said: string | undefined
-              const report = Effect.gen(function* () {
-                const { worlds } = yield* client.Status({ cwd })
-                const w =
-                  p.world === undefined
-                    ? worldAt(worlds, folderOf(cwd), isCheckout)
-                    : worlds.find((x) => x.name === p.world || x.slug === p.world)
-                if (w === undefined) return
-                const line = waitingLine(w)
-                if (line === said) return
-                said = line
-                yield* progress(line)
-              }).pipe(Effect.ignore)
-              const reporter = yield* Effect.fork(
-                Effect.zipRight(
-                  Effect.sleep("300 millis"),
-                  Effect.forever(Effect.zipRight(report, Effect.sleep("1 second")))
-                )
-              )
-              return yield* Fiber.join(waiting).pipe(Effect.ensuring(Fiber.interrupt(reporter)))
+              return yield* reporting(client, p.world, client.Up(request))
             })
           )
         ),
@@ -284,12 +294,16 @@ const Handlers = (cwd: string) =>
         reload: tool("reload")((p) =>
           session.use((client) =>
             p.groups !== undefined && p.groups.length > 0
-              ? client.RestartServices({ ...ref(p.world), services: [], groups: p.groups })
-              : client.Reload({ ...ref(p.world), env, wait: p.wait ?? true })
+              ? reporting(client, p.world, client.RestartServices({ ...ref(p.world), services: [], groups: p.groups }))
+              : p.wait === false
+                ? client.Reload({ ...ref(p.world), env, wait: false })
+                : reporting(client, p.world, client.Reload({ ...ref(p.world), env }))
           )
         ),
         reset: tool("reset")((p) =>
-          session.use((client) => client.Reset({ ...ref(p.world), env, slices: p.slices ?? [] }))
+          session.use((client) =>
+            reporting(client, p.world, client.Reset({ ...ref(p.world), env, slices: p.slices ?? [] }))
+          )
         ),
         status: tool("status")((p) =>
           session.use((client) =>

@@ -85,7 +85,7 @@ export const Down = Tool.make("down", {
 
 export const Reload = Tool.make("reload", {
   description:
-    "Stop the world's processes and start them again on the same ports and data (after a config change); with groups, only the services of those groups and what depends on them. Waits until every service is healthy again (or the start fails, with the failing service's log), as up does.",
+    "Stop the world's processes and start them again on the same ports and data (after a config change); with groups, only the services of those groups and what depends on them. Waits until every service is healthy again (or the start fails, with the failing service's log), reporting progress as up does.",
   parameters: {
     world,
     groups: Schema.optional(
@@ -108,7 +108,7 @@ export const Reload = Tool.make("reload", {
 
 export const Reset = Tool.make("reset", {
   description:
-    "Put the world's data slices (all, or those named) back to their golden copy — or a fresh migrate + seed where there is none — stopping its processes first and starting them again after. Ports and files stay; whatever the world wrote into those slices is gone.",
+    "Put the world's data slices (all, or those named) back to their golden copy — or a fresh migrate + seed where there is none — stopping its processes first and starting them again after, reporting progress while they start. Ports and files stay; whatever the world wrote into those slices is gone.",
   parameters: {
     world,
     slices: Schema.optional(

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { Ajv } from "ajv"
-import { berthBin, fetchJson, type Sandbox, sandboxes, type WorldJson } from "./harness.js"
+import { berthBin, eventually, fetchJson, type Sandbox, sandboxes, type WorldJson } from "./harness.js"
 
 const boxes = sandboxes()
 const ajv = new Ajv({ allErrors: true, strict: false })
@@ -302,5 +302,57 @@ describe("in a new worktree before its first up", () => {
     const status = await fresh.call("status")
     expect((status.structuredContent.worlds as ReadonlyArray<WorldJson>).map((w) => w.name)).toEqual(["fresh"])
     expect((await fresh.call("down")).isError).toBe(false)
+  })
+})
+
+describe("progress", () => {
+  /** web takes a while to answer; stubborn takes its whole stop grace to leave */
+  const slowly = `[services.web]
+cmd = "node slow.mjs"
+url = "web"
+health = { http = "/healthz" }
+
+[services.stubborn]
+cmd = "node stubborn.mjs"
+stop_grace = "3s"
+
+[services.files]
+adapter = "dir"
+`
+  const stubborn = `process.on("SIGTERM", () => {})\nsetInterval(() => {}, 1000)\n`
+  const slow = `await new Promise((r) => setTimeout(r, 2500))\nawait import("./server.mjs")\n`
+
+  it("up, reload and reset report only what a world on its way waits for, never the state it leaves", async () => {
+    const own = await boxes.project({ "berth.toml": slowly, "slow.mjs": slow, "stubborn.mjs": stubborn })
+    const agent = await connect(own)
+    const messages = async (name: string, args: Record<string, unknown> = {}) => {
+      const said: Array<string> = []
+      const r = await agent.call(name, args, (p) => said.push((p as { message: string }).message))
+      expect(r.isError, JSON.stringify(r)).toBe(false)
+      expect(r.structuredContent).toMatchObject({ name: "main", state: "running" })
+      return said
+    }
+    const onItsWay = /^main: (starting|#\d+ in line)/
+
+    const first = await messages("up")
+    expect(first.length).toBeGreaterThan(0)
+    for (const m of first) expect(m).toMatch(onItsWay)
+
+    // the world is leaving when the up comes: it waits behind the down, and says nothing of it
+    const down = own.run(["down"], { timeoutMs: 60_000 })
+    await eventually(
+      async () => JSON.parse((await own.run(["status", "--json"])).stdout) as { worlds: ReadonlyArray<WorldJson> },
+      (s) => s.worlds[0]?.services.some((x) => x.state === "stopping") === true
+    )
+    const again = await messages("up")
+    expect((await down).code).toBe(0)
+    expect(again.length).toBeGreaterThan(0)
+    for (const m of again) expect(m).toMatch(onItsWay)
+
+    for (const tool of ["reload", "reset"]) {
+      const said = await messages(tool)
+      expect(said.length, tool).toBeGreaterThan(0)
+      for (const m of said) expect(m, tool).toMatch(onItsWay)
+    }
   })
 })

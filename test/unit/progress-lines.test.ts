@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import type { ServiceStatus, WorldEvent, WorldStatus } from "../../src/daemon/api.js"
 import { interruptedLine } from "../../src/cli/render.js"
-import { waitingLine } from "../../src/mcp/progress.js"
+import { onItsWay, waitingLine } from "../../src/mcp/progress.js"
 
 const service = (name: string, kind: "process" | "slice", state: string): ServiceStatus => ({
   name,
@@ -87,5 +87,16 @@ describe("what a Ctrl-C of up leaves behind", () => {
     )
     expect(interruptedLine(world({ state: "running" }))).toBe("berth: stopped waiting; one is running")
     expect(interruptedLine(undefined)).toMatch(/berth status shows it/)
+  })
+})
+
+describe("which worlds a waiting tool reports on", () => {
+  it("one in line or starting; never one stopping, stopped or running still", () => {
+    expect(onItsWay(world({ state: "starting" }))).toBe(true)
+    expect(onItsWay(world({ state: "queued" }))).toBe(true)
+    expect(onItsWay(world({ state: "suspended", queue: { position: 1, waitingFor: "memory" } }))).toBe(true)
+    for (const state of ["stopped", "stopping", "running", "failed", "suspended"]) {
+      expect(onItsWay(world({ state })), state).toBe(false)
+    }
   })
 })
