@@ -35,7 +35,8 @@ import { InternalError, InvalidRequest, StartFailed, WorktreeDirty, WorldNotFoun
 import { definedEnv } from "../domain/environment.js"
 import { closure, dependentsClosure } from "../domain/graph.js"
 import { decide, finishesRemoval, transition, WorldEvent, type WorldState } from "../domain/world-state.js"
-import { ConfigFiles } from "../services/ConfigFiles.js"
+import { ConfigFiles, type LoadedConfig } from "../services/ConfigFiles.js"
+import { requireConsent } from "../services/Consent.js"
 import { bringIntoWorktree } from "../services/worktree/files.js"
 import { LandsOutside, landInside, landing, outsideWorktree, rewriteFile } from "../services/worktree/paths.js"
 import { Git } from "../services/Git.js"
@@ -584,12 +585,18 @@ export const makeWorldActor = (
      * What a start needs before anything is touched: the worktree, the config (and `.env`), the selected services, the
      * world's environment. Failing here changes nothing, so `reload` checks it before it stops what runs.
      */
+    /** The config's commands may run: its content was allowed (or the command's environment allows it). */
+    const mayRun = (loaded: LoadedConfig, env: Readonly<Record<string, string>>) =>
+      requireConsent(home.consentFile, { file: loaded.file, digest: loaded.digest, config: loaded.parsed.config }, env)
+
     const prepare = (sel: Selection, givenEnv: Readonly<Record<string, string>>) =>
       Effect.gen(function* () {
         const w = yield* row
         yield* ensureWorktreeFolder(w)
         trace("actor: worktree ready")
         const { loaded, config, dotenv } = yield* loadConfig(w)
+        // nothing of a config runs before the user allowed its content (a freshly cloned repository, say)
+        yield* mayRun(loaded, givenEnv)
         yield* bringFiles(w, config.project)
         const names = yield* selected(config, sel)
         yield* checkPaths(w, config, names)
@@ -936,13 +943,16 @@ export const makeWorldActor = (
         if (generation !== undefined) {
           // a running world: an unknown name is still an error, and a selection starts only what is missing
           const w = yield* row
-          const { config } = yield* loadConfig(w)
+          const { loaded, config } = yield* loadConfig(w)
           const names = yield* selected(config, sel)
           yield* registry.setDesired(worldId, "up")
           const g = generation
           if (g === undefined) return
           // a service that failed after the start is started again, as one that is missing
           const failed = yield* failedAmong(g, names)
+          const missing = names.some((n) => !g.services.has(n) && Model.processes(config).some((s) => s.name === n))
+          // what starts now runs the config as it is: only once its content is allowed
+          if (failed.length > 0 || missing) yield* mayRun(loaded, env)
           if (failed.length > 0) {
             yield* stopServices(g, failed)
             yield* registry.addEvent({
@@ -1273,7 +1283,9 @@ export const makeWorldActor = (
       Effect.gen(function* () {
         const w = yield* row
         const userEnv = envFor(callerEnv)
-        const { config, dotenv } = yield* loadConfig(w)
+        const { loaded, config, dotenv } = yield* loadConfig(w)
+        // a golden's migrate and seed are the config's commands too
+        yield* mayRun(loaded, { ...userEnv, ...callerEnv })
         const service = Model.slices(config).find((s) => s.name === name)
         if (service === undefined || service.cloneFrom !== "golden") {
           const goldens = Model.slices(config)

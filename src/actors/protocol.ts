@@ -9,6 +9,7 @@ import * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as Schema from "effect/Schema"
 import {
   ConfigInvalid,
+  ConfigNotAllowed,
   ConfigNotFound,
   ConfigUnreadable,
   InternalError,
@@ -38,6 +39,7 @@ export const WorldFailure = Schema.Union(
   ConfigNotFound,
   ConfigUnreadable,
   ConfigInvalid,
+  ConfigNotAllowed,
   StartFailed,
   WorktreeDirty,
   MainCheckout,

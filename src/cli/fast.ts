@@ -218,9 +218,8 @@ const showingLine = async <A>(socket: string, lean: Lean, pending: Promise<A>): 
 }
 
 /**
- * A change is given as long as it takes: an `up` may wait in line for hours on a full machine, and closing the
- * connection is what takes a world out of the line. (A 10-minute limit here once withdrew such a world and said the
- * daemon had stopped.) A daemon that dies closes the connection, which ends the wait at once.
+ * A change is given as long as it takes: an `up` may wait in line for hours, and closing the connection is what takes
+ * a world out of the line. A daemon that dies closes the connection, which ends the wait at once.
  */
 export const CHANGE_IDLE_TIMEOUT_MS = 0
 
@@ -267,6 +266,8 @@ export const tryFast = async (argv: ReadonlyArray<string>): Promise<boolean> => 
     process.stdout.write(`${lean.print(outcome.value)}\n`)
     return true
   }
+  // not allowed yet (nothing changed): at a terminal the full CLI asks, then sends it again
+  if (outcome.tag === "ConfigNotAllowed" && process.stdin.isTTY === true && process.stderr.isTTY === true) return false
   process.stderr.write(
     argv.includes("--json")
       ? `${formatErrorLine(outcome.tag, outcome.message)}\n`

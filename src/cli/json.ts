@@ -106,6 +106,16 @@ export const documents = {
       })
     )
   }),
+  allow: doc(
+    "berth allow|deny --json",
+    "the berth.toml decided on, its content's digest, the commands it may (or may no longer) run, and the decision",
+    {
+      file: Schema.String,
+      digest: Schema.String,
+      commands: Schema.Array(Schema.Struct({ field: Schema.String, command: Schema.String })),
+      allowed: Schema.Boolean
+    }
+  ),
   hooks: doc(
     "berth hooks install|status|uninstall --json",
     "the post-checkout hook file, and whether berth's block is in it",

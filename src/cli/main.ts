@@ -12,6 +12,7 @@ import { CliLive } from "../layers/index.js"
 import { version } from "../version.js"
 import { exec, mcp, verify } from "./commands/agents.js"
 import { check } from "./commands/check.js"
+import { allow, deny } from "./commands/consent.js"
 import { cluster } from "./commands/cluster.js"
 import { daemon, port } from "./commands/daemon.js"
 import { dashboard } from "./commands/dashboard.js"
@@ -51,6 +52,8 @@ export const berth = Command.make("berth").pipe(
     gc,
     golden,
     check,
+    allow,
+    deny,
     doctor,
     hooks,
     hosts,

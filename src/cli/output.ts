@@ -4,6 +4,7 @@
  * 1 for a failure,
  * 2 for a usage error.
  */
+import { createInterface } from "node:readline/promises"
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
@@ -53,6 +54,20 @@ export const printError = (line: string) =>
 
 /** A usage mistake found before @effect/cli runs (unknown command or option). */
 export class UsageError extends Data.TaggedError("UsageError")<{ readonly message: string }> {}
+
+/** Asks a yes/no question at the terminal (on stderr); anything but y or yes is a no. */
+export const confirm = (question: string) =>
+  Effect.promise(async () => {
+    const rl = createInterface({ input: process.stdin, output: process.stderr })
+    try {
+      return /^y(es)?$/i.test((await rl.question(question)).trim())
+    } finally {
+      rl.close()
+    }
+  })
+
+/** A question can be asked: a person is at the terminal (stdin and stderr are TTYs). */
+export const canAsk = (): boolean => process.stdin.isTTY === true && process.stderr.isTTY === true
 
 export interface Failure {
   readonly tag: string

@@ -31,7 +31,7 @@ export const stateStyle = (state: string): string =>
 
 const paint = (code: string, text: string) => `\u001b[${code}m${text}\u001b[0m`
 
-/** A state word, coloured by what it means: green for up, yellow for under way, red for failed, dim for stopped. */
+/** A state word, coloured as `stateStyle` says. */
 const stateWord = (state: string, colour: boolean): string => (colour ? paint(stateStyle(state), state) : state)
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: measuring past ANSI escapes is the point
@@ -93,7 +93,6 @@ export const renderGc = (report: GcReport, dryRun: boolean): string => {
   return lines.join("\n")
 }
 
-/** What `down` reports: each world and the state it reached. */
 /** What a waiting `up` says about its world's place in line, or undefined once it is not in line. */
 export const queueLine = (w: WorldStatus | undefined): string | undefined =>
   w?.queue === undefined

@@ -17,6 +17,7 @@ import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import { Down, Reload, Up } from "../actors/protocol.js"
 import { ReconcileLoopLive, sweepLeftovers } from "../actors/Reconciler.js"
+import { allowKnownWorlds } from "./consent.js"
 import { WorldsLive } from "../layers/index.js"
 import { Worlds } from "../actors/Worlds.js"
 import { InternalError, InvalidRequest, InvalidWorldName, NotARepository } from "../domain/errors.js"
@@ -413,6 +414,11 @@ export const runDaemon = Effect.gen(function* () {
   const worlds = yield* Layer.build(WorldsLive)
   // before any command can start something of this daemon's own
   yield* sweepLeftovers.pipe(Effect.provide(worlds))
+  // worlds run before berth asked for consent keep running as they are
+  yield* allowKnownWorlds.pipe(
+    Effect.provide(worlds),
+    Effect.catchAll((e) => Effect.logWarning(`consent: ${e.message}`))
+  )
   // runs before the engine's scope closes (finalizers run in reverse): a daemon that stops — asked to, replaced by
   // another build, or signalled — lets go of every process exactly as a crash would, and the next daemon adopts them
   yield* Effect.addFinalizer(() => Context.get(worlds, Processes).detach)

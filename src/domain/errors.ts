@@ -62,6 +62,26 @@ export class InitFailed extends Schema.TaggedError<InitFailed>()("InitFailed", {
   }
 }
 
+/**
+ * A berth.toml whose content the user has not allowed to run commands (new on this machine, or changed since): what
+ * it would run, and how to allow it. Nothing of it ran.
+ */
+export class ConfigNotAllowed extends Schema.TaggedError<ConfigNotAllowed>()("ConfigNotAllowed", {
+  file: Schema.String,
+  /** the sha256 of the file's content: what `berth allow` records */
+  digest: Schema.String,
+  commands: Schema.Array(Schema.Struct({ field: Schema.String, command: Schema.String }))
+}) {
+  override get message(): string {
+    const folder = this.file.replace(/\/berth\.toml$/, "")
+    return [
+      `${this.file} may not run commands here yet: it is new to berth, or changed since it was allowed. It would run:`,
+      ...this.commands.map((c) => `    ${c.field}: ${c.command}`),
+      `  hint: read them, then \`berth allow ${shellQuote(folder)}\` (at a terminal, up asks; --yes, or BERTH_YES=1 for CI and agents, allows it at once)`
+    ].join("\n")
+  }
+}
+
 export type ConfigError = ConfigNotFound | ConfigUnreadable | ConfigInvalid
 
 export class NotARepository extends Schema.TaggedError<NotARepository>()("NotARepository", {

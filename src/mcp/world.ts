@@ -10,6 +10,8 @@ import { identityVariables } from "../domain/coordinates.js"
 import { definedEnv } from "../domain/environment.js"
 import { InvalidRequest } from "../domain/errors.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
+import { requireConsent } from "../services/Consent.js"
+import { homePaths, resolveHome } from "../services/homePaths.js"
 import { type RunResult, type RunSpec, runCommand } from "./run.js"
 
 export interface WorldRef {
@@ -46,12 +48,20 @@ export const worldContext = (client: DaemonClient, ref: WorldRef) =>
     return { name: world, path, vars, env: { ...definedEnv(process.env), ...vars, ...identity } } satisfies WorldContext
   })
 
-/** `[agents] verify` of the berth.toml in the world's worktree (its branch may have its own). */
+/**
+ * `[agents] verify` of the berth.toml in the world's worktree (its branch may have its own): commands of the
+ * repository's, so they run only once its content is allowed, as its services' do.
+ */
 export const verifyCommands = (world: WorldContext) =>
-  Effect.map(
-    Effect.flatMap(ConfigFiles, (files) => files.load(world.path)),
-    (loaded) => loaded.parsed.config.agents.verify
-  )
+  Effect.gen(function* () {
+    const loaded = yield* Effect.flatMap(ConfigFiles, (files) => files.load(world.path))
+    yield* requireConsent(
+      homePaths(resolveHome()).consentFile,
+      { file: loaded.file, digest: loaded.digest, config: loaded.parsed.config },
+      world.env
+    )
+    return loaded.parsed.config.agents.verify
+  })
 
 export const VerifyCommandResult = Schema.Struct({
   command: Schema.String,

@@ -20,6 +20,9 @@ import { landing } from "./worktree/paths.js"
 
 export const CONFIG_FILE = "berth.toml"
 
+/** A config's digest: its exact content, which consent is given to (`domain/consent.ts`) and edits are told by. */
+export const configDigest = (text: string): string => createHash("sha256").update(text).digest("hex")
+
 export interface LoadedConfig {
   /** absolute path of berth.toml */
   readonly file: string
@@ -131,7 +134,7 @@ const make = Effect.gen(function* () {
       root,
       parsed: parsed.right,
       dotenv: yield* readDotenv(root),
-      digest: createHash("sha256").update(text).digest("hex")
+      digest: configDigest(text)
     }
     if (stamp !== undefined) {
       if (cache.size > 500) cache.clear()

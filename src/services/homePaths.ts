@@ -14,6 +14,8 @@ export interface HomePaths {
   /** a cluster member's lease on its worlds that run anywhere, for its watchdog (`domain/fence.ts`) */
   readonly fenceFile: string
   readonly logs: string
+  /** the berth.toml contents allowed to run commands */
+  readonly consentFile: string
   /** the log file of one service of one world */
   readonly serviceLog: (worldId: number, service: string) => string
 }
@@ -26,6 +28,7 @@ export const homePaths = (root: string): HomePaths => ({
   daemonLog: join(root, "daemon.log"),
   fenceFile: join(root, "fence.json"),
   logs: join(root, "logs"),
+  consentFile: join(root, "allowed"),
   serviceLog: (worldId, service) => join(root, "logs", String(worldId), `${service}.log`)
 })
 

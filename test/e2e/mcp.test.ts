@@ -59,9 +59,9 @@ const failure = (r: ToolResult) => {
 }
 
 /** An MCP client of `berth mcp` started in `cwd` (the box's checkout by default). */
-const connect = async (box: Sandbox, cwd = box.dir) => {
+const connect = async (box: Sandbox, cwd = box.dir, without: ReadonlyArray<string> = []) => {
   const env: Record<string, string> = {}
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !without.includes(k)) env[k] = v
   const client = new Client({ name: "berth-e2e", version: "1.0.0" })
   await client.connect(
     new StdioClientTransport({
@@ -354,5 +354,18 @@ adapter = "dir"
       expect(said.length, tool).toBeGreaterThan(0)
       for (const m of said) expect(m, tool).toMatch(onItsWay)
     }
+  })
+})
+
+describe("a repository's commands not allowed yet", () => {
+  it("are refused with a tool error that names the command allowing them, and nothing runs", async () => {
+    const fresh = await boxes.project({ "berth.toml": working, "slow.mjs": slowServer, ".gitignore": "*.log\n" })
+    const agent = await connect(fresh, fresh.dir, ["BERTH_YES"])
+    const refused = failure(await agent.call("up", {}))
+    expect(refused.tag).toBe("ConfigNotAllowed")
+    expect(refused.message).toContain("services.api.cmd: node server.mjs")
+    expect(refused.hint).toMatch(/berth allow /)
+    const status = await agent.call("status", { project: true })
+    expect(JSON.stringify(status.structuredContent)).not.toMatch(/"pid":\s*\d/)
   })
 })

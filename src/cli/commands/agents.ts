@@ -14,6 +14,7 @@ import { CommandTimedOut, VerifyFailed } from "../../domain/errors.js"
 import { serveMcp } from "../../mcp/server.js"
 import { runCommand } from "../../mcp/run.js"
 import { runVerify, verifyCommands, worldContext } from "../../mcp/world.js"
+import { consenting } from "./consent.js"
 import { Home } from "../../services/Home.js"
 import { printDocument } from "../json.js"
 import { json, printError, reportFailure, UsageError } from "../output.js"
@@ -126,7 +127,7 @@ export const verify = Command.make(
         const ms = yield* timeoutMs(timeout)
         const client = yield* DaemonClient
         const world = yield* worldContext(client, { cwd: process.cwd(), world: Option.getOrUndefined(name) })
-        const commands = yield* verifyCommands(world)
+        const commands = yield* consenting(false, verifyCommands(world))
         if (commands.length === 0) {
           if (json) return yield* printDocument("verify", { world: world.name, ok: true, commands: [] })
           return yield* Console.log(

@@ -18,7 +18,6 @@ import {
   writeFileSync
 } from "node:fs"
 import { dirname, join, resolve } from "node:path"
-import { createInterface } from "node:readline/promises"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
@@ -27,7 +26,7 @@ import { InvalidRequest } from "../../domain/errors.js"
 import { type HookFile, hasHook, otherHooks, withHook, withoutHook } from "../../domain/hooks.js"
 import { printDocument } from "../json.js"
 import { launcherPath } from "../launcher.js"
-import { json } from "../output.js"
+import { confirm, json } from "../output.js"
 
 const git = (cwd: string, args: ReadonlyArray<string>) =>
   Effect.try({
@@ -92,17 +91,6 @@ const sameFolder = (a: string, b: string) => {
     return resolve(a) === resolve(b)
   }
 }
-
-/** Asks a yes/no question at the terminal; anything but y or yes is a no. */
-const confirm = (question: string) =>
-  Effect.promise(async () => {
-    const rl = createInterface({ input: process.stdin, output: process.stderr })
-    try {
-      return /^y(es)?$/i.test((await rl.question(question)).trim())
-    } finally {
-      rl.close()
-    }
-  })
 
 const install = Command.make(
   "install",

@@ -12,6 +12,7 @@ import { definedEnv } from "../../domain/environment.js"
 import { printDocument } from "../json.js"
 import { json } from "../output.js"
 import { renderWorld } from "../render.js"
+import { consenting, yes } from "./consent.js"
 import { viaDaemon, withDaemon } from "./worlds.js"
 
 const worldName = Args.text({ name: "name" }).pipe(
@@ -23,20 +24,26 @@ const sliceNames = Args.text({ name: "slice" }).pipe(
   Args.repeated
 )
 
-export const reset = Command.make("reset", { name: worldName, slices: sliceNames, json }, ({ json, name, slices }) =>
-  viaDaemon(
-    Effect.gen(function* () {
-      const client = yield* DaemonClient
-      const world = yield* client.Reset({
-        cwd: process.cwd(),
-        world: Option.getOrUndefined(name),
-        env: definedEnv(process.env),
-        slices
+export const reset = Command.make(
+  "reset",
+  { name: worldName, slices: sliceNames, yes, json },
+  ({ json, name, slices, yes }) =>
+    viaDaemon(
+      Effect.gen(function* () {
+        const client = yield* DaemonClient
+        const world = yield* consenting(
+          yes,
+          client.Reset({
+            cwd: process.cwd(),
+            world: Option.getOrUndefined(name),
+            env: definedEnv(process.env),
+            slices
+          })
+        )
+        if (json) return yield* printDocument("reset", { world })
+        yield* Console.log(renderWorld(world).join("\n"))
       })
-      if (json) return yield* printDocument("reset", { world })
-      yield* Console.log(renderWorld(world).join("\n"))
-    })
-  )
+    )
 ).pipe(
   Command.withDescription(
     "Put a world's slices back to their golden (or a fresh migrate + seed), restarting around it"

@@ -12,6 +12,7 @@ import { definedEnv } from "../../domain/environment.js"
 import { printDocument } from "../json.js"
 import { json } from "../output.js"
 import { renderGc, renderWorld } from "../render.js"
+import { consenting, yes } from "./consent.js"
 import { viaDaemon, withDaemon } from "./worlds.js"
 
 export const gc = Command.make(
@@ -39,13 +40,17 @@ const rebuild = Command.make(
   {
     world: Args.text({ name: "world" }).pipe(Args.withDescription("the world whose worktree and environment to use")),
     service: Args.text({ name: "service" }).pipe(Args.withDescription('a slice service with clone_from = "golden"')),
+    yes,
     json
   },
-  ({ json, service, world }) =>
+  ({ json, service, world, yes }) =>
     viaDaemon(
       Effect.gen(function* () {
         const client = yield* DaemonClient
-        const status = yield* client.GoldenRebuild({ cwd: process.cwd(), world, service, env: definedEnv(process.env) })
+        const status = yield* consenting(
+          yes,
+          client.GoldenRebuild({ cwd: process.cwd(), world, service, env: definedEnv(process.env) })
+        )
         if (json) return yield* printDocument("golden-rebuild", { world: status })
         const built = status.events.find((e) => e.kind === "golden_ready" && e.service === service)
         yield* Console.log(built?.message ?? `rebuilt the golden of ${service}`)

@@ -31,6 +31,7 @@ import {
   worldOf
 } from "../render.js"
 import { progressOf, waitingLine } from "../../mcp/progress.js"
+import { consenting, yes } from "./consent.js"
 
 const worldName = Args.text({ name: "name" }).pipe(
   Args.withDescription("the world: a branch name (default: the worktree you are in)"),
@@ -165,14 +166,17 @@ const upAll = (request: {
   readonly services: ReadonlyArray<string>
   readonly groups: ReadonlyArray<string>
   readonly wait: boolean
+  readonly yes: boolean
 }) =>
   Effect.gen(function* () {
     const client = yield* DaemonClient
     const { worlds } = yield* client.Status({ cwd: request.cwd })
     const present = worlds.filter((w) => existsSync(w.path))
-    const outcomes = yield* Effect.forEach(present, (w) => Effect.either(client.Up({ ...request, world: w.name })), {
-      concurrency: "unbounded"
-    })
+    const outcomes = yield* Effect.forEach(
+      present,
+      (w) => Effect.either(consenting(request.yes, client.Up({ ...request, world: w.name }))),
+      { concurrency: "unbounded" }
+    )
     const started: Array<WorldStatus> = []
     const failed: Array<{ readonly name: string; readonly message: string }> = []
     outcomes.forEach((outcome, i) => {
@@ -198,9 +202,10 @@ export const up = Command.make(
         "in a cluster: run the branch (pushed to origin) on whichever machine has room; it moves when that machine is gone"
       )
     ),
+    yes,
     json
   },
-  ({ all, anywhere, groups, json, name, noWait, progress, services }) =>
+  ({ all, anywhere, groups, json, name, noWait, progress, services, yes }) =>
     viaDaemon(
       Effect.gen(function* () {
         const client = yield* DaemonClient
@@ -210,7 +215,7 @@ export const up = Command.make(
           if (Option.isSome(name)) {
             return yield* new UsageError({ message: "up: give a world's name or --all, not both" })
           }
-          const { failed, started } = yield* upAll({ ...request, wait: !noWait })
+          const { failed, started } = yield* upAll({ ...request, wait: !noWait, yes })
           if (json) yield* printDocument("up-all", { worlds: started, failed })
           else {
             for (const w of started) yield* Console.log(renderWorld(w).join("\n"))
@@ -224,9 +229,15 @@ export const up = Command.make(
           }
           return
         }
-        if (noWait) return yield* printWorld(json, "up")(yield* client.Up({ ...request, wait: false }))
+        if (noWait) {
+          return yield* printWorld(json, "up")(yield* consenting(yes, client.Up({ ...request, wait: false })))
+        }
         const telling = tellingOf(json, progress)
-        yield* printWaited("up", json, telling)(yield* waitingFor(client.Up(request), request, telling))
+        yield* printWaited(
+          "up",
+          json,
+          telling
+        )(yield* consenting(yes, waitingFor(client.Up(request), request, telling)))
       })
     )
 ).pipe(Command.withDescription("Start a world: its worktree, ports, services and routes"), withDaemon)
@@ -278,9 +289,10 @@ export const reload = Command.make(
     ),
     noWait,
     progress,
+    yes,
     json
   },
-  ({ groups, json, name, noWait, progress, services }) =>
+  ({ groups, json, name, noWait, progress, services, yes }) =>
     viaDaemon(
       Effect.gen(function* () {
         const client = yield* DaemonClient
@@ -292,12 +304,22 @@ export const reload = Command.make(
           }
           const telling = tellingOf(json, progress)
           const restarted = client.RestartServices({ ...request, services, groups })
-          return yield* printWaited("reload", json, telling)(yield* waitingFor(restarted, request, telling))
+          return yield* printWaited(
+            "reload",
+            json,
+            telling
+          )(yield* consenting(yes, waitingFor(restarted, request, telling)))
         }
         const reloading = { ...request, env: clientEnv() }
-        if (noWait) return yield* printWorld(json, "reload")(yield* client.Reload({ ...reloading, wait: false }))
+        if (noWait) {
+          return yield* printWorld(json, "reload")(yield* consenting(yes, client.Reload({ ...reloading, wait: false })))
+        }
         const telling = tellingOf(json, progress)
-        yield* printWaited("reload", json, telling)(yield* waitingFor(client.Reload(reloading), request, telling))
+        yield* printWaited(
+          "reload",
+          json,
+          telling
+        )(yield* consenting(yes, waitingFor(client.Reload(reloading), request, telling)))
       })
     )
 ).pipe(
