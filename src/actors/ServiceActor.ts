@@ -71,6 +71,8 @@ export interface ServiceRuntime {
   readonly snapshot: SubscriptionRef.SubscriptionRef<ServiceSnapshot>
   /** resolved the first time the service is healthy; failed if it gives up before */
   readonly ready: Deferred.Deferred<void, ServiceFailed>
+  /** held while the snapshot is read and changed: its service's fiber and its world's stops both change it */
+  readonly changing: Effect.Semaphore
 }
 
 export const initialSnapshot: ServiceSnapshot = {
@@ -85,7 +87,8 @@ export const makeRuntime = (plan: ServicePlan, initial: ServiceSnapshot = initia
   Effect.all({
     plan: Effect.succeed(plan),
     snapshot: SubscriptionRef.make(initial),
-    ready: Deferred.make<void, ServiceFailed>()
+    ready: Deferred.make<void, ServiceFailed>(),
+    changing: Effect.makeSemaphore(1)
   })
 
 const TAIL_LINES = 20
@@ -379,12 +382,32 @@ export const runService = (
     }
   })
 
-/** The one way a snapshot changes: an event the transition function accepts, plus what it brings along. */
+const sameHandle = (a: ProcessHandle | undefined, b: ProcessHandle | undefined): boolean =>
+  a === b || (a !== undefined && b !== undefined && a.pid === b.pid && a.pgid === b.pgid && a.startTime === b.startTime)
+
+/** Nothing anyone would see differs: no write, no publish, no route rebuilt for it. */
+export const sameSnapshot = (a: ServiceSnapshot, b: ServiceSnapshot): boolean =>
+  a.state === b.state &&
+  a.restarts === b.restarts &&
+  a.reason === b.reason &&
+  sameHandle(a.handle, b.handle) &&
+  a.logTail.length === b.logTail.length &&
+  a.logTail.every((line, i) => line === b.logTail[i])
+
+/**
+ * The one way a snapshot changes: an event the transition function accepts, plus what it brings along. An event that
+ * changes nothing (a liveness probe passing again, every few seconds for every service) is no change at all: it is
+ * neither stored nor published, so an idle world costs its probes and nothing after them.
+ */
 const applyEvent = (rt: ServiceRuntime, event: ServiceEvent, patch: Partial<ServiceSnapshot> = {}) =>
-  SubscriptionRef.update(rt.snapshot, (s) => {
-    const next = transition(s.state, event)
-    return next === undefined ? s : { ...s, ...patch, state: next }
-  })
+  rt.changing.withPermits(1)(
+    Effect.flatMap(SubscriptionRef.get(rt.snapshot), (s) => {
+      const state = transition(s.state, event)
+      if (state === undefined) return Effect.void
+      const next = { ...s, ...patch, state }
+      return sameSnapshot(s, next) ? Effect.void : SubscriptionRef.set(rt.snapshot, next)
+    })
+  )
 
 /** Marks a service as stopping: its world is about to interrupt its fiber. */
 export const markStopping = (rt: ServiceRuntime) => applyEvent(rt, { _tag: "Stop" })

@@ -532,6 +532,36 @@ describe("ServiceActor", () => {
       })
     )
 
+    it.effect("a probe that changes nothing announces nothing: an idle service costs no write and no publish", () =>
+      Effect.gen(function* () {
+        const { h, plan, s } = yield* ready
+        let published = 0
+        yield* s.rt.snapshot.changes.pipe(
+          Stream.drop(1),
+          Stream.runForEach(() =>
+            Effect.sync(() => {
+              published++
+            })
+          ),
+          Effect.fork
+        )
+        yield* Effect.yieldNow()
+        for (const verdict of [true, true, true, false, true, true]) {
+          yield* h.health.setHealthy(plan.logFile, verdict)
+          yield* TestClock.adjust(WATCH_INTERVAL_MS)
+        }
+        expect(yield* h.health.attempts(plan.logFile)).toBe(1 + 6)
+        expect(published).toBe(0)
+        // a real change is still told
+        for (let miss = 0; miss < UNHEALTHY_AFTER_MISSES; miss++) {
+          yield* h.health.setHealthy(plan.logFile, false)
+          yield* TestClock.adjust(WATCH_INTERVAL_MS)
+        }
+        yield* inState(s, "unhealthy")
+        expect(published).toBe(1)
+      })
+    )
+
     it.effect("probes stop with the process: no verdict after it exited", () =>
       Effect.gen(function* () {
         const { h, plan, s } = yield* ready

@@ -13,7 +13,7 @@ import * as TestClock from "effect/TestClock"
 import { Down, Up } from "../../src/actors/protocol.js"
 import { CONFIRM_MS } from "../../src/actors/ServiceActor.js"
 import { SAMPLE_EVERY_MS } from "../../src/services/Admission.js"
-import { awaitPending, eventually, passTime, type WorldHarness, worldHarness } from "./world.js"
+import { ALLOWED, awaitPending, eventually, passTime, type WorldHarness, worldHarness } from "./world.js"
 
 /**
  * A slice and three processes: api and mail start together, worker once api is ready. Each has a check, so the fake
@@ -468,7 +468,7 @@ describe("a world driven in-process", () => {
       yield* bringUp(h, "alpha")
       const api = yield* h.process("alpha", "api")
       const resetting = yield* Effect.fork(
-        h.engine.worlds.reset(h.ref("alpha"), [], { PATH: process.env.PATH ?? "/usr/bin:/bin" })
+        h.engine.worlds.reset(h.ref("alpha"), [], { ...ALLOWED, PATH: process.env.PATH ?? "/usr/bin:/bin" })
       )
       yield* startServices
       const after = yield* resetting
@@ -497,7 +497,7 @@ cmd = "serve --token \${env.API_TOKEN} --port \${self.port}"
 url = "api"
 `)
       yield* h.fakes.health.setDefault(true)
-      yield* h.engine.worlds.up(h.ref("alpha"), { services: [], groups: [] }, { API_TOKEN: "tok-world-secret" }, false)
+      yield* h.engine.worlds.up(h.ref("alpha"), { services: [], groups: [] }, { ...ALLOWED, API_TOKEN: "tok-world-secret" }, false)
       yield* passTime("api stays up after its check passed", CONFIRM_MS)
       yield* h.awaitState("alpha", "running")
       const api = (yield* servicesOf(h, "alpha")).find((s) => s.name === "api")!

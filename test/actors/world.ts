@@ -59,6 +59,8 @@ import {
 
 // read by the engine's Router when it starts: no proxy listener, so no test competes for port 80 (or any other)
 process.env.BERTH_PROXY_PORT = "off"
+/** the test's own repositories: their commands may run (the consent the CLI asks for, given by the environment) */
+export const ALLOWED: Readonly<Record<string, string>> = { BERTH_YES: "1" }
 process.env.BERTH_HTTPS_PORT = "off"
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -335,7 +337,7 @@ export const worldHarness = (toml: string) =>
         return engine
       },
       ref,
-      up: (world) => engine.worlds.up(ref(world), { services: [], groups: [] }, {}, false),
+      up: (world) => engine.worlds.up(ref(world), { services: [], groups: [] }, ALLOWED, false),
       status: (world) => Effect.map(engine.worlds.status(repo.dir), (s) => s.worlds.find((w) => w.name === world)),
       idOf: (world) =>
         Effect.flatMap(engine.registry.worlds(), (all) => {

@@ -20,7 +20,7 @@ describe("embedding berth through its layers", () => {
       const [from, to] = portBlock().split("-").map(Number)
       const program = Effect.gen(function* () {
         const worlds = yield* Worlds
-        const env = { PATH: process.env.PATH ?? "/usr/bin:/bin" }
+        const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", BERTH_YES: "1" }
         // the state stream the dashboards read: a snapshot first, then the world's changes
         const stream = yield* watch(box.dir).pipe(
           Stream.takeUntil((m) => m._tag === "WorldChanged" && m.world.status.state === "running"),
@@ -61,7 +61,7 @@ describe("embedding berth through its layers", () => {
     })
     try {
       const [from, to] = portBlock().split("-").map(Number)
-      const env = { PATH: process.env.PATH ?? "/usr/bin:/bin" }
+      const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", BERTH_YES: "1" }
       const ref = { cwd: box.dir, world: "watched" }
       const program = Effect.gen(function* () {
         const worlds = yield* Worlds
