@@ -497,7 +497,12 @@ cmd = "serve --token \${env.API_TOKEN} --port \${self.port}"
 url = "api"
 `)
       yield* h.fakes.health.setDefault(true)
-      yield* h.engine.worlds.up(h.ref("alpha"), { services: [], groups: [] }, { ...ALLOWED, API_TOKEN: "tok-world-secret" }, false)
+      yield* h.engine.worlds.up(
+        h.ref("alpha"),
+        { services: [], groups: [] },
+        { ...ALLOWED, API_TOKEN: "tok-world-secret" },
+        false
+      )
       yield* passTime("api stays up after its check passed", CONFIRM_MS)
       yield* h.awaitState("alpha", "running")
       const api = (yield* servicesOf(h, "alpha")).find((s) => s.name === "api")!
