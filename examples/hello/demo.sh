@@ -3,7 +3,8 @@
 # login-fix and checkout-v2, and shows that each web talks to its own api on its own ports.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-berth() { "$here/../../dist/berth" "$@"; }
+bin="$(cd "$here/../../dist" && pwd)/berth"
+berth() { "$bin" "$@"; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/berth-hello.XXXXXX")/hello
 mkdir -p "$work"
@@ -17,10 +18,17 @@ berth up login-fix
 berth up checkout-v2
 echo
 for world in login-fix checkout-v2; do
-  url=$(berth env "$world" --json | node -e 'process.stdin.on("data", (d) => console.log(JSON.parse(d).WEB_URL))')
+  # `env --json` is { "schema": 1, "world", "vars": { "WEB_URL": … } }: read all of it, and fail rather than print nothing
+  url=$(berth env "$world" --json | node -e '
+    let text = ""
+    process.stdin.on("data", (d) => (text += d)).on("end", () => {
+      const url = JSON.parse(text).vars?.WEB_URL
+      if (typeof url !== "string") throw new Error(`berth env --json gave no WEB_URL: ${text}`)
+      console.log(url)
+    })')
   # through the proxy, as a browser would (berth curl needs no name resolution for *.localhost)
   printf '%s -> %s\n' "$url" "$(berth curl "$world" web)"
 done
 echo
-echo "both worlds keep running. See them with: $here/../../dist/berth status"
-echo "stop them with:                           (cd $work && $here/../../dist/berth down --all)"
+echo "both worlds keep running. See them with: $bin status"
+echo "stop them with:                           (cd $work && $bin down --all)"
