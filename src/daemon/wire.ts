@@ -54,9 +54,12 @@ export const exchange = async (
       sent.map(
         (_, i) => replies.get(String(i + 1)) ?? { _tag: "Unreachable", reason: failure ?? "no reply from the daemon" }
       )
+    const onAbort = () => finish("no longer wanted")
     const finish = (failure?: string) => {
       if (settled) return
       settled = true
+      // one signal serves many exchanges (the live line's look every second): each takes its listener back
+      signal?.removeEventListener("abort", onAbort)
       socket.destroy()
       resolve(inOrder(failure))
     }
@@ -71,7 +74,8 @@ export const exchange = async (
           .join("")
       )
     socket.setTimeout(timeoutMs, () => finish("the daemon did not answer in time"))
-    signal?.addEventListener("abort", () => finish("no longer wanted"), { once: true })
+    if (signal?.aborted === true) return finish("no longer wanted")
+    signal?.addEventListener("abort", onAbort, { once: true })
     socket.once("error", (e) => finish(e.message))
     socket.once("close", () => finish("the daemon closed the connection"))
     socket.once("connect", () => write(0))

@@ -1,7 +1,7 @@
 /**
  * What a person sees on a terminal: `berth up` run under a pseudo-terminal (util-linux `script`), as from a shell.
  */
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { berthBin, sandboxes } from "./harness.js"
 
@@ -51,4 +51,36 @@ describe.skipIf(!hasScript)("on a terminal", () => {
     })
     expect(missing.stdout).toContain("\u001b[31merror:\u001b[0m project")
   })
+
+  it("a wait of more than 12 s says no MaxListenersExceededWarning, on a terminal or piped, lean or full CLI", async () => {
+    // ready after 13 s: the live line looks at the world's status every second meanwhile
+    const box = await boxes.project({
+      "berth.toml": `[services.slow]\ncmd = "node slow.mjs"\nurl = "slow"\nhealth = { http = "/healthz" }\n`,
+      "slow.mjs": `setTimeout(async () => { await import("./server.mjs") }, 13_000)\n`
+    })
+    const env = { ...process.env, ...box.env, BERTH_HOME: box.home, BERTH_PROXY_PORT: "off", BERTH_HTTPS_PORT: "off" }
+    const onTerminal = new Promise<{ code: number | null; output: string }>((resolve) => {
+      const child = spawn("script", ["-qec", `${berthBin} up tty`, "/dev/null"], { cwd: box.dir, env })
+      let output = ""
+      child.stdout.on("data", (d: Buffer) => {
+        output += d.toString()
+      })
+      child.on("close", (code) => resolve({ code, output }))
+    })
+    // piped: the lean path (`up`), and the full CLI (`--progress` is not the lean path's)
+    const [tty, lean, full] = await Promise.all([
+      onTerminal,
+      box.run(["up", "lean"], { timeoutMs: 60_000 }),
+      box.run(["up", "full", "--progress"], { timeoutMs: 60_000 })
+    ])
+    expect(tty.code, tty.output).toBe(0)
+    expect(tty.output).not.toMatch(/Warning|listener/)
+    // the wait was long enough to tell: the line was still shown after 12 s
+    expect(tty.output).toMatch(/tty: starting; waiting for slow \(not ready yet\) \((1[2-9]|[2-9]\d)\.\d s\)/)
+    expect(lean.code, lean.stderr).toBe(0)
+    expect(lean.stderr).toBe("")
+    expect(full.code, full.stderr).toBe(0)
+    expect(full.stderr).not.toMatch(/Warning|listener/)
+    expect(full.stderr).toMatch(/^full: starting; waiting for slow \(not ready yet\)$/m)
+  }, 90_000)
 })
