@@ -44,7 +44,10 @@ describe("berth doctor", () => {
       verdict: "fail",
       detail: expect.stringMatching(/127\.0\.0\.1:1 does not answer/)
     })
-    expect(byCheck(doc, "slice cache")).toMatchObject({ verdict: "fail", fix: "export NO_SUCH_REDIS_URL=…" })
+    expect(byCheck(doc, "slice cache")).toMatchObject({
+      verdict: "fail",
+      fix: "set NO_SUCH_REDIS_URL in .env (or export it)"
+    })
     expect(byCheck(doc, "home")).toMatchObject({ verdict: "fail", fix: `chmod 700 ${box.home}` })
     chmodSync(box.home, 0o700)
 
@@ -105,5 +108,37 @@ describe("berth doctor", () => {
       verdict: "fail",
       detail: expect.stringMatching(/state\.db cannot be read: file is not a database/)
     })
+  })
+
+  it("reads the project's .env as up does (the main checkout's, overlaid by the worktree's) and checks the server it names", async () => {
+    const toml = `[services.db]\nadapter = "postgres"\nadmin_url = "\${env.DOCTOR_TEST_ADMIN_URL}"\n`
+    const box = boxes.plain({ "berth.toml": toml, ".gitignore": ".env\n" })
+    // where init tells users to put it: the main checkout's .env, which git never carries to a worktree
+    box.write(".env", "DOCTOR_TEST_ADMIN_URL=postgres://postgres@127.0.0.1:5432/postgres\n")
+    const doctor = async (cwd: string) => {
+      const r = await box.run(["doctor", "--json"], { cwd })
+      return { code: r.code, slice: byCheck(JSON.parse(r.stdout) as Doc, "slice db") }
+    }
+    expect(await doctor(box.dir)).toMatchObject({
+      slice: { verdict: "ok", detail: "postgres server at 127.0.0.1:5432 answers" }
+    })
+
+    const worktree = join(box.dir, "..", "app.worktrees", "feature")
+    box.git("worktree", "add", "-q", "-b", "feature", worktree)
+    expect(await doctor(worktree)).toMatchObject({
+      slice: { verdict: "ok", detail: "postgres server at 127.0.0.1:5432 answers" }
+    })
+    // the worktree's own .env wins, and the server it names is tried
+    writeFileSync(join(worktree, ".env"), "DOCTOR_TEST_ADMIN_URL=postgres://postgres@127.0.0.1:1/postgres\n")
+    expect(await doctor(worktree)).toMatchObject({
+      code: 1,
+      slice: { verdict: "fail", detail: expect.stringMatching(/^postgres server at 127\.0\.0\.1:1 does not answer/) }
+    })
+    // the environment wins over both, as it does for up
+    const r = await box.run(["doctor", "--json"], {
+      cwd: worktree,
+      env: { DOCTOR_TEST_ADMIN_URL: "postgres://postgres@127.0.0.1:5432/postgres" }
+    })
+    expect(byCheck(JSON.parse(r.stdout) as Doc, "slice db")?.verdict).toBe("ok")
   })
 })

@@ -60,6 +60,15 @@ const reachable = (host: string, port: number, timeoutMs = 2_000) =>
     socket.once("error", (e: NodeJS.ErrnoException) => finish(e.code ?? e.message))
   })
 
+/** The main checkout of the repository `dir` is in (the first worktree git lists); undefined outside one. */
+const mainCheckout = (dir: string): string | undefined => {
+  try {
+    return /^worktree (.*)$/m.exec(git(["worktree", "list", "--porcelain"], dir))?.[1]
+  } catch {
+    return undefined
+  }
+}
+
 const mode = (path: string) => statSync(path).mode & 0o777
 
 const checkGit = (cwd: string): ReadonlyArray<Finding> => {
@@ -177,14 +186,27 @@ export const doctor = Command.make("doctor", { json }, ({ json }) =>
               "berth check shows them"
             )
       )
+      // `${env.…}` as up reads it: the environment, then the main checkout's .env overlaid by this worktree's
+      const main = mainCheckout(loaded.right.root)
+      const dotenv =
+        main === undefined || main === loaded.right.root
+          ? loaded.right.dotenv
+          : new Map([...(yield* files.dotenv(main)), ...loaded.right.dotenv])
+      const env = (name: string) => process.env[name] ?? dotenv.get(name)
       for (const slice of Model.slices(loaded.right.parsed.config)) {
         if (slice.adminUrl === undefined) continue
-        const resolved = resolveTemplate(slice.adminUrl, { services: new Map(), env: (n) => process.env[n] })
+        const resolved = resolveTemplate(slice.adminUrl, { services: new Map(), env })
         const missing = unresolvedIn(resolved)
         const check = `slice ${slice.name}`
         if (missing.length > 0) {
           const name = /^\$\{env\.(.+)\}$/.exec(missing[0] ?? "")?.[1] ?? missing[0]
-          findings.push(fail(check, `admin_url needs ${missing.join(", ")}, not set here`, `export ${name}=…`))
+          findings.push(
+            fail(
+              check,
+              `admin_url needs ${missing.join(", ")}, set neither here nor in .env`,
+              `set ${name} in .env (or export it)`
+            )
+          )
           continue
         }
         const address = serverAddress(resolved.value)
