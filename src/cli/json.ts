@@ -89,12 +89,16 @@ export const documents = {
     title: "berth verify --json",
     description: "the commands of [agents] verify that ran; the last one failed when ok is false"
   }),
-  open: doc("berth open --json", "the URL opened, and whether a browser could be started for it", {
-    world: Schema.String,
-    service: Schema.String,
-    url: Schema.String,
-    opened: Schema.Boolean
-  }),
+  open: doc(
+    "berth open --json",
+    "the URL, and whether a browser opened it (false, with exit 1, when the opener failed)",
+    {
+      world: Schema.String,
+      service: Schema.String,
+      url: Schema.String,
+      opened: Schema.Boolean
+    }
+  ),
   doctor: doc("berth doctor --json", "what doctor looked at and found; ok is false when something is broken (exit 1)", {
     ok: Schema.Boolean,
     findings: Schema.Array(

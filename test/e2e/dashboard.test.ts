@@ -205,4 +205,25 @@ describe.skipIf(!hasTmux)("berth dash in a terminal", () => {
     expect(piped.code).toBe(2)
     expect(piped.stderr).toContain("needs a terminal")
   })
+
+  it("o says the browser could not be opened when the opener fails (xdg-open exits 3 on a headless machine)", async () => {
+    const box = await boxes.project({ "berth.toml": `[services.web]\ncmd = "node server.mjs"\nurl = "web"\n` })
+    const up = await box.run(["up", "--json"], { timeoutMs: 60_000 })
+    expect(up.code, up.stderr).toBe(0)
+    const url = (JSON.parse(up.stdout) as { world: { services: Array<{ url: string }> } }).world.services[0]!.url
+    const headless = join(dirname(box.dir), "xdg-open")
+    writeFileSync(headless, "#!/bin/sh\nexit 3\n", { mode: 0o755 })
+    const env = [`BERTH_HOME=${box.home}`, "BERTH_PROXY_PORT=off", "BERTH_HTTPS_PORT=off", "NO_COLOR=1"]
+    const shell = `env ${env.join(" ")} BROWSER=${headless} ${berthBin}`
+    expect(
+      tmux("new-session", "-d", "-s", "open", "-x", "120", "-y", "30", "-c", box.dir, `${shell} dash; sleep 600`).status
+    ).toBe(0)
+    const shown = async () => tmux("capture-pane", "-p", "-t", "open").stdout
+    await eventually(shown, (s) => /^▸ main +running/m.test(s))
+    tmux("send-keys", "-t", "open", "o")
+    const told = await eventually(shown, (s) => s.includes("in a browser"), 10_000)
+    expect(told).toContain(`could not open ${url} in a browser (${headless} exited with code 3)`)
+    expect(told).not.toContain("opened")
+    tmux("send-keys", "-t", "open", "q")
+  })
 })

@@ -37,8 +37,26 @@ describe("berth open", () => {
     expect(worker.code).toBe(1)
     expect(worker.stderr).toMatch(/no service "worker" with a url; those are: web, api/)
     const none = await box.run(["open", "one"], { env: { BROWSER: "/nonexistent/browser" } })
-    expect(none.code).toBe(0)
+    expect(none.code).toBe(1)
     expect(none.stdout).toBe(`${urlOf("web")}\n`)
-    expect(none.stderr).toMatch(/no browser could be started \(set BROWSER/)
+    expect(none.stderr).toMatch(/the browser could not be opened \(\/nonexistent\/browser could not be started/)
+  })
+
+  it("says the browser could not be opened, and exits 1, when the opener fails (xdg-open on a headless machine exits 3)", async () => {
+    const box = await boxes.project({ "berth.toml": `[services.web]\ncmd = "node server.mjs"\nurl = "web"\n` })
+    const headless = join(box.dir, "..", "xdg-open")
+    writeFileSync(headless, `#!/bin/sh\necho "xdg-open: no method available for opening '$1'" >&2\nexit 3\n`)
+    chmodSync(headless, 0o755)
+    const w = worldFrom((await box.run(["up", "--json"], { timeoutMs: 60_000 })).stdout)
+    const url = w.services.find((s) => s.name === "web")!.url!
+    const r = await box.run(["open"], { env: { BROWSER: headless } })
+    expect(r.code).toBe(1)
+    expect(r.stdout).toBe(`${url}\n`)
+    expect(r.stderr).toBe(
+      `error: the browser could not be opened (${headless} exited with code 3): open ${url} yourself, or set BROWSER to the command that opens one\n`
+    )
+    const json = await box.run(["open", "--json"], { env: { BROWSER: headless } })
+    expect(json.code).toBe(1)
+    expect(JSON.parse(json.stdout)).toEqual({ schema: 1, world: "main", service: "web", url, opened: false })
   })
 })

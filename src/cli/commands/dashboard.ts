@@ -179,8 +179,9 @@ const live = (cwd: string | undefined) =>
             )
           case "Open": {
             const url = w.status.services.find((s) => s.name === action.service)?.url ?? ""
-            return told(`opening ${url}`, launchBrowser(url), (opened) =>
-              opened ? `opened ${url}` : `no browser could be started (set BROWSER): ${url}`
+            return told(`opening ${url}`, launchBrowser(url), (launched) =>
+              // the URL first: it is what to open by hand, and a long line is cut at its end
+              launched.opened ? `opened ${url}` : `could not open ${url} in a browser (${launched.why})`
             )
           }
           case "Logs":

@@ -1,6 +1,7 @@
 /**
  * `berth open [name] [service]`: a service's URL in the browser — `$BROWSER` when set, else the system's opener
- * (`xdg-open`, `open` on macOS). The URL is printed too, so it is there to click when no browser can be started.
+ * (`xdg-open`, `open` on macOS). The URL is printed too, so it is there to click when no browser can be started;
+ * then berth says so and exits 1.
  */
 import { spawn } from "node:child_process"
 import * as Args from "@effect/cli/Args"
@@ -13,6 +14,7 @@ import { DaemonClient } from "../../daemon/client.js"
 import { InvalidRequest } from "../../domain/errors.js"
 import { printDocument } from "../json.js"
 import { json, printError } from "../output.js"
+import { errorPrefix } from "../render.js"
 import { viaDaemon, withDaemon } from "./worlds.js"
 
 /** The service to open: the one named, else the first with a URL (berth.toml's order). */
@@ -33,20 +35,51 @@ export const serviceToOpen = (world: WorldStatus, name: string | undefined) => {
   )
 }
 
-/** Starts the opener detached, so berth does not wait for the browser; false when there is none to start. */
+/** How starting a browser went: opened, or why not. */
+export type Launched = { readonly opened: true } | { readonly opened: false; readonly why: string }
+
+/**
+ * An opener (xdg-open, open) answers with its exit code at once; a browser named in BROWSER, or one xdg-open runs in
+ * the foreground, runs on until it is closed: still running after this long, it has opened.
+ */
+const STILL_RUNNING_MS = 3_000
+
+/**
+ * Starts the opener detached and waits for its exit code (xdg-open exits 3 on a machine with no browser), so that
+ * berth never says it opened what it did not.
+ */
 export const launchBrowser = (url: string) =>
-  Effect.async<boolean>((resume) => {
+  Effect.async<Launched>((resume) => {
     const opener = process.env.BROWSER ?? (process.platform === "darwin" ? "open" : "xdg-open")
     // BROWSER may hold arguments ("firefox --new-window"): split on spaces, and pass the URL as one more argument
     const [command, ...args] = opener.split(" ").filter((w) => w !== "")
-    if (command === undefined) return resume(Effect.succeed(false))
+    if (command === undefined) return resume(Effect.succeed({ opened: false, why: "BROWSER is empty" }))
     const child = spawn(command, [...args, url], { detached: true, stdio: "ignore" })
-    child.once("error", () => resume(Effect.succeed(false)))
-    child.once("spawn", () => {
+    let timer: NodeJS.Timeout | undefined
+    const settle = (launched: Launched) => {
+      clearTimeout(timer)
+      child.removeAllListeners()
+      // a browser that runs on is left to run, without keeping berth alive
       child.unref()
-      resume(Effect.succeed(true))
-    })
+      resume(Effect.succeed(launched))
+    }
+    timer = setTimeout(() => settle({ opened: true }), STILL_RUNNING_MS)
+    child.once("error", (e: NodeJS.ErrnoException) =>
+      settle({ opened: false, why: `${command} could not be started: ${e.code ?? e.message}` })
+    )
+    child.once("exit", (code, signal) =>
+      settle(
+        code === 0
+          ? { opened: true }
+          : { opened: false, why: `${command} ${code === null ? `ended by ${signal}` : `exited with code ${code}`}` }
+      )
+    )
+    return Effect.sync(() => clearTimeout(timer))
   })
+
+/** What to tell when no browser opened: the URL is there to open by hand. */
+export const notOpened = (why: string, url: string) =>
+  `the browser could not be opened (${why}): open ${url} yourself, or set BROWSER to the command that opens one`
 
 export const open = Command.make(
   "open",
@@ -77,11 +110,10 @@ export const open = Command.make(
         if (!json) yield* Console.log(url)
         if (w.state !== "running" && w.state !== "degraded")
           yield* printError(`note: world ${w.name} is ${w.state}; berth up ${w.name} starts it`)
-        const opened = yield* launchBrowser(url)
-        if (json) yield* printDocument("open", { world: w.name, service: chosen.name, url, opened })
-        else if (!opened) {
-          yield* printError("no browser could be started (set BROWSER to the command that opens one): the URL is above")
-        }
+        const launched = yield* launchBrowser(url)
+        if (json) yield* printDocument("open", { world: w.name, service: chosen.name, url, opened: launched.opened })
+        else if (!launched.opened) yield* printError(`${errorPrefix("error:")} ${notOpened(launched.why, url)}`)
+        if (!launched.opened) process.exitCode = 1
       })
     )
 ).pipe(Command.withDescription("Open a service of a world in the browser (and print its URL)"), withDaemon)
