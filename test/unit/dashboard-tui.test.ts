@@ -227,4 +227,32 @@ describe("the dashboard's screen", () => {
     ).toContain("x         remove the world")
     expect(screen(emptyModel(), initialUi, { columns: 80, rows: 24 }, false)[1]).toBe("waiting for the daemon…")
   })
+
+  it("shows the whole remove question, ending in (y/N), at 80 columns (and narrower), whatever the world's name", () => {
+    const long = "feature/a-branch-name-long-enough-to-fill-most-of-a-terminal-line-by-itself"
+    for (const columns of [80, 60, 40, 20]) {
+      for (const world of ["login-fix", "checkout-v2", long]) {
+        const lines = screen(
+          model,
+          { ...initialUi, mode: { _tag: "Confirm", worldId: 1, world } },
+          { columns, rows: 24 },
+          false
+        )
+        const prompt = lines[23]!
+        expect(prompt.length, prompt).toBeLessThanOrEqual(columns)
+        expect(prompt, `${columns} columns`).toMatch(/^remove .+\? .*\(y\/N\)$/)
+        // the name itself whenever it fits beside the question
+        if (`remove ${world}? (y/N)`.length <= columns) expect(prompt).toContain(`remove ${world}?`)
+      }
+    }
+    // at 80 columns a usual name keeps what removing does
+    expect(
+      screen(
+        model,
+        { ...initialUi, mode: { _tag: "Confirm", worldId: 1, world: "login-fix" } },
+        { columns: 80, rows: 24 },
+        false
+      )[23]
+    ).toMatch(/^remove login-fix\? .*worktree.* \(y\/N\)$/)
+  })
 })

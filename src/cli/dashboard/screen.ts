@@ -88,7 +88,7 @@ export const screen = (model: DashboardModel, ui: UiState, size: Size, colour: b
   const bodyHeight = height - 5
   const body = bodyLines(model, ui, rows, width, bodyHeight, colour)
   const status = statusLine(model, ui)
-  const bottom = bottomLine(ui)
+  const bottom = bottomLine(ui, width)
   const out = [top, machine, line(body.header, false, "1"), ...body.lines]
   while (out.length < height - 2) out.push("")
   out.length = height - 2
@@ -228,12 +228,32 @@ const statusLine = (model: DashboardModel, ui: UiState): { readonly text: string
   }
 }
 
-const bottomLine = (ui: UiState): string => {
+/**
+ * The remove question in `width` columns, never cut before its `(y/N)`: what removing does, said shorter as room
+ * runs out, and at last the world's name shortened in its middle.
+ */
+export const confirmPrompt = (world: string, width: number): string => {
+  const answers = [
+    "its processes stop, its ports are released, its worktree is deleted",
+    "it stops, its ports go, its worktree is deleted",
+    "its worktree is deleted",
+    ""
+  ]
+  for (const what of answers) {
+    const prompt = `remove ${world}? ${what === "" ? "" : `${what} `}(y/N)`
+    if (prompt.length <= width) return prompt
+  }
+  const room = Math.max(2, width - "remove ? (y/N)".length)
+  const head = Math.ceil((room - 1) / 2)
+  return `remove ${world.slice(0, head)}…${world.slice(world.length - (room - 1 - head))}? (y/N)`
+}
+
+const bottomLine = (ui: UiState, width: number): string => {
   switch (ui.mode._tag) {
     case "Filter":
       return `filter: ${ui.mode.draft}▏ (Enter keeps it, Esc clears)`
     case "Confirm":
-      return `remove ${ui.mode.world}? its processes stop, its ports are released, its worktree is deleted (y/N)`
+      return confirmPrompt(ui.mode.world, width)
     case "Logs":
       return "q or Esc: back to the worlds"
     case "Help":
