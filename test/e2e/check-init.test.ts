@@ -1,7 +1,8 @@
-import { readdirSync, readFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { type Sandbox, sandbox } from "./harness.js"
+import { runBerth, type Sandbox, sandbox } from "./harness.js"
 
 const boxes: Array<Sandbox> = []
 const box = (files: Record<string, string> = {}) => {
@@ -133,10 +134,33 @@ describe("berth init", () => {
     const r = await b.run(["init"])
     expect(r.code).toBe(0)
     expect(r.stdout).toMatch(/^wrote berth\.toml from package\.json/)
+    expect(r.stderr).toBe("")
     const written = readFileSync(join(b.dir, "berth.toml"), "utf8")
     expect(written).toContain('setup = "npm ci"')
     expect(written).toContain('cmd = "npm run dev"')
     expect((await b.run(["check"])).code).toBe(0)
+  })
+
+  it("says it wrote a template when there is no package.json, and warns on stderr outside a git repository", async () => {
+    const base = mkdtempSync(join(tmpdir(), "berth-init-"))
+    try {
+      const dir = join(base, "plain")
+      mkdirSync(dir)
+      const r = await runBerth(["init"], dir, join(base, "home"))
+      expect(r.code, r.stderr).toBe(0)
+      expect(r.stdout.split("\n")[0]).toBe(
+        "wrote berth.toml from a template (no compose file or package.json here): 1 process, 0 slices"
+      )
+      expect(r.stdout).not.toContain("from package.json")
+      expect(r.stderr).toBe(
+        `warning: ${dir} is not in a git repository, and berth's worlds are its worktrees: run git init and commit before berth up\n`
+      )
+      const json = await runBerth(["init", "--force", "--json"], dir, join(base, "home"))
+      expect(JSON.parse(json.stdout)).toMatchObject({ source: "template" })
+      expect(json.stderr).toContain("is not in a git repository")
+    } finally {
+      rmSync(base, { recursive: true, force: true })
+    }
   })
 
   it("names the compose file and line when it is not valid YAML", async () => {

@@ -1,7 +1,9 @@
 /**
  * `berth init [dir] [--force]`: write a starting berth.toml from the project's compose file (and `.env`), or from
- * package.json scripts when there is none. Never overwrites without --force; the result is checked before returning.
+ * package.json scripts when there is none, or else a template. Never overwrites without --force; the result is checked
+ * before returning, and a folder outside a git repository is warned about (every world is a worktree).
  */
+import { execFileSync } from "node:child_process"
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -16,7 +18,7 @@ import { fromPackageJson } from "../../domain/init/packageJson.js"
 import { projectLabel } from "../../domain/names.js"
 import { CONFIG_FILE, ConfigFiles } from "../../services/ConfigFiles.js"
 import { printDocument } from "../json.js"
-import { json } from "../output.js"
+import { json, printError } from "../output.js"
 
 const dir = Args.directory({ name: "dir", exists: "yes" }).pipe(
   Args.withDescription("the repository root to write berth.toml into (default: the current folder)"),
@@ -28,6 +30,18 @@ const force = Options.boolean("force").pipe(Options.withDescription("Overwrite a
 /** Compose's own lookup order. */
 const composeFiles = ["compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml"]
 const lockfiles = ["package-lock.json", "pnpm-lock.yaml", "yarn.lock", "bun.lockb", "bun.lock"]
+/** The source when there was nothing to read: a berth.toml with a TODO for the command. */
+const TEMPLATE = "template"
+
+/** Whether `dir` is inside a git work tree (`up` makes every world a worktree of it). */
+const inRepository = (dir: string): boolean => {
+  try {
+    execFileSync("git", ["rev-parse", "--is-inside-work-tree"], { cwd: dir, stdio: "ignore" })
+    return true
+  } catch {
+    return false
+  }
+}
 
 export const init = Command.make("init", { dir, force, json }, ({ dir, force, json }) =>
   Effect.gen(function* () {
@@ -67,8 +81,9 @@ export const init = Command.make("init", { dir, force, json }, ({ dir, force, js
     if (result === undefined) {
       const present: Array<string> = []
       for (const name of lockfiles) if (yield* fs.exists(path.join(root, name))) present.push(name)
-      result = fromPackageJson({ packageJsonText: yield* readIfThere("package.json"), projectName, lockfiles: present })
-      source = "package.json"
+      const packageJsonText = yield* readIfThere("package.json")
+      result = fromPackageJson({ packageJsonText, projectName, lockfiles: present })
+      source = packageJsonText === undefined ? TEMPLATE : "package.json"
     }
 
     yield* fs
@@ -76,18 +91,23 @@ export const init = Command.make("init", { dir, force, json }, ({ dir, force, js
       .pipe(Effect.mapError((e) => new InitFailed({ file: shown, reason: e.message })))
     const loaded = yield* files.load(target)
     const warnings = yield* files.lint(loaded)
+    if (!inRepository(root)) {
+      yield* printError(
+        `warning: ${root} is not in a git repository, and berth's worlds are its worktrees: run git init and commit before berth up`
+      )
+    }
 
     if (json)
       return yield* printDocument("init", {
         file: target,
-        source: source ?? "package.json",
+        source: source ?? TEMPLATE,
         notes: result.notes,
         warnings
       })
     const services = loaded.parsed.config.services
     const slices = services.filter((s) => s._tag === "Slice").length
     yield* Console.log(
-      `wrote ${shown} from ${source}: ${services.length - slices} process${services.length - slices === 1 ? "" : "es"}, ${slices} slice${slices === 1 ? "" : "s"}`
+      `wrote ${shown} from ${source === TEMPLATE ? "a template (no compose file or package.json here)" : source}: ${services.length - slices} process${services.length - slices === 1 ? "" : "es"}, ${slices} slice${slices === 1 ? "" : "s"}`
     )
     for (const note of result.notes) yield* Console.log(`  note: ${note}`)
     for (const warning of warnings) yield* Console.log(`  ${formatDiagnostic(warning)}`)
