@@ -7,10 +7,39 @@
 const BEGIN = "# >>> berth routes (berth hosts clean removes this)"
 const END = "# <<< berth routes"
 
+/** A DNS host name (labels of letters, digits and hyphens): nothing else may become a line of the hosts file. */
+const HOST_NAME = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/
+const LOOPBACK = new Set(["localhost", "127.0.0.1", "[::1]"])
+
+/**
+ * The names the proxy routes, from the worlds' statuses: the host of each process's http(s) URL. A slice's address is
+ * never one — a sqlite file has no host, an S3 URL names a bucket, and a database on another machine must not be
+ * pinned to loopback — nor is a direct URL (loopback, an address).
+ */
+export const routedNames = (
+  worlds: ReadonlyArray<{
+    readonly services: ReadonlyArray<{ readonly kind: string; readonly url: string | null }>
+  }>
+): ReadonlyArray<string> =>
+  worlds.flatMap((w) =>
+    w.services.flatMap((s) => {
+      if (s.kind !== "process" || s.url === null) return []
+      let url: URL
+      try {
+        url = new URL(s.url)
+      } catch {
+        return []
+      }
+      if (url.protocol !== "http:" && url.protocol !== "https:") return []
+      const host = url.hostname.toLowerCase()
+      return LOOPBACK.has(host) || /^[\d.]+$/.test(host) || !HOST_NAME.test(host) ? [] : [host]
+    })
+  )
+
 /** The hosts file with berth's block listing `names` (sorted, once each); no block when there are none. */
 export const withHosts = (text: string, names: ReadonlyArray<string>): string => {
   const kept = withoutHosts(text)
-  const unique = [...new Set(names.map((n) => n.toLowerCase()))].sort()
+  const unique = [...new Set(names.map((n) => n.toLowerCase()).filter((n) => HOST_NAME.test(n)))].sort()
   if (unique.length === 0) return kept
   const block = [BEGIN, ...unique.map((name) => `127.0.0.1 ${name}`), END].join("\n")
   return `${kept === "" ? "" : kept.replace(/\n*$/, "\n")}${block}\n`

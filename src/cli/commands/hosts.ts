@@ -12,7 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import { DaemonClient } from "../../daemon/client.js"
 import { InvalidRequest } from "../../domain/errors.js"
-import { hostsIn, withHosts, withoutHosts } from "../../domain/hosts.js"
+import { hostsIn, routedNames, withHosts, withoutHosts } from "../../domain/hosts.js"
 import { shellQuote } from "../../domain/tokens.js"
 import { homePaths, resolveHome } from "../../services/homePaths.js"
 import { printDocument } from "../json.js"
@@ -22,21 +22,11 @@ import { viaDaemon, withDaemon } from "./worlds.js"
 
 const hostsFile = () => process.env.BERTH_HOSTS_FILE ?? "/etc/hosts"
 
-/** The host names of every routed service of every world the daemon knows. */
+/** The host names of every routed service of every world the daemon knows (never a slice's address). */
 const liveNames = Effect.gen(function* () {
   const client = yield* DaemonClient
   const { worlds } = yield* client.Status({})
-  return worlds.flatMap((w) =>
-    w.services.flatMap((s) => {
-      if (s.url === null) return []
-      try {
-        const host = new URL(s.url).hostname
-        return host === "127.0.0.1" || host === "localhost" || host === "[::1]" ? [] : [host]
-      } catch {
-        return []
-      }
-    })
-  )
+  return routedNames(worlds)
 })
 
 /** Writes the file, or fails saying how to do it as root (the same command, with this BERTH_HOME). */
