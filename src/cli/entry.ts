@@ -27,6 +27,14 @@ if (handedOn !== undefined) {
 }
 
 const argv = process.argv.slice(2)
+
+// a closed stdout (`berth logs | head`) ends a command quietly, not with an EPIPE stack (not the daemon: its log)
+if (!(argv[0] === "daemon" && argv[1] === "run")) {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on("error", (e: NodeJS.ErrnoException) => process.exit(e.code === "EPIPE" ? 0 : 1))
+  }
+}
+
 if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "-V")) {
   process.stdout.write(`${BERTH_VERSION}\n`)
 } else {

@@ -58,7 +58,7 @@ export const exchange = async (
     const finish = (failure?: string) => {
       if (settled) return
       settled = true
-      // one signal serves many exchanges (the live line's look every second): each takes its listener back
+      // one signal serves many exchanges: each takes its listener back
       signal?.removeEventListener("abort", onAbort)
       socket.destroy()
       resolve(inOrder(failure))
@@ -74,7 +74,7 @@ export const exchange = async (
           .join("")
       )
     socket.setTimeout(timeoutMs, () => finish("the daemon did not answer in time"))
-    if (signal?.aborted === true) return finish("no longer wanted")
+    if (signal?.aborted === true) return onAbort()
     signal?.addEventListener("abort", onAbort, { once: true })
     socket.once("error", (e) => finish(e.message))
     socket.once("close", () => finish("the daemon closed the connection"))
