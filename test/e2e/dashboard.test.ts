@@ -226,4 +226,34 @@ describe.skipIf(!hasTmux)("berth dash in a terminal", () => {
     expect(told).not.toContain("opened")
     tmux("send-keys", "-t", "open", "q")
   })
+
+  it("draws the worlds from the daemon's snapshot, before its first readings tick (no CPU yet: …)", async () => {
+    const box = await boxes.project({ "berth.toml": `[services.web]\ncmd = "node server.mjs"\nurl = "web"\n` })
+    expect((await box.run(["up"], { timeoutMs: 60_000 })).code).toBe(0)
+    const env = [`BERTH_HOME=${box.home}`, "BERTH_PROXY_PORT=off", "BERTH_HTTPS_PORT=off", "NO_COLOR=1"]
+    expect(
+      tmux(
+        "new-session",
+        "-d",
+        "-s",
+        "first",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        "-c",
+        box.dir,
+        `env ${env.join(" ")} ${berthBin} dash; sleep 600`
+      ).status
+    ).toBe(0)
+    // the first frame that has the world: CPU needs two readings, so a frame drawn from the snapshot alone shows "…"
+    // there, and one that waited for a readings tick would show a figure
+    const first = await eventually(
+      async () => tmux("capture-pane", "-p", "-t", "first").stdout,
+      (s) => /^▸ main +running/m.test(s)
+    )
+    expect(first).toMatch(/^▸ main +running +… +[\d.]+ MiB/m)
+    expect(first).not.toContain("waiting for the daemon")
+    tmux("send-keys", "-t", "first", "q")
+  })
 })

@@ -67,20 +67,25 @@ const live = (cwd: string | undefined) =>
       // the daemon sends readings every 2 s: a longer silence means it is gone (stopped, or replaced by another
       // build), and a connection of its own finds the next one (starting it, as every command does)
       let lost = false
+      // the first watch goes over the command's own connection, just made to a daemon of this build: the snapshot is
+      // the first thing asked, and drawn as it comes
+      let reconnecting = false
       const home = yield* Home
       const watchOnce = Effect.scoped(
         Effect.gen(function* () {
-          // a daemon of another build answers (berth was upgraded): replacing it, as a new command would, is for the
-          // new berth to do; an old dashboard left open would otherwise take the daemon back from every new command
-          const pong = yield* Effect.promise(() => request(home.socket, "Ping", undefined, 5_000))
-          if (pong._tag === "Success" && !isThisBuild(pong.value)) {
-            return yield* new DaemonUnavailable({
-              reason: "berth was upgraded; quit (q) and start berth dashboard again"
-            })
+          if (reconnecting) {
+            // a daemon of another build answers (berth was upgraded): replacing it, as a new command would, is for the
+            // new berth to do; an old dashboard left open would otherwise take the daemon back from every new command
+            const pong = yield* Effect.promise(() => request(home.socket, "Ping", undefined, 5_000))
+            if (pong._tag === "Success" && !isThisBuild(pong.value)) {
+              return yield* new DaemonUnavailable({
+                reason: "berth was upgraded; quit (q) and start berth dashboard again"
+              })
+            }
+            client = Context.get(yield* Layer.build(DaemonClient.Default), DaemonClient)
           }
-          const fresh = Context.get(yield* Layer.build(DaemonClient.Default), DaemonClient)
-          client = fresh
-          yield* fresh.Watch({ cwd }).pipe(
+          reconnecting = true
+          yield* client.Watch({ cwd }).pipe(
             Stream.timeoutFail(
               () => new DaemonUnavailable({ reason: "it stopped answering; connecting again…" }),
               SILENCE
