@@ -20,7 +20,7 @@ import { ReconcileLoopLive, sweepLeftovers } from "../actors/Reconciler.js"
 import { allowKnownWorlds } from "./consent.js"
 import { WorldsLive } from "../layers/index.js"
 import { Worlds } from "../actors/Worlds.js"
-import { InternalError, InvalidRequest, InvalidWorldName, NotARepository } from "../domain/errors.js"
+import { InternalError, InvalidRequest, InvalidWorldName, NotARepository, WorldNotFound } from "../domain/errors.js"
 import { parsePortRange } from "../domain/ports.js"
 import type { Git } from "../services/Git.js"
 import { Home } from "../services/Home.js"
@@ -156,11 +156,29 @@ interface DownPayload {
   readonly all: boolean
 }
 
-/** A request's outcome as data, its failure rendered (see `PlainFailure`). */
-const plain = <A, E extends { readonly _tag: string; readonly message: string }>(effect: Effect.Effect<A, E>) =>
+/**
+ * A request's outcome as data, its failure rendered (see `PlainFailure`). The lean path's `up` and `down`: a world
+ * not found is told for that command (only `up` offers to make it), and for the worktree asked from when none is named.
+ */
+const plain = <A, E extends { readonly _tag: string; readonly message: string }>(
+  effect: Effect.Effect<A, E>,
+  asked: { readonly command: string; readonly world?: string | undefined }
+) =>
   effect.pipe(
     Effect.map((value) => ({ _tag: "Success" as const, value })),
-    Effect.catchAll((e) => Effect.succeed({ _tag: "Failure" as const, tag: e._tag, message: e.message }))
+    Effect.catchAll((e) => {
+      const told =
+        e instanceof WorldNotFound
+          ? new WorldNotFound({
+              project: e.project,
+              name: e.name,
+              known: e.known,
+              command: asked.command,
+              current: asked.world === undefined
+            })
+          : e
+      return Effect.succeed({ _tag: "Failure" as const, tag: told._tag, message: told.message })
+    })
   )
 
 /** The longest event message kept: a history line, not a log. */
@@ -261,9 +279,9 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
       return {
         Ping: () => Effect.succeed({ version, build, pid: process.pid, home: home.root }),
         Up: (p) => up(p).pipe(guarded("Up")),
-        UpPlain: (p) => plain(up(p).pipe(guarded("UpPlain"))),
+        UpPlain: (p) => plain(up(p).pipe(guarded("UpPlain")), { command: "up", world: p.world }),
         Down: (p) => down(p).pipe(guarded("Down")),
-        DownPlain: (p) => plain(down(p).pipe(guarded("DownPlain"))),
+        DownPlain: (p) => plain(down(p).pipe(guarded("DownPlain")), { command: "down", world: p.world }),
         Reset: (p) =>
           Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
             Effect.zipRight(worlds.reset({ cwd: p.cwd, world: p.world }, p.slices, p.env)),

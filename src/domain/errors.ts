@@ -6,7 +6,10 @@ import * as Schema from "effect/Schema"
 import { formatDiagnostic } from "./config/diagnostic.js"
 import { closestName } from "./names.js"
 import { shellQuote } from "./tokens.js"
+<<<<<<< HEAD
 import { howItLeaves } from "./paths.js"
+=======
+>>>>>>> a08be49 (Worlds: a world that does not exist is never offered to be made by a command that acts on one — 'down nosuch' and 'remove nosuch' said 'hint: berth up nosuch'; WorldNotFound now carries the command that asked (and whether a name was given), and only up offers berth up <name>: the others name the closest world with the same command, else berth status, and for the worktree the command ran in say berth up starts its world)
 
 export const DiagnosticSchema = Schema.Struct({
   severity: Schema.Literal("error", "warning"),
@@ -104,16 +107,40 @@ export class InvalidWorldName extends Schema.TaggedError<InvalidWorldName>()("In
 export class WorldNotFound extends Schema.TaggedError<WorldNotFound>()("WorldNotFound", {
   project: Schema.String,
   name: Schema.String,
-  known: Schema.Array(Schema.String)
+  known: Schema.Array(Schema.String),
+  /** the berth command that asked (`down`, `env`, …), when known: only `up` makes a world, so only it offers to */
+  command: Schema.optional(Schema.String),
+  /** no name was given: the world of the worktree the command ran in */
+  current: Schema.optional(Schema.Boolean)
 }) {
   override get message(): string {
     const known = this.known.length === 0 ? "it has none yet" : `its worlds: ${this.known.join(", ")}`
-    // a typo of a world that exists is far likelier than a new branch: say so first
-    const near = closestName(this.name, this.known)
-    const hint =
-      near === undefined ? `berth up ${this.name}` : `did you mean ${near}? (berth up ${this.name} makes a new world)`
-    return `project ${this.project} has no world ${JSON.stringify(this.name)}; ${known}\n  hint: ${hint}`
+    return `project ${this.project} has no world ${JSON.stringify(this.name)}; ${known}\n  hint: ${worldNotFoundHint(this)}`
   }
+}
+
+/**
+ * What to do about a world that does not exist. A typo of a world that exists is far likelier than a new branch: the
+ * closest name comes first. Only `up` offers to make the world named: `down nosuch` meant one that exists.
+ */
+const worldNotFoundHint = (e: {
+  readonly name: string
+  readonly known: ReadonlyArray<string>
+  readonly command?: string | undefined
+  readonly current?: boolean | undefined
+}): string => {
+  const near = closestName(e.name, e.known)
+  if (e.command === "up") {
+    return near === undefined
+      ? `berth up ${shellQuote(e.name)}`
+      : `did you mean ${near}? (berth up ${shellQuote(e.name)} makes a new world)`
+  }
+  if (e.current === true) return "this worktree's world was never brought up: berth up starts it"
+  if (near !== undefined)
+    return `did you mean ${near}?${e.command === undefined ? "" : ` berth ${e.command} ${shellQuote(near)}`}`
+  return e.known.length > 0
+    ? "use one of them (berth status shows each with its state)"
+    : "berth status lists the worlds of every project"
 }
 
 export class WorktreeDirty extends Schema.TaggedError<WorktreeDirty>()("WorktreeDirty", {

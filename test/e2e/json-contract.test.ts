@@ -100,7 +100,10 @@ describe("every --json output follows its published schema", () => {
     }
     const missing = await box.run(["env", "nosuch", "--json"])
     const { error } = JSON.parse(missing.stderr) as { error: { tag: string; hint: string | null } }
-    expect(error).toMatchObject({ tag: "WorldNotFound", hint: "berth up nosuch" })
+    expect(error).toMatchObject({
+      tag: "WorldNotFound",
+      hint: "use one of them (berth status shows each with its state)"
+    })
     // a usage error too, exit 2
     const usage = await box.run(["statsu", "--json"])
     expect(usage.code).toBe(2)

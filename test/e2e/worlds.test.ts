@@ -278,6 +278,35 @@ env = { NAME = "\${world.name}" }
     expect(invalid.stderr).toMatch(/cannot name a world/)
   })
 
+  it("never offers to make a world a command meant to act on: the closest name, or berth status", async () => {
+    const box = await project()
+    await up(box, "feature-a")
+    const hint = (stderr: string) => /\n {2}hint: (.*)\n$/.exec(stderr)?.[1]
+    // down goes the lean path (the daemon words the failure), the others the full CLI
+    for (const args of [
+      ["down", "nosuch"],
+      ["remove", "nosuch"],
+      ["reload", "nosuch"],
+      ["logs", "nosuch"],
+      ["env", "nosuch"],
+      ["exec", "nosuch", "--", "true"]
+    ]) {
+      const r = await box.run(args)
+      expect(r.code, args.join(" ")).toBe(1)
+      expect(r.stderr).toContain('project shop has no world "nosuch"; its worlds: feature-a')
+      expect(hint(r.stderr), args.join(" ")).toBe("use one of them (berth status shows each with its state)")
+      const typo = await box.run([args[0]!, "featur-a", ...args.slice(2)])
+      expect(hint(typo.stderr), args.join(" ")).toBe(`did you mean feature-a? berth ${args[0]} feature-a`)
+    }
+    const json = await box.run(["down", "nosuch", "--json"])
+    expect(JSON.parse(json.stderr)).toMatchObject({
+      error: { tag: "WorldNotFound", hint: "use one of them (berth status shows each with its state)" }
+    })
+    // no name: the world of the worktree the command runs in, which was never brought up
+    const here = await box.run(["env"])
+    expect(hint(here.stderr)).toBe("this worktree's world was never brought up: berth up starts it")
+  })
+
   it("never double-binds a port held by an outside process", async () => {
     const box = await project()
     const w = await up(box, "squatted")

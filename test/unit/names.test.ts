@@ -397,13 +397,50 @@ describe("closestName", () => {
 })
 
 describe("WorldNotFound", () => {
-  it("points at the closest existing world before offering to make a new one", () => {
-    const typo = new WorldNotFound({ project: "shop", name: "featur-a", known: ["main", "feature-a", "feature-b"] })
+  const known = ["main", "feature-a", "feature-b"]
+  it("for up, points at the closest existing world before offering to make a new one", () => {
+    const typo = new WorldNotFound({ project: "shop", name: "featur-a", known, command: "up" })
     expect(typo.message).toBe(
       'project shop has no world "featur-a"; its worlds: main, feature-a, feature-b\n  hint: did you mean feature-a? (berth up featur-a makes a new world)'
     )
-    expect(new WorldNotFound({ project: "shop", name: "brand-new", known: ["main"] }).message).toMatch(
+    expect(new WorldNotFound({ project: "shop", name: "brand-new", known: ["main"], command: "up" }).message).toMatch(
       /hint: berth up brand-new$/
+    )
+  })
+
+  it("for a command that acts on a world that exists, never offers to make it: the closest name, or berth status", () => {
+    for (const command of ["down", "remove", "reload", "logs", "env", "exec", undefined]) {
+      const typo = new WorldNotFound({ project: "shop", name: "featur-a", known, command })
+      expect(typo.message).not.toContain("berth up")
+      expect(typo.message).toMatch(
+        command === undefined
+          ? /\n {2}hint: did you mean feature-a\?$/
+          : new RegExp(`\\n {2}hint: did you mean feature-a\\? berth ${command} feature-a$`)
+      )
+      const other = new WorldNotFound({ project: "shop", name: "nosuch", known, command })
+      expect(other.message).toBe(
+        'project shop has no world "nosuch"; its worlds: main, feature-a, feature-b\n  hint: use one of them (berth status shows each with its state)'
+      )
+      expect(new WorldNotFound({ project: "shop", name: "nosuch", known: [], command }).message).toBe(
+        'project shop has no world "nosuch"; it has none yet\n  hint: berth status lists the worlds of every project'
+      )
+    }
+    // a name with shell metacharacters is quoted in the command offered
+    expect(new WorldNotFound({ project: "shop", name: "feat$a", known: ["feat a"], command: "down" }).message).toMatch(
+      /berth down 'feat a'$/
+    )
+  })
+
+  it("for the worktree the command ran in (no name given), says that berth up starts its world", () => {
+    const here = new WorldNotFound({
+      project: "shop",
+      name: "main",
+      known: ["feature-a"],
+      command: "env",
+      current: true
+    })
+    expect(here.message).toBe(
+      'project shop has no world "main"; its worlds: feature-a\n  hint: this worktree\'s world was never brought up: berth up starts it'
     )
   })
 })

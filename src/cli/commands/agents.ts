@@ -18,7 +18,7 @@ import { consenting } from "./consent.js"
 import { Home } from "../../services/Home.js"
 import { printDocument } from "../json.js"
 import { json, printError, reportFailure, UsageError } from "../output.js"
-import { viaDaemon, withDaemon } from "./worlds.js"
+import { askedBy, viaDaemon, withDaemon } from "./worlds.js"
 
 const timeout = (what: string) =>
   Options.text("timeout").pipe(
@@ -78,7 +78,7 @@ export const exec = Command.make(
         const { argv, name } = yield* splitExec(args)
         const ms = yield* timeoutMs(timeout)
         const client = yield* DaemonClient
-        const world = yield* worldContext(client, { cwd: process.cwd(), world: name })
+        const world = yield* worldContext(client, { cwd: process.cwd(), world: name }).pipe(askedBy("exec", name))
         const result = yield* runCommand({ argv, cwd: world.path, env: world.env, timeoutMs: ms, output: "inherit" })
         if (result.timedOut) {
           return yield* new CommandTimedOut({ command: commandLine(argv), timeoutMs: ms ?? 0 })
@@ -126,7 +126,9 @@ export const verify = Command.make(
       Effect.gen(function* () {
         const ms = yield* timeoutMs(timeout)
         const client = yield* DaemonClient
-        const world = yield* worldContext(client, { cwd: process.cwd(), world: Option.getOrUndefined(name) })
+        const world = yield* worldContext(client, { cwd: process.cwd(), world: Option.getOrUndefined(name) }).pipe(
+          askedBy("verify", Option.getOrUndefined(name))
+        )
         const commands = yield* consenting(false, verifyCommands(world))
         if (commands.length === 0) {
           if (json) return yield* printDocument("verify", { world: world.name, ok: true, commands: [] })

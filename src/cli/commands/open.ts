@@ -15,7 +15,7 @@ import { InvalidRequest } from "../../domain/errors.js"
 import { printDocument } from "../json.js"
 import { json, printError } from "../output.js"
 import { errorPrefix } from "../render.js"
-import { viaDaemon, withDaemon } from "./worlds.js"
+import { askedBy, viaDaemon, withDaemon } from "./worlds.js"
 
 /** The service to open: the one named, else the first with a URL (berth.toml's order). */
 export const serviceToOpen = (world: WorldStatus, name: string | undefined) => {
@@ -100,7 +100,9 @@ export const open = Command.make(
         const client = yield* DaemonClient
         const cwd = process.cwd()
         // the daemon resolves the world (by name, or the worktree the folder is in), with its usual errors
-        const { world } = yield* client.Env({ cwd, world: Option.getOrUndefined(name) })
+        const { world } = yield* client
+          .Env({ cwd, world: Option.getOrUndefined(name) })
+          .pipe(askedBy("open", Option.getOrUndefined(name)))
         const { worlds } = yield* client.Status({ cwd })
         const w = worlds.find((x) => x.name === world)
         if (w === undefined) return yield* new InvalidRequest({ reason: `world ${world} is gone` })

@@ -17,7 +17,7 @@ import { Home } from "../../services/Home.js"
 import * as Layer from "effect/Layer"
 import type { WorldStatus } from "../../daemon/api.js"
 import { definedEnv } from "../../domain/environment.js"
-import { DaemonUnavailable, InvalidRequest } from "../../domain/errors.js"
+import { DaemonUnavailable, InvalidRequest, WorldNotFound } from "../../domain/errors.js"
 import { printDocument, printDocumentLine } from "../json.js"
 import { describeFailure, json, UsageError } from "../output.js"
 import {
@@ -59,6 +59,19 @@ export const viaDaemon = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   )
 
 const ref = (name: Option.Option<string>) => ({ cwd: process.cwd(), world: Option.getOrUndefined(name) })
+
+/**
+ * A world that does not exist is told with the command that asked for it, and whether a name was given: only `up`
+ * offers to make the world named (`down nosuch` meant one that exists; see WorldNotFound).
+ */
+export const askedBy =
+  (command: string, name: string | undefined) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | WorldNotFound, R> =>
+    Effect.mapError(effect, (e) =>
+      e instanceof WorldNotFound
+        ? new WorldNotFound({ project: e.project, name: e.name, known: e.known, command, current: name === undefined })
+        : e
+    )
 
 const services = Options.text("service").pipe(
   Options.withAlias("s"),
@@ -239,7 +252,7 @@ export const up = Command.make(
           telling
         )(yield* consenting(yes, waitingFor(client.Up(request), request, telling)))
       })
-    )
+    ).pipe(askedBy("up", Option.getOrUndefined(name)))
 ).pipe(Command.withDescription("Start a world: its worktree, ports, services and routes"), withDaemon)
 
 const servicesAndDependents = (what: string) =>
@@ -271,7 +284,7 @@ export const down = Command.make(
         if (json) return yield* printDocument("down", { worlds })
         yield* Console.log(renderDown(worlds))
       })
-    )
+    ).pipe(askedBy("down", Option.getOrUndefined(name)))
 ).pipe(
   Command.withDescription("Stop a world's processes (or, with -s, some services); keep its files, ports and data"),
   withDaemon
@@ -321,7 +334,7 @@ export const reload = Command.make(
           telling
         )(yield* consenting(yes, waitingFor(client.Reload(reloading), request, telling)))
       })
-    )
+    ).pipe(askedBy("reload", Option.getOrUndefined(name)))
 ).pipe(
   Command.withDescription(
     "Stop a world, then start it again on the same ports and data (or, with -s/-g, restart some services); waits until it runs, as up does"
@@ -344,7 +357,7 @@ export const remove = Command.make(
         if (json) return yield* printDocument("remove", { removed })
         yield* Console.log(`removed ${removed.name} (${removed.path})`)
       })
-    )
+    ).pipe(askedBy("remove", Option.getOrUndefined(name)))
 ).pipe(Command.withDescription("Destroy a world: stop it, release its ports, remove its worktree"), withDaemon)
 
 export const status = Command.make(
@@ -384,7 +397,7 @@ export const env = Command.make(
         if (json) return yield* printDocument("env", { world, vars, commands })
         yield* Console.log(renderEnv(vars, shell ? "shell" : dotenv ? "dotenv" : "plain"))
       })
-    )
+    ).pipe(askedBy("env", Option.getOrUndefined(name)))
 ).pipe(Command.withDescription("A world's coordinates: <SERVICE>_URL, <SERVICE>_PORT, <SLICE>_URL"), withDaemon)
 
 export const logs = Command.make(
@@ -419,5 +432,5 @@ export const logs = Command.make(
             )
           )
       })
-    )
+    ).pipe(askedBy("logs", Option.getOrUndefined(name)))
 ).pipe(Command.withDescription("A world's service logs"), withDaemon)
