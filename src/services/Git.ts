@@ -50,6 +50,13 @@ export class BranchCheckedOut extends Data.TaggedError("BranchCheckedOut")<{
   }
 }
 
+/** A repository with no commit yet: a new worktree has no HEAD to branch from. */
+export class NoCommits extends Data.TaggedError("NoCommits")<{ readonly repoRoot: string }> {
+  override get message(): string {
+    return `the repository ${this.repoRoot} has no commit yet, and a new world's worktree branches from the main checkout's committed HEAD\n  hint: commit first: git add -A && git commit -m "first commit"`
+  }
+}
+
 export interface RepoInfo {
   /** this worktree's top-level folder */
   readonly root: string
@@ -316,7 +323,7 @@ export interface GitService {
     repoRoot: string,
     worktreePath: string,
     branch: string
-  ) => Effect.Effect<AddedWorktree, NotARepository | InvalidBranchName | GitFailed | BranchCheckedOut>
+  ) => Effect.Effect<AddedWorktree, NotARepository | InvalidBranchName | GitFailed | BranchCheckedOut | NoCommits>
   /**
    * Whether `folder` is a worktree of the repository whose main checkout is `mainRoot`: git's common dir there is
    * that repository's and its top level is that very folder. A folder merely standing at a world's path (made by
@@ -443,6 +450,12 @@ const make = Effect.gen(function* () {
       Effect.catchTag("GitFailed", () => Effect.succeed(false))
     )
     if (quick) return { path: canonical(target), branch, created: true, reused: false } satisfies AddedWorktree
+    // no commit to branch from (git's own words: "fatal: not a valid object name: 'HEAD'"), and no branch to check out
+    const committed = yield* run(repoRoot, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]).pipe(
+      Effect.as(true),
+      Effect.catchTag("GitFailed", () => Effect.succeed(false))
+    )
+    if (!committed && !(yield* branchExists(repoRoot, branch))) return yield* new NoCommits({ repoRoot })
     let list = yield* worktrees(repoRoot)
     if (list.some((w) => w.prunable)) {
       yield* run(repoRoot, ["worktree", "prune"])

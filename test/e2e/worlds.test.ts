@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process"
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as net from "node:net"
 import { tmpdir } from "node:os"
@@ -305,6 +306,24 @@ env = { NAME = "\${world.name}" }
     // no name: the world of the worktree the command runs in, which was never brought up
     const here = await box.run(["env"])
     expect(hint(here.stderr)).toBe("this worktree's world was never brought up: berth up starts it")
+  })
+
+  it("in a repository with no commit yet, up of a new world says to commit first (not git's raw fatal)", async () => {
+    const box = await project()
+    const fresh = join(dirname(box.dir), "fresh")
+    mkdirSync(fresh)
+    writeFileSync(join(fresh, "berth.toml"), twoServices)
+    execFileSync("git", ["init", "-q", "-b", "main"], { cwd: fresh })
+    const r = await box.run(["up", "x"], { cwd: fresh })
+    expect(r.code).toBe(1)
+    expect(r.stderr).not.toContain("fatal:")
+    expect(r.stderr).toBe(
+      `error: the repository ${fresh} has no commit yet, and a new world's worktree branches from the main checkout's committed HEAD\n  hint: commit first: git add -A && git commit -m "first commit"\n`
+    )
+    const json = await box.run(["up", "y", "--json"], { cwd: fresh })
+    expect(JSON.parse(json.stderr)).toMatchObject({
+      error: { hint: 'commit first: git add -A && git commit -m "first commit"' }
+    })
   })
 
   it("never double-binds a port held by an outside process", async () => {
