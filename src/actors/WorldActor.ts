@@ -403,9 +403,18 @@ export const makeWorldActor = (
           })
         }
         if (w.isMain) return yield* new InvalidRequest({ reason: `the main checkout ${w.path} is missing` })
-        yield* git
+        const added = yield* git
           .addWorktree(w.mainRoot, w.path, w.branch ?? w.name)
           .pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
+        // what a new world holds, said once: the main checkout's last commit, not what is uncommitted there
+        if (added.created) {
+          yield* registry.addEvent({
+            worldId: w.id,
+            service: null,
+            kind: "worktree_created",
+            message: `branch ${added.branch} made from the last commit of the main checkout (${w.mainRoot}); what is not committed there is not carried`
+          })
+        }
       })
 
     /**

@@ -28,7 +28,7 @@ if (handedOn !== undefined) {
 
 const argv = process.argv.slice(2)
 
-// a closed stdout (`berth logs | head`) ends a command quietly, not with an EPIPE stack (not the daemon: its log)
+// a closed stdout (`berth logs | head`) ends a command quietly, not with an EPIPE stack (not the daemon)
 if (!(argv[0] === "daemon" && argv[1] === "run")) {
   for (const stream of [process.stdout, process.stderr]) {
     stream.on("error", (e: NodeJS.ErrnoException) => process.exit(e.code === "EPIPE" ? 0 : 1))

@@ -6,7 +6,7 @@ import { waitingLine } from "../mcp/progress.js"
 import type { GcReport, ServiceStatus, WorldStatus } from "../daemon/api.js"
 
 /** Events worth a line under the world: what changed how it was made, not routine progress. */
-const NOTABLE_EVENTS: ReadonlySet<string> = new Set(["clone_fallback", "golden_wait", "dev_server"])
+const NOTABLE_EVENTS: ReadonlySet<string> = new Set(["clone_fallback", "golden_wait", "dev_server", "worktree_created"])
 
 /** Colour for a terminal that wants it: stdout a TTY, NO_COLOR unset, TERM not dumb. */
 export const wantsColour = (stream: { readonly isTTY?: boolean } = process.stdout): boolean =>

@@ -73,7 +73,10 @@ describe("examples/hello/demo.sh", () => {
       new RegExp(`^${literal(name)}  running  ${literal(`${work}.worktrees/${name}`)}$`),
       new RegExp(`^  db   ready +file://${literal(home)}/slices/hello/hello_${ident}_db\\.sqlite$`),
       new RegExp(`^  api  healthy  pid \\d+ +:\\d+ +http://api\\.${literal(name)}\\.hello\\.localhost${proxy}$`),
-      new RegExp(`^  web  healthy  pid \\d+ +:\\d+ +http://web\\.${literal(name)}\\.hello\\.localhost${proxy}$`)
+      new RegExp(`^  web  healthy  pid \\d+ +:\\d+ +http://web\\.${literal(name)}\\.hello\\.localhost${proxy}$`),
+      new RegExp(
+        `^  worktree_created: branch ${literal(name)} made from the last commit of the main checkout \\(${literal(work!)}\\); what is not committed there is not carried$`
+      )
     ]
     const said = (name: string, ident: string) =>
       new RegExp(

@@ -308,6 +308,24 @@ env = { NAME = "\${world.name}" }
     expect(hint(here.stderr)).toBe("this worktree's world was never brought up: berth up starts it")
   })
 
+  it("says, when up makes a world's worktree, that it branches from the main checkout's last commit (an event too)", async () => {
+    const box = await project()
+    box.write("uncommitted.txt", "not carried\n")
+    const said = `  worktree_created: branch fresh made from the last commit of the main checkout (${box.dir}); what is not committed there is not carried`
+    const r = await box.run(["up", "fresh"], { timeoutMs: 60_000 })
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stdout.split("\n")).toContain(said)
+    const { worlds } = JSON.parse((await box.run(["status", "--json"])).stdout) as {
+      worlds: ReadonlyArray<{ name: string; path: string; events: ReadonlyArray<{ kind: string; message: string }> }>
+    }
+    const fresh = worlds.find((x) => x.name === "fresh")!
+    expect(existsSync(join(fresh.path, "uncommitted.txt"))).toBe(false)
+    expect(fresh.events.filter((e) => e.kind === "worktree_created")).toHaveLength(1)
+    // the main checkout is no new worktree
+    const main = await box.run(["up"], { timeoutMs: 60_000 })
+    expect(main.stdout).not.toContain("worktree_created")
+  })
+
   it("in a repository with no commit yet, up of a new world says to commit first (not git's raw fatal)", async () => {
     const box = await project()
     const fresh = join(dirname(box.dir), "fresh")
