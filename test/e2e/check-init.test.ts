@@ -163,6 +163,29 @@ describe("berth init", () => {
     }
   })
 
+  it("writes a setup that installs each sub-package, and a service per package run in its folder", async () => {
+    const scripts = (dev: string) => JSON.stringify({ name: "x", scripts: { dev } })
+    const b = box({
+      "api/package.json": scripts("node api.js"),
+      "api/package-lock.json": "{}",
+      "web/package.json": scripts("node web.js"),
+      "web/pnpm-lock.yaml": "",
+      "docs/readme.md": "no package here\n"
+    })
+    const r = await b.run(["init"])
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stdout.split("\n")[0]).toBe(
+      "wrote berth.toml from api/package.json, web/package.json: 2 processes, 0 slices"
+    )
+    const written = readFileSync(join(b.dir, "berth.toml"), "utf8")
+    expect(written).toContain('setup = "(cd api && npm ci) && (cd web && pnpm install --frozen-lockfile)"')
+    expect(written).toContain('[services.api]\ncmd = "npm run dev"\ndir = "api"\nurl = "api"')
+    expect(written).toContain('[services.web]\ncmd = "pnpm run dev"\ndir = "web"\nurl = "web"')
+    expect((await b.run(["check"])).code).toBe(0)
+    const json = await b.run(["init", "--force", "--json"])
+    expect(JSON.parse(json.stdout)).toMatchObject({ source: "api/package.json, web/package.json" })
+  })
+
   it("names the compose file and line when it is not valid YAML", async () => {
     const b = box({ "compose.yaml": "services:\n  web:\n    image: [unclosed\n" })
     const r = await b.run(["init"])

@@ -1,6 +1,7 @@
 /**
  * `berth init [dir] [--force]`: write a starting berth.toml from the project's compose file (and `.env`), or from
- * package.json scripts when there is none, or else a template. Never overwrites without --force; the result is checked
+ * package.json scripts when there is none (the root's, or else those of packages in folders of their own: `api/`,
+ * `web/`), or else a template. Never overwrites without --force; the result is checked
  * before returning, and a folder outside a git repository is warned about (every world is a worktree).
  */
 import { execFileSync } from "node:child_process"
@@ -14,7 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import { formatDiagnostic } from "../../domain/config/diagnostic.js"
 import { InitFailed, InitRefused } from "../../domain/errors.js"
-import { fromPackageJson } from "../../domain/init/packageJson.js"
+import { fromPackageJson, fromPackages, type SubPackage } from "../../domain/init/packageJson.js"
 import { projectLabel } from "../../domain/names.js"
 import { CONFIG_FILE, ConfigFiles } from "../../services/ConfigFiles.js"
 import { printDocument } from "../json.js"
@@ -78,11 +79,25 @@ export const init = Command.make("init", { dir, force, json }, ({ dir, force, js
       result = converted.right
       break
     }
+    const lockfilesIn = (dir: string) =>
+      Effect.filter(lockfiles, (name) => fs.exists(path.join(root, dir, name)).pipe(Effect.orElseSucceed(() => false)))
+    const packageJsonText = result === undefined ? yield* readIfThere("package.json") : undefined
+    if (result === undefined && packageJsonText === undefined) {
+      // no package.json above them: packages in folders of their own (api/, web/), each installed and run there
+      const packages: Array<SubPackage> = []
+      const entries = yield* fs.readDirectory(root).pipe(Effect.orElseSucceed((): Array<string> => []))
+      for (const dir of entries) {
+        if (dir.startsWith(".") || dir === "node_modules") continue
+        const text = yield* readIfThere(path.join(dir, "package.json"))
+        if (text !== undefined) packages.push({ dir, packageJsonText: text, lockfiles: yield* lockfilesIn(dir) })
+      }
+      if (packages.length > 0) {
+        result = fromPackages({ projectName, packages })
+        source = [...packages.map((p) => `${p.dir}/package.json`)].sort().join(", ")
+      }
+    }
     if (result === undefined) {
-      const present: Array<string> = []
-      for (const name of lockfiles) if (yield* fs.exists(path.join(root, name))) present.push(name)
-      const packageJsonText = yield* readIfThere("package.json")
-      result = fromPackageJson({ packageJsonText, projectName, lockfiles: present })
+      result = fromPackageJson({ packageJsonText, projectName, lockfiles: yield* lockfilesIn(".") })
       source = packageJsonText === undefined ? TEMPLATE : "package.json"
     }
 
