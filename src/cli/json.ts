@@ -199,6 +199,15 @@ export const documents = {
     DaemonInfo
   ),
   "daemon-stop": doc("berth daemon stop --json", "whether a daemon was stopped", { stopped: Schema.Boolean }),
+  version: doc("berth version --json", "this berth: its version, its build, and the Node and platform it runs on", {
+    version: Schema.String,
+    /** the build's id: two builds of one version differ here */
+    build: Schema.String,
+    /** Node's version, as `node --version` prints it */
+    node: Schema.String,
+    /** `<platform>-<arch>`, e.g. linux-x64 */
+    platform: Schema.String
+  }),
   error: doc("berth <command> --json, on failure (stderr)", "what failed: berth's error tag, the message, the advice", {
     error: Schema.Struct({ tag: Schema.String, message: Schema.String, hint: Schema.NullOr(Schema.String) })
   })

@@ -26,6 +26,7 @@ import { curl } from "./commands/curl.js"
 import { reset } from "./commands/reset.js"
 import { gc, golden } from "./commands/slices.js"
 import { trust } from "./commands/trust.js"
+import { version as versionCommand } from "./commands/version.js"
 import { down, env, logs, reload, remove, status, up } from "./commands/worlds.js"
 import { expandAlias } from "./aliases.js"
 import { candidateLines, complete, completionScript, projectNames } from "./completion.js"
@@ -65,7 +66,8 @@ export const berth = Command.make("berth").pipe(
     config,
     metrics,
     cluster,
-    mcp
+    mcp,
+    versionCommand
   ])
 )
 

@@ -18,6 +18,21 @@ describe("berth (the binary)", () => {
     expect(r).toMatchObject({ code: 0, stdout: `${version}\n`, stderr: "" })
   })
 
+  it("berth version says what --version says; --json gives the version, the build and where it runs", async () => {
+    const { version } = (await import("../../package.json", { with: { type: "json" } })).default
+    expect(await box.run(["version"])).toMatchObject({ code: 0, stdout: `${version}\n`, stderr: "" })
+    const r = await box.run(["version", "--json"])
+    expect(r.code, r.stderr).toBe(0)
+    expect(JSON.parse(r.stdout)).toEqual({
+      schema: 1,
+      version,
+      build: expect.stringMatching(/^\S+$/),
+      node: process.version,
+      platform: `${process.platform}-${process.arch}`
+    })
+    expect((await box.run(["--help"])).stdout).toMatch(/^ {2}version +/m)
+  })
+
   it("shows help without colour when piped, listing the commands", async () => {
     for (const args of [["--help"], []]) {
       const r = await box.run(args)

@@ -75,7 +75,7 @@ describe("every --json output follows its published schema", () => {
     expect(told.stderr).toMatch(/other: starting; waiting for slow/)
   })
 
-  it("check, gc --dry-run, verify, port, config, metrics, daemon status", async () => {
+  it("check, gc --dry-run, verify, port, config, metrics, daemon status, version", async () => {
     expect((await json("check", ["check"])).errors).toEqual([])
     expect((await json("gc", ["gc", "--dry-run"])).dryRun).toBe(true)
     expect((await json("verify", ["verify"])).ok).toBe(true)
@@ -83,6 +83,7 @@ describe("every --json output follows its published schema", () => {
     await json("config", ["config"])
     await json("metrics", ["metrics"])
     expect((await json("daemon-status", ["daemon", "status"])).running).toBe(true)
+    expect((await json("version", ["version"])).version).toMatch(/^\d+\.\d+\.\d+/)
   })
 
   it("an error is one line on stderr with its tag, message and hint apart; the exit code is kept", async () => {
