@@ -1,5 +1,6 @@
 /**
- * Shell completion: `berth --completions bash|zsh|fish` prints a small script that asks `berth __complete <words…>`
+ * Shell completion: `berth completion bash|zsh|fish|powershell` (or `--completions <shell>`) prints a small script
+ * that asks `berth __complete <words…>`
  * for the candidates of the word under the cursor, so commands, options, world names (the branches of the project's
  * worktrees, and for `up` any local branch), services, groups and slices are all completed by one piece of code,
  * read from the real command tree and the berth.toml of the folder the shell is in. `complete` is pure: it says what
@@ -58,7 +59,8 @@ const optionValues: Readonly<Record<string, ReadonlyArray<NameKind>>> = {
 
 /** Options every command accepts from @effect/cli itself (`--completions` takes a shell). */
 const BUILT_IN = ["--help", "--version"]
-const SHELLS = ["bash", "zsh", "fish"]
+export const SHELLS = ["bash", "zsh", "fish", "powershell"] as const
+export type Shell = (typeof SHELLS)[number]
 
 interface NamedOption {
   readonly name: string
@@ -91,6 +93,7 @@ export const complete = (root: { readonly descriptor: unknown }, words: Readonly
   const prefix = words[words.length - 1] ?? ""
   if (typed.includes("--")) return none(prefix)
   if (typed[typed.length - 1] === "--completions") return { values: SHELLS, lookup: [], prefix }
+  if (typed.length === 1 && typed[0] === "completion") return { values: SHELLS, lookup: [], prefix }
   let command = root.descriptor as Node
   const path: Array<string> = []
   let i = 0
@@ -135,7 +138,7 @@ export const candidateLines = (values: ReadonlyArray<string>, prefix: string): R
   [...new Set(values.filter((v) => v.startsWith(prefix)))].sort()
 
 /** The script for a shell: it hands the words to `berth __complete` and offers what comes back. */
-export const completionScript = (shell: "bash" | "zsh" | "fish"): string => {
+export const completionScript = (shell: Shell): string => {
   switch (shell) {
     case "bash":
       return `# berth completion for bash: source it, or save it as /etc/bash_completion.d/berth
@@ -162,6 +165,27 @@ if (( $+functions[compdef] )); then compdef _berth berth; fi
     case "fish":
       return `# berth completion for fish: save it as ~/.config/fish/completions/berth.fish
 complete -c berth -f -a '(berth __complete (commandline -opc)[2..-1] (commandline -ct) 2>/dev/null)'
+`
+    case "powershell":
+      // the words up to the cursor go to berth __complete as they were typed; an answer of no line at all leaves
+      // PowerShell its own (file) completion
+      return `# berth completion for PowerShell: add it to your profile (berth completion powershell >> $PROFILE), or load it
+# now with: berth completion powershell | Out-String | Invoke-Expression
+Register-ArgumentCompleter -Native -CommandName berth -ScriptBlock {
+  param($wordToComplete, $commandAst, $cursorPosition)
+  # the words up to the cursor, berth itself left out; the last is the one being typed (empty after a space)
+  $words = @($commandAst.CommandElements | Where-Object { $_.Extent.StartOffset -lt $cursorPosition } |
+    Select-Object -Skip 1 | ForEach-Object { $_.Extent.Text })
+  if ($wordToComplete -eq '') {
+    # PowerShell before 7.3 drops an empty argument to a native command: quoted, it arrives empty
+    $v = $PSVersionTable.PSVersion
+    $words += if ([version]"$($v.Major).$($v.Minor)" -lt [version]'7.3') { '""' } else { '' }
+  }
+  & berth __complete @words 2>$null | ForEach-Object {
+    $kind = if ($_.StartsWith('-')) { 'ParameterName' } else { 'ParameterValue' }
+    [System.Management.Automation.CompletionResult]::new($_, $_, $kind, $_)
+  }
+}
 `
   }
 }

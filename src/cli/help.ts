@@ -184,7 +184,7 @@ const rootHelp = (root: Node): string => {
     ...pad([
       ["    --version", "print berth's version"],
       ["-h, --help", "show this help (berth <command> --help: that command's)"],
-      ["    --completions <bash|zsh|fish>", "print a shell completion script"]
+      ["    --completions <bash|zsh|fish|powershell>", "print a shell completion script (as berth completion does)"]
     ]),
     "",
     "Examples:",

@@ -13,6 +13,7 @@ import { version } from "../version.js"
 import { exec, mcp, verify } from "./commands/agents.js"
 import { check } from "./commands/check.js"
 import { allow, deny } from "./commands/consent.js"
+import { completion } from "./commands/completion.js"
 import { cluster } from "./commands/cluster.js"
 import { daemon, port } from "./commands/daemon.js"
 import { dashboard } from "./commands/dashboard.js"
@@ -29,7 +30,7 @@ import { trust } from "./commands/trust.js"
 import { version as versionCommand } from "./commands/version.js"
 import { down, env, logs, reload, remove, status, up } from "./commands/worlds.js"
 import { expandAlias } from "./aliases.js"
-import { candidateLines, complete, completionScript, projectNames } from "./completion.js"
+import { candidateLines, complete, completionScript, projectNames, SHELLS } from "./completion.js"
 import { reportFailure, UsageError, wantsJson, withCliConsole } from "./output.js"
 import { helpFor } from "./help.js"
 import { findUsageProblem } from "./usage.js"
@@ -67,6 +68,7 @@ export const berth = Command.make("berth").pipe(
     metrics,
     cluster,
     mcp,
+    completion,
     versionCommand
   ])
 )
@@ -82,8 +84,8 @@ export const run = (given: ReadonlyArray<string>): void => {
     if (lines.length > 0) process.stdout.write(`${lines.join("\n")}\n`)
     return
   }
-  const shell = given[0] === "--completions" ? given[1] : undefined
-  if (shell === "bash" || shell === "zsh" || shell === "fish") {
+  const shell = SHELLS.find((s) => given[0] === "--completions" && given[1] === s)
+  if (shell !== undefined) {
     process.stdout.write(completionScript(shell))
     return
   }

@@ -6,10 +6,7 @@ import * as Schema from "effect/Schema"
 import { formatDiagnostic } from "./config/diagnostic.js"
 import { closestName } from "./names.js"
 import { shellQuote } from "./tokens.js"
-<<<<<<< HEAD
 import { howItLeaves } from "./paths.js"
-=======
->>>>>>> a08be49 (Worlds: a world that does not exist is never offered to be made by a command that acts on one — 'down nosuch' and 'remove nosuch' said 'hint: berth up nosuch'; WorldNotFound now carries the command that asked (and whether a name was given), and only up offers berth up <name>: the others name the closest world with the same command, else berth status, and for the worktree the command ran in say berth up starts its world)
 
 export const DiagnosticSchema = Schema.Struct({
   severity: Schema.Literal("error", "warning"),

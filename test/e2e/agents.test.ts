@@ -316,11 +316,7 @@ describe("berth mcp", () => {
     expect(r.structuredContent).toMatchObject({
       tag: "WorldNotFound",
       message: expect.stringContaining('no world "no-such-world"'),
-<<<<<<< HEAD
       hint: 'call the up tool with world "no-such-world" to make it',
-=======
-      hint: "use one of them (berth status shows each with its state)",
->>>>>>> a08be49 (Worlds: a world that does not exist is never offered to be made by a command that acts on one — 'down nosuch' and 'remove nosuch' said 'hint: berth up nosuch'; WorldNotFound now carries the command that asked (and whether a name was given), and only up offers berth up <name>: the others name the closest world with the same command, else berth status, and for the worktree the command ran in say berth up starts its world)
       logTail: []
     })
     // arguments the tool's schema refuses fail in the same shape

@@ -3,7 +3,7 @@
  * into bash, zsh and fish, completes world names from the repository's worktrees and services from its berth.toml,
  * without a daemon (a completion never starts one).
  */
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawnSync } from "node:child_process"
 import { existsSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
@@ -79,5 +79,58 @@ describe("shell completion", () => {
   it("completes in fish", () => {
     const out = shell("fish", ["-c", "berth --completions fish | source; complete -C'berth curl main '"])
     expect(out).toEqual(["api", "web"])
+  })
+
+  it("berth completion <shell> prints what --completions <shell> does", () => {
+    for (const name of ["bash", "zsh", "fish", "powershell"]) {
+      expect(shell("berth", ["completion", name])).toEqual(shell("berth", ["--completions", name]))
+    }
+  })
+})
+
+const hasPwsh = spawnSync("sh", ["-c", "command -v pwsh"]).status === 0
+
+describe("PowerShell completion", () => {
+  const script = () => execFileSync(berthBin, ["completion", "powershell"], { encoding: "utf8", env: env() })
+
+  it("registers a native argument completer for berth that asks berth __complete", () => {
+    const text = script()
+    expect(text).toMatch(/^Register-ArgumentCompleter -Native -CommandName berth -ScriptBlock \{$/m)
+    expect(text).toContain("param($wordToComplete, $commandAst, $cursorPosition)")
+    // the words up to the cursor, berth itself left out; an empty word when the cursor stands after a space
+    expect(text).toContain("$_.Extent.StartOffset -lt $cursorPosition")
+    expect(text).toContain("Select-Object -Skip 1")
+    expect(text).toContain("& berth __complete @words 2>$null")
+    // PowerShell before 7.3 drops an empty argument to a native command: it is passed quoted there
+    expect(text).toContain(`[version]"$($v.Major).$($v.Minor)" -lt [version]'7.3') { '""' } else { '' }`)
+    expect(text).toContain("[System.Management.Automation.CompletionResult]::new(")
+  })
+
+  // pwsh is not installed here (it is not in Debian's archive, and nothing else may be fetched onto this machine):
+  // what the script relies on is tested instead — the words it hands to `berth __complete` get the candidates, one a
+  // line, the last word (empty after a space) the one being typed
+  it.skipIf(hasPwsh)(
+    "the protocol the script relies on: berth __complete <words…> answers one candidate a line",
+    () => {
+      expect(shell("berth", ["__complete", "curl", "main", ""])).toEqual(["api", "web"])
+      expect(shell("berth", ["__complete", "down", "feat"])).toEqual(["feature-a", "feature-b"])
+      expect(shell("berth", ["__complete", "up", "--no"])).toEqual(["--no-wait"])
+      expect(shell("berth", ["__complete", "completion", "p"])).toEqual(["powershell"])
+      // nothing to offer: no line at all, so PowerShell falls back to its own (file) completion
+      expect(
+        execFileSync(berthBin, ["__complete", "exec", "main", "--", "np"], { cwd: box.dir, env: env() }).length
+      ).toBe(0)
+    }
+  )
+
+  it.runIf(hasPwsh)("completes in PowerShell", () => {
+    const complete = (line: string) =>
+      shell("pwsh", [
+        "-NoProfile",
+        "-Command",
+        `berth completion powershell | Out-String | Invoke-Expression; (TabExpansion2 -inputScript '${line}' -cursorColumn ${line.length}).CompletionMatches | ForEach-Object { $_.CompletionText }`
+      ])
+    expect(complete("berth curl main ")).toEqual(["api", "web"])
+    expect(complete("berth down feat")).toEqual(["feature-a", "feature-b"])
   })
 })

@@ -53,7 +53,10 @@ describe("shell completion", () => {
       expect.arrayContaining(["--all", "--json", "--no-wait", "--service", "--help"])
     )
     expect(offered(["up", "--no"])).toEqual(["--no-wait"])
-    expect(offered(["--completions", ""])).toEqual(["bash", "fish", "zsh"])
+    expect(offered(["--completions", ""])).toEqual(["bash", "fish", "powershell", "zsh"])
+    expect(offered(["completion", ""])).toEqual(["bash", "fish", "powershell", "zsh"])
+    expect(offered(["completion", "p"])).toEqual(["powershell"])
+    expect(offered(["comp"])).toEqual(["completion"])
   })
 
   it("offers nothing after -- (the command exec runs is the shell's to complete)", () => {

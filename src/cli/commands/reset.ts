@@ -12,12 +12,8 @@ import { definedEnv } from "../../domain/environment.js"
 import { printDocument } from "../json.js"
 import { json } from "../output.js"
 import { renderWorld } from "../render.js"
-<<<<<<< HEAD
 import { consenting, yes } from "./consent.js"
-import { viaDaemon, withDaemon } from "./worlds.js"
-=======
 import { askedBy, viaDaemon, withDaemon } from "./worlds.js"
->>>>>>> a08be49 (Worlds: a world that does not exist is never offered to be made by a command that acts on one — 'down nosuch' and 'remove nosuch' said 'hint: berth up nosuch'; WorldNotFound now carries the command that asked (and whether a name was given), and only up offers berth up <name>: the others name the closest world with the same command, else berth status, and for the worktree the command ran in say berth up starts its world)
 
 const worldName = Args.text({ name: "name" }).pipe(
   Args.withDescription("the world: a branch name (default: the worktree you are in)"),
@@ -47,14 +43,7 @@ export const reset = Command.make(
         if (json) return yield* printDocument("reset", { world })
         yield* Console.log(renderWorld(world).join("\n"))
       })
-<<<<<<< HEAD
-    )
-=======
-      if (json) return yield* printDocument("reset", { world })
-      yield* Console.log(renderWorld(world).join("\n"))
-    })
-  ).pipe(askedBy("reset", Option.getOrUndefined(name)))
->>>>>>> a08be49 (Worlds: a world that does not exist is never offered to be made by a command that acts on one — 'down nosuch' and 'remove nosuch' said 'hint: berth up nosuch'; WorldNotFound now carries the command that asked (and whether a name was given), and only up offers berth up <name>: the others name the closest world with the same command, else berth status, and for the worktree the command ran in say berth up starts its world)
+    ).pipe(askedBy("reset", Option.getOrUndefined(name)))
 ).pipe(
   Command.withDescription(
     "Put a world's slices back to their golden (or a fresh migrate + seed), restarting around it"

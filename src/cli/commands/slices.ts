@@ -12,12 +12,8 @@ import { definedEnv } from "../../domain/environment.js"
 import { printDocument } from "../json.js"
 import { json } from "../output.js"
 import { renderGc, renderWorld } from "../render.js"
-<<<<<<< HEAD
 import { consenting, yes } from "./consent.js"
-import { viaDaemon, withDaemon } from "./worlds.js"
-=======
 import { askedBy, viaDaemon, withDaemon } from "./worlds.js"
->>>>>>> a08be49 (Worlds: a world that does not exist is never offered to be made by a command that acts on one — 'down nosuch' and 'remove nosuch' said 'hint: berth up nosuch'; WorldNotFound now carries the command that asked (and whether a name was given), and only up offers berth up <name>: the others name the closest world with the same command, else berth status, and for the worktree the command ran in say berth up starts its world)
 
 export const gc = Command.make(
   "gc",
@@ -51,16 +47,12 @@ const rebuild = Command.make(
     viaDaemon(
       Effect.gen(function* () {
         const client = yield* DaemonClient
-<<<<<<< HEAD
         const status = yield* consenting(
           yes,
-          client.GoldenRebuild({ cwd: process.cwd(), world, service, env: definedEnv(process.env) })
+          client
+            .GoldenRebuild({ cwd: process.cwd(), world, service, env: definedEnv(process.env) })
+            .pipe(askedBy("golden rebuild", world))
         )
-=======
-        const status = yield* client
-          .GoldenRebuild({ cwd: process.cwd(), world, service, env: definedEnv(process.env) })
-          .pipe(askedBy("golden rebuild", world))
->>>>>>> a08be49 (Worlds: a world that does not exist is never offered to be made by a command that acts on one — 'down nosuch' and 'remove nosuch' said 'hint: berth up nosuch'; WorldNotFound now carries the command that asked (and whether a name was given), and only up offers berth up <name>: the others name the closest world with the same command, else berth status, and for the worktree the command ran in say berth up starts its world)
         if (json) return yield* printDocument("golden-rebuild", { world: status })
         const built = status.events.find((e) => e.kind === "golden_ready" && e.service === service)
         yield* Console.log(built?.message ?? `rebuilt the golden of ${service}`)
