@@ -28,10 +28,10 @@ if (handedOn !== undefined) {
 
 const argv = process.argv.slice(2)
 
-// a closed stdout (`berth logs | head`) ends a command quietly, not with an EPIPE stack (not the daemon)
+// `berth logs | head`: a closed pipe ends a command quietly, with no EPIPE stack (the daemon's output is a file)
 if (!(argv[0] === "daemon" && argv[1] === "run")) {
-  for (const stream of [process.stdout, process.stderr]) {
-    stream.on("error", (e: NodeJS.ErrnoException) => process.exit(e.code === "EPIPE" ? 0 : 1))
+  for (const s of [process.stdout, process.stderr]) {
+    s.on("error", (e: NodeJS.ErrnoException) => process.exit(e.code === "EPIPE" ? 0 : 1))
   }
 }
 

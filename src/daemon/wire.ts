@@ -58,7 +58,7 @@ export const exchange = async (
     const finish = (failure?: string) => {
       if (settled) return
       settled = true
-      // one signal serves many exchanges: each takes its listener back
+      // a signal may serve many exchanges
       signal?.removeEventListener("abort", onAbort)
       socket.destroy()
       resolve(inOrder(failure))
