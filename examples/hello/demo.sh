@@ -14,8 +14,9 @@ git init -q -b main
 git add -A
 git -c user.name=berth -c user.email=berth@localhost commit -qm "hello"
 
-berth up login-fix
-berth up checkout-v2
+# --yes: this example's berth.toml may run its commands (berth asks before it runs a repository's for the first time)
+berth up login-fix --yes
+berth up checkout-v2 --yes
 echo
 for world in login-fix checkout-v2; do
   # `env --json` is { "schema": 1, "world", "vars": { "WEB_URL": … } }: read all of it, and fail rather than print nothing

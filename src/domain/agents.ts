@@ -90,10 +90,12 @@ export const worldAt = <W extends { readonly path: string }>(
 
 /**
  * A hint as an MCP tool's caller follows it: berth's `berth up …` (a world that is not there yet) is the up tool
- * there — for the server's own worktree, or with the world the call named.
+ * there — for the server's own worktree, or with the world the call named — and `berth status` the status tool.
  */
 export const toolHint = (hint: string | null, world: string | undefined): string | null => {
-  if (hint === null || !/^berth up(\s|$)/.test(hint)) return hint
+  if (hint === null) return null
+  const makes = /^berth up(\s|$)/.test(hint) || /never brought up: berth up starts it$/.test(hint)
+  if (!makes) return hint.replaceAll("berth status", "the status tool")
   return world === undefined
     ? "call the up tool: it makes this worktree's world"
     : `call the up tool with world ${JSON.stringify(world)} to make it`

@@ -316,7 +316,8 @@ describe("berth mcp", () => {
     expect(r.structuredContent).toMatchObject({
       tag: "WorldNotFound",
       message: expect.stringContaining('no world "no-such-world"'),
-      hint: 'call the up tool with world "no-such-world" to make it',
+      // a world named that does not exist is not offered to be made by a tool that acts on one
+      hint: "use one of them (the status tool shows each with its state)",
       logTail: []
     })
     // arguments the tool's schema refuses fail in the same shape

@@ -32,7 +32,8 @@ const demo = () =>
   new Promise<{ code: number | null; stdout: string; stderr: string }>((done, reject) => {
     const child = spawn(join(repo, "examples/hello/demo.sh"), [], {
       cwd: base,
-      env: { ...process.env, BERTH_HOME: home, NO_COLOR: "1", ...env },
+      // without the tests' BERTH_YES: the demo gives its own consent, as a user's run needs it to
+      env: { ...process.env, BERTH_HOME: home, NO_COLOR: "1", ...env, BERTH_YES: undefined },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let stdout = ""

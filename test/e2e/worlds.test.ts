@@ -443,6 +443,6 @@ cmd = "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.1; done"
     }
     const unknown = await box.run(["logs", "chatty", "-s", "nope"])
     expect(unknown.code).toBe(1)
-    expect(unknown.stderr).toMatch(/no service "nope"/)
+    expect(unknown.stderr).toMatch(/no log "nope"/)
   }, 120_000)
 })

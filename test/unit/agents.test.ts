@@ -124,6 +124,12 @@ describe("toolHint", () => {
     expect(toolHint("berth up nope", "nope")).toBe('call the up tool with world "nope" to make it')
     expect(toolHint("berth up feature makes it", "feature")).toBe('call the up tool with world "feature" to make it')
     expect(toolHint("stop that process", undefined)).toBe("stop that process")
+    expect(toolHint("this worktree's world was never brought up: berth up starts it", undefined)).toBe(
+      "call the up tool: it makes this worktree's world"
+    )
+    expect(toolHint("use one of them (berth status shows each with its state)", "nope")).toBe(
+      "use one of them (the status tool shows each with its state)"
+    )
     expect(toolHint(null, undefined)).toBeNull()
   })
 })
