@@ -1,8 +1,9 @@
 /**
- * `berth init [dir] [--force]`: write a starting berth.toml from the project's compose file (and `.env`), or from
- * package.json scripts when there is none (the root's, or else those of packages in folders of their own: `api/`,
- * `web/`), or else a template. Never overwrites without --force; the result is checked
- * before returning, and a folder outside a git repository is warned about (every world is a worktree).
+ * `berth init [dir] [--force]`: write a starting berth.toml from binky's `binky.toml` or isola's `.isola.toml` (tools
+ * that also give each worktree its own world), else from the project's compose file (and `.env`), else from
+ * package.json scripts (the root's, or else those of packages in folders of their own: `api/`, `web/`), else a
+ * template. Never overwrites without --force; the result is checked before returning, and a folder outside a git
+ * repository is warned about (every world is a worktree).
  */
 import { execFileSync } from "node:child_process"
 import * as Args from "@effect/cli/Args"
@@ -28,6 +29,8 @@ const dir = Args.directory({ name: "dir", exists: "yes" }).pipe(
 
 const force = Options.boolean("force").pipe(Options.withDescription("Overwrite an existing berth.toml"))
 
+/** Configs of tools that give each worktree a world of its own: the closest to berth.toml, so read first. */
+const worldFiles = ["binky.toml", ".isola.toml"] as const
 /** Compose's own lookup order. */
 const composeFiles = ["compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml"]
 const lockfiles = ["package-lock.json", "pnpm-lock.yaml", "yarn.lock", "bun.lockb", "bun.lock"]
@@ -60,7 +63,26 @@ export const init = Command.make("init", { dir, force, json }, ({ dir, force, js
 
     let source: string | undefined
     let result: { readonly toml: string; readonly notes: ReadonlyArray<string> } | undefined
-    for (const name of composeFiles) {
+    for (const name of worldFiles) {
+      const text = yield* readIfThere(name)
+      if (text === undefined) continue
+      const { fromBinky, fromIsola } = yield* Effect.promise(() => import("../../domain/init/imported.js"))
+      const converted = (name === "binky.toml" ? fromBinky : fromIsola)({ text, file: name, projectName })
+      if (Either.isLeft(converted)) {
+        const at = converted.left.line === undefined ? name : `${name}:${converted.left.line}`
+        return yield* new InitFailed({ file: at, reason: converted.left.message })
+      }
+      const others = worldFiles.filter((other) => other !== name)
+      const also: Array<string> = []
+      for (const other of [...others, ...composeFiles]) if (yield* fs.exists(path.join(root, other))) also.push(other)
+      source = name
+      result = {
+        toml: converted.right.toml,
+        notes: [...converted.right.notes, ...(also.length > 0 ? [`read ${name}; ${also.join(", ")} not read`] : [])]
+      }
+      break
+    }
+    for (const name of result === undefined ? composeFiles : []) {
       const composeText = yield* readIfThere(name)
       if (composeText === undefined) continue
       // the YAML parser is loaded only here: the daemon runs this same program and never needs it
@@ -128,4 +150,8 @@ export const init = Command.make("init", { dir, force, json }, ({ dir, force, js
     for (const warning of warnings) yield* Console.log(`  ${formatDiagnostic(warning)}`)
     yield* Console.log("next: review it, then run `berth check`")
   })
-).pipe(Command.withDescription("Write a starting berth.toml from docker-compose or package.json"))
+).pipe(
+  Command.withDescription(
+    "Write a starting berth.toml from binky.toml or .isola.toml, else from docker-compose or package.json"
+  )
+)

@@ -1,10 +1,10 @@
 import * as Either from "effect/Either"
 import { isMap, isScalar, LineCounter, parseDocument } from "yaml"
 import { builtinAdapters, externalAdapterCommand } from "../adapters.js"
-import { reservedServiceNames } from "../config/parse.js"
 import { parseDotenv } from "../dotenv.js"
 import { shellQuote } from "../tokens.js"
 import { type ConfigDraft, type Health, InitError, type InitResult, type ServiceDraft, todoCmd } from "./model.js"
+import { assignLabels, assignNames, toLabel, toName } from "./names.js"
 import { renderConfig } from "./render.js"
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -340,50 +340,6 @@ const kindOf = (image: string | undefined): Kind => {
   const adapter = adapters.find((candidate) => candidate.images.includes(repository))
   if (adapter !== undefined) return { _tag: "Slice", adapter }
   return helperImages.has(repository) ? { _tag: "Helper" } : { _tag: "Process" }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Service names
-// ---------------------------------------------------------------------------------------------------------------
-
-const toName = (raw: string): string => {
-  const name = raw
-    .toLowerCase()
-    .replace(/[^a-z0-9_-]/g, "-")
-    .replace(/^[^a-z0-9]+|-+$/g, "")
-  // Names must start with a letter; keep leading digits readable (`2fa` → `svc-2fa`).
-  return name === "" ? "service" : /^[0-9]/.test(name) ? `svc-${name}` : name
-}
-
-/** url and groups are host-name labels: no `_`, at most 63 characters. */
-const toLabel = (raw: string): string => {
-  const label = toName(raw).replace(/_/g, "-").replace(/-{2,}/g, "-").slice(0, 63).replace(/-+$/, "")
-  return label === "" ? "service" : label
-}
-
-const assignNames = (composeNames: ReadonlyArray<string>): ReadonlyMap<string, string> => {
-  const taken = new Set<string>()
-  const names = new Map<string, string>()
-  for (const composeName of composeNames) {
-    const base = reservedServiceNames.has(toName(composeName)) ? `${toName(composeName)}-svc` : toName(composeName)
-    let name = base
-    for (let n = 2; taken.has(name); n += 1) name = `${base}-${n}`
-    taken.add(name)
-    names.set(composeName, name)
-  }
-  return names
-}
-
-const assignLabels = (names: ReadonlyArray<string>): ReadonlyMap<string, string> => {
-  const taken = new Set<string>()
-  const labels = new Map<string, string>()
-  for (const name of names) {
-    let label = toLabel(name)
-    for (let n = 2; taken.has(label); n += 1) label = `${toLabel(name).slice(0, 60)}-${n}`
-    taken.add(label)
-    labels.set(name, label)
-  }
-  return labels
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -22,6 +22,8 @@ export type Health =
 export interface ProcessDraft {
   readonly _tag: "Process"
   readonly name: string
+  /** Comment lines written right above the service's table (what the source said that berth.toml cannot). */
+  readonly comments?: ReadonlyArray<string> | undefined
   /** Comment lines written right above `cmd` (TODOs, hints). */
   readonly cmdComments?: ReadonlyArray<string> | undefined
   readonly cmd: string
@@ -32,6 +34,7 @@ export interface ProcessDraft {
   readonly env?: ReadonlyArray<readonly [string, string]> | undefined
   readonly envFile?: string | ReadonlyArray<string> | undefined
   readonly health?: Health | undefined
+  readonly setup?: string | undefined
   readonly groups?: ReadonlyArray<string> | undefined
 }
 
@@ -39,21 +42,50 @@ export interface ProcessDraft {
 export interface SliceDraft {
   readonly _tag: "Slice"
   readonly name: string
+  /** Comment lines written right above the slice's table. */
+  readonly comments?: ReadonlyArray<string> | undefined
   readonly adapter: string
   /** Comment line above `admin_url` showing the expected URL form; never carries a password. */
-  readonly adminUrlHint: string
-  readonly adminUrl: string
+  readonly adminUrlHint?: string | undefined
+  readonly adminUrl?: string | undefined
   readonly mode?: string | undefined
+  readonly cloneFrom?: "golden" | undefined
+  readonly migrate?: string | undefined
+  /** Comment lines written right above `seed`. */
+  readonly seedComments?: ReadonlyArray<string> | undefined
+  readonly seed?: string | undefined
   readonly groups?: ReadonlyArray<string> | undefined
 }
 
 export type ServiceDraft = ProcessDraft | SliceDraft
 
+export interface ProjectDraft {
+  /** Comment lines written right above `[project]`. */
+  readonly comments?: ReadonlyArray<string> | undefined
+  readonly name: string
+  readonly setup?: string | undefined
+  readonly https?: boolean | undefined
+  readonly copy?: ReadonlyArray<string> | undefined
+}
+
+/** `[overrides."<pattern>".services.<name>]`: what one branch (or glob of them) runs differently. */
+export interface OverrideDraft {
+  readonly pattern: string
+  /** Comment lines written right above the override's first table. */
+  readonly comments?: ReadonlyArray<string> | undefined
+  readonly services: ReadonlyArray<{
+    readonly name: string
+    readonly cmd?: string | undefined
+    readonly env?: ReadonlyArray<readonly [string, string]> | undefined
+  }>
+}
+
 export interface ConfigDraft {
   /** Comment lines at the top of the file. */
   readonly header: ReadonlyArray<string>
-  readonly project: { readonly name: string; readonly setup?: string | undefined }
+  readonly project: ProjectDraft
   readonly services: ReadonlyArray<ServiceDraft>
+  readonly overrides?: ReadonlyArray<OverrideDraft> | undefined
 }
 
 /** The command written when berth cannot know how to start a service: it fails loudly instead of guessing. */

@@ -1,4 +1,4 @@
-import type { ConfigDraft, Health, ProcessDraft, ServiceDraft, SliceDraft } from "./model.js"
+import type { ConfigDraft, Health, OverrideDraft, ProcessDraft, ServiceDraft, SliceDraft } from "./model.js"
 
 // Characters TOML basic strings cannot hold raw: `"`, `\` and control characters (tab is allowed but escaped for clarity).
 const shortEscapes: Readonly<Record<string, string>> = {
@@ -59,37 +59,64 @@ const processLines = (service: ProcessDraft): Array<string> => {
   if (typeof service.envFile === "string") lines.push(`env_file = ${tomlString(service.envFile)}`)
   else if (nonEmpty(service.envFile)) lines.push(`env_file = ${stringArray(service.envFile)}`)
   if (service.health !== undefined) lines.push(`health = ${healthTable(service.health)}`)
+  if (service.setup !== undefined) lines.push(`setup = ${tomlString(service.setup)}`)
   if (nonEmpty(service.groups)) lines.push(`groups = ${stringArray(service.groups)}`)
   return lines
 }
 
 const sliceLines = (service: SliceDraft): Array<string> => {
-  const lines = [
-    `adapter = ${tomlString(service.adapter)}`,
-    ...commentLines([service.adminUrlHint]),
-    `admin_url = ${tomlString(service.adminUrl)}`
-  ]
+  const lines = [`adapter = ${tomlString(service.adapter)}`]
+  if (service.adminUrlHint !== undefined) lines.push(...commentLines([service.adminUrlHint]))
+  if (service.adminUrl !== undefined) lines.push(`admin_url = ${tomlString(service.adminUrl)}`)
   if (service.mode !== undefined) lines.push(`mode = ${tomlString(service.mode)}`)
+  if (service.cloneFrom !== undefined) lines.push(`clone_from = ${tomlString(service.cloneFrom)}`)
+  if (service.migrate !== undefined) lines.push(`migrate = ${tomlString(service.migrate)}`)
+  if (service.seed !== undefined) {
+    lines.push(...commentLines(service.seedComments ?? []), `seed = ${tomlString(service.seed)}`)
+  }
   if (nonEmpty(service.groups)) lines.push(`groups = ${stringArray(service.groups)}`)
   return lines
 }
 
 const serviceBlock = (service: ServiceDraft): string =>
   [
+    ...commentLines(service.comments ?? []),
     `[services.${tomlKey(service.name)}]`,
     ...(service._tag === "Process" ? processLines(service) : sliceLines(service))
   ].join("\n")
 
 const projectBlock = (project: ConfigDraft["project"]): string =>
   [
+    ...commentLines(project.comments ?? []),
     "[project]",
     `name = ${tomlString(project.name)}`,
-    ...(project.setup === undefined ? [] : [`setup = ${tomlString(project.setup)}`])
+    ...(project.setup === undefined ? [] : [`setup = ${tomlString(project.setup)}`]),
+    ...(project.https === undefined ? [] : [`https = ${project.https}`]),
+    ...(nonEmpty(project.copy) ? [`copy = ${stringArray(project.copy)}`] : [])
   ].join("\n")
 
-/** The berth.toml text for a draft: header comments, `[project]`, then one table per service in draft order. */
+const overrideBlocks = (override: OverrideDraft): Array<string> =>
+  override.services.map((service, i) =>
+    [
+      ...(i === 0 ? commentLines(override.comments ?? []) : []),
+      `[overrides.${tomlString(override.pattern)}.services.${tomlKey(service.name)}]`,
+      ...(service.cmd === undefined ? [] : [`cmd = ${tomlString(service.cmd)}`]),
+      ...(nonEmpty(service.env)
+        ? [`env = ${inlineTable(service.env.map(([k, v]) => [k, tomlString(v)] as const))}`]
+        : [])
+    ].join("\n")
+  )
+
+/**
+ * The berth.toml text for a draft: header comments, `[project]`, one table per service in draft order, then the
+ * overrides.
+ */
 export const renderConfig = (draft: ConfigDraft): string => {
   const header = commentLines(draft.header)
-  const blocks = [projectBlock(draft.project), ...draft.services.map(serviceBlock)]
+  const blocks = [
+    projectBlock(draft.project),
+    ...draft.services.map(serviceBlock),
+    ...(draft.overrides ?? []).flatMap(overrideBlocks)
+  ]
   return `${[...(header.length === 0 ? [] : [header.join("\n")]), ...blocks].join("\n\n")}\n`
 }
