@@ -84,4 +84,9 @@ export interface Adapter {
    * installations (two users, or two BERTH_HOMEs) with the same project can share one server
    */
   readonly standing?: (slice: Slice) => Effect.Effect<"missing" | "ours" | "foreign", AdapterError>
+  /**
+   * for an adapter served by an executable (`adapters/external`): which one serves it now, and in which protocol —
+   * berth's own, or binky's through the compatibility layer; undefined while there is none. The world's events say it.
+   */
+  readonly served?: Effect.Effect<{ readonly executable: string; readonly protocol: "berth" | "binky" } | undefined>
 }

@@ -2,6 +2,8 @@
  * External adapters: an adapter name berth has no built-in implementation for is served by an executable
  * `berth-adapter-<name>` found on PATH, run once per verb (`berth-adapter-<name> provision`) with one JSON request on
  * stdin and one JSON reply expected on stdout (the protocol is in `adapters/README.md`; its shapes in `protocol.ts`).
+ * Where PATH has none, an adapter written for binky, `binky-adapter-<name>`, serves it unchanged: berth speaks binky's
+ * four verbs to it, translating verbs and fields both ways (`binky.ts`).
  *
  * The executable is spawned directly (never through a shell) in a process group of its own, and that whole group is
  * stopped when the verb ends, times out or is interrupted, so no verb leaves a process behind. Whatever it prints is
@@ -30,6 +32,7 @@ import {
   type Slice
 } from "../contract.js"
 import { describeCause, errorCode } from "../shared.js"
+import * as Binky from "./binky.js"
 import * as Protocol from "./protocol.js"
 
 export interface ExternalAdapterOptions {
@@ -50,6 +53,14 @@ export interface ExternalAdapter extends Adapter {
   readonly askCapabilities: Effect.Effect<Capabilities>
   /** the executable's answer where its capabilities say it tells whose a name is; "missing" (nothing against it) else */
   readonly standing: (slice: Slice) => Effect.Effect<"missing" | "ours" | "foreign", AdapterError>
+  /** the executable that serves it now and the protocol berth speaks to it; undefined while there is none */
+  readonly served: Effect.Effect<Served | undefined>
+}
+
+/** Which executable serves an external adapter, and in which protocol: berth's own, or binky's. */
+export interface Served {
+  readonly executable: string
+  readonly protocol: "berth" | "binky"
 }
 
 const DEFAULT_TIMEOUTS: Record<Protocol.Verb, Duration.Duration> = {
@@ -164,7 +175,7 @@ interface Running {
 /** The process could not be started at all: nothing can be half-made, so a failed provision needs no teardown. */
 class NotStarted extends Data.TaggedError("NotStarted")<{ readonly error: AdapterError }> {}
 
-const start = (executable: string, verb: Protocol.Verb, input: string): Running => {
+const start = (executable: string, verb: string, input: string): Running => {
   const child = spawn(executable, [verb], { detached: true, stdio: ["pipe", "pipe", "pipe"] })
   let settle: (outcome: Outcome) => void = () => {}
   const outcome = new Promise<Outcome>((resolve) => {
@@ -381,37 +392,51 @@ export const externalAdapter = (name: string, options: ExternalAdapterOptions = 
   }
   const fail = (kind: AdapterErrorKind, message: string) => new AdapterError({ adapter: name, kind, message })
 
-  const find = Effect.suspend(() => {
+  /** `berth-adapter-<name>` anywhere on PATH, else `binky-adapter-<name>`: berth's own protocol wins. */
+  const locateSync = (): Either.Either<Located & { readonly _tag: "Found" } & Served, AdapterError> => {
     if (!isValidAdapterName(name)) {
-      return Effect.fail(
+      return Either.left(
         fail("invalid", `"${name}" is not a valid adapter name (lowercase letters, digits, "-" and "_")`)
       )
     }
-    const found = locate(command, options.path ?? process.env.PATH ?? "")
-    if (found._tag === "Found") return Effect.succeed(found.path)
+    const searchPath = options.path ?? process.env.PATH ?? ""
+    const own = locate(command, searchPath)
+    if (own._tag === "Found") return Either.right({ ...own, executable: own.path, protocol: "berth" })
+    const binky = locate(Binky.binkyCommand(name), searchPath)
+    if (binky._tag === "Found") return Either.right({ ...binky, executable: binky.path, protocol: "binky" })
+    const notExecutable = [...own.notExecutable, ...binky.notExecutable]
     const hint =
-      found.notExecutable.length > 0
-        ? ` (${found.notExecutable[0]} exists but is not executable: chmod +x it)`
-        : "; install one there, or check the adapter's name in berth.toml"
-    return Effect.fail(
+      notExecutable.length > 0
+        ? ` (${notExecutable[0]} exists but is not executable: chmod +x it)`
+        : `; install one there (or an adapter written for binky, ${Binky.binkyCommand(name)}), or check the adapter's name in berth.toml`
+    return Either.left(
       fail("invalid", `berth has no built-in adapter "${name}" and there is no executable ${command} on PATH${hint}`)
     )
-  })
+  }
+  const find = Effect.suspend(() => locateSync())
 
-  /** Runs one verb to its end (or its time limit), then reads what it printed. */
-  const call = <A extends { readonly ok: true }>(
-    request: Protocol.Request,
-    reply: Schema.Schema<A>,
+  /** Runs one verb of `found` to its end (or its time limit), then reads what it printed with `read`. */
+  const exchange = <A>(
+    found: Served,
+    verb: string,
+    limitOf: Protocol.Verb,
+    input: unknown,
+    read: (
+      what: string,
+      exit: Binky.Exit,
+      stdout: string
+    ) => Either.Either<A, { kind: AdapterErrorKind; message: string }>,
     secrets: ReadonlyArray<string>
   ): Effect.Effect<A, AdapterError | NotStarted> =>
     Effect.gen(function* () {
-      const executable = yield* find.pipe(Effect.mapError((error) => new NotStarted({ error })))
-      const limit = timeoutOf(request.verb)
+      const executable = found.executable
+      const shown = found.protocol === "berth" ? command : Binky.binkyCommand(name)
+      const limit = timeoutOf(limitOf)
       const finished = yield* Effect.scoped(
         Effect.gen(function* () {
           const running = yield* Effect.acquireRelease(
             Effect.try({
-              try: () => start(executable, request.verb, `${JSON.stringify(request)}\n`),
+              try: () => start(executable, verb, `${JSON.stringify(input)}\n`),
               catch: (cause) =>
                 new NotStarted({ error: fail("failed", `could not run ${executable}: ${describeCause(cause)}`) })
             }),
@@ -421,7 +446,7 @@ export const externalAdapter = (name: string, options: ExternalAdapterOptions = 
           return { outcome, stdout: running.stdout(), stderr: running.stderr() }
         })
       )
-      const what = `${command} ${request.verb}`
+      const what = `${shown} ${verb}`
       const tail = stderrTail(scrub(finished.stderr, secrets))
       if (Option.isNone(finished.outcome)) {
         return yield* Effect.fail(fail("failed", `${what} did not answer within ${formatDuration(limit)}${tail}`))
@@ -441,13 +466,30 @@ export const externalAdapter = (name: string, options: ExternalAdapterOptions = 
             )
           )
         case "Exited": {
-          const read = readReply(what, outcome, finished.stdout, reply, secrets)
-          if (read._tag === "Left") return yield* Effect.fail(fail(read.left.kind, `${read.left.message}${tail}`))
+          const result = read(what, outcome, finished.stdout)
+          if (result._tag === "Left") return yield* Effect.fail(fail(result.left.kind, `${result.left.message}${tail}`))
           if (tail !== "") yield* Effect.logDebug(`${what} said on stderr:${tail}`)
-          return read.right
+          return result.right
         }
       }
     })
+
+  /** One verb of berth's own protocol. */
+  const call = <A extends { readonly ok: true }>(
+    request: Protocol.Request,
+    reply: Schema.Schema<A>,
+    secrets: ReadonlyArray<string>
+  ): Effect.Effect<A, AdapterError | NotStarted> =>
+    Effect.flatMap(find.pipe(Effect.mapError((error) => new NotStarted({ error }))), (found) =>
+      exchange(
+        found,
+        request.verb,
+        request.verb,
+        request,
+        (what, exit, stdout) => readReply(what, exit, stdout, reply, secrets),
+        secrets
+      )
+    )
 
   const run = <A extends { readonly ok: true }>(
     request: Protocol.Request,
@@ -456,30 +498,182 @@ export const externalAdapter = (name: string, options: ExternalAdapterOptions = 
   ): Effect.Effect<A, AdapterError> =>
     call(request, reply, secrets).pipe(Effect.catchTag("NotStarted", (e) => Effect.fail(e.error)))
 
-  let known: Capabilities | undefined
+  // --- binky's protocol ---------------------------------------------------------------------------------------------
+
+  /** One verb of binky's protocol; binky has no kinds of failure, so every one is "failed". */
+  const binkyCall = <A, I>(
+    found: Served,
+    verb: Binky.BinkyVerb,
+    input: Record<string, unknown>,
+    answer: Schema.Schema<A, I>,
+    secrets: ReadonlyArray<string>
+  ): Effect.Effect<A, AdapterError | NotStarted> =>
+    exchange(
+      found,
+      verb,
+      Binky.binkyVerbs[verb],
+      input,
+      (what, exit, stdout) =>
+        Either.mapLeft(
+          Binky.readAnswer(
+            what,
+            exit,
+            stdout,
+            answer,
+            (text) => scrub(text, secrets),
+            (text) => snippet(scrub(text, secrets))
+          ),
+          (message) => ({ kind: "failed" as const, message })
+        ),
+      secrets
+    )
+
+  const binkyRun = <A, I>(
+    found: Served,
+    verb: Binky.BinkyVerb,
+    input: Record<string, unknown>,
+    answer: Schema.Schema<A, I>,
+    secrets: ReadonlyArray<string>
+  ): Effect.Effect<A, AdapterError> =>
+    binkyCall(found, verb, input, answer, secrets).pipe(Effect.catchTag("NotStarted", (e) => Effect.fail(e.error)))
+
+  /** The name berth chose, checked before an adapter written for binky (which may use it as a path) sees it. */
+  const binkyName = (slice: Slice): Effect.Effect<void, AdapterError> =>
+    Binky.BINKY_NAME.test(slice.name) && slice.name.length <= Binky.BINKY_NAME_LIMIT
+      ? Effect.void
+      : Effect.fail(
+          fail(
+            "invalid",
+            `refusing slice name ${JSON.stringify(slice.name)}: it must match ^[a-z][a-z0-9_]*$ and be at most ${Binky.BINKY_NAME_LIMIT} characters`
+          )
+        )
+
+  const binkyAddress = (found: Served, slice: Slice) =>
+    Effect.gen(function* () {
+      const what = `${Binky.binkyCommand(name)} address`
+      const reply = yield* binkyRun(
+        found,
+        "address",
+        Binky.sliceRequest("address", slice),
+        Binky.AddressAnswer,
+        secretsOf([slice.adminUrl])
+      )
+      const other = Binky.otherSlice(what, slice.name, reply.slice)
+      if (other !== undefined) return yield* Effect.fail(fail("failed", other))
+      return reply.address
+    })
+
+  const binkyProvision = (found: Served, slice: Slice) =>
+    Effect.gen(function* () {
+      yield* binkyName(slice)
+      const secrets = secretsOf([slice.adminUrl])
+      const command = Binky.binkyCommand(name)
+      const made = binkyCall(found, "create", Binky.sliceRequest("create", slice), Binky.CreateAnswer, secrets).pipe(
+        Effect.flatMap((reply) => {
+          const other = Binky.otherSlice(`${command} create`, slice.name, reply.slice)
+          return other === undefined ? Effect.succeed(reply) : Effect.fail(fail("failed", other))
+        })
+      )
+      const reply = yield* made.pipe(
+        Effect.catchAll((e) =>
+          e._tag === "NotStarted"
+            ? Effect.fail(e.error)
+            : // a failed create may have made part of the slice: one best-effort destroy, its outcome noted
+              binkyRun(found, "destroy", Binky.sliceRequest("destroy", slice), Binky.DestroyAnswer, secrets).pipe(
+                Effect.match({
+                  onSuccess: () => `\n  (berth ran ${command} destroy to undo whatever was half-made)`,
+                  onFailure: (undo) => `\n  (berth's clean-up with ${command} destroy also failed: ${undo.message})`
+                }),
+                Effect.flatMap((note) => Effect.fail(fail(e.kind, `${e.message}${note}`)))
+              )
+        )
+      )
+      return reply.created
+    })
+
+  /** whether the adapter written for binky says in its answer to create whether it made the slice */
+  let saysCreated = false
+  const binkyVerbsOf = (found: Served) => ({
+    provision: (slice: Slice) =>
+      Effect.gen(function* () {
+        yield* binkyName(slice)
+        // an adapter that does not say whether it made the slice: one it could address before already existed
+        const existed = saysCreated
+          ? undefined
+          : yield* binkyAddress(found, slice).pipe(
+              Effect.as(true),
+              Effect.orElseSucceed(() => false)
+            )
+        const created = yield* binkyProvision(found, slice)
+        if (created !== undefined) saysCreated = true
+        return created ?? existed !== true
+      }),
+    resolve: (slice: Slice) => Effect.zipRight(binkyName(slice), binkyAddress(found, slice)),
+    teardown: (slice: Slice) =>
+      Effect.gen(function* () {
+        yield* binkyName(slice)
+        const reply = yield* binkyRun(
+          found,
+          "destroy",
+          Binky.sliceRequest("destroy", slice),
+          Binky.DestroyAnswer,
+          secretsOf([slice.adminUrl])
+        )
+        const other = Binky.otherSlice(`${Binky.binkyCommand(name)} destroy`, slice.name, reply.slice)
+        if (other !== undefined) return yield* Effect.fail(fail("failed", other))
+      }),
+    list: (scope: ListScope) =>
+      Effect.gen(function* () {
+        const reply = yield* binkyRun(
+          found,
+          "list",
+          Binky.listRequest(scope),
+          Binky.ListAnswer,
+          secretsOf([scope.adminUrl])
+        )
+        const { names, unowned } = Binky.ownNames(reply, scope.owner)
+        if (unowned > 0) {
+          yield* Effect.logWarning(
+            `${Binky.binkyCommand(name)} list named ${unowned} slice(s) without an owner: berth cannot tell whose they are, so gc leaves them alone`
+          )
+        }
+        return names
+      })
+  })
+
+  /** the capabilities of the executable that answered them (asked again if another one serves the name now) */
+  let known: { readonly executable: string | undefined; readonly capabilities: Capabilities } | undefined
   /** whether the executable answers `standing` (its capabilities say so; those written before it do not) */
   let tellsStanding = false
   const lock = Effect.unsafeMakeSemaphore(1)
+  /** binky's protocol has neither clone nor standing: nothing to ask */
+  const binkyCapabilities: Capabilities = { clone: false }
   const askCapabilities: Effect.Effect<Capabilities> = lock.withPermits(1)(
-    Effect.suspend(() =>
-      known !== undefined
-        ? Effect.succeed(known)
-        : run({ protocol: 1, verb: "capabilities", config: {} }, Protocol.CapabilitiesReply, []).pipe(
-            Effect.map((reply): Capabilities => {
-              tellsStanding = reply.standing === true
-              return { clone: reply.clone }
-            }),
-            Effect.catchAll((error) =>
-              Effect.as(
-                Effect.logWarning(`${command} capabilities failed; taking it as unable to clone: ${error.message}`),
-                { clone: false }
-              )
-            ),
-            Effect.tap((capabilities) => {
-              known = capabilities
-            })
+    Effect.suspend(() => {
+      const found = Either.getOrUndefined(locateSync())
+      if (found?.protocol === "binky") {
+        tellsStanding = false
+        return Effect.succeed(binkyCapabilities)
+      }
+      if (known !== undefined && (found === undefined || found.executable === known.executable)) {
+        return Effect.succeed(known.capabilities)
+      }
+      return run({ protocol: 1, verb: "capabilities", config: {} }, Protocol.CapabilitiesReply, []).pipe(
+        Effect.map((reply): Capabilities => {
+          tellsStanding = reply.standing === true
+          return { clone: reply.clone }
+        }),
+        Effect.catchAll((error) =>
+          Effect.as(
+            Effect.logWarning(`${command} capabilities failed; taking it as unable to clone: ${error.message}`),
+            { clone: false }
           )
-    )
+        ),
+        Effect.tap((capabilities) => {
+          known = { executable: found?.executable, capabilities }
+        })
+      )
+    })
   )
 
   const sliceRequest = (verb: "provision" | "resolve" | "teardown" | "standing", slice: Slice): Protocol.Request => ({
@@ -500,6 +694,8 @@ export const externalAdapter = (name: string, options: ExternalAdapterOptions = 
     )
 
   const provision = Effect.fn("ExternalAdapter.provision")(function* (slice: Slice) {
+    const found = yield* find
+    if (found.protocol === "binky") return yield* binkyVerbsOf(found).provision(slice)
     yield* askCapabilities
     const reply = yield* call(
       sliceRequest("provision", slice),
@@ -519,14 +715,24 @@ export const externalAdapter = (name: string, options: ExternalAdapterOptions = 
   })
 
   const resolve = Effect.fn("ExternalAdapter.resolve")(function* (slice: Slice) {
+    const found = yield* find
+    if (found.protocol === "binky") return yield* binkyVerbsOf(found).resolve(slice)
     return (yield* run(sliceRequest("resolve", slice), Protocol.ResolveReply, secretsOf([slice.adminUrl]))).url
   })
 
   const teardown = Effect.fn("ExternalAdapter.teardown")(function* (slice: Slice) {
+    const found = yield* find
+    if (found.protocol === "binky") return yield* binkyVerbsOf(found).teardown(slice)
     yield* run(sliceRequest("teardown", slice), Protocol.DoneReply, secretsOf([slice.adminUrl]))
   })
 
   const clone = Effect.fn("ExternalAdapter.clone")(function* (from: Slice, to: Slice) {
+    const found = yield* find
+    if (found.protocol === "binky") {
+      return yield* Effect.fail(
+        fail("invalid", `${Binky.binkyCommand(name)} cannot clone (binky's protocol has no clone)`)
+      )
+    }
     if (!(yield* askCapabilities).clone) {
       return yield* Effect.fail(fail("invalid", `${command} cannot clone (its capabilities say clone: false)`))
     }
@@ -538,6 +744,8 @@ export const externalAdapter = (name: string, options: ExternalAdapterOptions = 
   })
 
   const list = Effect.fn("ExternalAdapter.list")(function* (scope: ListScope) {
+    const found = yield* find
+    if (found.protocol === "binky") return yield* binkyVerbsOf(found).list(scope)
     const wire = { adapter: name, owner: scope.owner, storage: scope.storage, options: scope.options }
     const reply = yield* run(
       {
@@ -553,6 +761,7 @@ export const externalAdapter = (name: string, options: ExternalAdapterOptions = 
   })
 
   const standing = Effect.fn("ExternalAdapter.standing")(function* (slice: Slice) {
+    // binky's protocol cannot tell (askCapabilities says so): every slice takes its usual name
     yield* askCapabilities
     // one that cannot tell says nothing against the usual name: its provision says if the name is taken
     if (!tellsStanding) return "missing" as const
@@ -561,7 +770,9 @@ export const externalAdapter = (name: string, options: ExternalAdapterOptions = 
 
   return {
     get capabilities(): Capabilities {
-      return known ?? { clone: true }
+      const found = Either.getOrUndefined(locateSync())
+      if (found?.protocol === "binky") return binkyCapabilities
+      return known?.capabilities ?? { clone: true }
     },
     askCapabilities,
     provision,
@@ -569,6 +780,11 @@ export const externalAdapter = (name: string, options: ExternalAdapterOptions = 
     teardown,
     clone,
     list,
-    standing
+    standing,
+    served: Effect.sync(() =>
+      Either.getOrUndefined(
+        Either.map(locateSync(), (found): Served => ({ executable: found.executable, protocol: found.protocol }))
+      )
+    )
   }
 }

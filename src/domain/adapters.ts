@@ -62,4 +62,7 @@ export const builtinAdapters: ReadonlyMap<string, AdapterInfo> = new Map(
 /** The executable that serves an adapter berth has no built-in implementation for. */
 export const externalAdapterCommand = (name: string): string => `berth-adapter-${name}`
 
+/** An adapter written for binky, served through berth's compatibility layer when PATH has no `berth-adapter-<name>`. */
+export const binkyAdapterCommand = (name: string): string => `binky-adapter-${name}`
+
 export const isValidAdapterName = (name: string): boolean => /^[a-z][a-z0-9_-]*$/.test(name)

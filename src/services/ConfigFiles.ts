@@ -10,7 +10,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import { externalAdapterCommand } from "../domain/adapters.js"
+import { binkyAdapterCommand, externalAdapterCommand } from "../domain/adapters.js"
 import type { Diagnostic } from "../domain/config/diagnostic.js"
 import { lintConfig } from "../domain/config/lint.js"
 import { type ParsedConfig, parseConfig } from "../domain/config/parse.js"
@@ -162,8 +162,9 @@ const make = Effect.gen(function* () {
     const adapters = loaded.parsed.config.services.flatMap((s) => (s._tag === "Slice" ? [s.adapter] : []))
     const present = new Set<string>()
     for (const adapter of new Set(adapters)) {
-      const command = externalAdapterCommand(adapter)
-      if (yield* onPath(command)) present.add(command)
+      for (const command of [externalAdapterCommand(adapter), binkyAdapterCommand(adapter)]) {
+        if (yield* onPath(command)) present.add(command)
+      }
     }
     return lintConfig(loaded.parsed, {
       onPath: (command) => present.has(command),

@@ -93,5 +93,6 @@ name = "${project}_\${ISOLA_BRANCH_SLUG}"
       const left = await query(`SELECT datname FROM pg_database WHERE strpos(datname, '${tag}') > 0`)
       for (const row of left) await query(`DROP DATABASE IF EXISTS "${String(row.datname)}" WITH (FORCE)`)
     }
-  })
+    // a golden built by dump and restore, then copied: room on a busy machine
+  }, 180_000)
 })

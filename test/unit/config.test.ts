@@ -366,6 +366,20 @@ admin_url = "\${env.PG}"
 
   it("accepts an external adapter that is on PATH", () => {
     expect(warnings(`[services.s]\nadapter = "meili"\n`, {}, ["berth-adapter-meili"])).toEqual([])
+    expect(warnings(`[services.s]\nadapter = "meili"\n`, {}, ["berth-adapter-meili", "binky-adapter-meili"])).toEqual(
+      []
+    )
+  })
+
+  it("says where an adapter written for binky will serve a slice, in binky's protocol", () => {
+    const ws = warnings(`[services.s]\nadapter = "meili"\nclone_from = "golden"\nmigrate = "m"\n`, {}, [
+      "binky-adapter-meili"
+    ])
+    expect(ws.map((w) => [w.path, w.line])).toEqual([["services.s.adapter", 2]])
+    expect(ws[0]!.message).toBe(
+      `berth has no built-in adapter "meili": binky-adapter-meili serves it, and berth speaks binky's protocol to it (no clone: every world runs migrate and seed; gc sees only the slices it lists with this installation as owner)`
+    )
+    expect(ws[0]!.hint).toBe("a berth-adapter-meili on PATH would be used instead, in berth's own protocol")
   })
 })
 

@@ -2,7 +2,7 @@
  * `berth check`'s warnings: things that are valid TOML and a valid config but probably not what the user meant.
  * Pure: whatever needs the machine (is an adapter executable on PATH, is a variable set) comes in as a function.
  */
-import { builtinAdapters, externalAdapterCommand } from "../adapters.js"
+import { binkyAdapterCommand, builtinAdapters, externalAdapterCommand } from "../adapters.js"
 import { injectDevServer } from "../frameworks.js"
 import { escapesWorktree, globBase } from "../golden.js"
 import { closestName } from "../names.js"
@@ -249,7 +249,15 @@ export const lintConfig = (parsed: ParsedConfig, environment: LintEnvironment): 
       if (out !== undefined) warn([...at, "golden_inputs", i], out)
     })
     const adapter = builtinAdapters.get(service.adapter)
-    if (adapter === undefined && !environment.onPath(externalAdapterCommand(service.adapter))) {
+    const own = externalAdapterCommand(service.adapter)
+    const binky = binkyAdapterCommand(service.adapter)
+    if (adapter === undefined && !environment.onPath(own) && environment.onPath(binky)) {
+      // it works, but not as a berth adapter would: say which protocol serves it, and what that leaves out
+      warn([...at, "adapter"], {
+        message: `berth has no built-in adapter "${service.adapter}": ${binky} serves it, and berth speaks binky's protocol to it (no clone: every world runs migrate and seed; gc sees only the slices it lists with this installation as owner)`,
+        hint: `a ${own} on PATH would be used instead, in berth's own protocol`
+      })
+    } else if (adapter === undefined && !environment.onPath(own)) {
       warn([...at, "adapter"], {
         message: `berth has no built-in adapter "${service.adapter}" and ${externalAdapterCommand(service.adapter)} is not on PATH`,
         hint:

@@ -601,6 +601,19 @@ const make = Effect.gen(function* () {
         yield* adapter.provision(slice).pipe(Effect.mapError(failure))
         return { row, fresh: true }
       })
+      // a slice made now by an executable: the world's history says which one, and which protocol berth spoke to it
+      const served =
+        (fresh || previous === undefined) && adapter.served !== undefined ? yield* adapter.served : undefined
+      if (served !== undefined) {
+        yield* event(
+          world,
+          service.name,
+          "slice_adapter",
+          served.protocol === "binky"
+            ? `slice ${service.name} (${service.adapter}) is served by ${served.executable}, written for binky: berth speaks binky's protocol to it`
+            : `slice ${service.name} (${service.adapter}) is served by ${served.executable}, in berth's adapter protocol 1`
+        )
+      }
       // a slice still to be copied may not have an address yet (a Redis DB is numbered when it is made)
       const url = copyable
         ? Option.getOrUndefined(yield* Effect.option(adapter.resolve(slice)))
