@@ -221,6 +221,13 @@ restart_on = "crash"
     )
   })
 
+  it("never lets the file put a control sequence into a note", () => {
+    const result = isola(`[services."x\\u001b[2J"]\ncommand = "a"\nmood = "\\u001b[2Jcleared"\n`)
+    expect(result.notes.join("\n")).not.toContain("\u001b")
+    expect(result.notes).toContain("renamed isola's service x?[2J to x--2j")
+    expect(result.toml).not.toContain("\u001b")
+  })
+
   it("renames a service whose name berth reserves or cannot take", () => {
     const result = isola(`[services.env]\ncommand = "e"\n\n[services."My.App"]\ncommand = "m"\n`)
     expect(Object.keys(doc(result).services).sort()).toEqual(["env-svc", "my-app"])

@@ -68,6 +68,13 @@ interface Ctx {
   readonly byWritten: ReadonlyMap<string, Named>
 }
 
+/** Text with its control characters (a terminal's escape sequences among them) shown as `?`. */
+const printable = (line: string): string =>
+  Array.from(line, (char) => {
+    const code = char.charCodeAt(0)
+    return code < 0x20 || (code >= 0x7f && code <= 0x9f) ? "?" : char
+  }).join("")
+
 /** A value as a comment may quote it: short, one line, a URL's password hidden. */
 const shown = (value: unknown): string => {
   const raw = scalar(value)
@@ -641,7 +648,8 @@ const convert = (dialect: Dialect, input: ImportInput): Either.Either<InitResult
       services: [...sliceDrafts, ...processDrafts],
       overrides
     }
-    return { toml: renderConfig(draft), notes }
+    // notes go to a terminal: nothing the file says may reach it as a control sequence
+    return { toml: renderConfig(draft), notes: notes.map(printable) }
   })
 
 /** `[worktrees."<branch>"]` → `[overrides."<branch>"]`: a command and variables of its own; a fixed port is not kept. */
