@@ -5,7 +5,9 @@
  */
 import { existsSync, readdirSync } from "node:fs"
 import { basename, dirname, join } from "node:path"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as FiberId from "effect/FiberId"
 import * as FiberMap from "effect/FiberMap"
 import * as PubSub from "effect/PubSub"
 import * as Runtime from "effect/Runtime"
@@ -77,27 +79,58 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       Registry | ConfigFiles | Git | Ports | Home | Processes | Health | Slices | Router | Admission | Fence
     >()
     const admission = yield* Admission
+    /** the actors that run, for what needs one now without waiting (status, the reconciler's facts) */
     const actors = new Map<number, WorldActor>()
+    /**
+     * Every actor, or the promise of one being made: set before anything yields, so two callers at once (a user's
+     * `up` and the reconciler's pass, say) never make two actors for one world.
+     */
+    const making = new Map<number, Deferred.Deferred<WorldActor, WorldNotFound | InternalError>>()
+    let started = 0
     const loops = yield* FiberMap.make<number>()
     // every observed move of every world; a watcher slower than 4,096 moves loses the oldest, never stalls a world
     const moves = yield* PubSub.sliding<WorldChange>(4096)
 
-    const actorFor = (worldId: number) =>
+    /** Makes the world's actor and starts its loop; its end (the world removed) forgets it. */
+    const makeActor = (worldId: number, made: Deferred.Deferred<WorldActor, WorldNotFound | InternalError>) =>
       Effect.gen(function* () {
-        const existing = actors.get(worldId)
-        if (existing !== undefined) return existing
         // a world removed meanwhile gets no new actor: the caller hears it is gone
         if ((yield* registry.world(worldId)) === undefined) {
           return yield* new WorldNotFound({ project: "", name: `#${worldId}`, known: [] })
         }
         const { actor, loop } = yield* makeWorldActor(
           worldId,
-          Effect.sync(() => actors.delete(worldId)),
+          Effect.sync(() => {
+            actors.delete(worldId)
+            if (making.get(worldId) === made) making.delete(worldId)
+          }),
           (change) => PubSub.publish(moves, change)
         ).pipe(Effect.provide(context))
         actors.set(worldId, actor)
+        started++
         yield* FiberMap.run(loops, worldId, loop)
         return actor
+      })
+
+    /** The world's one actor: the one that runs, the one being made, or a new one (get and create in one step). */
+    const actorFor = (worldId: number): Effect.Effect<WorldActor, WorldNotFound | InternalError> =>
+      Effect.suspend(() => {
+        const known = making.get(worldId)
+        if (known !== undefined) return Deferred.await(known)
+        const made = Deferred.unsafeMake<WorldActor, WorldNotFound | InternalError>(FiberId.none)
+        making.set(worldId, made)
+        // made whole or not at all, whoever waits: a caller that gives up does not leave the promise unkept
+        return makeActor(worldId, made).pipe(
+          Effect.tapError(() =>
+            Effect.sync(() => {
+              if (making.get(worldId) === made) making.delete(worldId)
+            })
+          ),
+          Effect.exit,
+          Effect.flatMap((exit) => Deferred.done(made, exit)),
+          Effect.uninterruptible,
+          Effect.zipRight(Deferred.await(made))
+        )
       })
 
     /** A command to a world's actor; the routes reflect its outcome before the caller hears of it. */
@@ -708,6 +741,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       env,
       logs,
       reconcile,
+      /** how many world actors this engine has started: one per world, however many ask at once */
+      actorsStarted: Effect.sync(() => started),
       rebuildGolden,
       gc,
       suspend,

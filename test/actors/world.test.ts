@@ -416,6 +416,28 @@ describe("a world driven in-process", () => {
       })
   )
 
+  it.scoped("50 concurrent ups, downs and reconcile passes on a world no actor looks after yet make one actor", () =>
+    Effect.gen(function* () {
+      const h = yield* worldHarness(SHOP)
+      yield* h.fakes.health.setDefault(true)
+      yield* bringUp(h, "alpha")
+      // a new daemon: the world is recorded, and no actor of this engine looks after it yet
+      const engine = yield* h.restartDaemon
+      const calls: Array<Effect.Effect<unknown, unknown>> = Array.from({ length: 50 }, (_, i) =>
+        i % 3 === 0
+          ? engine.worlds.up(h.ref("alpha"), { services: [], groups: [] }, ALLOWED, false)
+          : i % 3 === 1
+            ? engine.worlds.down(h.ref("alpha"), false)
+            : engine.worlds.reconcile()
+      )
+      yield* Effect.all(
+        calls.map((c) => Effect.either(c)),
+        { concurrency: "unbounded" }
+      )
+      expect(yield* engine.worlds.actorsStarted).toBe(1)
+    })
+  )
+
   it.scoped("stop -s stops a service and what depends on it; the rest runs and the world stays running", () =>
     Effect.gen(function* () {
       const h = yield* worldHarness(SHOP)
