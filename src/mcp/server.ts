@@ -39,7 +39,7 @@ import {
   worldAt
 } from "../domain/agents.js"
 import { definedEnv } from "../domain/environment.js"
-import { InvalidRequest } from "../domain/errors.js"
+import { InvalidRequest, WorldNotFound } from "../domain/errors.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
 import { version } from "../version.js"
 import { DaemonSession } from "./daemon.js"
@@ -145,11 +145,23 @@ const hasTag = (e: unknown): e is { readonly _tag: string; readonly message: str
   typeof e === "object" && e !== null && typeof (e as { _tag?: unknown })._tag === "string" && "message" in e
 
 /** Any failure of a handler as the structured result an agent gets. */
-const toFailure = (cause: Cause.Cause<unknown>): ToolFailure => {
+const toFailure = (
+  cause: Cause.Cause<unknown>,
+  asked: { readonly tool: string; readonly world?: string | undefined }
+): ToolFailure => {
   if (Cause.isInterruptedOnly(cause)) {
     return new ToolFailure({ tag: "Interrupted", message: "the call was cancelled", hint: null, logTail: [] })
   }
-  const error = Option.getOrElse(Cause.failureOption(cause), () => Cause.squash(cause))
+  const failed = Option.getOrElse(Cause.failureOption(cause), () => Cause.squash(cause))
+  // a world not found is told for the tool that asked: only up makes one, and no world named means this worktree's
+  const error =
+    failed instanceof WorldNotFound && failed.current === undefined
+      ? new WorldNotFound({
+          ...failed,
+          command: asked.tool === "up" ? "up" : undefined,
+          current: asked.world === undefined
+        })
+      : failed
   if (error instanceof ToolFailure) return error
   if (hasTag(error)) {
     const { hint, message } = splitHint(error.message)
@@ -223,7 +235,7 @@ const Handlers = (cwd: string) =>
         (params: P): Effect.Effect<A, ToolFailure> =>
           work(params).pipe(
             Effect.catchAllCause((cause) => {
-              const failure = toFailure(cause)
+              const failure = toFailure(cause, { tool: name, world: params.world })
               // berth's hints name CLI commands; an agent here has the tools
               return Effect.fail(new ToolFailure({ ...failure, hint: toolHint(failure.hint, params.world) }))
             }),

@@ -294,9 +294,11 @@ describe("in a new worktree before its first up", () => {
       expect(r.message, tool).toContain('no world "fresh"')
       expect(r.hint, tool).toBe("call the up tool: it makes this worktree's world")
     }
-    // a world named that does not exist: the up tool makes it too
+    // a world named that does not exist is not offered to be made by a tool that acts on one; the up tool makes it
     const named = failure(await fresh.call("env", { world: "nope" }))
-    expect(named.hint).toBe('call the up tool with world "nope" to make it')
+    expect(named.hint).toBe("use one of them (the status tool shows each with its state)")
+    const makes = failure(await fresh.call("logs", { world: "nope", service: "web" }))
+    expect(makes.tag).toBe("WorldNotFound")
     const up = await fresh.call("up")
     expect(up.isError, JSON.stringify(up)).toBe(false)
     const status = await fresh.call("status")
