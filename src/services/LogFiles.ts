@@ -36,6 +36,17 @@ const attempt = <A>(file: string, operation: LogFileFailed["operation"], run: ()
     catch: (e) => new LogFileFailed({ file, operation, reason: e instanceof Error ? e.message : String(e) })
   })
 
+/** The file's size and last change, or an empty file's for a missing one. */
+const standing = async (file: string): Promise<{ readonly size: number; readonly changed: number }> => {
+  try {
+    const stat = await fsp.stat(file)
+    return { size: stat.size, changed: stat.mtimeMs }
+  } catch (e) {
+    if (isMissing(e)) return { size: 0, changed: 0 }
+    throw e
+  }
+}
+
 const sizeOrZero = async (file: string): Promise<number> => {
   try {
     return (await fsp.stat(file)).size
@@ -172,7 +183,9 @@ export const tail = (file: string, lines: number): Effect.Effect<ReadonlyArray<s
 
 /**
  * New lines appended to `file` after byte `fromOffset`, polled every 200 ms; never ends by itself. When the file
- * shrinks (rotated, or truncated by someone) it starts again from byte 0. A missing file is waited for.
+ * shrinks (rotated, or truncated by someone) it starts again from byte 0, and so when it was changed but kept its
+ * size (truncated and written to the same length between two polls: appending always grows it). A missing file is
+ * waited for.
  */
 export const follow = (file: string, fromOffset: number): Stream.Stream<string, LogFileFailed> =>
   Stream.suspend(() => {
@@ -181,17 +194,23 @@ export const follow = (file: string, fromOffset: number): Stream.Stream<string, 
     let pending: Buffer = Buffer.alloc(0)
     // more than one read's worth was waiting: read on without sleeping
     let behind = true
+    // the file's change time when it was last read to its end
+    let readAt: number | undefined = undefined
 
     const readNew = attempt(file, "read", async (): Promise<Array<string>> => {
-      const current = await sizeOrZero(file)
+      const { size: current, changed } = await standing(file)
       const out: Array<string> = []
-      if (current < offset) {
+      const rewritten = current === offset && readAt !== undefined && changed !== readAt
+      if (current < offset || rewritten) {
         // rotated: the unfinished line went with the old content, show it rather than lose it
         if (pending.length > 0) out.push(...splitLines(pending.toString("utf8")))
         pending = Buffer.alloc(0)
         offset = 0
       }
-      if (current === offset) return out
+      if (current === offset) {
+        readAt = changed
+        return out
+      }
       const handle = await fsp.open(file, "r")
       try {
         const length = Math.min(MAX_READ, current - offset)
@@ -199,6 +218,8 @@ export const follow = (file: string, fromOffset: number): Stream.Stream<string, 
         const { bytesRead } = await handle.read(buffer, 0, length, offset)
         offset += bytesRead
         behind = offset < current
+        // a write after the look leaves a later change time and a larger size: the next poll reads it
+        readAt = behind ? undefined : changed
         const data = Buffer.concat([pending, buffer.subarray(0, bytesRead)])
         const lastNewline = data.lastIndexOf(0x0a)
         pending = data.subarray(lastNewline + 1)

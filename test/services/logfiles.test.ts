@@ -179,6 +179,18 @@ describe("follow", () => {
     })
   )
 
+  // a rewrite of the same length between two polls leaves the size as it was: only the change time tells
+  it.live("starts again from the top when the file is rewritten to the length it had", () =>
+    Effect.gen(function* () {
+      const file = fresh("old 1\nold 2\n")
+      const fiber = yield* collect(file, 0, 4)
+      yield* sleep(300)
+      fs.truncateSync(file, 0)
+      fs.appendFileSync(file, "new 1\nnew 2\n")
+      expect(yield* Fiber.join(fiber).pipe(Effect.timeout("5 seconds"))).toEqual(["old 1", "old 2", "new 1", "new 2"])
+    })
+  )
+
   it.live("waits for a file that does not exist yet", () =>
     Effect.gen(function* () {
       const file = path.join(root, "later.log")
