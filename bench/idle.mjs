@@ -1,0 +1,172 @@
+// What an idle swarm costs the daemon. Usage: node bench/idle.mjs [--worlds 100] [--services 3] [--seconds 60]
+// [--runs 1] [--status-runs 10] [--json]   (build first: npm run build)
+//
+// --worlds worlds (a comma list measures each count in turn: --worlds 50,100), each with --services small node HTTP
+// services (a url and an http health check each, so the proxy routes them and berth probes them), all brought up and
+// left alone. Then, after a settling pause, over --seconds:
+// - the daemon's CPU as a share of one core (from /proc/<pid>/stat), and its RSS at the end (/proc/<pid>/status)
+// - its system calls per second: reads and writes from /proc/<pid>/io (syscr + syscw); with --strace, every call
+//   `strace -c -f` counts over 10 s (needs strace and root)
+// - `berth status --json` beside `node -e 0`: the median and range of --status-runs runs each, taken in turn
+// --runs repeats the idle window and reports the median and range of the CPU readings.
+// Goals (issue of the idle swarm): < 1 % of one core and RSS ≤ 200 MiB at 100 × 3; status --json ≤ 1.2× node -e 0.
+// The last line is the summary: the figures, the machine (cores, load average before and after) and the date.
+import { spawnSync } from "node:child_process"
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { availableParallelism, loadavg, tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { parseArgs } from "node:util"
+import { commitRepo } from "./fixtures.mjs"
+import { median } from "./stats.mjs"
+
+const { values: options } = parseArgs({
+  options: {
+    worlds: { type: "string", default: "100" },
+    services: { type: "string", default: "3" },
+    seconds: { type: "string", default: "60" },
+    runs: { type: "string", default: "1" },
+    "status-runs": { type: "string", default: "10" },
+    strace: { type: "boolean" },
+    json: { type: "boolean" }
+  }
+})
+const counts = options.worlds.split(",").map(Number)
+const serviceCount = Number(options.services)
+const seconds = Number(options.seconds)
+const runs = Number(options.runs)
+const statusRuns = Number(options["status-runs"])
+const cli = fileURLToPath(new URL("../dist/berth", import.meta.url))
+
+const base = mkdtempSync(join(tmpdir(), "berth-bench-idle-"))
+const repo = join(base, "bench")
+const home = join(base, "home")
+const env = { ...process.env, BERTH_HOME: home, BERTH_PROXY_PORT: "0", BERTH_HTTPS_PORT: "off", BERTH_YES: "1" }
+mkdirSync(repo, { recursive: true })
+writeFileSync(
+  join(repo, "server.mjs"),
+  `import { createServer } from "node:http"
+createServer((req, res) => res.end("ok")).listen(Number(process.env.PORT), "127.0.0.1")
+`
+)
+const services = Array.from({ length: serviceCount }, (_, i) => `s${i}`)
+writeFileSync(
+  join(repo, "berth.toml"),
+  services.map((s) => `[services.${s}]\ncmd = "node server.mjs"\nurl = "${s}"\nhealth = { http = "/" }\n`).join("\n")
+)
+commitRepo(repo, env)
+
+const berth = (...args) => {
+  const r = spawnSync(cli, args, { cwd: repo, env, encoding: "utf8" })
+  if (r.status !== 0) throw new Error(`berth ${args.join(" ")} failed: ${r.stderr}`)
+  return r.stdout
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+const TICKS_PER_SECOND = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100
+const cpuTicks = (pid) => {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")
+  return Number(fields[11]) + Number(fields[12])
+}
+const rssMiB = (pid) => {
+  const line = readFileSync(`/proc/${pid}/status`, "utf8")
+    .split("\n")
+    .find((l) => l.startsWith("VmRSS:"))
+  return Number(line.split(/\s+/)[1]) / 1024
+}
+const syscalls = (pid) => {
+  const io = Object.fromEntries(
+    readFileSync(`/proc/${pid}/io`, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => l.split(": "))
+  )
+  return Number(io.syscr) + Number(io.syscw)
+}
+/** Wall time of one run of a command, in ms. */
+const timed = (command, args) => {
+  const t0 = process.hrtime.bigint()
+  const r = spawnSync(command, args, { cwd: repo, env, stdio: "ignore" })
+  if (r.status !== 0) throw new Error(`${command} ${args.join(" ")} exited ${r.status}`)
+  return Number(process.hrtime.bigint() - t0) / 1e6
+}
+const range = (values) => `${Math.min(...values).toFixed(1)}–${Math.max(...values).toFixed(1)}`
+const straceCounts = (pid) => {
+  if (spawnSync("strace", ["-V"]).status !== 0) return undefined
+  const r = spawnSync("timeout", ["-s", "INT", "10", "strace", "-c", "-f", "-p", String(pid)], { encoding: "utf8" })
+  const total = r.stderr.split("\n").find((l) => /\btotal$/.test(l.trim()))
+  return total === undefined ? undefined : Number(total.trim().split(/\s+/)[2]) / 10
+}
+
+const results = []
+const loadBefore = loadavg()
+try {
+  berth("port", "--range", "40000-44999")
+  berth("reserve", "--max-parallel", String(Math.max(...counts) + 1), "--ram", "0", "--disk", "0")
+  let up = 0
+  for (const count of counts) {
+    for (; up < count; up++) berth("up", `w${up}`, "--no-wait")
+    // every world running: up waits for each in turn (the ones already running answer at once)
+    for (let i = 0; i < count; i++) berth("up", `w${i}`)
+    const pid = JSON.parse(berth("daemon", "status", "--json")).pid
+    // settle: the reconciler's, the monitor's and the probes' first passes over the new worlds
+    await sleep(10_000)
+    const cpu = []
+    let calls = 0
+    for (let r = 0; r < runs; r++) {
+      const ticks = cpuTicks(pid)
+      const sc = syscalls(pid)
+      await sleep(seconds * 1000)
+      cpu.push(((cpuTicks(pid) - ticks) / TICKS_PER_SECOND / seconds) * 100)
+      calls = (syscalls(pid) - sc) / seconds
+    }
+    const straced = options.strace ? straceCounts(pid) : undefined
+    const status = []
+    const node = []
+    for (let i = 0; i < statusRuns; i++) {
+      node.push(timed(process.execPath, ["-e", "0"]))
+      status.push(timed(cli, ["status", "--json"]))
+    }
+    results.push({
+      worlds: count,
+      services: serviceCount,
+      seconds,
+      runs,
+      cpuPercentOfOneCore: Number(median(cpu).toFixed(2)),
+      cpuRange: range(cpu),
+      rssMiB: Number(rssMiB(pid).toFixed(1)),
+      readWriteSyscallsPerSecond: Number(calls.toFixed(1)),
+      ...(straced === undefined ? {} : { allSyscallsPerSecond: straced }),
+      statusJsonMs: Number(median(status).toFixed(1)),
+      statusJsonRange: range(status),
+      nodeMs: Number(median(node).toFixed(1)),
+      statusRatio: Number((median(status) / median(node)).toFixed(2)),
+      statusRuns
+    })
+  }
+} finally {
+  spawnSync(cli, ["down", "--all"], { cwd: repo, env })
+  spawnSync(cli, ["daemon", "stop"], { cwd: repo, env })
+  rmSync(base, { recursive: true, force: true })
+}
+const loadAfter = loadavg()
+const machine = {
+  cores: availableParallelism(),
+  loadBefore: loadBefore.map((l) => Number(l.toFixed(2))),
+  loadAfter: loadAfter.map((l) => Number(l.toFixed(2))),
+  date: new Date().toISOString().slice(0, 10),
+  node: process.version
+}
+if (options.json) console.log(JSON.stringify({ machine, results }, null, 2))
+else {
+  for (const r of results) {
+    console.log(
+      `idle: ${r.worlds} worlds × ${r.services} node HTTP services: daemon CPU ${r.cpuPercentOfOneCore} % of one core ` +
+        `(median of ${r.runs} × ${r.seconds} s, range ${r.cpuRange}), RSS ${r.rssMiB} MiB, ` +
+        `${r.readWriteSyscallsPerSecond} read/write syscalls/s` +
+        (r.allSyscallsPerSecond === undefined ? "" : ` (${r.allSyscallsPerSecond} syscalls/s in all)`) +
+        `; status --json ${r.statusJsonMs} ms = ${r.statusRatio}× node -e 0 (median of ${r.statusRuns}, range ` +
+        `${r.statusJsonRange}) · ${machine.cores} cores, load ${machine.loadBefore[0]} → ${machine.loadAfter[0]}, ` +
+        `${machine.date} · node bench/idle.mjs --worlds ${r.worlds} --services ${r.services} --seconds ${r.seconds}`
+    )
+  }
+}
