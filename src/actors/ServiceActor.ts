@@ -24,6 +24,7 @@ import { formatMark, MARK_VARIABLE } from "../domain/marks.js"
 import { elsewhereReason } from "../domain/proc.js"
 import { decideRestart, exitDescription, type ExitStatus } from "../domain/restart.js"
 import {
+  livenessDelayMs,
   livenessStep,
   type ServiceEvent,
   type ServiceState,
@@ -286,15 +287,21 @@ export const runService = (
                   attemptMs: timing.livenessAttemptMs ?? livenessAttemptMs(check)
                 })
                 let misses = initialMisses
-                yield* probe.pipe(
+                // passes in a row: a service that answers steadily is probed less and less often (livenessDelayMs)
+                let passes = 0
+                const wait = Effect.suspend(() =>
+                  Effect.sleep(Duration.millis(livenessDelayMs(timing.watchIntervalMs, passes)))
+                )
+                yield* wait.pipe(
+                  Effect.zipRight(probe),
                   Effect.flatMap((ok) => {
                     const step = livenessStep(misses, ok)
                     misses = step.misses
+                    passes = ok ? passes + 1 : 0
                     const reason =
                       misses >= UNHEALTHY_AFTER_MISSES ? `its health check failed ${misses} times in a row` : undefined
                     return apply(step.event, { reason })
                   }),
-                  Effect.delay(Duration.millis(timing.watchIntervalMs)),
                   Effect.forever,
                   Effect.forkScoped
                 )

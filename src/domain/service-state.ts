@@ -74,6 +74,21 @@ export const livenessStep = (
     ? { misses: 0, event: ServiceEvent.Healthy() }
     : { misses: misses + 1, event: ServiceEvent.Unhealthy({ misses: misses + 1 }) }
 
+/** The longest a steadily answering service waits between two liveness probes, whatever its interval. */
+export const STEADY_PROBE_CAP_MS = 30_000
+
+/**
+ * The wait before the next liveness probe, after `passes` passes in a row: the interval for the first three, then
+ * twice as long with each further pass, up to six intervals or `STEADY_PROBE_CAP_MS`. A service that has answered
+ * steadily costs fewer probes while idle; a miss (passes = 0) brings back the interval at once, so three misses in a
+ * row still take three intervals to make it unhealthy. A process that exits is seen at once, not by a probe.
+ */
+export const livenessDelayMs = (intervalMs: number, passes: number): number => {
+  const steady = Math.max(0, passes - 3)
+  const cap = Math.max(intervalMs, Math.min(intervalMs * 6, STEADY_PROBE_CAP_MS))
+  return Math.min(cap, intervalMs * 2 ** Math.min(steady, 16))
+}
+
 /** States in which a process of ours is (or may be) alive. */
 const live: ReadonlyArray<ServiceState> = ["starting", "running", "healthy", "unhealthy"]
 /** States in which a health probe may run: the process was spawned and no stop or restart is under way. */

@@ -2,7 +2,9 @@ import { describe, expect, it } from "@effect/vitest"
 import * as FastCheck from "effect/FastCheck"
 import type { ServiceState } from "../../src/domain/service-state.js"
 import {
+  livenessDelayMs,
   livenessStep,
+  STEADY_PROBE_CAP_MS,
   ServiceEvent,
   serviceStates,
   transition,
@@ -231,6 +233,27 @@ describe("service transition", () => {
         }
       }),
       RUNS
+    )
+  })
+})
+
+describe("livenessDelayMs", () => {
+  it("waits the interval for the first passes, then longer with each pass, up to six intervals or 30 s", () => {
+    expect([0, 1, 2, 3].map((p) => livenessDelayMs(5_000, p))).toEqual([5_000, 5_000, 5_000, 5_000])
+    expect([4, 5, 6, 7, 100].map((p) => livenessDelayMs(5_000, p))).toEqual([10_000, 20_000, 30_000, 30_000, 30_000])
+    // a short interval stops at six of them; a long one is never shortened
+    expect(livenessDelayMs(100, 50)).toBe(600)
+    expect(livenessDelayMs(60_000, 50)).toBe(60_000)
+  })
+
+  it("never waits less than the interval nor more than the cap, and a miss brings back the interval", () => {
+    FastCheck.assert(
+      FastCheck.property(FastCheck.integer({ min: 1, max: 120_000 }), FastCheck.nat(1_000), (interval, passes) => {
+        const delay = livenessDelayMs(interval, passes)
+        expect(delay).toBeGreaterThanOrEqual(interval)
+        expect(delay).toBeLessThanOrEqual(Math.max(interval, STEADY_PROBE_CAP_MS))
+        expect(livenessDelayMs(interval, 0)).toBe(interval)
+      })
     )
   })
 })
