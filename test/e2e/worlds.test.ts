@@ -283,20 +283,28 @@ env = { NAME = "\${world.name}" }
     const box = await project()
     await up(box, "feature-a")
     const hint = (stderr: string) => /\n {2}hint: (.*)\n$/.exec(stderr)?.[1]
-    // down goes the lean path (the daemon words the failure), the others the full CLI
-    for (const args of [
+    // down goes the lean path (the daemon words the failure), the others the full CLI; all at once, as none acts
+    const commands = [
       ["down", "nosuch"],
       ["remove", "nosuch"],
       ["reload", "nosuch"],
       ["logs", "nosuch"],
       ["env", "nosuch"],
       ["exec", "nosuch", "--", "true"]
-    ]) {
-      const r = await box.run(args)
+    ]
+    const answers = await Promise.all(
+      commands.map((args) =>
+        Promise.all([box.run(args), box.run([args[0]!, "featur-a", ...args.slice(2)])]).then(([r, typo]) => ({
+          args,
+          r,
+          typo
+        }))
+      )
+    )
+    for (const { args, r, typo } of answers) {
       expect(r.code, args.join(" ")).toBe(1)
       expect(r.stderr).toContain('project shop has no world "nosuch"; its worlds: feature-a')
       expect(hint(r.stderr), args.join(" ")).toBe("use one of them (berth status shows each with its state)")
-      const typo = await box.run([args[0]!, "featur-a", ...args.slice(2)])
       expect(hint(typo.stderr), args.join(" ")).toBe(`did you mean feature-a? berth ${args[0]} feature-a`)
     }
     const json = await box.run(["down", "nosuch", "--json"])
