@@ -76,14 +76,17 @@ export const watch = (cwd: string | undefined) =>
       const admission = yield* Admission
       const router = yield* Router
 
-      const clustered = makeClusterViews(worlds, yield* Cluster, router)
+      // an engine without the cluster (EmbedLive) watches its own worlds only
+      const cluster = yield* Effect.serviceOption(Cluster)
+      const remote =
+        cluster._tag === "Some" ? makeClusterViews(worlds, cluster.value, router).remote : () => Effect.succeed([])
 
       // another machine's world is acted on through this machine's checkout of its project, when there is one (the
       // daemon sends the command on to the world's machine)
       const readWorlds = Effect.gen(function* () {
         const views = yield* worlds.views(cwd)
         const roots = new Map(views.map((v) => [v.status.project, v.mainRoot]))
-        const others = (yield* clustered.remote(cwd)).map((status) => ({
+        const others = (yield* remote(cwd)).map((status) => ({
           id: remoteWorldId(status.machine ?? "", status.project, status.slug),
           mainRoot: roots.get(status.project) ?? "",
           selection: { services: [], groups: [] },

@@ -14,6 +14,8 @@ import type { AnywhereRow } from "../cluster/store.js"
 import { definedEnv } from "../domain/environment.js"
 import { InternalError, InvalidRequest } from "../domain/errors.js"
 import { type ActionRequest, serveDashboard } from "../services/dashboard/web.js"
+import type { Admission } from "../services/Admission.js"
+import type { Router } from "../services/proxy/Router.js"
 import { Registry } from "../services/Registry.js"
 import { WatchMessage } from "./api.js"
 import { watch } from "./watch.js"
@@ -122,7 +124,7 @@ const act = (request: ActionRequest) =>
   )
 
 /** Serves the web dashboard for the daemon's life (see `services/dashboard/web.ts` for who may act). */
-export const serveWebDashboard = serveDashboard({
+export const serveWebDashboard = serveDashboard<Registry | Router | Admission | Worlds | Cluster>({
   watch: watch(undefined).pipe(Stream.mapEffect((m) => encode(m))),
   logs: (world, service) =>
     Stream.unwrap(

@@ -2,7 +2,8 @@
  * How berth is composed, in one place. Three ways to run it:
  * - `DaemonLive`-style: `runDaemon` (daemon/server.ts) serves `WorldsLive` over the socket — what the CLI talks to;
  * - `CliLive`: what the CLI's local commands (`check`, `init`) need; the world commands bring their daemon client;
- * - `EmbedLive`: the whole engine in the caller's process, for programs that drive worlds through `Worlds` directly.
+ * - `EmbedLive`: the whole engine in the caller's process, for programs that drive worlds through `Worlds` directly
+ *   (`EmbedClusterLive` with the cluster).
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as Layer from "effect/Layer"
@@ -24,24 +25,30 @@ import { AdmissionLive } from "../services/Admission.js"
 import { FenceLive } from "../services/Fence.js"
 import { MachineLive } from "../services/Machine.js"
 
-/** The engine below the API: worlds and every service they use, without Home (so a caller picks BERTH_HOME). */
-export const WorldsLive = Layer.merge(Cluster.Default, HostsKeeper.Default).pipe(
-  Layer.provideMerge(Worlds.Default),
+/** The engine: worlds and every service they use, without Home (so a caller picks BERTH_HOME), on this machine only. */
+export const EngineLive = Worlds.Default.pipe(
   Layer.provideMerge(Layer.mergeAll(PortsLive, SlicesLive, Router.Default, AdmissionLive, FenceLive)),
   Layer.provideMerge(Layer.merge(RegistryLive, SliceLedgerLive)),
   Layer.provideMerge(Layer.mergeAll(ConfigFilesLive, GitLive, HealthLive, ProcessesLive, MachineLive)),
   Layer.provideMerge(NodeContext.layer)
 )
 
+/** The engine as the daemon runs it: with the cluster (idle until one is joined) and the hosts file it keeps. */
+export const WorldsLive = Layer.merge(Cluster.Default, HostsKeeper.Default).pipe(Layer.provideMerge(EngineLive))
+
 /** The CLI's local services. */
 export const CliLive = ConfigFilesLive.pipe(Layer.provideMerge(NodeContext.layer))
 
+const homeLayer = (home: string | undefined) => (home === undefined ? Home.layer : Home.layerAt(home))
+
 /**
  * berth embedded: the engine and its reconciler in this process, state under `home` (default: BERTH_HOME or
- * ~/.berth). Do not run it beside a daemon of the same home: one supervisor per home.
+ * ~/.berth), on this machine only — a program that wants the cluster asks for `EmbedClusterLive`. Do not run it
+ * beside a daemon of the same home: one supervisor per home.
  */
 export const EmbedLive = (home?: string) =>
-  ReconcilerLive.pipe(
-    Layer.provideMerge(WorldsLive),
-    Layer.provideMerge(home === undefined ? Home.layer : Home.layerAt(home))
-  )
+  ReconcilerLive.pipe(Layer.provideMerge(EngineLive), Layer.provideMerge(homeLayer(home)))
+
+/** berth embedded with the cluster, as the daemon runs it (`Cluster` joins, lists and commands other machines). */
+export const EmbedClusterLive = (home?: string) =>
+  ReconcilerLive.pipe(Layer.provideMerge(WorldsLive), Layer.provideMerge(homeLayer(home)))

@@ -3,7 +3,9 @@ import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Stream from "effect/Stream"
-import { EmbedLive, Ports, Worlds, watch } from "../../src/index.js"
+import * as Option from "effect/Option"
+import { Cluster } from "../../src/cluster/Cluster.js"
+import { EmbedClusterLive, EmbedLive, Ports, Worlds, watch } from "../../src/index.js"
 import { fetchJson, isAlive, portBlock, sandbox, serverScript } from "../e2e/harness.js"
 
 // the embedded engine runs the proxy too (settings or BERTH_PROXY_PORT); this test reaches its service directly
@@ -11,6 +13,17 @@ process.env.BERTH_PROXY_PORT = "off"
 process.env.BERTH_HTTPS_PORT = "off"
 
 describe("embedding berth through its layers", () => {
+  it("carries the cluster only when asked for: EmbedLive is this machine's engine, EmbedClusterLive adds it", async () => {
+    const box = sandbox({ "berth.toml": `[services.api]\ncmd = "true"\n` })
+    try {
+      const has = Effect.map(Effect.serviceOption(Cluster), Option.isSome)
+      expect(await Effect.runPromise(Effect.scoped(has).pipe(Effect.provide(EmbedLive(box.home))))).toBe(false)
+      expect(await Effect.runPromise(Effect.scoped(has).pipe(Effect.provide(EmbedClusterLive(box.home))))).toBe(true)
+    } finally {
+      box.cleanup()
+    }
+  })
+
   it("brings a world up and down in the caller's process", async () => {
     const box = sandbox({
       "berth.toml": `[services.api]\ncmd = "node server.mjs"\nurl = "api"\nhealth = { http = "/healthz" }\n`,
