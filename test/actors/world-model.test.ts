@@ -1,0 +1,229 @@
+/**
+ * One world against a model of it (fast-check's model runner): random sequences of up, down, reload, suspend (and the
+ * resume that follows), a service crash and a daemon restart, run on the in-process engine (`test/actors/world.ts`:
+ * the real Worlds, actors, Registry, Ports and Admission over fake processes, health and slices, under a TestClock).
+ * After every step, once the world has settled, what every part of berth holds must agree with the model and with
+ * each other: the state the world reports and the one the registry keeps, what is desired (the user's last ask), the
+ * permit, the processes alive (one while it runs, none after a down), the port (kept across everything), and one
+ * actor per engine however the world got there.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as FastCheck from "effect/FastCheck"
+import * as Runtime from "effect/Runtime"
+import * as TestClock from "effect/TestClock"
+import { CONFIRM_MS } from "../../src/actors/ServiceActor.js"
+import { ALLOWED, awaitPending, type Engine, eventually, passTime, type WorldHarness, worldHarness } from "./world.js"
+
+const MODEL = `[project]
+name = "model"
+
+[services.api]
+cmd = "serve api"
+url = "api"
+health = { cmd = "check api" }
+restart = "on-failure"
+restart_backoff = "1s"
+`
+const BACKOFF_MS = 1_000
+const WORLD = "alpha"
+
+interface Model {
+  running: boolean
+  /** what the user last asked for */
+  desired: "up" | "down"
+  /** the world's port, once it has one: kept across every step */
+  port: number | undefined
+}
+
+interface Real {
+  readonly h: WorldHarness
+  engine: Engine
+  readonly run: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>
+  /** moves of the world so far (across engines), for waiting on the ones a step makes */
+  readonly steps: Array<string>
+}
+
+/** the world's api processes alive now */
+const alive = (r: Real) =>
+  Effect.flatMap(r.h.processesOf(WORLD, "api"), (all) =>
+    Effect.map(
+      Effect.forEach(all, (p) => r.h.fakes.processes.current(p)),
+      (now) => now.filter((p) => p.alive)
+    )
+  )
+
+/** After every step: every part of berth agrees with the model and with each other. */
+const agree = (m: Model, r: Real) =>
+  Effect.gen(function* () {
+    const id = yield* r.h.idOf(WORLD)
+    const status = yield* r.h.status(WORLD)
+    const row = yield* r.engine.registry.world(id)
+    const state = m.running ? "running" : "stopped"
+    expect(status?.state, `status after ${r.steps.join(", ")}`).toBe(state)
+    expect(row?.observed, "the registry's observed state").toBe(state)
+    expect(row?.desired, "desired: the user's last ask").toBe(m.desired)
+    expect(r.engine.admission.holds(id), "the permit").toBe(m.running)
+    expect((yield* alive(r)).length, "processes alive").toBe(m.running ? 1 : 0)
+    const api = status?.services.find((s) => s.name === "api")
+    if (m.running) {
+      expect(api?.state).toBe("healthy")
+      if (m.port === undefined) m.port = api?.port ?? undefined
+      expect(api?.port, "the port is kept").toBe(m.port)
+    }
+    expect(yield* r.engine.worlds.actorsStarted, "one actor per engine").toBeLessThanOrEqual(1)
+  })
+
+/** the world runs again once its (new) process passed its check and stayed up CONFIRM_MS */
+const comesUp = (r: Real) =>
+  Effect.gen(function* () {
+    yield* passTime("api stays up after its check", CONFIRM_MS)
+    yield* eventually(
+      "the world runs",
+      Effect.map(r.h.status(WORLD), (s) => s?.state === "running" && s.services.every((x) => x.state === "healthy"))
+    )
+  })
+
+type Command = FastCheck.AsyncCommand<Model, Real>
+
+const command = (
+  name: string,
+  check: (m: Readonly<Model>) => boolean,
+  step: (m: Model, r: Real) => Effect.Effect<void, unknown>
+): Command => ({
+  check,
+  run: async (m, r) => {
+    r.steps.push(name)
+    await r.run(Effect.zipRight(step(m, r), agree(m, r)))
+  },
+  toString: () => name
+})
+
+const up = command(
+  "up",
+  () => true,
+  (m, r) =>
+    Effect.gen(function* () {
+      yield* r.engine.worlds.up(r.h.ref(WORLD), { services: [], groups: [] }, ALLOWED, false)
+      if (!m.running) yield* comesUp(r)
+      m.running = true
+      m.desired = "up"
+    })
+)
+
+const down = command(
+  "down",
+  () => true,
+  (m, r) =>
+    Effect.gen(function* () {
+      yield* r.engine.worlds.down(r.h.ref(WORLD), false)
+      m.running = false
+      m.desired = "down"
+    })
+)
+
+const reload = command(
+  "reload",
+  (m) => m.running,
+  (_m, r) =>
+    Effect.gen(function* () {
+      yield* r.engine.worlds.reload(r.h.ref(WORLD), ALLOWED, false)
+      yield* comesUp(r)
+    })
+)
+
+/** suspended while memory is plentiful: back in line at once, admitted, and started again */
+const suspend = command(
+  "suspend",
+  (m) => m.running,
+  (_m, r) =>
+    Effect.gen(function* () {
+      yield* r.engine.worlds.suspend(yield* r.h.idOf(WORLD), "memory is short", true)
+      yield* comesUp(r)
+    })
+)
+
+const crash = command(
+  "crash",
+  (m) => m.running,
+  (_m, r) =>
+    Effect.gen(function* () {
+      const [api] = yield* alive(r)
+      const before = (yield* r.h.processesOf(WORLD, "api")).length
+      yield* r.h.fakes.processes.exit(api!, { code: 1, signal: null })
+      yield* awaitPending("api's restart backoff", BACKOFF_MS)
+      yield* TestClock.adjust(BACKOFF_MS)
+      yield* eventually(
+        "api restarted and healthy",
+        Effect.gen(function* () {
+          const all = yield* r.h.processesOf(WORLD, "api")
+          const s = yield* r.h.status(WORLD)
+          return all.length === before + 1 && s?.services.every((x) => x.state === "healthy") === true
+        })
+      )
+    })
+)
+
+/** `daemon stop` and a new daemon over the same home: a running world is adopted, a stopped one stays stopped */
+const restartDaemon = command(
+  "daemon restart",
+  () => true,
+  (m, r) =>
+    Effect.gen(function* () {
+      const moves = (yield* r.h.moves(WORLD)).length
+      r.engine = yield* r.h.restartDaemon
+      yield* r.engine.worlds.reconcile()
+      // adoption checks the services again: running>starting, starting>running
+      if (m.running) {
+        yield* r.h.awaitMoves(WORLD, moves + 2)
+        yield* r.h.awaitState(WORLD, "running")
+      }
+    })
+)
+
+describe("one world against its model", () => {
+  it.scoped(
+    "agrees with the model after every step of random up, down, reload, suspend, crash and daemon restart",
+    () =>
+      Effect.gen(function* () {
+        const runtime = yield* Effect.runtime<never>()
+        yield* Effect.promise(() =>
+          FastCheck.assert(
+            FastCheck.asyncProperty(
+              FastCheck.commands(
+                [up, down, reload, suspend, crash, restartDaemon].map((c) => FastCheck.constant(c)),
+                {
+                  maxCommands: 10
+                }
+              ),
+              async (commands) => {
+                // a repository and an engine of its own for each sequence, gone with it
+                await Runtime.runPromise(runtime)(
+                  Effect.scoped(
+                    Effect.gen(function* () {
+                      const h = yield* worldHarness(MODEL)
+                      yield* h.fakes.health.setDefault(true)
+                      const inner = yield* Effect.runtime<never>()
+                      const real: Real = {
+                        h,
+                        engine: h.engine,
+                        run: (effect) => Runtime.runPromise(inner)(effect),
+                        steps: []
+                      }
+                      const model: Model = { running: false, desired: "down", port: undefined }
+                      // the world exists before the first step: made by an up, then taken down
+                      yield* Effect.promise(() => up.run(model, real))
+                      yield* Effect.promise(() => down.run(model, real))
+                      yield* Effect.promise(() => FastCheck.asyncModelRun(() => ({ model, real }), commands))
+                    })
+                  )
+                )
+              }
+            ),
+            { numRuns: 20 }
+          )
+        )
+      }),
+    120_000
+  )
+})
