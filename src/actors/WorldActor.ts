@@ -293,8 +293,13 @@ export const makeWorldActor = (
       const g = generation
       if (g === undefined) return
       generation = undefined
-      // a daemon letting go leaves processes and their rows as they are, exactly as a crash would
-      if (yield* processes.detached) return
+      // a daemon letting go leaves processes and their rows as they are, exactly as a crash would; but its supervisors
+      // go now, not with the process: one left running would restart a service that exits meanwhile, beside the copy
+      // the next daemon starts (stopping a process is a no-op once detached, and nothing here writes a row)
+      if (yield* processes.detached) {
+        yield* Fiber.interruptAll([...g.services.values()].map((s) => s.fiber))
+        return yield* Scope.close(g.scope, Exit.void)
+      }
       for (const layer of [...g.layers].reverse()) {
         const running = layer.flatMap((name) => {
           const s = g.services.get(name)

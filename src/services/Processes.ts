@@ -238,6 +238,9 @@ const make = Effect.sync((): ProcessesService => {
    */
   const spawn = Effect.fn("Processes.spawn")(function* (spec: SpawnSpec) {
     const fail = (reason: string) => new SpawnFailed({ command: spec.command, cwd: spec.cwd, reason })
+    // a daemon that let go of its processes is leaving: it starts nothing more (the next daemon will), and waits to be
+    // interrupted rather than fail, which would mark the service failed on its way out
+    if (detached) return yield* Effect.never
     // one stat, read at once: a trip through the thread pool costs more than the call, and a world's services are
     // spawned one after the other on the daemon's thread
     const cwdStat = yield* Effect.sync(() => {

@@ -13,6 +13,7 @@ import * as FastCheck from "effect/FastCheck"
 import * as Runtime from "effect/Runtime"
 import * as TestClock from "effect/TestClock"
 import { CONFIRM_MS } from "../../src/actors/ServiceActor.js"
+import { backoffDelay, defaultRestartLimits } from "../../src/domain/restart.js"
 import { ALLOWED, awaitPending, type Engine, eventually, passTime, type WorldHarness, worldHarness } from "./world.js"
 
 const MODEL = `[project]
@@ -26,6 +27,8 @@ restart = "on-failure"
 restart_backoff = "1s"
 `
 const BACKOFF_MS = 1_000
+/** the backoff before the n-th restart in a row (from 0), as the restart policy spaces them */
+const restartDelay = (n: number) => backoffDelay(n, { ...defaultRestartLimits, baseDelayMs: BACKOFF_MS })
 const WORLD = "alpha"
 
 interface Model {
@@ -34,13 +37,15 @@ interface Model {
   desired: "up" | "down"
   /** the world's port, once it has one: kept across every step */
   port: number | undefined
+  /** restarts after a crash since berth last started the service (its backoff grows with them, up to a limit) */
+  restarts: number
 }
 
 interface Real {
   readonly h: WorldHarness
   engine: Engine
   readonly run: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>
-  /** moves of the world so far (across engines), for waiting on the ones a step makes */
+  /** the steps so far, for the failure's message */
   readonly steps: Array<string>
 }
 
@@ -105,7 +110,10 @@ const up = command(
   (m, r) =>
     Effect.gen(function* () {
       yield* r.engine.worlds.up(r.h.ref(WORLD), { services: [], groups: [] }, ALLOWED, false)
-      if (!m.running) yield* comesUp(r)
+      if (!m.running) {
+        yield* comesUp(r)
+        m.restarts = 0
+      }
       m.running = true
       m.desired = "up"
     })
@@ -125,10 +133,11 @@ const down = command(
 const reload = command(
   "reload",
   (m) => m.running,
-  (_m, r) =>
+  (m, r) =>
     Effect.gen(function* () {
       yield* r.engine.worlds.reload(r.h.ref(WORLD), ALLOWED, false)
       yield* comesUp(r)
+      m.restarts = 0
     })
 )
 
@@ -136,23 +145,31 @@ const reload = command(
 const suspend = command(
   "suspend",
   (m) => m.running,
-  (_m, r) =>
+  (m, r) =>
     Effect.gen(function* () {
       yield* r.engine.worlds.suspend(yield* r.h.idOf(WORLD), "memory is short", true)
       yield* comesUp(r)
+      m.restarts = 0
     })
 )
 
+/** below the restart policy's limit: one crash more would fail the service (a step of its own model) */
 const crash = command(
   "crash",
-  (m) => m.running,
-  (_m, r) =>
+  (m) => m.running && m.restarts < defaultRestartLimits.maxRestarts,
+  (m, r) =>
     Effect.gen(function* () {
       const [api] = yield* alive(r)
       const before = (yield* r.h.processesOf(WORLD, "api")).length
       yield* r.h.fakes.processes.exit(api!, { code: 1, signal: null })
-      yield* awaitPending("api's restart backoff", BACKOFF_MS)
-      yield* TestClock.adjust(BACKOFF_MS)
+      // the backoff grows with each restart (1 s, then 2 s, …): the clock moves to the restart, however far it is
+      yield* eventually(
+        "api's restart backoff",
+        Effect.map(r.h.status(WORLD), (s) => s?.services.some((x) => x.state === "restarting") === true)
+      )
+      yield* awaitPending("api's restart backoff", restartDelay(m.restarts))
+      yield* TestClock.adjust(restartDelay(m.restarts))
+      m.restarts++
       yield* eventually(
         "api restarted and healthy",
         Effect.gen(function* () {
@@ -178,6 +195,7 @@ const restartDaemon = command(
         yield* r.h.awaitMoves(WORLD, moves + 2)
         yield* r.h.awaitState(WORLD, "running")
       }
+      m.restarts = 0
     })
 )
 
@@ -210,7 +228,7 @@ describe("one world against its model", () => {
                         run: (effect) => Runtime.runPromise(inner)(effect),
                         steps: []
                       }
-                      const model: Model = { running: false, desired: "down", port: undefined }
+                      const model: Model = { running: false, desired: "down", port: undefined, restarts: 0 }
                       // the world exists before the first step: made by an up, then taken down
                       yield* Effect.promise(() => up.run(model, real))
                       yield* Effect.promise(() => down.run(model, real))
