@@ -196,6 +196,30 @@ const rootHelp = (root: Node): string => {
   ].join("\n")
 }
 
+export interface HelpPage {
+  /** the command's words after `berth` (`golden rebuild`) */
+  readonly path: string
+  /** its one-line description */
+  readonly summary: string
+  /** what `berth <path> --help` prints */
+  readonly help: string
+}
+
+/** Every command's help, each parent before its children: the data docs/commands.md is generated from. */
+export const helpPages = (root: { readonly descriptor: unknown }): ReadonlyArray<HelpPage> => {
+  const out: Array<HelpPage> = []
+  const visit = (node: Node, path: string) => {
+    for (const child of childrenOf(node)) {
+      const childPath = `${path} ${nameOf(child)[0] ?? ""}`.trim()
+      const own = unwrap(ownOptions(child) as unknown as Node) as unknown as Part
+      out.push({ path: childPath, summary: text(own.description), help: commandHelp(child, childPath) })
+      visit(child, childPath)
+    }
+  }
+  visit(root.descriptor as Node, "")
+  return out
+}
+
 /** Every argument and option of the tree that has no description of its own: `path option`, for a test to refuse. */
 export const undocumented = (root: { readonly descriptor: unknown }): ReadonlyArray<string> => {
   const out: Array<string> = []

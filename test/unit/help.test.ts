@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { helpFor, undocumented } from "../../src/cli/help.js"
+import { helpFor, helpPages, undocumented } from "../../src/cli/help.js"
 import { berth } from "../../src/cli/main.js"
 
 describe("help", () => {
@@ -23,5 +23,15 @@ describe("help", () => {
       expect(top).toMatch(new RegExp(`^ {2}${command} +\\S`, "m"))
     }
     expect(top).toContain("Aliases: ls → status, list → status, stop → down, restart → reload")
+  })
+
+  it("gives every command's help, parents before children, as --help prints it (for docs/commands.md)", () => {
+    const pages = helpPages(berth)
+    const paths = pages.map((p) => p.path)
+    expect(paths.indexOf("golden")).toBeLessThan(paths.indexOf("golden rebuild"))
+    expect(paths).toContain("cluster join")
+    const up = pages.find((p) => p.path === "up")!
+    expect(up.help).toBe(helpFor(berth, ["up", "--help"]))
+    expect(up.summary).toBe("Start a world: its worktree, ports, services and routes")
   })
 })
