@@ -123,3 +123,28 @@ export const transition = (state: ServiceState, event: ServiceEvent): ServiceSta
       return when(["pending", ...live, "restarting"], "failed")
   }
 }
+
+/**
+ * Every kind of event, once — twice where its payload picks the target (a clean or unclean exit, a miss before or at
+ * the limit) — named. `npm run docs:architecture` asks `transition` each of them in every state to draw the state
+ * diagram and table in ARCHITECTURE.md, so they show what `transition` does; the type makes a new event need one.
+ */
+export const serviceEventCases: {
+  readonly [Tag in ServiceEvent["_tag"]]: ReadonlyArray<readonly [name: string, event: ServiceEvent]>
+} = {
+  Start: [["Start", ServiceEvent.Start()]],
+  Spawned: [["Spawned", ServiceEvent.Spawned()]],
+  Healthy: [["Healthy", ServiceEvent.Healthy()]],
+  Unhealthy: [
+    [`Unhealthy (miss 1–${UNHEALTHY_AFTER_MISSES - 1})`, ServiceEvent.Unhealthy({ misses: 1 })],
+    [`Unhealthy (miss ${UNHEALTHY_AFTER_MISSES}+)`, ServiceEvent.Unhealthy({ misses: UNHEALTHY_AFTER_MISSES })]
+  ],
+  Exited: [
+    ["Exited (code 0)", ServiceEvent.Exited({ code: 0, signal: null })],
+    ["Exited (other code, or signal)", ServiceEvent.Exited({ code: 1, signal: null })]
+  ],
+  Stop: [["Stop", ServiceEvent.Stop()]],
+  StopDone: [["StopDone", ServiceEvent.StopDone()]],
+  Restart: [["Restart", ServiceEvent.Restart()]],
+  Fail: [["Fail", ServiceEvent.Fail({ reason: "" })]]
+}

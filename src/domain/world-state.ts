@@ -53,15 +53,18 @@ export type WorldEvent = Data.TaggedEnum<{
 
 export const WorldEvent = Data.taggedEnum<WorldEvent>()
 
-interface Edge {
+export interface Edge {
   readonly from: ReadonlyArray<WorldState>
   readonly to: WorldState
 }
 
 const alive = worldStates.filter((state) => state !== "removing" && state !== "removed")
 
-/** The whole machine as data: for each event, the states it is legal in and where it leads. */
-const edges: { readonly [Tag in WorldEvent["_tag"]]: Edge } = {
+/**
+ * The whole machine as data: for each event, the states it is legal in and where it leads. Exported for the state
+ * diagram and table in ARCHITECTURE.md, which `npm run docs:architecture` draws from it.
+ */
+export const edges: { readonly [Tag in WorldEvent["_tag"]]: Edge } = {
   Admit: { from: ["queued"], to: "starting" },
   Queue: { from: ["stopped", "failed", "suspended"], to: "queued" },
   Start: { from: ["queued", "stopped", "failed", "suspended", "running", "degraded"], to: "starting" },
