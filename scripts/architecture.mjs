@@ -29,44 +29,68 @@ const world = await load("src/domain/world-state.ts")
 const service = await load("src/domain/service-state.ts")
 
 // world: the edges as written
-const worldEdges = Object.entries(world.edges).map(([event, edge]) => ({ event, from: [...edge.from], to: edge.to }))
+const worldEdges = Object.entries(world.edges).map(([event, edge]) => ({
+  event,
+  tag: event,
+  from: [...edge.from],
+  to: edge.to
+}))
 
 // service: every case asked in every state; one row per case and target (a payload may lead two places)
-const serviceEdges = Object.values(service.serviceEventCases).flatMap((cases) =>
+const serviceEdges = Object.entries(service.serviceEventCases).flatMap(([tag, cases]) =>
   cases.flatMap(([event, value]) => {
     const byTarget = new Map()
     for (const state of service.serviceStates) {
       const to = service.transition(state, value)
       if (to !== undefined) byTarget.set(to, [...(byTarget.get(to) ?? []), state])
     }
-    return [...byTarget].map(([to, from]) => ({ event, from, to }))
+    return [...byTarget].map(([to, from]) => ({ event, tag, from, to }))
   })
 )
 
-/** An event legal in many states is drawn as one arrow from a box that names them, rather than an arrow from each. */
-const isWide = (edge) => edge.from.length >= 5
+/**
+ * An event legal in many states is drawn as one arrow from a box that names them, rather than an arrow from each;
+ * events legal in the same states share the box.
+ */
+const isWide = (edge) => edge.from.length >= 4
 
-const boxLabel = (edge, states) => {
-  const missing = states.filter((state) => !edge.from.includes(state))
-  return missing.length <= 3 ? `any state but ${missing.join(", ")}` : edge.from.join(", ")
+const boxLabel = (from, states) => {
+  const missing = states.filter((state) => !from.includes(state))
+  return missing.length <= 3 ? `any state but ${missing.join(", ")}` : from.join(", ")
 }
+
+/** The events on one arrow; every case of an event on it is named by the event alone. */
+const arrowLabel = (edges, all) =>
+  [...new Set(edges.map((edge) => edge.tag))]
+    .flatMap((tag) => {
+      const here = edges.filter((edge) => edge.tag === tag).map((edge) => edge.event)
+      const cases = new Set(all.filter((edge) => edge.tag === tag).map((edge) => edge.event))
+      return here.length === cases.size ? [tag] : here
+    })
+    .join(" / ")
 
 const diagram = (states, edges) => {
   const lines = ["```mermaid", "stateDiagram-v2"]
-  const pairs = new Map()
-  edges.forEach((edge, i) => {
+  const boxes = new Map()
+  const arrows = new Map()
+  const add = (from, to, edge) => {
+    const key = `${from} --> ${to}`
+    arrows.set(key, [...(arrows.get(key) ?? []), edge])
+  }
+  for (const edge of edges) {
     if (isWide(edge)) {
-      const id = `from_${i}`
-      lines.push(`  state "${boxLabel(edge, states)}" as ${id}`)
-      lines.push(`  ${id} --> ${edge.to}: ${edge.event}`)
-      return
+      const key = edge.from.join(",")
+      if (!boxes.has(key)) {
+        const id = `from_${boxes.size + 1}`
+        boxes.set(key, id)
+        lines.push(`  state "${boxLabel(edge.from, states)}" as ${id}`)
+      }
+      add(boxes.get(key), edge.to, edge)
+    } else {
+      for (const from of edge.from) add(from, edge.to, edge)
     }
-    for (const from of edge.from) {
-      const key = `${from} --> ${edge.to}`
-      pairs.set(key, [...(pairs.get(key) ?? []), edge.event])
-    }
-  })
-  for (const [key, events] of pairs) lines.push(`  ${key}: ${events.join(" / ")}`)
+  }
+  for (const [key, on] of arrows) lines.push(`  ${key}: ${arrowLabel(on, edges)}`)
   lines.push("```")
   return lines
 }

@@ -49,6 +49,19 @@ describe("ARCHITECTURE.md", () => {
     expect(paths.filter((path) => !existsSync(new URL(path, root)))).toEqual([])
   })
 
+  it("every link of its contents leads to a heading", () => {
+    // GitHub's anchors: lower case, punctuation dropped, spaces as hyphens
+    const anchor = (heading: string) =>
+      heading
+        .toLowerCase()
+        .replace(/[^a-z0-9 _-]/g, "")
+        .replace(/ /g, "-")
+    const anchors = new Set([...text.matchAll(/^#{2,3} (.+)$/gm)].map((match) => anchor(match[1]!)))
+    const links = [...section("Contents").matchAll(/\]\(#([^)]+)\)/g)].map((match) => match[1]!)
+    expect(links.length).toBeGreaterThan(10)
+    expect(links.filter((link) => !anchors.has(link))).toEqual([])
+  })
+
   it("every path the rest of it names exists too", () => {
     const missing = pathsIn(text).filter((path) => !existsSync(new URL(path, root)))
     expect(missing).toEqual([])
