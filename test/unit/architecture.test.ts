@@ -67,3 +67,12 @@ describe("ARCHITECTURE.md", () => {
     expect(missing).toEqual([])
   })
 })
+
+describe("CONTRIBUTING.md", () => {
+  it("every path it names exists", () => {
+    const contributing = readFileSync(new URL("CONTRIBUTING.md", root), "utf8")
+    const paths = pathsIn(contributing)
+    expect(paths.length).toBeGreaterThan(30)
+    expect(paths.filter((path) => !existsSync(new URL(path, root)))).toEqual([])
+  })
+})
