@@ -45,9 +45,9 @@ server() {
   local name=$1 port=$2 binary=$3 package=$4 start=$5
   port_open "$port" && return 0
   if ! has "$binary"; then
-    # installing is not enough: the tests log in without passwords (see the README), which a fresh install does not
+    # installing is not enough: the tests log in without passwords (see docs/development.md), which a fresh install does not
     # allow, so that is left to whoever knows the machine
-    lack "$name (not installed)" "apt-get install -y $package, let the tests' users in as the README says, then $start"
+    lack "$name (not installed)" "apt-get install -y $package, let the tests' users in as docs/development.md says, then $start"
     return 0
   fi
   if ! is_root; then

@@ -1,6 +1,7 @@
 /**
  * berth's block in the hosts file (`/etc/hosts`): the names of the live routes on loopback, for programs that ask
- * the system to resolve `*.localhost` and get nothing (glibc without nss-myhostname: Python, curl, Go). Pure text in,
+ * the system to resolve `*.localhost` and get nothing (glibc without nss-myhostname: Python, Go; curl 7.88 and later
+ * resolve it themselves). Pure text in,
  * text out; `berth hosts` reads and writes the file.
  */
 

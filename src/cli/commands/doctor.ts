@@ -354,7 +354,7 @@ export const doctor = Command.make("doctor", { json }, ({ json }) =>
         ? ok("*.localhost", `the system resolves it (${resolved})`)
         : warn(
             "*.localhost",
-            "the system does not resolve *.localhost: programs that are not Node (curl, Python) cannot reach routes by name",
+            "the system does not resolve *.localhost: programs that ask it (Python, Go, older curl) cannot reach routes by name",
             "berth hosts sync writes the route names into /etc/hosts (or install libnss-myhostname)"
           )
     )
