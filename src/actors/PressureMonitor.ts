@@ -14,7 +14,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import { describeWait, shouldIdle, suspendNow, underPressure } from "../domain/admission.js"
-import type { InternalError } from "../domain/errors.js"
+import type { DiskFull, InternalError } from "../domain/errors.js"
 import { Admission, SAMPLE_EVERY_MS } from "../services/Admission.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
 import { Router } from "../services/proxy/Router.js"
@@ -46,7 +46,7 @@ export interface PressureWorld {
 /** The worlds the monitor watches and the one thing it does to them. */
 export interface PressureTargetsService {
   /** worlds observed running and wanted up (the monitor keeps those that hold a permit) */
-  readonly running: Effect.Effect<ReadonlyArray<PressureWorld>, InternalError>
+  readonly running: Effect.Effect<ReadonlyArray<PressureWorld>, InternalError | DiskFull>
   /**
    * Suspends a world in its mailbox: its processes stop, the rest stays. `requeue` (memory) puts it back in the
    * gate's line at once; without it (idleness) its next request wakes it.

@@ -11,7 +11,7 @@ import * as Entity from "@effect/cluster/Entity"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { parseWorldEntityId, shardGroupOf } from "../domain/cluster.js"
-import { type InternalError, InvalidRequest, WorldNotFound } from "../domain/errors.js"
+import { type DiskFull, type InternalError, InvalidRequest, WorldNotFound } from "../domain/errors.js"
 import type { WorldCommand } from "./protocol.js"
 import { WorldRpcs } from "./protocol.js"
 import { Worlds } from "./Worlds.js"
@@ -24,8 +24,8 @@ export const WorldEntity = Entity.fromRpcGroup("World", WorldRpcs).annotate(Clus
  */
 export const addressedWorld = <A>(
   entityId: string,
-  find: (project: string, slug: string) => Effect.Effect<A | undefined, InternalError>
-): Effect.Effect<A, InvalidRequest | WorldNotFound | InternalError> => {
+  find: (project: string, slug: string) => Effect.Effect<A | undefined, InternalError | DiskFull>
+): Effect.Effect<A, InvalidRequest | WorldNotFound | InternalError | DiskFull> => {
   const address = parseWorldEntityId(entityId)
   if (address === undefined) {
     return Effect.fail(new InvalidRequest({ reason: `no world has the entity id ${JSON.stringify(entityId)}` }))
@@ -43,7 +43,7 @@ export const WorldEntityLive = WorldEntity.toLayer(
     const { entityId } = yield* Entity.CurrentAddress
     /** the world this entity is: looked up on each message, since a world can be made after its entity started */
     const worldId = Effect.suspend(
-      (): Effect.Effect<number, InvalidRequest | WorldNotFound | InternalError> =>
+      (): Effect.Effect<number, InvalidRequest | WorldNotFound | InternalError | DiskFull> =>
         /^[1-9]\d{0,14}$/.test(entityId) ? Effect.succeed(Number(entityId)) : addressedWorld(entityId, worlds.idOf)
     )
     const tell = (request: { readonly payload: WorldCommand }) =>

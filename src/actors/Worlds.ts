@@ -16,7 +16,14 @@ import * as Stream from "effect/Stream"
 import type { ServiceStatus, WorldStatus } from "../daemon/api.js"
 import { coordinates, groupPorts, portRequests, redact, routeUrl, worldVariables } from "../domain/coordinates.js"
 import * as Model from "../domain/config/model.js"
-import { InternalError, InvalidRequest, InvalidWorldName, NotARepository, WorldNotFound } from "../domain/errors.js"
+import {
+  type DiskFull,
+  InternalError,
+  InvalidRequest,
+  InvalidWorldName,
+  NotARepository,
+  WorldNotFound
+} from "../domain/errors.js"
 import { closestName, projectLabel } from "../domain/names.js"
 import { hidePassword, secretsOf } from "../domain/redact.js"
 import { decide } from "../domain/world-state.js"
@@ -85,14 +92,17 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
      * Every actor, or the promise of one being made: set before anything yields, so two callers at once (a user's
      * `up` and the reconciler's pass, say) never make two actors for one world.
      */
-    const making = new Map<number, Deferred.Deferred<WorldActor, WorldNotFound | InternalError>>()
+    const making = new Map<number, Deferred.Deferred<WorldActor, WorldNotFound | InternalError | DiskFull>>()
     let started = 0
     const loops = yield* FiberMap.make<number>()
     // every observed move of every world; a watcher slower than 4,096 moves loses the oldest, never stalls a world
     const moves = yield* PubSub.sliding<WorldChange>(4096)
 
     /** Makes the world's actor and starts its loop; its end (the world removed) forgets it. */
-    const makeActor = (worldId: number, made: Deferred.Deferred<WorldActor, WorldNotFound | InternalError>) =>
+    const makeActor = (
+      worldId: number,
+      made: Deferred.Deferred<WorldActor, WorldNotFound | InternalError | DiskFull>
+    ) =>
       Effect.gen(function* () {
         // a world removed meanwhile gets no new actor: the caller hears it is gone
         if ((yield* registry.world(worldId)) === undefined) {
@@ -113,11 +123,11 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       })
 
     /** The world's one actor: the one that runs, the one being made, or a new one (get and create in one step). */
-    const actorFor = (worldId: number): Effect.Effect<WorldActor, WorldNotFound | InternalError> =>
+    const actorFor = (worldId: number): Effect.Effect<WorldActor, WorldNotFound | InternalError | DiskFull> =>
       Effect.suspend(() => {
         const known = making.get(worldId)
         if (known !== undefined) return Deferred.await(known)
-        const made = Deferred.unsafeMake<WorldActor, WorldNotFound | InternalError>(FiberId.none)
+        const made = Deferred.unsafeMake<WorldActor, WorldNotFound | InternalError | DiskFull>(FiberId.none)
         making.set(worldId, made)
         // made whole or not at all, whoever waits: a caller that gives up does not leave the promise unkept
         return makeActor(worldId, made).pipe(

@@ -8,6 +8,7 @@ import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as Schema from "effect/Schema"
 import {
+  DiskFull,
   ConfigInvalid,
   ConfigNotAllowed,
   ConfigNotFound,
@@ -46,7 +47,8 @@ export const WorldFailure = Schema.Union(
   PathOutsideWorktree,
   InvalidRequest,
   PortRangeExhausted,
-  InternalError
+  InternalError,
+  DiskFull
 )
 export type WorldError = typeof WorldFailure.Type
 

@@ -11,6 +11,8 @@ import * as ValidationError from "@effect/cli/ValidationError"
 import * as Console from "effect/Console"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import { asDiskFull } from "../services/disk.js"
+import { resolveHome } from "../services/homePaths.js"
 import { formatErrorLine } from "./documents.js"
 import { errorPrefix, wantsColour } from "./render.js"
 
@@ -96,6 +98,12 @@ const lostWorkingDirectory = (error: unknown): Failure | undefined => {
 export const describeFailure = (error: unknown): Failure => {
   const lost = lostWorkingDirectory(error)
   if (lost !== undefined) return lost
+  // a write of the CLI's own (BERTH_HOME's folders, the consent store, a file it writes) that found the disk full
+  if (!hasTagAndMessage(error)) {
+    const home = resolveHome()
+    const full = asDiskFull(error, home, home)
+    if (full !== undefined) return { tag: full._tag, message: full.message, exitCode: 1 }
+  }
   if (ValidationError.isValidationError(error)) {
     return { tag: error._tag, message: usageMessage(error), exitCode: 2 }
   }

@@ -11,6 +11,7 @@ import {
   ClusterRefused,
   ClusterUnavailable,
   InternalError,
+  DiskFull,
   InvalidRequest,
   InvalidWorldName,
   MachineUnreachable,
@@ -326,7 +327,7 @@ export const ClusterStatus = Schema.Struct({
 })
 export type ClusterStatus = typeof ClusterStatus.Type
 
-const ClusterFailure = Schema.Union(ClusterUnavailable, ClusterRefused, InternalError)
+const ClusterFailure = Schema.Union(ClusterUnavailable, ClusterRefused, InternalError, DiskFull)
 
 export class DaemonApi extends RpcGroup.make(
   Rpc.make("Ping", {
@@ -413,11 +414,11 @@ export class DaemonApi extends RpcGroup.make(
     success: GcReport,
     error: WorldError
   }),
-  Rpc.make("GetSettings", { success: Settings, error: InternalError }),
+  Rpc.make("GetSettings", { success: Settings, error: Schema.Union(InternalError, DiskFull) }),
   Rpc.make("SetPortRange", {
     payload: { from: Schema.Number, to: Schema.Number },
     success: Settings,
-    error: Schema.Union(InvalidRequest, InternalError)
+    error: Schema.Union(InvalidRequest, InternalError, DiskFull)
   }),
   Rpc.make("SetProxy", {
     payload: {
@@ -426,14 +427,14 @@ export class DaemonApi extends RpcGroup.make(
       httpsUrls: Schema.optional(Schema.Boolean)
     },
     success: Settings,
-    error: Schema.Union(InvalidRequest, InternalError)
+    error: Schema.Union(InvalidRequest, InternalError, DiskFull)
   }),
-  Rpc.make("Config", { success: ConfigReport, error: InternalError }),
+  Rpc.make("Config", { success: ConfigReport, error: Schema.Union(InternalError, DiskFull) }),
   /** the hosts file the daemon keeps berth's block in (an absolute path), or null: none from now on */
   Rpc.make("KeepHosts", {
     payload: { file: Schema.NullOr(Schema.String) },
     success: Schema.Struct({ file: Schema.NullOr(Schema.String), names: Schema.Array(Schema.String) }),
-    error: Schema.Union(InvalidRequest, InternalError)
+    error: Schema.Union(InvalidRequest, InternalError, DiskFull)
   }),
   /** what berth calls the project `cwd` is in, and which other repositories declare the same name */
   Rpc.make("Project", {
@@ -448,9 +449,9 @@ export class DaemonApi extends RpcGroup.make(
       maxParallel: Schema.optional(Schema.Number)
     },
     success: ConfigReport,
-    error: Schema.Union(InvalidRequest, InternalError)
+    error: Schema.Union(InvalidRequest, InternalError, DiskFull)
   }),
-  Rpc.make("Metrics", { success: Metrics, error: InternalError }),
+  Rpc.make("Metrics", { success: Metrics, error: Schema.Union(InternalError, DiskFull) }),
   /**
    * One line in a world's history from a client: an agent's MCP tool call (kind `agent`), shown by `status` with the
    * world's other events. `kind` is a short lower-case word; a long message is cut.
@@ -473,6 +474,6 @@ export class DaemonApi extends RpcGroup.make(
     error: ClusterFailure
   }),
   Rpc.make("ClusterLeave", { success: ClusterStatus, error: ClusterFailure }),
-  Rpc.make("ClusterStatus", { success: ClusterStatus, error: InternalError }),
+  Rpc.make("ClusterStatus", { success: ClusterStatus, error: Schema.Union(InternalError, DiskFull) }),
   Rpc.make("Shutdown", {})
 ) {}

@@ -9,7 +9,9 @@ import * as RpcClient from "@effect/rpc/RpcClient"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { DaemonUnavailable } from "../domain/errors.js"
+import { isDiskFull } from "../domain/disk.js"
+import { DaemonUnavailable, type DiskFull } from "../domain/errors.js"
+import { asDiskFull, diskFullAt, freeBytesAt } from "../services/disk.js"
 import { Home, type HomePaths } from "../services/Home.js"
 import { pidAlive } from "../services/pids.js"
 import { isThisBuild } from "../version.js"
@@ -129,8 +131,23 @@ export const ensureDaemon = (home: HomePaths) =>
       if (last._tag === "Success" && isThisBuild(last.value)) return
       throw new Error(`it did not start\n${logTail(home.daemonLog)}`)
     },
-    catch: (e) => new DaemonUnavailable({ reason: e instanceof Error ? e.message : String(e), log: home.daemonLog })
+    catch: (e) =>
+      startFailure(e, home) ??
+      new DaemonUnavailable({ reason: e instanceof Error ? e.message : String(e), log: home.daemonLog })
   })
+
+/** below this much free space in BERTH_HOME, a daemon that could not start is taken to have met a full disk */
+const LOW_SPACE_BYTES = 256 * 1024
+
+/**
+ * A daemon that could not start on a full disk (the CLI's own write failed, its log says so, or BERTH_HOME has next to
+ * no room: the log may have had none to say it) is a DiskFull, never Node's words.
+ */
+const startFailure = (e: unknown, home: HomePaths): DiskFull | undefined =>
+  asDiskFull(e, home.root, home.root) ??
+  (isDiskFull(logTail(home.daemonLog, 20)) || freeBytesAt(home.root) < LOW_SPACE_BYTES
+    ? diskFullAt(home.root, home.root)
+    : undefined)
 
 /** The typed client; building it starts the daemon if needed. */
 export class DaemonClient extends Effect.Service<DaemonClient>()("berth/DaemonClient", {

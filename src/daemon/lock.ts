@@ -3,7 +3,7 @@
  * names the daemon by pid and start time either way.
  */
 import { createHash } from "node:crypto"
-import { closeSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from "node:fs"
+import { closeSync, openSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync, writeSync } from "node:fs"
 import * as net from "node:net"
 import { isDefunct, parseStat } from "../domain/proc.js"
 
@@ -34,8 +34,13 @@ const pidIn = (pidFile: string): number | undefined => {
 /** Writes the pid file whole (a reader never sees it half-written): for people and `berth doctor`, not the lock. */
 const writePidFile = (pidFile: string): void => {
   const temporary = `${pidFile}.${process.pid}`
-  writeFileSync(temporary, `${process.pid} ${startTimeOf(process.pid) ?? ""}\n`, { mode: 0o600 })
-  renameSync(temporary, pidFile)
+  try {
+    writeFileSync(temporary, `${process.pid} ${startTimeOf(process.pid) ?? ""}\n`, { mode: 0o600 })
+    renameSync(temporary, pidFile)
+  } catch (e) {
+    rmSync(temporary, { force: true })
+    throw e
+  }
 }
 
 /**
@@ -56,7 +61,13 @@ const socketLock = (pidFile: string): Promise<LockResult> =>
     server.listen({ path: name }, () => {
       // the lock must not keep the daemon alive by itself
       server.unref()
-      writePidFile(pidFile)
+      try {
+        writePidFile(pidFile)
+      } catch (e) {
+        // a full disk, say: the daemon fails its start with the reason rather than crash in a callback
+        server.close()
+        return fail(e)
+      }
       done({
         _tag: "Acquired",
         release: () => {

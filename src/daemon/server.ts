@@ -20,7 +20,16 @@ import { ReconcileLoopLive, sweepLeftovers } from "../actors/Reconciler.js"
 import { allowKnownWorlds } from "./consent.js"
 import { WorldsLive } from "../layers/index.js"
 import { Worlds } from "../actors/Worlds.js"
-import { InternalError, InvalidRequest, InvalidWorldName, NotARepository, WorldNotFound } from "../domain/errors.js"
+import {
+  type DiskFull,
+  InternalError,
+  InvalidRequest,
+  InvalidWorldName,
+  NotARepository,
+  WorldNotFound
+} from "../domain/errors.js"
+import { asDiskFull } from "../services/disk.js"
+import { resolveHome } from "../services/homePaths.js"
 import { parsePortRange } from "../domain/ports.js"
 import type { Git } from "../services/Git.js"
 import { Home } from "../services/Home.js"
@@ -119,24 +128,30 @@ const checkEnv = (env: Readonly<Record<string, string>>): Effect.Effect<void, In
       : Effect.void
   })
 
-/** A defect (a bug, or a system call that threw) is logged in full and answered as an InternalError, never raw. */
-const internal = (tag: string, cause: Cause.Cause<unknown>) =>
-  Effect.zipRight(
-    Effect.logError(`${tag}: unexpected failure`, cause),
-    Effect.fail(new InternalError({ reason: `${tag} failed unexpectedly` }))
+/**
+ * A defect (a bug, or a system call that threw) is logged in full and answered as an InternalError, never raw; one
+ * that found the disk full (a write of berth's own) is a DiskFull, which the user can act on.
+ */
+const internal = (tag: string, cause: Cause.Cause<unknown>) => {
+  const home = resolveHome()
+  const full = asDiskFull(Cause.squash(cause), home, home)
+  return Effect.zipRight(
+    Effect.logError(`${tag}: ${full === undefined ? "unexpected failure" : "the disk is full"}`, cause),
+    Effect.fail(full ?? new InternalError({ reason: `${tag} failed unexpectedly` }))
   )
+}
 
 const guarded =
   (tag: string) =>
-  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | InternalError, R> =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | InternalError | DiskFull, R> =>
     Effect.catchAllDefect(effect, (defect) => internal(tag, Cause.die(defect)))
 
 const guardedStream =
   (tag: string) =>
-  <A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E | InternalError, R> =>
+  <A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E | InternalError | DiskFull, R> =>
     Stream.catchAllCause(
       stream,
-      (cause): Stream.Stream<never, E | InternalError> =>
+      (cause): Stream.Stream<never, E | InternalError | DiskFull> =>
         Cause.isDie(cause) ? Stream.fromEffect(internal(tag, cause)) : Stream.failCause(cause)
     )
 

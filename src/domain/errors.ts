@@ -4,6 +4,7 @@
  */
 import * as Schema from "effect/Schema"
 import { formatDiagnostic } from "./config/diagnostic.js"
+import { formatBytes } from "./disk.js"
 import { closestName } from "./names.js"
 import { shellQuote } from "./tokens.js"
 import { howItLeaves } from "./paths.js"
@@ -252,6 +253,23 @@ export class InternalError extends Schema.TaggedError<InternalError>()("Internal
 }) {
   override get message(): string {
     return `berth hit an internal error: ${this.reason}\n  hint: the daemon's log (berth daemon status shows where) has details`
+  }
+}
+
+/**
+ * berth could not write (its state database, a log, a file of its own) because the disk is full: where, how much is
+ * free now, and what to do about it. Nothing half-written is kept: the command can be run again once there is room.
+ */
+export class DiskFull extends Schema.TaggedError<DiskFull>()("DiskFull", {
+  /** what berth could not write, or the folder it writes in */
+  path: Schema.String,
+  /** free space on that disk when the write failed (bytes) */
+  freeBytes: Schema.Number,
+  /** BERTH_HOME: berth's state and logs */
+  home: Schema.String
+}) {
+  override get message(): string {
+    return `the disk is full: berth cannot write ${this.path} (${formatBytes(this.freeBytes)} free there)\n  hint: free space on that disk (\`berth gc\` drops slices and goldens no world uses), then run the command again; berth keeps its state and logs in ${this.home} (BERTH_HOME)`
   }
 }
 

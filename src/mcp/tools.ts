@@ -18,7 +18,7 @@ import { VerifyReport } from "./world.js"
  * (the CLI's JSON error has the same `tag`, `message` and `hint`).
  */
 export class ToolFailure extends Schema.Class<ToolFailure>("ToolFailure")({
-  /** berth's error tag: WorldNotFound, StartFailed, ConfigInvalid, DaemonUnavailable, InvalidParams, … */
+  /** berth's error tag: WorldNotFound, StartFailed, ConfigInvalid, DaemonUnavailable, DiskFull, InvalidParams, … */
   tag: Schema.String,
   message: Schema.String,
   /** what to do about it, or null when berth has no advice */

@@ -18,7 +18,7 @@ import {
   type Readings,
   type WaitReason
 } from "../domain/admission.js"
-import type { InternalError } from "../domain/errors.js"
+import type { DiskFull, InternalError } from "../domain/errors.js"
 import { Home } from "./Home.js"
 import { Machine } from "./Machine.js"
 import { Registry } from "./Registry.js"
@@ -96,7 +96,7 @@ export interface AdmissionService {
   /** Reads the machine now (the pressure monitor's tick) and lets waiting worlds in if there is room. */
   readonly sample: Effect.Effect<void>
   /** Changes (and stores) settings; waiting worlds are let in if the change makes room. */
-  readonly setSettings: (patch: Partial<GateSettings>) => Effect.Effect<GateSettings, InternalError>
+  readonly setSettings: (patch: Partial<GateSettings>) => Effect.Effect<GateSettings, InternalError | DiskFull>
 }
 
 export class Admission extends Context.Tag("berth/Admission")<Admission, AdmissionService>() {}
@@ -250,7 +250,7 @@ const make = Effect.gen(function* () {
   } satisfies AdmissionService
 })
 
-export const AdmissionLive: Layer.Layer<Admission, InternalError, Registry | Machine | Home> = Layer.scoped(
+export const AdmissionLive: Layer.Layer<Admission, InternalError | DiskFull, Registry | Machine | Home> = Layer.scoped(
   Admission,
   make
 )

@@ -12,7 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import { defaultPortRange, type PortRange, planPorts, portKey } from "../domain/ports.js"
-import { type InternalError, PortRangeExhausted } from "../domain/errors.js"
+import { type DiskFull, type InternalError, PortRangeExhausted } from "../domain/errors.js"
 import { Registry } from "./Registry.js"
 
 const RANGE_SETTING = "ports.range"
@@ -95,8 +95,8 @@ export interface ReplacedLease {
 
 export interface PortsService {
   /** The range ports are leased from (the `ports.range` setting, or the default). */
-  readonly range: () => Effect.Effect<PortRange, InternalError>
-  readonly setRange: (r: PortRange) => Effect.Effect<void, InternalError>
+  readonly range: () => Effect.Effect<PortRange, InternalError | DiskFull>
+  readonly setRange: (r: PortRange) => Effect.Effect<void, InternalError | DiskFull>
   /**
    * Leases every requested port of a world, keeping the ones it already holds when they are still free. `replaced`
    * lists leases that had to move because something outside berth took the port.
@@ -106,10 +106,10 @@ export interface PortsService {
     requests: ReadonlyArray<PortRequest>
   ) => Effect.Effect<
     { readonly assigned: ReadonlyArray<Assigned>; readonly replaced: ReadonlyArray<ReplacedLease> },
-    PortRangeExhausted | InternalError
+    PortRangeExhausted | InternalError | DiskFull
   >
   /** Gives back every lease of the world. */
-  readonly release: (worldId: number) => Effect.Effect<void, InternalError>
+  readonly release: (worldId: number) => Effect.Effect<void, InternalError | DiskFull>
 }
 
 export class Ports extends Context.Tag("berth/Ports")<Ports, PortsService>() {}

@@ -16,9 +16,11 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as SubscriptionRef from "effect/SubscriptionRef"
-import { InternalError } from "../domain/errors.js"
+import { isDiskFull } from "../domain/disk.js"
+import { type DiskFull, InternalError } from "../domain/errors.js"
 import { assignProjectLabel, assignSlug } from "../domain/names.js"
 import type { WorldDesired, WorldState } from "../domain/world-state.js"
+import { diskFullAt } from "./disk.js"
 import { Home } from "./Home.js"
 
 export class RegistryUnavailable extends Data.TaggedError("RegistryUnavailable")<{
@@ -402,7 +404,10 @@ export interface EventRow {
   readonly at: number
 }
 
-/** Every database failure reaches callers as an InternalError. */
+/** What a database failure reaches callers as: berth's own fault, or a disk too full to write the change. */
+export type RegistryError = InternalError | DiskFull
+
+/** Every database failure reaches callers as a RegistryError. */
 export interface RegistryService {
   /** the database file */
   readonly file: string
@@ -415,15 +420,15 @@ export interface RegistryService {
    * The project of a repository (its git common dir), registered on first sight; its label is assigned once and kept
    * while the declared name stays.
    */
-  readonly upsertProject: (p: Omit<ProjectRow, "id" | "label">) => Effect.Effect<ProjectRow, InternalError>
+  readonly upsertProject: (p: Omit<ProjectRow, "id" | "label">) => Effect.Effect<ProjectRow, RegistryError>
   /** Every repository whose berth.toml declares `name`. */
-  readonly projectsNamed: (name: string) => Effect.Effect<ReadonlyArray<ProjectRow>, InternalError>
+  readonly projectsNamed: (name: string) => Effect.Effect<ReadonlyArray<ProjectRow>, RegistryError>
   /** The project that has this label on this machine, if one has. */
-  readonly projectLabelled: (label: string) => Effect.Effect<ProjectRow | undefined, InternalError>
+  readonly projectLabelled: (label: string) => Effect.Effect<ProjectRow | undefined, RegistryError>
   /** A project's worlds, or (no argument) every world. */
-  readonly worlds: (projectId?: number) => Effect.Effect<ReadonlyArray<WorldRow>, InternalError>
-  readonly world: (id: number) => Effect.Effect<WorldRow | undefined, InternalError>
-  readonly findWorld: (projectId: number, name: string) => Effect.Effect<WorldRow | undefined, InternalError>
+  readonly worlds: (projectId?: number) => Effect.Effect<ReadonlyArray<WorldRow>, RegistryError>
+  readonly world: (id: number) => Effect.Effect<WorldRow | undefined, RegistryError>
+  readonly findWorld: (projectId: number, name: string) => Effect.Effect<WorldRow | undefined, RegistryError>
   /** Creates a world (down, stopped) with a slug no other world of the project holds. */
   readonly createWorld: (w: {
     readonly projectId: number
@@ -431,91 +436,94 @@ export interface RegistryService {
     readonly path: string
     readonly branch: string | null
     readonly isMain: boolean
-  }) => Effect.Effect<WorldRow, InternalError>
-  readonly setDesired: (id: number, desired: WorldDesired) => Effect.Effect<void, InternalError>
+  }) => Effect.Effect<WorldRow, RegistryError>
+  readonly setDesired: (id: number, desired: WorldDesired) => Effect.Effect<void, RegistryError>
   /** Also stamps `startedAt` when the world becomes `running`. */
-  readonly setObserved: (id: number, observed: WorldState, reason: string | null) => Effect.Effect<void, InternalError>
-  readonly markSetupDone: (id: number) => Effect.Effect<void, InternalError>
-  readonly setWakesOnRequest: (id: number, on: boolean) => Effect.Effect<void, InternalError>
-  readonly markWorktreeReady: (id: number) => Effect.Effect<void, InternalError>
+  readonly setObserved: (id: number, observed: WorldState, reason: string | null) => Effect.Effect<void, RegistryError>
+  readonly markSetupDone: (id: number) => Effect.Effect<void, RegistryError>
+  readonly setWakesOnRequest: (id: number, on: boolean) => Effect.Effect<void, RegistryError>
+  readonly markWorktreeReady: (id: number) => Effect.Effect<void, RegistryError>
   /** What the last `up` asked for. */
   readonly setSelection: (
     id: number,
     selection: { readonly services: ReadonlyArray<string>; readonly groups: ReadonlyArray<string> }
-  ) => Effect.Effect<void, InternalError>
+  ) => Effect.Effect<void, RegistryError>
   /** The environment of the command that brought the world up: every later action uses it. */
-  readonly setEnv: (id: number, env: Readonly<Record<string, string>>) => Effect.Effect<void, InternalError>
-  readonly setPath: (id: number, path: string) => Effect.Effect<void, InternalError>
+  readonly setEnv: (id: number, env: Readonly<Record<string, string>>) => Effect.Effect<void, RegistryError>
+  readonly setPath: (id: number, path: string) => Effect.Effect<void, RegistryError>
   /** Deletes the world row; its slices stay, with no world, for gc. */
-  readonly deleteWorld: (id: number) => Effect.Effect<void, InternalError>
+  readonly deleteWorld: (id: number) => Effect.Effect<void, RegistryError>
   /** A world's services, or (no argument) every world's. */
-  readonly services: (worldId?: number) => Effect.Effect<ReadonlyArray<ServiceRow>, InternalError>
+  readonly services: (worldId?: number) => Effect.Effect<ReadonlyArray<ServiceRow>, RegistryError>
   /** Inserts or replaces the row of (world, service). */
-  readonly saveService: (s: ServiceRow) => Effect.Effect<void, InternalError>
-  readonly dropServicesExcept: (worldId: number, keep: ReadonlyArray<string>) => Effect.Effect<void, InternalError>
+  readonly saveService: (s: ServiceRow) => Effect.Effect<void, RegistryError>
+  readonly dropServicesExcept: (worldId: number, keep: ReadonlyArray<string>) => Effect.Effect<void, RegistryError>
   /** A world's port leases, or (no argument) every lease. */
-  readonly leases: (worldId?: number) => Effect.Effect<ReadonlyArray<LeaseRow>, InternalError>
+  readonly leases: (worldId?: number) => Effect.Effect<ReadonlyArray<LeaseRow>, RegistryError>
   /** Replaces a world's leases in one transaction (the port column is the machine-wide guard). */
-  readonly setLeases: (worldId: number, entries: ReadonlyArray<LeaseRow>) => Effect.Effect<void, InternalError>
-  readonly releaseLeases: (worldId: number) => Effect.Effect<void, InternalError>
+  readonly setLeases: (worldId: number, entries: ReadonlyArray<LeaseRow>) => Effect.Effect<void, RegistryError>
+  readonly releaseLeases: (worldId: number) => Effect.Effect<void, RegistryError>
   /** A world's slices, or (no argument) every slice row: goldens and those whose world is gone included. */
-  readonly slices: (worldId?: number) => Effect.Effect<ReadonlyArray<SliceRow>, InternalError>
+  readonly slices: (worldId?: number) => Effect.Effect<ReadonlyArray<SliceRow>, RegistryError>
   /** The golden rows of (project, service, key), oldest first. */
   readonly goldens: (
     project: string,
     service: string,
     key: string
-  ) => Effect.Effect<ReadonlyArray<SliceRow>, InternalError>
+  ) => Effect.Effect<ReadonlyArray<SliceRow>, RegistryError>
   /** The spare copies of a golden, oldest first. */
   readonly spares: (
     project: string,
     service: string,
     key: string
-  ) => Effect.Effect<ReadonlyArray<SliceRow>, InternalError>
+  ) => Effect.Effect<ReadonlyArray<SliceRow>, RegistryError>
   /**
    * Records a slice before it is made (a world's replaces what the world had for that service; a golden or spare is
    * a new row), so that a crash mid-provision leaves a row that teardown or gc can act on.
    */
-  readonly recordSlice: (s: NewSlice) => Effect.Effect<SliceRow, InternalError>
-  readonly setSliceUrl: (id: number, url: string) => Effect.Effect<void, InternalError>
+  readonly recordSlice: (s: NewSlice) => Effect.Effect<SliceRow, RegistryError>
+  readonly setSliceUrl: (id: number, url: string) => Effect.Effect<void, RegistryError>
   /** Filled (migrated and seeded, or copied): `ready`, and used now. */
-  readonly markSliceReady: (id: number) => Effect.Effect<void, InternalError>
+  readonly markSliceReady: (id: number) => Effect.Effect<void, RegistryError>
   /** Back to `provisioning`: what is on the server is about to be replaced. */
-  readonly markSliceProvisioning: (id: number) => Effect.Effect<void, InternalError>
+  readonly markSliceProvisioning: (id: number) => Effect.Effect<void, RegistryError>
   /** Used now (gc keeps the most recently used goldens). */
-  readonly touchSlice: (id: number) => Effect.Effect<void, InternalError>
-  readonly forgetSlice: (id: number) => Effect.Effect<void, InternalError>
+  readonly touchSlice: (id: number) => Effect.Effect<void, RegistryError>
+  readonly forgetSlice: (id: number) => Effect.Effect<void, RegistryError>
   /** A slice no longer any world's: kept on its server, left for gc. */
-  readonly detachSlice: (id: number) => Effect.Effect<void, InternalError>
+  readonly detachSlice: (id: number) => Effect.Effect<void, RegistryError>
   /** Every server (or storage folder) a slice was ever made on, for gc to ask what this installation owns there. */
-  readonly sliceServers: () => Effect.Effect<ReadonlyArray<SliceServer>, InternalError>
-  readonly recordSliceServer: (server: SliceServer & { readonly key: string }) => Effect.Effect<void, InternalError>
+  readonly sliceServers: () => Effect.Effect<ReadonlyArray<SliceServer>, RegistryError>
+  readonly recordSliceServer: (server: SliceServer & { readonly key: string }) => Effect.Effect<void, RegistryError>
   readonly addEvent: (e: {
     readonly worldId: number | null
     readonly service: string | null
     readonly kind: string
     readonly message: string
-  }) => Effect.Effect<void, InternalError>
+  }) => Effect.Effect<void, RegistryError>
   /** A world's latest events (those after the event `after`, when given), newest first. */
   readonly events: (
     worldId: number,
     limit?: number,
     after?: number
-  ) => Effect.Effect<ReadonlyArray<EventRow>, InternalError>
+  ) => Effect.Effect<ReadonlyArray<EventRow>, RegistryError>
   /** A machine-wide setting's stored JSON value; undefined when it was never set. */
-  readonly getSetting: (key: string) => Effect.Effect<unknown, InternalError>
-  readonly setSetting: (key: string, value: unknown) => Effect.Effect<void, InternalError>
+  readonly getSetting: (key: string) => Effect.Effect<unknown, RegistryError>
+  readonly setSetting: (key: string, value: unknown) => Effect.Effect<void, RegistryError>
   /** Reads a setting and writes what `f` makes of it in one transaction: no other write comes between the two. */
-  readonly updateSetting: (key: string, f: (value: unknown) => unknown) => Effect.Effect<void, InternalError>
+  readonly updateSetting: (key: string, f: (value: unknown) => unknown) => Effect.Effect<void, RegistryError>
 }
 
 export class Registry extends Context.Tag("berth/Registry")<Registry, RegistryService>() {}
 
-/** Database errors are berth's own failures: callers see an InternalError, never a raw SqlError. */
-const orInternal =
-  <Args extends ReadonlyArray<unknown>, A, R>(f: (...args: Args) => Effect.Effect<A, SqlError, R>) =>
-  (...args: Args): Effect.Effect<A, InternalError, R> =>
-    Effect.mapError(f(...args), (e) => new InternalError({ reason: `state database: ${e.message}` }))
+/**
+ * Database errors are berth's own failures, callers see an InternalError and never a raw SqlError; but a write that
+ * found the disk full (SQLITE_FULL) is a DiskFull naming the database, which the user can do something about.
+ */
+const sqlFailure =
+  (file: string, home: string) =>
+  (e: SqlError): RegistryError =>
+    isDiskFull(e.cause) ? diskFullAt(file, home) : new InternalError({ reason: `state database: ${e.message}` })
 
 const makeRegistry = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -525,10 +533,15 @@ const makeRegistry = Effect.gen(function* () {
    * made or gone): the router rebuilds its table from it instead of reading the database per request.
    */
   const changes = yield* SubscriptionRef.make(0)
+  const failure = sqlFailure(home.database, home.root)
+  const orInternal =
+    <Args extends ReadonlyArray<unknown>, A, R>(f: (...args: Args) => Effect.Effect<A, SqlError, R>) =>
+    (...args: Args): Effect.Effect<A, RegistryError, R> =>
+      Effect.mapError(f(...args), failure)
   /** `orInternal`, and the change announced once the write succeeded */
   const announced =
     <Args extends ReadonlyArray<unknown>, A, R>(f: (...args: Args) => Effect.Effect<A, SqlError, R>) =>
-    (...args: Args): Effect.Effect<A, InternalError, R> =>
+    (...args: Args): Effect.Effect<A, RegistryError, R> =>
       Effect.tap(orInternal(f)(...args), () => SubscriptionRef.update(changes, (n) => n + 1))
 
   const worldSelect = sql`SELECT w.*, p.label AS project_name, p.name AS declared_name, p.main_root AS main_root

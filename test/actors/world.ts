@@ -27,7 +27,7 @@ import * as TestClock from "effect/TestClock"
 import type { WorldChange } from "../../src/actors/WorldActor.js"
 import { type WorldRef, Worlds } from "../../src/actors/Worlds.js"
 import type { WorldStatus } from "../../src/daemon/api.js"
-import type { InternalError } from "../../src/domain/errors.js"
+import type { DiskFull, InternalError } from "../../src/domain/errors.js"
 import type { PortRange } from "../../src/domain/ports.js"
 import type { WorldState } from "../../src/domain/world-state.js"
 import { Admission, AdmissionLive, type AdmissionService } from "../../src/services/Admission.js"
@@ -189,7 +189,7 @@ export interface WorldHarness {
   readonly status: (
     world: string
   ) => Effect.Effect<WorldStatus | undefined, Effect.Effect.Error<ReturnType<Worlds["status"]>>>
-  readonly idOf: (world: string) => Effect.Effect<number, InternalError>
+  readonly idOf: (world: string) => Effect.Effect<number, InternalError | DiskFull>
   /** every move of the world's observed state so far, as `from>to`, across engines */
   readonly moves: (world: string) => Effect.Effect<ReadonlyArray<string>>
   /** the same moves in full */

@@ -11,7 +11,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import type { InternalError } from "../../domain/errors.js"
+import type { DiskFull, InternalError } from "../../domain/errors.js"
 
 /** The cluster's hold on one world's slices, for this machine's generation of the world. */
 export interface SharedSlices {
@@ -27,19 +27,19 @@ export interface SharedSlices {
     service: string,
     name: string,
     server: string
-  ) => Effect.Effect<"ready" | "moved" | "provisioning" | undefined, InternalError>
+  ) => Effect.Effect<"ready" | "moved" | "provisioning" | undefined, InternalError | DiskFull>
   /** the claimed slice is made and filled; false when this machine no longer holds the world */
-  readonly ready: (service: string) => Effect.Effect<boolean, InternalError>
+  readonly ready: (service: string) => Effect.Effect<boolean, InternalError | DiskFull>
   /** whether this machine may still overwrite or drop the world's slices (read right before it does) */
-  readonly holds: Effect.Effect<boolean, InternalError>
+  readonly holds: Effect.Effect<boolean, InternalError | DiskFull>
   /**
    * Whether this machine may drop its copy of a slice (name and server): while it holds the world, or when the
    * cluster's record names another slice (or none) for the world — never the one another machine runs the world on,
    * nor one of its name on a server written another way
    */
-  readonly mayDrop: (service: string, name: string, server: string) => Effect.Effect<boolean, InternalError>
+  readonly mayDrop: (service: string, name: string, server: string) => Effect.Effect<boolean, InternalError | DiskFull>
   /** the slice was dropped: its record goes; false when this machine no longer holds the world */
-  readonly dropped: (service: string) => Effect.Effect<boolean, InternalError>
+  readonly dropped: (service: string) => Effect.Effect<boolean, InternalError | DiskFull>
 }
 
 /**
@@ -52,10 +52,10 @@ export interface SliceOrphans {
   /** each by name and server (a hash, as `SharedSlices.claim` takes it); `claimed`: a world has taken the name since */
   readonly list: Effect.Effect<
     ReadonlyArray<{ readonly name: string; readonly server: string; readonly claimed: boolean }>,
-    InternalError
+    InternalError | DiskFull
   >
   /** the orphan is dropped, or a world claimed its name: its record goes */
-  readonly cleared: (name: string, server: string) => Effect.Effect<void, InternalError>
+  readonly cleared: (name: string, server: string) => Effect.Effect<void, InternalError | DiskFull>
 }
 
 export interface SliceLedgerService {

@@ -19,7 +19,13 @@ import * as Scope from "effect/Scope"
 import type { Adapter, AdapterError, Slice } from "../../../adapters/index.js"
 import { builtinAdapters } from "../../domain/adapters.js"
 import type * as Model from "../../domain/config/model.js"
-import { type InternalError, InvalidRequest, type PathOutsideWorktree, type StartFailed } from "../../domain/errors.js"
+import {
+  type DiskFull,
+  type InternalError,
+  InvalidRequest,
+  type PathOutsideWorktree,
+  type StartFailed
+} from "../../domain/errors.js"
 import { type GcAction, gcInFlightKey, gcPlan, serverKey } from "../../domain/gc.js"
 import { goldenKey, goldenName } from "../../domain/golden.js"
 import { shortHash } from "../../domain/hash.js"
@@ -48,9 +54,9 @@ export interface SliceWorld {
 export type SliceInit = (
   service: Model.SliceService,
   urls: ReadonlyMap<string, string>
-) => Effect.Effect<void, StartFailed | InvalidRequest | InternalError>
+) => Effect.Effect<void, StartFailed | InvalidRequest | InternalError | DiskFull>
 
-type SliceError = StartFailed | InvalidRequest | InternalError | PathOutsideWorktree
+type SliceError = StartFailed | InvalidRequest | InternalError | DiskFull | PathOutsideWorktree
 
 interface Golden {
   readonly slice: Slice
@@ -103,7 +109,7 @@ export interface SlicesService {
     init: SliceInit
   ) => Effect.Effect<Map<string, string>, SliceError>
   /** The addresses of slices already provisioned (for `env` of a world that is down). */
-  readonly addresses: (worldId: number) => Effect.Effect<Map<string, string>, InternalError>
+  readonly addresses: (worldId: number) => Effect.Effect<Map<string, string>, InternalError | DiskFull>
   /**
    * Drops every slice recorded for the world (or those of `only`); answers the services whose slice is left because
    * it could not be dropped (with `keepOnFailure`; without it, that fails the call).
@@ -111,7 +117,7 @@ export interface SlicesService {
   readonly teardown: (
     world: Pick<SliceWorld, "id" | "name">,
     options?: { readonly only?: ReadonlySet<string>; readonly keepOnFailure?: boolean }
-  ) => Effect.Effect<ReadonlyArray<string>, InvalidRequest | InternalError>
+  ) => Effect.Effect<ReadonlyArray<string>, InvalidRequest | InternalError | DiskFull>
   /** Rebuilds the golden of one slice service now, from the world's worktree and environment; answers its name. */
   readonly rebuildGolden: (
     world: SliceWorld,
@@ -127,7 +133,7 @@ export interface SlicesService {
     dryRun: boolean,
     env?: Readonly<Record<string, string>>,
     automatic?: boolean
-  ) => Effect.Effect<GcReport, InvalidRequest | InternalError>
+  ) => Effect.Effect<GcReport, InvalidRequest | InternalError | DiskFull>
 }
 
 export class Slices extends Context.Tag("berth/Slices")<Slices, SlicesService>() {}

@@ -1,0 +1,91 @@
+/**
+ * A full disk under BERTH_HOME (a small tmpfs), through the built binary: every command says so with a DiskFull that
+ * names what could not be written, the free space and the way out — never an internal error or a Node fragment — and
+ * berth works again once there is room.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { isAlive, killAll, portBlock, type RunResult, type Sandbox, sandbox, serverScript } from "./harness.js"
+import { fillDisk, freeDisk, mountTmpfs, unmount } from "./tmpfs.js"
+
+let box: Sandbox
+let skipped: string | undefined
+
+beforeAll(async () => {
+  box = sandbox({
+    "server.mjs": serverScript,
+    "berth.toml": `[services.web]\ncmd = "node server.mjs"\nurl = "web"\n`
+  })
+  skipped = mountTmpfs(box.home, "8m")
+  if (skipped !== undefined) return
+  const range = await box.run(["port", "--range", portBlock()])
+  expect(range.code, range.stderr).toBe(0)
+  // the gate keeps 2 GB free by default: a disk of 8 MB would never admit a world
+  const reserve = await box.run(["reserve", "--disk", "0"])
+  expect(reserve.code, reserve.stderr).toBe(0)
+}, 60_000)
+
+afterAll(() => {
+  killAll(box.home)
+  unmount(box.home)
+  box.cleanup()
+})
+
+/** The `{ error }` document a failing `--json` command prints on stderr. */
+const failure = (r: RunResult): { tag: string; message: string; hint: string | null } => {
+  expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(1)
+  return (JSON.parse(r.stderr) as { error: { tag: string; message: string; hint: string | null } }).error
+}
+
+const expectDiskFull = (r: RunResult, path: string) => {
+  expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(1)
+  expect(r.stderr).toContain(`the disk is full: berth cannot write ${path}`)
+  expect(r.stderr).toContain("berth gc")
+  expect(r.stderr).toContain(`${box.home} (BERTH_HOME)`)
+  expect(r.stderr).not.toContain("internal error")
+  expect(r.stderr).not.toContain("ENOSPC")
+  expect(r.stderr).not.toContain("Node.js")
+}
+
+const daemonPid = async (): Promise<number> => {
+  const status = await box.run(["daemon", "status", "--json"])
+  return (JSON.parse(status.stdout) as { pid: number }).pid
+}
+
+describe("a full disk", () => {
+  it("is a DiskFull naming the path, the free space and the fix, on every path, and berth works again once freed", async (ctx) => {
+    if (skipped !== undefined) return ctx.skip(skipped)
+    const up = await box.run(["up", "--yes"], { timeoutMs: 60_000 })
+    expect(up.code, up.stderr).toBe(0)
+    const database = `${box.home}/state.db`
+
+    fillDisk(box.home)
+    try {
+      // the lean path, the full CLI, and their --json forms
+      expectDiskFull(await box.run(["down"]), database)
+      expectDiskFull(await box.run(["reload"]), database)
+      const removed = failure(await box.run(["remove", "--force", "--json"]))
+      expect(removed.tag).toBe("DiskFull")
+      expect(removed.message).toMatch(
+        new RegExp(`^the disk is full: berth cannot write ${database} \\(\\d+ B free there\\)$`)
+      )
+      expect(removed.hint).toContain("berth gc")
+      const down = failure(await box.run(["down", "--json"]))
+      expect(down.tag).toBe("DiskFull")
+
+      // a daemon killed on a full disk cannot start again: the next command says why, in berth's words
+      const pid = await daemonPid()
+      process.kill(pid, "SIGKILL")
+      while (isAlive(pid)) await new Promise((r) => setTimeout(r, 20))
+      expectDiskFull(await box.run(["status"]), box.home)
+      expect(failure(await box.run(["up", "--json"])).tag).toBe("DiskFull")
+    } finally {
+      freeDisk(box.home)
+    }
+
+    const down = await box.run(["down"], { timeoutMs: 60_000 })
+    expect(down.code, down.stderr).toBe(0)
+    const again = await box.run(["up"], { timeoutMs: 60_000 })
+    expect(again.code, again.stderr).toBe(0)
+    expect(again.stdout).toContain("web  healthy")
+  }, 120_000)
+})
