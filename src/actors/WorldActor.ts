@@ -45,7 +45,7 @@ import { trace } from "../services/trace.js"
 import * as LogFiles from "../services/LogFiles.js"
 import { Ports } from "../services/Ports.js"
 import { ONESHOT_VARIABLE, Processes, type ProcessHandle } from "../services/Processes.js"
-import { Registry, type WorldRow } from "../services/Registry.js"
+import { Registry, type ServiceRow, type WorldRow } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
 import { type SliceInit, Slices } from "../services/slices/Slices.js"
 import { Fence } from "../services/Fence.js"
@@ -97,6 +97,8 @@ export interface WorldActor {
   readonly done: Effect.Effect<void>
   /** set while the world runs a berth.toml that was edited since: what to do about it */
   readonly configNote: Effect.Effect<string | undefined>
+  /** writes what could not be written when it happened (a full disk): the reconciler's pass asks every actor */
+  readonly flush: Effect.Effect<void>
 }
 
 /** The pseudo-service whose log holds the project's `setup` output (`berth logs -s setup`). */
@@ -257,6 +259,50 @@ export const makeWorldActor = (
     })
 
     /**
+     * What could not be written when it happened (the disk was full): the world's observed state (its latest is always
+     * in `observed`) and each service's latest row. `flush`, on every reconciler pass, writes them once it can.
+     */
+    const unwritten = { world: false, services: new Map<string, ServiceRow>() }
+    /** Saves a service's row now, or keeps it for `flush` when it cannot be written. */
+    const saveRow = (row: ServiceRow) =>
+      registry.saveService(row).pipe(
+        Effect.match({
+          onFailure: () => {
+            unwritten.services.set(row.name, row)
+          },
+          onSuccess: () => {
+            unwritten.services.delete(row.name)
+          }
+        })
+      )
+    /** A service's final snapshot replaces a row still waiting to be written: the row shows how it ended. */
+    const keepFinal = (name: string, snap: ServiceSnapshot) =>
+      Effect.sync(() => {
+        const row = unwritten.services.get(name)
+        if (row === undefined) return
+        unwritten.services.set(name, {
+          ...row,
+          observed: snap.state,
+          pid: snap.handle?.pid ?? null,
+          pgid: snap.handle?.pgid ?? null,
+          startTime: snap.handle?.startTime ?? null,
+          restarts: snap.restarts,
+          reason: snap.reason ?? null
+        })
+      })
+    const flush = Effect.gen(function* () {
+      if (unwritten.world) {
+        const now = yield* SubscriptionRef.get(observed)
+        const written = yield* Effect.either(registry.setObserved(worldId, now.state, now.reason))
+        if (written._tag === "Right") unwritten.world = false
+      }
+      for (const row of [...unwritten.services.values()]) {
+        const written = yield* Effect.either(registry.saveService(row))
+        if (written._tag === "Right" && unwritten.services.get(row.name) === row) unwritten.services.delete(row.name)
+      }
+    })
+
+    /**
      * The only writer of the world's observed state: the event moves it as `transition` allows, or is ignored (so a
      * late verdict never undoes what a user asked for). Answers whether it moved.
      */
@@ -265,7 +311,10 @@ export const makeWorldActor = (
         const from = (yield* SubscriptionRef.get(observed)).state
         const to = transition(from, event)
         if (to === undefined) return false
-        yield* registry.setObserved(worldId, to, reason)
+        // the world moves whether or not its row can be written now (a full disk): the row follows at the next
+        // `flush`, so that a command cut short never leaves the world where it was, with nothing to move it on
+        const written = yield* Effect.either(registry.setObserved(worldId, to, reason))
+        unwritten.world = written._tag === "Left"
         yield* SubscriptionRef.set(observed, { state: to, reason })
         const w = initial
         yield* onChange({
@@ -310,6 +359,8 @@ export const makeWorldActor = (
         yield* Effect.forEach(running, (s) => markStopped(s.rt), { discard: true })
       }
       yield* Scope.close(g.scope, Exit.void)
+      for (const [name, s] of g.services)
+        yield* Effect.flatMap(SubscriptionRef.get(s.rt.snapshot), (snap) => keepFinal(name, snap))
     })
 
     /**
@@ -763,20 +814,18 @@ export const makeWorldActor = (
               return post(new Protocol.ServicesChanged())
             }),
             Stream.runForEach((s) =>
-              registry
-                .saveService({
-                  worldId,
-                  name,
-                  observed: s.state,
-                  pid: s.handle?.pid ?? null,
-                  pgid: s.handle?.pgid ?? null,
-                  startTime: s.handle?.startTime ?? null,
-                  restarts: s.restarts,
-                  reason: s.reason ?? null,
-                  logTail: s.logTail.length === 0 ? null : JSON.stringify(s.logTail),
-                  command: commands.get(name) ?? null
-                })
-                .pipe(Effect.orElse(() => Effect.void))
+              saveRow({
+                worldId,
+                name,
+                observed: s.state,
+                pid: s.handle?.pid ?? null,
+                pgid: s.handle?.pgid ?? null,
+                startTime: s.handle?.startTime ?? null,
+                restarts: s.restarts,
+                reason: s.reason ?? null,
+                logTail: s.logTail.length === 0 ? null : JSON.stringify(s.logTail),
+                command: commands.get(name) ?? null
+              })
             )
           )
           yield* Effect.forkIn(persist, scope)
@@ -1566,6 +1615,7 @@ export const makeWorldActor = (
         )
       }),
       done: Deferred.await(done),
+      flush,
       configNote: Effect.suspend(() => {
         const g = generation
         if (g === undefined) return Effect.succeed(undefined)

@@ -600,6 +600,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       for (const w of yield* registry.worlds()) {
         const pathExists = w.path !== "" && existsSync(w.path)
         const hasActor = actors.has(w.id)
+        // what its actor could not write when it happened (a full disk) is written now that it may fit
+        yield* actors.get(w.id)?.flush ?? Effect.void
         // scanning /proc is the costly fact: only a world no actor looks after needs it
         const { handles, died } =
           hasActor && pathExists
