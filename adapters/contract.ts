@@ -89,4 +89,9 @@ export interface Adapter {
    * berth's own, or binky's through the compatibility layer; undefined while there is none. The world's events say it.
    */
   readonly served?: Effect.Effect<{ readonly executable: string; readonly protocol: "berth" | "binky" } | undefined>
+  /**
+   * for an adapter served by an executable: fails (kind "invalid", saying what to install) while none serves it, so
+   * that berth records nothing for an adapter that does not exist (a mistyped name)
+   */
+  readonly present?: Effect.Effect<void, AdapterError>
 }

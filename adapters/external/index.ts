@@ -781,6 +781,7 @@ export const externalAdapter = (name: string, options: ExternalAdapterOptions = 
     clone,
     list,
     standing,
+    present: Effect.asVoid(find),
     served: Effect.sync(() =>
       Either.getOrUndefined(
         Either.map(locateSync(), (found): Served => ({ executable: found.executable, protocol: found.protocol }))

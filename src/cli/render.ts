@@ -81,12 +81,19 @@ export const renderWorld = (w: WorldStatus, indent = "", colour = wantsColour())
 /** What `gc` did (or, with --dry-run, would do). */
 export const renderGc = (report: GcReport, dryRun: boolean): string => {
   const lines: Array<string> = []
-  if (report.entries.length === 0) lines.push(dryRun ? "nothing to collect" : "nothing collected")
+  const forgotten = report.forgotten ?? []
+  if (report.entries.length === 0 && forgotten.length === 0) {
+    lines.push(dryRun ? "nothing to collect" : "nothing collected")
+  }
   lines.push(
     ...pad(
       report.entries.map((e) => [e.outcome, e.adapter, e.name, e.reason, e.where, e.error === undefined ? "" : e.error])
     )
   )
+  for (const f of forgotten) {
+    const what = f.name === undefined ? f.adapter : `${f.adapter} slice ${f.name}`
+    lines.push(`${f.outcome === "forgotten" ? "forgot" : "would forget"} ${what} at ${f.where}: ${f.reason}`)
+  }
   for (const u of report.unreachable) {
     lines.push(`skipped ${u.adapter} at ${u.where}: ${u.error}`)
   }

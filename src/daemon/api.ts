@@ -129,7 +129,19 @@ export const GcReport = Schema.Struct({
       error: Schema.optional(Schema.String)
     })
   ),
-  unreachable: Schema.Array(Schema.Struct({ adapter: Schema.String, where: Schema.String, error: Schema.String }))
+  unreachable: Schema.Array(Schema.Struct({ adapter: Schema.String, where: Schema.String, error: Schema.String })),
+  /** records of an adapter nothing serves (a mistyped name) forgotten: a slice's (`name`) or a server's */
+  forgotten: Schema.optional(
+    Schema.Array(
+      Schema.Struct({
+        adapter: Schema.String,
+        where: Schema.String,
+        name: Schema.optional(Schema.String),
+        outcome: Schema.Literal("forgotten", "would forget"),
+        reason: Schema.String
+      })
+    )
+  )
 })
 export type GcReport = typeof GcReport.Type
 

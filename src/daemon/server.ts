@@ -371,6 +371,7 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
             checkEnv(p.env ?? {}),
             Effect.map(worlds.gc(p.dryRun, p.env ?? {}), (report) => ({
               unreachable: report.unreachable,
+              forgotten: report.forgotten.map(({ name, ...f }) => (name === undefined ? f : { ...f, name })),
               entries: report.entries.map(({ error, ...entry }) => (error === undefined ? entry : { ...entry, error }))
             }))
           ).pipe(guarded("Gc")),

@@ -118,3 +118,24 @@ export const gcPlan = (input: {
 }
 
 export const gcInFlightKey = inFlightKey
+
+/**
+ * What gc forgets of an adapter nothing serves (a mistyped name, or an executable since removed): the records of
+ * worlds that are gone and whose slice was never finished (nothing of theirs can hold data), then the record of a
+ * server no row is on any more. Nothing on a server is touched: there is no adapter to ask.
+ */
+export const forgetPlan = (input: {
+  readonly rows: ReadonlyArray<GcRow>
+  /** servers (see `serverKey`) whose adapter nothing serves now */
+  readonly unknown: ReadonlySet<string>
+  /** the servers recorded apart from any row */
+  readonly servers: ReadonlyArray<string>
+}): { readonly rows: ReadonlyArray<GcRow>; readonly servers: ReadonlyArray<string> } => {
+  const rows = input.rows.filter(
+    (row) => input.unknown.has(row.server) && row.worldId === null && row.state === "provisioning"
+  )
+  const gone = new Set(rows.map((row) => row.id))
+  const used = new Set(input.rows.filter((row) => !gone.has(row.id)).map((row) => row.server))
+  const servers = input.servers.filter((server) => input.unknown.has(server) && !used.has(server))
+  return { rows, servers: [...new Set(servers)] }
+}

@@ -493,7 +493,9 @@ export interface RegistryService {
   /** A slice no longer any world's: kept on its server, left for gc. */
   readonly detachSlice: (id: number) => Effect.Effect<void, RegistryError>
   /** Every server (or storage folder) a slice was ever made on, for gc to ask what this installation owns there. */
-  readonly sliceServers: () => Effect.Effect<ReadonlyArray<SliceServer>, RegistryError>
+  readonly sliceServers: () => Effect.Effect<ReadonlyArray<SliceServer & { readonly key: string }>, RegistryError>
+  /** Forgets a server recorded by `recordSliceServer` (gc: one whose adapter nothing serves and no world uses). */
+  readonly forgetSliceServer: (key: string) => Effect.Effect<void, RegistryError>
   readonly recordSliceServer: (server: SliceServer & { readonly key: string }) => Effect.Effect<void, RegistryError>
   readonly addEvent: (e: {
     readonly worldId: number | null
@@ -765,9 +767,15 @@ const makeRegistry = Effect.gen(function* () {
 
   /** Every server (or storage folder) a slice was ever made on, for gc to ask what this installation owns there. */
   const sliceServers = Effect.fn("Registry.sliceServers")(function* () {
-    const rows = yield* sql<{ value: string }>`SELECT value FROM settings WHERE key LIKE 'slice-server:%'`
-    return rows.map((r) => JSON.parse(r.value) as SliceServer)
+    const rows = yield* sql<{
+      key: string
+      value: string
+    }>`SELECT key, value FROM settings WHERE key LIKE 'slice-server:%'`
+    return rows.map((r) => ({ ...(JSON.parse(r.value) as SliceServer), key: r.key.slice("slice-server:".length) }))
   })
+
+  const forgetSliceServer = (key: string) =>
+    sql`DELETE FROM settings WHERE key = ${`slice-server:${key}`}`.pipe(Effect.asVoid)
 
   const recordSliceServer = (server: SliceServer & { readonly key: string }) =>
     sql`INSERT INTO settings (key, value) VALUES (${`slice-server:${server.key}`}, ${JSON.stringify({
@@ -842,6 +850,7 @@ const makeRegistry = Effect.gen(function* () {
     detachSlice: orInternal(detachSlice),
     sliceServers: orInternal(sliceServers),
     recordSliceServer: orInternal(recordSliceServer),
+    forgetSliceServer: orInternal(forgetSliceServer),
     addEvent: orInternal(addEvent),
     events: orInternal(events),
     getSetting: orInternal(getSetting),

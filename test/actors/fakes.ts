@@ -390,7 +390,7 @@ export const makeFakeSlices = Effect.sync(() => {
         return []
       }),
     rebuildGolden: (_world, s) => Effect.succeed(`golden-${s.name}`),
-    gc: () => Effect.succeed({ entries: [], unreachable: [] })
+    gc: () => Effect.succeed({ entries: [], unreachable: [], forgotten: [] })
   }
 
   const control: FakeSlicesControl = {

@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { readdirSync, readFileSync, rmSync } from "node:fs"
+import { createRequire } from "node:module"
+import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import pg from "pg"
 import { ownerOf } from "../../src/services/slices/Slices.js"
@@ -69,6 +71,26 @@ const daemonPid = async (box: Sandbox) =>
 
 interface GcJson {
   readonly entries: ReadonlyArray<{ reason: string; name: string; outcome: string; adapter: string; where: string }>
+  readonly unreachable: ReadonlyArray<{ adapter: string; where: string; error: string }>
+  readonly forgotten?: ReadonlyArray<{ adapter: string; where: string; name?: string; outcome: string; reason: string }>
+}
+
+interface StateDb {
+  readonly exec: (sql: string) => void
+  readonly prepare: (sql: string) => { all: () => Array<Record<string, unknown>> }
+  readonly close: () => void
+}
+const openState = (box: Sandbox): StateDb => {
+  const Database = createRequire(import.meta.url)("better-sqlite3") as new (file: string) => StateDb
+  return new Database(join(box.home, "state.db"))
+}
+const stateRows = (box: Sandbox, sql: string) => {
+  const db = openState(box)
+  try {
+    return db.prepare(sql).all()
+  } finally {
+    db.close()
+  }
 }
 
 describe("gc", () => {
@@ -155,5 +177,62 @@ describe("gc", () => {
     await sql(`COMMENT ON DATABASE "${stray}" IS 'berth:${ownerOf(box.home)}:${stray}'`)
     expect((await eventually(databases, (dbs) => !dbs.has(stray))).has(stray)).toBe(false)
     expect((await databases()).has(`${project}_one_db`)).toBe(true)
+  })
+
+  it("records nothing for a mistyped adapter, so no later gc has anything to say about it", async () => {
+    const project = `${tag}d`
+    const box = await boxes.project({ "berth.toml": config(project).replace('"postgres"', '"postgress"') })
+    const up = await box.run(["up", "one", "--json"], { timeoutMs: 60_000 })
+    expect(up.code).toBe(1)
+    expect(up.stderr).toMatch(/no built-in adapter \\"postgress\\"/)
+    expect(stateRows(box, "SELECT name FROM slices")).toEqual([])
+    expect(stateRows(box, "SELECT key FROM settings WHERE key LIKE 'slice-server:%'")).toEqual([])
+    const gc = JSON.parse((await box.run(["gc", "--json"])).stdout) as GcJson
+    expect(gc.entries).toEqual([])
+    expect(gc.unreachable).toEqual([])
+    // fixed, a world comes up
+    box.write("berth.toml", config(project))
+    box.git("commit", "-qam", "adapter fixed")
+    const fixed = await box.run(["up", "two", "--json"], { timeoutMs: 60_000 })
+    expect(fixed.code, fixed.stderr).toBe(0)
+  })
+
+  it("forgets a record of an unknown adapter that no world uses, saying so", async () => {
+    const project = `${tag}e`
+    const box = await boxes.project({ "berth.toml": config(project) })
+    expect((await box.run(["up", "one", "--json"], { timeoutMs: 60_000 })).code).toBe(0)
+    expect((await box.run(["daemon", "stop"])).code).toBe(0)
+    // what a mistyped adapter left behind before: the server it was to be made on, and the row of a world since removed
+    const db = openState(box)
+    const server = JSON.stringify({
+      adapter: "postgress",
+      adminUrl,
+      storage: join(box.home, "slices", project),
+      options: {}
+    })
+    db.exec(`INSERT INTO settings (key, value) VALUES ('slice-server:mistyped0001', '${server}')`)
+    db.exec(`INSERT INTO slices (world_id, project, service, adapter, name, admin_url, storage, state, created_at, used_at)
+      VALUES (NULL, '${project}', 'db', 'postgress', '${project}_gone_db', '${adminUrl}', '${join(box.home, "slices", project)}', 'provisioning', 1, 1)`)
+    db.close()
+    const dry = await box.run(["gc", "--dry-run", "--json"])
+    expect(dry.code, dry.stderr).toBe(0)
+    const planned = JSON.parse(dry.stdout) as GcJson
+    expect(planned.entries).toEqual([])
+    expect(planned.unreachable).toEqual([])
+    expect(planned.forgotten?.map((f) => [f.outcome, f.adapter, f.name ?? null])).toEqual([
+      ["would forget", "postgress", `${project}_gone_db`],
+      ["would forget", "postgress", null]
+    ])
+    expect(planned.forgotten?.[0]?.reason).toMatch(/no built-in adapter "postgress"/)
+    const done = await box.run(["gc"])
+    expect(done.code, done.stderr).toBe(0)
+    expect(done.stdout).toMatch(/forgot postgress slice .*_gone_db/)
+    expect(done.stdout).toMatch(/forgot postgress at /)
+    expect(done.stdout).not.toMatch(/skipped/)
+    const again = await box.run(["gc"])
+    expect(again.stdout.trim()).toBe("nothing collected")
+    // the world's own database and its record stay
+    expect((await databases()).has(`${project}_one_db`)).toBe(true)
+    expect(stateRows(box, "SELECT name FROM slices").map((r) => r.name)).toEqual([`${project}_one_db`])
   })
 })

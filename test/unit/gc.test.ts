@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as FastCheck from "effect/FastCheck"
-import { GOLDENS_KEPT, type GcRow, gcInFlightKey, gcPlan } from "../../src/domain/gc.js"
+import { forgetPlan, GOLDENS_KEPT, type GcRow, gcInFlightKey, gcPlan } from "../../src/domain/gc.js"
 
 const row = (over: Partial<GcRow> & Pick<GcRow, "id" | "name">): GcRow => ({
   worldId: 1,
@@ -135,5 +135,23 @@ describe("gcPlan", () => {
         }
       )
     )
+  })
+})
+
+describe("forgetPlan", () => {
+  it("forgets unfinished rows of gone worlds and servers no row is on, only where nothing serves the adapter", () => {
+    const plan = forgetPlan({
+      rows: [
+        row({ id: 1, name: "gone-unfinished", worldId: null, state: "provisioning", server: "typo" }),
+        row({ id: 2, name: "live", state: "provisioning", server: "typo2" }),
+        row({ id: 3, name: "gone-ready", worldId: null, server: "typo3" }),
+        row({ id: 4, name: "known", worldId: null, state: "provisioning", server: "pg" })
+      ],
+      unknown: new Set(["typo", "typo2", "typo3", "empty"]),
+      servers: ["typo", "typo2", "typo3", "empty", "pg", "empty"]
+    })
+    expect(plan.rows.map((r) => r.id)).toEqual([1])
+    // a live world's row, or one that may hold data, keeps its server known (gc keeps saying it cannot reach it)
+    expect(plan.servers).toEqual(["typo", "empty"])
   })
 })

@@ -26,7 +26,7 @@ import {
   type PathOutsideWorktree,
   type StartFailed
 } from "../../domain/errors.js"
-import { type GcAction, gcInFlightKey, gcPlan, serverKey } from "../../domain/gc.js"
+import { forgetPlan, type GcAction, gcInFlightKey, gcPlan, type GcRow, serverKey } from "../../domain/gc.js"
 import { goldenKey, goldenName } from "../../domain/golden.js"
 import { shortHash } from "../../domain/hash.js"
 import { sliceIdentifier } from "../../domain/names.js"
@@ -79,6 +79,17 @@ export interface GcReport {
   readonly entries: ReadonlyArray<GcEntry>
   /** servers that could not be asked what they hold (unreachable, say): nothing there was touched */
   readonly unreachable: ReadonlyArray<{ readonly adapter: string; readonly where: string; readonly error: string }>
+  /** records of an adapter nothing serves (a mistyped name) that gc forgot, or would forget: nothing was on a server */
+  readonly forgotten: ReadonlyArray<GcForgotten>
+}
+
+export interface GcForgotten {
+  readonly adapter: string
+  readonly where: string
+  /** the slice whose record it is; none for the record of a server */
+  readonly name: string | undefined
+  readonly outcome: "forgotten" | "would forget"
+  readonly reason: string
 }
 
 /** The owner mark of this installation: stable for one BERTH_HOME, different for another. */
@@ -401,6 +412,14 @@ const make = Effect.gen(function* () {
       )
     })
 
+  /** Fails unless something serves the slice's adapter now (for an external one: an executable on PATH). */
+  const present = (world: Pick<SliceWorld, "name">, service: Model.SliceService, searchPath: string | undefined) =>
+    Effect.flatMap(implementation(service.adapter, searchPath), (adapter) =>
+      adapter.present === undefined
+        ? Effect.void
+        : adapter.present.pipe(Effect.mapError(adapterFailure(world.name, service.name, service.adapter)))
+    )
+
   /** ids of spares being renamed into a world right now: each goes to one world */
   const claimed = new Set<number>()
   const background = yield* FiberSet.make()
@@ -560,6 +579,8 @@ const make = Effect.gen(function* () {
         `slice ${row.service} (${row.adapter} ${row.name}) is no longer in berth.toml: kept on its server; only an explicit \`berth gc\` drops it`
       )
     }
+    // an adapter nothing serves (a mistyped name) fails the up before anything is recorded for any slice
+    for (const service of services) yield* present(world, service, env("PATH"))
     for (const service of services) {
       const adapter = yield* implementation(service.adapter, env("PATH"))
       if (service.adminUrl !== undefined) {
@@ -710,6 +731,7 @@ const make = Effect.gen(function* () {
     env: (name: string) => string | undefined,
     init: SliceInit
   ) {
+    yield* present(world, service, env("PATH"))
     const urls = yield* addresses(world.id)
     // the golden the world's own slices copy: for a world that runs anywhere, the one named apart
     const shared = Option.getOrUndefined(yield* ledger.of(world.project, world.slug))
@@ -750,6 +772,8 @@ const make = Effect.gen(function* () {
       return { ...slice, adminUrl: resolved.value }
     }
     for (const row of rows) servers.set(serverOf(sliceOfRow(row)), sliceOfRow(row))
+    /** the keys under which each server is recorded apart from its rows */
+    const records = new Map<string, Array<string>>()
     for (const s of yield* registry.sliceServers()) {
       const scope: Slice = {
         adapter: s.adapter,
@@ -762,16 +786,27 @@ const make = Effect.gen(function* () {
         adminUrl: s.adminUrl ?? undefined,
         options: s.options
       }
+      records.set(serverOf(scope), [...(records.get(serverOf(scope)) ?? []), s.key])
       if (!servers.has(serverOf(scope))) servers.set(serverOf(scope), scope)
     }
     const listings: Array<{ server: string; names: ReadonlyArray<string> }> = []
-    const unreachable: Array<GcReport["unreachable"][number]> = []
+    const unreachable: Array<GcReport["unreachable"][number] & { readonly server: string }> = []
+    /** servers whose adapter nothing serves now (a mistyped name): what is missing */
+    const unknown = new Map<string, string>()
     for (const [server, scope] of servers) {
       const adapter = yield* implementation(scope.adapter, env.PATH).pipe(Effect.option)
       if (adapter._tag === "None") continue
+      const missing =
+        adapter.value.present === undefined ? undefined : yield* Effect.flip(adapter.value.present).pipe(Effect.option)
+      if (missing?._tag === "Some") {
+        unknown.set(server, missing.value.message)
+        unreachable.push({ server, adapter: scope.adapter, where: where(scope), error: missing.value.message })
+        continue
+      }
       if (scope.adminUrl?.includes("${")) {
         const missing = unresolvedIn(resolveTemplate(scope.adminUrl, { services: new Map(), env: () => undefined }))
         unreachable.push({
+          server,
           adapter: scope.adapter,
           where: scope.adminUrl,
           error: `${missing.join(", ")} not set: export it and run \`berth gc\` again`
@@ -780,29 +815,30 @@ const make = Effect.gen(function* () {
       }
       const listed = yield* adapter.value.list(scope).pipe(Effect.either)
       if (listed._tag === "Left") {
-        unreachable.push({ adapter: scope.adapter, where: where(scope), error: listed.left.message })
+        unreachable.push({ server, adapter: scope.adapter, where: where(scope), error: listed.left.message })
         continue
       }
       // golden names are this installation's too; only names the registry does not know are candidates
       listings.push({ server, names: listed.right })
     }
     const down = new Set(unreachable.map((u) => u.where))
+    const gcRow = (row: SliceRow): GcRow => ({
+      id: row.id,
+      worldId: row.worldId,
+      project: row.project,
+      service: row.service,
+      name: row.name,
+      server: serverOf(sliceOfRow(row)),
+      golden: row.role === "golden",
+      spare: row.role === "spare",
+      detached: row.role === "detached",
+      key: row.goldenKey,
+      state: row.state,
+      usedAt: row.usedAt
+    })
     const draw = (rows: ReadonlyArray<SliceRow>, worlds: ReadonlyArray<WorldRow>) =>
       gcPlan({
-        rows: rows.map((row) => ({
-          id: row.id,
-          worldId: row.worldId,
-          project: row.project,
-          service: row.service,
-          name: row.name,
-          server: serverOf(sliceOfRow(row)),
-          golden: row.role === "golden",
-          spare: row.role === "spare",
-          detached: row.role === "detached",
-          key: row.goldenKey,
-          state: row.state,
-          usedAt: row.usedAt
-        })),
+        rows: rows.map(gcRow),
         listings,
         inFlight: new Set(inFlight.keys()),
         // the names of every existing world's slices begin so: such a name is never taken for an orphan
@@ -849,8 +885,50 @@ const make = Effect.gen(function* () {
       entries.push({ ...base, outcome: "dropped", error: undefined })
     }
     entries.push(...(yield* dropOrphans(servers, down, dryRun, env.PATH)))
-    return { entries, unreachable } satisfies GcReport
+    const forgotten = yield* forgetUnknown(rows.map(gcRow), unknown, records, servers, dryRun)
+    const gone = new Set(forgotten.flatMap((f) => (f.name === undefined ? [f.server] : [])))
+    return {
+      entries,
+      unreachable: unreachable.filter((u) => !gone.has(u.server)).map(({ server: _, ...u }) => u),
+      forgotten: forgotten.map(({ server: _, ...f }) => f)
+    } satisfies GcReport
   })
+
+  /**
+   * Forgets what an adapter nothing serves left in the registry (`forgetPlan`): nothing of it can be asked or
+   * dropped, so without this every gc would say it skipped that server, and nothing would ever clear it.
+   */
+  const forgetUnknown = (
+    rows: ReadonlyArray<GcRow>,
+    unknown: ReadonlyMap<string, string>,
+    records: ReadonlyMap<string, ReadonlyArray<string>>,
+    servers: ReadonlyMap<string, Slice>,
+    dryRun: boolean
+  ) =>
+    Effect.gen(function* () {
+      const out: Array<GcForgotten & { readonly server: string }> = []
+      if (unknown.size === 0) return out
+      const plan = forgetPlan({ rows, unknown: new Set(unknown.keys()), servers: [...records.keys()] })
+      const outcome = dryRun ? "would forget" : "forgotten"
+      for (const row of plan.rows) {
+        const scope = servers.get(row.server)
+        if (scope === undefined || inFlight.has(gcInFlightKey(row.server, row.name))) continue
+        if (!dryRun) yield* registry.forgetSlice(row.id)
+        const reason = `its world is gone and it was never made, and ${unknown.get(row.server)}`
+        out.push({ server: row.server, adapter: scope.adapter, where: where(scope), name: row.name, outcome, reason })
+      }
+      for (const server of plan.servers) {
+        const scope = servers.get(server)
+        if (scope === undefined) continue
+        if (!dryRun) {
+          for (const key of records.get(server) ?? []) yield* registry.forgetSliceServer(key)
+          recorded.delete(sliceServer(scope))
+        }
+        const reason = `no world uses it, and ${unknown.get(server)}`
+        out.push({ server, adapter: scope.adapter, where: where(scope), name: undefined, outcome, reason })
+      }
+      return out
+    })
 
   /**
    * The cluster's orphans (`SliceOrphans`) on the servers this machine knows, dropped: slices that worlds which ran
