@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process"
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
@@ -175,7 +176,30 @@ describe("golden templates", () => {
   it("falls back to migrate and seed when the golden cannot be copied, and says so", async () => {
     const box = await boxes.project({ "berth.toml": config(), "migrations/001.sql": "v1\n" })
     await up(box, "first")
-    // the golden vanishes behind berth's back (a disk cleanup, say): the next world cannot be a copy of it
+    // something in the golden cannot be copied (a named pipe): the next world cannot be a copy of it
+    const storage = dirname((await envOf(box, "first")).FILES_URL!)
+    const goldens = readdirSync(storage).filter((f) => f.startsWith("golden_"))
+    expect(goldens).toHaveLength(1)
+    execFileSync("mkfifo", [join(storage, goldens[0]!, "pipe")])
+    await up(box, "second")
+    const files = (await envOf(box, "second")).FILES_URL!
+    expect(readFileSync(join(files, "schema.sql"), "utf8")).toBe("v1\n")
+    expect(readFileSync(join(files, "rows.txt"), "utf8")).toBe("row-1\n")
+    const events = await eventsOf(box, "second")
+    expect(events.find((e) => e.kind === "clone_fallback")?.message).toMatch(/running migrate and seed instead/)
+    // the golden is there: it is not built again
+    expect(events.map((e) => e.kind)).not.toContain("golden_gone")
+    const status = await box.run(["status"])
+    expect(status.stdout).toMatch(/clone_fallback \(files\)/)
+    // the slice's log says it too
+    const logs = await box.run(["logs", "second", "--service", "files"])
+    expect(logs.stdout).toMatch(/\[berth\] clone_fallback/)
+  })
+
+  it("builds a golden again when it is gone from its server, and copies the new one", async () => {
+    const box = await boxes.project({ "berth.toml": config(), "migrations/001.sql": "v1\n" })
+    await up(box, "first")
+    // the golden vanishes behind berth's back (a disk cleanup, say)
     const storage = dirname((await envOf(box, "first")).FILES_URL!)
     const goldens = readdirSync(storage).filter((f) => f.startsWith("golden_"))
     expect(goldens).toHaveLength(1)
@@ -185,12 +209,17 @@ describe("golden templates", () => {
     expect(readFileSync(join(files, "schema.sql"), "utf8")).toBe("v1\n")
     expect(readFileSync(join(files, "rows.txt"), "utf8")).toBe("row-1\n")
     const events = await eventsOf(box, "second")
-    expect(events.find((e) => e.kind === "clone_fallback")?.message).toMatch(/running migrate and seed instead/)
-    const status = await box.run(["status"])
-    expect(status.stdout).toMatch(/clone_fallback \(files\)/)
-    // the slice's log says it too
-    const logs = await box.run(["logs", "second", "--service", "files"])
-    expect(logs.stdout).toMatch(/\[berth\] clone_fallback/)
+    const kinds = events.map((e) => e.kind)
+    expect(events.find((e) => e.kind === "golden_gone")?.message).toMatch(/is gone .*built again/)
+    expect(kinds).toContain("golden_ready")
+    // a copy of the new golden, not migrate and seed in the world
+    expect(kinds).not.toContain("clone_fallback")
+    expect(builds(box)).toEqual(["first", "second"])
+    expect(readdirSync(storage).filter((f) => f.startsWith("golden_"))).toEqual(goldens)
+    // ready again: the next world copies it without a build
+    await up(box, "third")
+    expect(builds(box)).toEqual(["first", "second"])
+    expect((await eventsOf(box, "third")).map((e) => e.kind)).not.toContain("golden_gone")
   })
 
   it("lets two installations of one project share a PostgreSQL server: the second names its golden and slices apart", async () => {

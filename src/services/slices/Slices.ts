@@ -483,6 +483,16 @@ const make = Effect.gen(function* () {
       yield* FiberSet.run(background, copy)
     })
 
+  /**
+   * Whether the golden is gone from its server: its adapter says so where it can tell whose a name is, else the golden
+   * is not among what the server lists as this installation's. A server that cannot answer says nothing is gone.
+   */
+  const goldenGone = (adapter: Adapter, golden: Slice) =>
+    (adapter.standing === undefined
+      ? Effect.map(adapter.list(golden), (names) => !names.includes(golden.name))
+      : Effect.map(adapter.standing(golden), (standing) => standing === "missing")
+    ).pipe(Effect.orElseSucceed(() => false))
+
   /** Fills a slice that was just made (or left half-made): a copy of the golden where it can, else migrate + seed. */
   const initialize = (
     world: SliceWorld,
@@ -522,13 +532,31 @@ const make = Effect.gen(function* () {
           if (slice.owner === owner) yield* replenish(service, adapter, made)
           return
         }
+        let failed: string = `cloning ${golden.name} failed (${cloned.left.kind}: ${cloned.left.message})`
+        // a golden dropped from its server behind berth's back is built again, as a first build does, and copied
+        if (yield* goldenGone(adapter, golden)) {
+          yield* event(
+            world,
+            service.name,
+            "golden_gone",
+            `golden ${golden.name} is gone from ${where(golden)}: it is marked not ready and built again`
+          )
+          yield* registry.markSliceProvisioning(made.rowId)
+          const again = yield* Effect.either(ensureGolden(world, service, slice, urls, init, false, searchPath))
+          if (again._tag === "Right") {
+            yield* guard
+            const rebuilt = again.right
+            const copied = yield* busy(rebuilt.slice, adapter.clone(rebuilt.slice, slice)).pipe(Effect.either)
+            if (copied._tag === "Right") {
+              yield* registry.touchSlice(rebuilt.rowId)
+              if (slice.owner === owner) yield* replenish(service, adapter, rebuilt)
+              return
+            }
+            failed = `cloning ${rebuilt.slice.name} failed (${copied.left.kind}: ${copied.left.message})`
+          } else failed = `building the golden again failed (${again.left.message})`
+        }
         // correctness never depends on cloning: an empty slice plus migrate and seed gives the same world
-        yield* event(
-          world,
-          service.name,
-          "clone_fallback",
-          `cloning ${golden.name} failed (${cloned.left.kind}: ${cloned.left.message}); running migrate and seed instead`
-        )
+        yield* event(world, service.name, "clone_fallback", `${failed}; running migrate and seed instead`)
         yield* guard
         yield* adapter.teardown(slice).pipe(Effect.mapError(failure))
         yield* adapter.provision(slice).pipe(Effect.mapError(failure))
