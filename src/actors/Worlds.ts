@@ -649,8 +649,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       return yield* statusOf(w.id)
     })
 
-    const gc = (dryRun: boolean, env: Readonly<Record<string, string>> = {}, automatic = false) =>
-      slices.gc(dryRun, env, automatic)
+    const gc = (dryRun: boolean, env: Readonly<Record<string, string>> = {}, automatic = false, goldens = false) =>
+      slices.gc(dryRun, env, automatic, goldens)
 
     /** What berth calls the project `cwd` is in (registering it), and the other repositories of the same name. */
     const projectInfo = Effect.fn("Worlds.projectInfo")(function* (cwd: string) {

@@ -422,7 +422,12 @@ export class DaemonApi extends RpcGroup.make(
   }),
   Rpc.make("Gc", {
     // the caller's environment resolves `${env.…}` in admin URLs that a world's own environment does not
-    payload: { dryRun: Schema.Boolean, env: Schema.optional(clientEnv) },
+    payload: {
+      dryRun: Schema.Boolean,
+      env: Schema.optional(clientEnv),
+      /** the goldens and spares of projects with no world left go now, without waiting for the grace */
+      goldens: Schema.optional(Schema.Boolean)
+    },
     success: GcReport,
     error: WorldError
   }),

@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Runtime from "effect/Runtime"
 import { describeWait } from "../domain/admission.js"
 import { InternalError, InvalidRequest } from "../domain/errors.js"
+import { GOLDEN_GRACE_MS, parseGrace } from "../domain/gc.js"
 import { formatPortRange } from "../domain/ports.js"
 import { Admission } from "../services/Admission.js"
 import { Ports } from "../services/Ports.js"
@@ -19,6 +20,15 @@ import type { ConfigReport, Metrics } from "./api.js"
 const GB = 1024 ** 3
 
 const envSource = (variable: string) => (process.env[variable] !== undefined ? "environment" : undefined)
+
+/** How long a project's goldens outlive its last world, as written (`BERTH_GOLDEN_GRACE`), else the default. */
+const goldenGrace = (): string => {
+  const text = process.env.BERTH_GOLDEN_GRACE
+  if (text === undefined) return `${GOLDEN_GRACE_MS / 3_600_000}h`
+  return parseGrace(text) === undefined
+    ? `${GOLDEN_GRACE_MS / 3_600_000}h (BERTH_GOLDEN_GRACE "${text}" is not a duration)`
+    : text.trim()
+}
 
 /** Every machine-global setting: reserves, ports, the lease range, the proxy. */
 export const config = Effect.gen(function* () {
@@ -59,6 +69,11 @@ export const config = Effect.gen(function* () {
           ? "not kept (berth hosts sync --daemon)"
           : `${hosts.file}, kept by the daemon${hosts.failure === undefined ? "" : ` (failing: ${hosts.failure})`}`,
       source: hosts.file === undefined ? "default" : "set"
+    },
+    {
+      key: "golden_grace",
+      value: goldenGrace(),
+      source: envSource("BERTH_GOLDEN_GRACE") ?? "default"
     },
     {
       key: "metrics_port",

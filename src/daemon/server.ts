@@ -369,7 +369,7 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
         Gc: (p) =>
           Effect.zipRight(
             checkEnv(p.env ?? {}),
-            Effect.map(worlds.gc(p.dryRun, p.env ?? {}), (report) => ({
+            Effect.map(worlds.gc(p.dryRun, p.env ?? {}, false, p.goldens === true), (report) => ({
               unreachable: report.unreachable,
               forgotten: report.forgotten.map(({ name, ...f }) => (name === undefined ? f : { ...f, name })),
               entries: report.entries.map(({ error, ...entry }) => (error === undefined ? entry : { ...entry, error }))

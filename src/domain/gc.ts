@@ -31,6 +31,30 @@ export interface GcRow {
  */
 export const GOLDENS_KEPT = 3
 
+/** How long the goldens and spares of a project outlive its last world, unless `BERTH_GOLDEN_GRACE` says otherwise. */
+export const GOLDEN_GRACE_MS = 24 * 60 * 60 * 1000
+
+const graceUnits: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+
+/** `BERTH_GOLDEN_GRACE` ("24h", "30m", "90s", "500ms", "2d"; a bare number is seconds); undefined when unreadable. */
+export const parseGrace = (text: string | undefined): number | undefined => {
+  if (text === undefined) return undefined
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$/.exec(text)
+  return m === null ? undefined : Number(m[1]) * (graceUnits[m[2] ?? "s"] ?? 1000)
+}
+
+/** What gc knows of the projects whose goldens may have outlived their worlds. */
+export interface GoldenIdle {
+  /** projects (labels) with a world now: their goldens and spares stay */
+  readonly projectsWithWorlds: ReadonlySet<string>
+  /** when gc first found each project without a world (a project not in it is found so now) */
+  readonly idleSince: ReadonlyMap<string, number>
+  readonly now: number
+  readonly graceMs: number
+  /** `berth gc --goldens`: no grace */
+  readonly force: boolean
+}
+
 export interface GcListing {
   readonly server: string
   /** the names the server lists as this installation's */
@@ -46,6 +70,8 @@ export type GcReason =
   | "no longer in berth.toml"
   /** a slice of the cluster's that a world which ran anywhere left when it was removed while its machine was away */
   | "left by a removed world"
+  /** a golden or spare of a project that has had no world for the grace period (or `berth gc --goldens`) */
+  | "no world of the project"
 
 export interface GcAction {
   readonly reason: GcReason
@@ -68,6 +94,8 @@ export const gcPlan = (input: {
   readonly inFlight: ReadonlySet<string>
   /** name prefixes of the slices of worlds that exist: never dropped as unrecorded */
   readonly livePrefixes?: ReadonlyArray<string>
+  /** goldens and spares of projects with no world left: dropped after the grace (none without it) */
+  readonly idle?: GoldenIdle
 }): ReadonlyArray<GcAction> => {
   const busy = (server: string, name: string) => input.inFlight.has(inFlightKey(server, name))
   const actions: Array<GcAction> = []
@@ -81,6 +109,19 @@ export const gcPlan = (input: {
     if (row.detached === true) drop("no longer in berth.toml", row)
     else if (!row.golden && !row.spare && row.worldId === null) drop("world gone", row)
     else if (row.state === "provisioning") drop("half-provisioned", row)
+  }
+  const idle = input.idle
+  if (idle !== undefined) {
+    // a world made and removed since gc last looked has touched its golden: the grace counts from then at the least
+    const lastUse = new Map<string, number>()
+    for (const row of input.rows) {
+      if (row.golden || row.spare) lastUse.set(row.project, Math.max(lastUse.get(row.project) ?? 0, row.usedAt))
+    }
+    for (const row of input.rows) {
+      if ((!row.golden && !row.spare) || idle.projectsWithWorlds.has(row.project)) continue
+      const since = Math.max(idle.idleSince.get(row.project) ?? idle.now, lastUse.get(row.project) ?? 0)
+      if (idle.force || idle.now - since >= idle.graceMs) drop("no world of the project", row)
+    }
   }
   const goldens = new Map<string, Array<GcRow>>()
   for (const row of input.rows) {

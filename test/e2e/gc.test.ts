@@ -235,4 +235,92 @@ describe("gc", () => {
     expect((await databases()).has(`${project}_one_db`)).toBe(true)
     expect(stateRows(box, "SELECT name FROM slices").map((r) => r.name)).toEqual([`${project}_one_db`])
   })
+
+  describe("goldens of a project with no world left", () => {
+    const golden = (
+      project: string
+    ) => `${config(project, "psql -q ${db.url} -c 'create table t (id int)'")}clone_from = "golden"
+`
+    /** this project's goldens and spares on the server */
+    const templates = async (project: string) =>
+      (
+        await sql(
+          "SELECT datname FROM pg_database WHERE strpos(datname, $1) > 0 AND (starts_with(datname, 'golden_') OR starts_with(datname, 'spare_'))",
+          [project]
+        )
+      ).map((r) => String(r.datname))
+    const dropAll = async (project: string) => {
+      for (const name of await templates(project)) await sql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+    }
+    const gcJson = async (box: Sandbox, ...args: ReadonlyArray<string>) => {
+      const r = await box.run(["gc", "--json", ...args])
+      expect(r.code, r.stderr).toBe(0)
+      return JSON.parse(r.stdout) as GcJson
+    }
+    const idle = (report: GcJson) => report.entries.filter((e) => e.reason === "no world of the project")
+
+    it("are dropped by gc once the grace period has passed since the last world went", async () => {
+      const project = `${tag}f`
+      const box = await boxes.project({ "berth.toml": golden(project) })
+      try {
+        await box.run(["daemon", "stop"])
+        const up = await box.run(["up", "one", "--json"], { timeoutMs: 60_000, env: { BERTH_GOLDEN_GRACE: "3s" } })
+        expect(up.code, up.stderr).toBe(0)
+        // the golden and, in the background, its spare copy
+        expect(
+          await eventually(
+            () => templates(project),
+            (names) => names.length === 2,
+            60_000
+          )
+        ).toHaveLength(2)
+        expect(idle(await gcJson(box, "--dry-run"))).toEqual([])
+        expect((await box.run(["remove", "one", "--force"])).code).toBe(0)
+        // the grace starts now: nothing of them goes yet
+        expect(idle(await gcJson(box))).toEqual([])
+        expect(await templates(project)).toHaveLength(2)
+        const due = await eventually(
+          async () => idle(await gcJson(box, "--dry-run")),
+          (entries) => entries.length === 2
+        )
+        expect(due.map((e) => e.outcome)).toEqual(["would drop", "would drop"])
+        const done = await box.run(["gc"])
+        expect(done.stdout).toMatch(/dropped\s+postgres\s+golden_\S+\s+no world of the project/)
+        expect(done.stdout).toMatch(/dropped\s+postgres\s+spare_\S+\s+no world of the project/)
+        expect(await templates(project)).toEqual([])
+        expect((await box.run(["config"])).stdout).toMatch(/golden_grace\s+3s\s+\(environment\)/)
+      } finally {
+        await dropAll(project)
+      }
+    })
+
+    it("are dropped at once by gc --goldens, and kept while a world of the project remains", async () => {
+      const project = `${tag}g`
+      const box = await boxes.project({ "berth.toml": golden(project) })
+      try {
+        expect((await box.run(["up", "one", "--json"], { timeoutMs: 60_000 })).code).toBe(0)
+        expect((await box.run(["up", "two", "--json"], { timeoutMs: 60_000 })).code).toBe(0)
+        await eventually(
+          () => templates(project),
+          (names) => names.length === 2,
+          60_000
+        )
+        expect((await box.run(["remove", "one", "--force"])).code).toBe(0)
+        // world two still uses them
+        expect(idle(await gcJson(box, "--goldens"))).toEqual([])
+        expect((await box.run(["remove", "two", "--force"])).code).toBe(0)
+        // within the default grace (a day), only an explicit --goldens drops them
+        expect(idle(await gcJson(box))).toEqual([])
+        const planned = idle(await gcJson(box, "--goldens", "--dry-run"))
+        expect(planned.map((e) => e.outcome)).toEqual(["would drop", "would drop"])
+        expect(await templates(project)).toHaveLength(2)
+        const done = idle(await gcJson(box, "--goldens"))
+        expect(done.map((e) => e.outcome)).toEqual(["dropped", "dropped"])
+        expect(await templates(project)).toEqual([])
+        expect((await box.run(["gc"])).stdout.trim()).toBe("nothing collected")
+      } finally {
+        await dropAll(project)
+      }
+    })
+  })
 })

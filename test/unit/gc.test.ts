@@ -155,3 +155,39 @@ describe("forgetPlan", () => {
     expect(plan.servers).toEqual(["typo", "empty"])
   })
 })
+
+describe("gcPlan: goldens of a project with no world", () => {
+  const rows = [
+    row({ id: 1, name: "golden_shop", worldId: null, golden: true, key: "k", usedAt: 100 }),
+    row({ id: 2, name: "spare_shop", worldId: null, spare: true, key: "k", usedAt: 100 }),
+    row({ id: 3, name: "golden_blog", project: "blog", worldId: null, golden: true, key: "k", usedAt: 100 })
+  ]
+  const idle = (over: Partial<Parameters<typeof gcPlan>[0]["idle"] & object>) => ({
+    projectsWithWorlds: new Set(["blog"]),
+    idleSince: new Map<string, number>(),
+    now: 1_000,
+    graceMs: 500,
+    force: false,
+    ...over
+  })
+  const dropped = (i: ReturnType<typeof idle>) =>
+    gcPlan({ rows, listings: [], inFlight: new Set(), idle: i }).map((a) => [a.name, a.reason])
+
+  it("waits for the grace from when gc first found the project without a world", () => {
+    // first found so now: nothing yet
+    expect(dropped(idle({}))).toEqual([])
+    expect(dropped(idle({ idleSince: new Map([["shop", 600]]) }))).toEqual([])
+    expect(dropped(idle({ idleSince: new Map([["shop", 400]]) }))).toEqual([
+      ["golden_shop", "no world of the project"],
+      ["spare_shop", "no world of the project"]
+    ])
+  })
+
+  it("counts from the golden's last use when that is later, and never drops a project's with a world", () => {
+    expect(dropped(idle({ idleSince: new Map([["shop", 0]]), now: 550 }))).toEqual([])
+    expect(dropped(idle({ force: true, idleSince: new Map([["blog", 0]]) })).map(([name]) => name)).toEqual([
+      "golden_shop",
+      "spare_shop"
+    ])
+  })
+})

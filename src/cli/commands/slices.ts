@@ -19,13 +19,16 @@ export const gc = Command.make(
   "gc",
   {
     dryRun: Options.boolean("dry-run").pipe(Options.withDescription("only say what would be dropped")),
+    goldens: Options.boolean("goldens").pipe(
+      Options.withDescription("drop the goldens of projects with no world left now, without waiting for the grace")
+    ),
     json
   },
-  ({ dryRun, json }) =>
+  ({ dryRun, goldens, json }) =>
     viaDaemon(
       Effect.gen(function* () {
         const client = yield* DaemonClient
-        const report = yield* client.Gc({ dryRun, env: definedEnv(process.env) })
+        const report = yield* client.Gc({ dryRun, env: definedEnv(process.env), goldens })
         if (json) return yield* printDocument("gc", { dryRun, ...report })
         yield* Console.log(renderGc(report, dryRun))
       })

@@ -26,7 +26,16 @@ import {
   type PathOutsideWorktree,
   type StartFailed
 } from "../../domain/errors.js"
-import { forgetPlan, type GcAction, gcInFlightKey, gcPlan, type GcRow, serverKey } from "../../domain/gc.js"
+import {
+  forgetPlan,
+  GOLDEN_GRACE_MS,
+  type GcAction,
+  gcInFlightKey,
+  gcPlan,
+  type GcRow,
+  parseGrace,
+  serverKey
+} from "../../domain/gc.js"
 import { goldenKey, goldenName } from "../../domain/golden.js"
 import { shortHash } from "../../domain/hash.js"
 import { sliceIdentifier } from "../../domain/names.js"
@@ -37,6 +46,9 @@ import { type NewSlice, Registry, type SliceRow, type WorldRow } from "../Regist
 import { goldenInputs } from "./golden-inputs.js"
 import { implementation } from "./implementations.js"
 import { type SharedSlices, SliceLedger } from "./SliceLedger.js"
+
+/** the setting that says when gc first found each project with goldens but no world */
+const GOLDEN_IDLE = "golden-idle"
 
 /** Identifiers stay within the shortest common limit (PostgreSQL's 63). */
 const NAME_LIMIT = 63
@@ -143,7 +155,9 @@ export interface SlicesService {
   readonly gc: (
     dryRun: boolean,
     env?: Readonly<Record<string, string>>,
-    automatic?: boolean
+    automatic?: boolean,
+    /** `berth gc --goldens`: the goldens and spares of projects with no world left go now, not after the grace */
+    goldens?: boolean
   ) => Effect.Effect<GcReport, InvalidRequest | InternalError | DiskFull>
 }
 
@@ -780,9 +794,11 @@ const make = Effect.gen(function* () {
     dryRun: boolean,
     env: Readonly<Record<string, string>> = {},
     /** the daemon's own sweep: a slice whose service left berth.toml waits for the user's explicit `berth gc` */
-    automatic = false
+    automatic = false,
+    goldens = false
   ) {
     const rows = yield* registry.slices()
+    const idleSince = yield* goldenIdleSince
     const worldEnvs = new Map((yield* registry.worlds()).map((w) => [w.id, w.env ?? {}]))
     const servers = new Map<string, Slice>()
     /**
@@ -864,15 +880,27 @@ const make = Effect.gen(function* () {
       state: row.state,
       usedAt: row.usedAt
     })
+    const now = Date.now()
+    const graceMs = parseGrace(process.env.BERTH_GOLDEN_GRACE) ?? GOLDEN_GRACE_MS
     const draw = (rows: ReadonlyArray<SliceRow>, worlds: ReadonlyArray<WorldRow>) =>
       gcPlan({
+        idle: {
+          projectsWithWorlds: new Set(worlds.map((w) => w.projectName)),
+          idleSince,
+          now,
+          graceMs,
+          force: goldens
+        },
         rows: rows.map(gcRow),
         listings,
         inFlight: new Set(inFlight.keys()),
         // the names of every existing world's slices begin so: such a name is never taken for an orphan
         livePrefixes: worlds.map((w) => `${sliceIdentifier([w.projectName, w.slug], NAME_LIMIT)}_`)
       })
-    const plan = draw(rows, yield* registry.worlds())
+    const worldsNow = yield* registry.worlds()
+    const plan = draw(rows, worldsNow)
+    // the grace of a project's goldens counts from the first sweep that finds it without a world
+    if (!dryRun) yield* markIdle(rows, worldsNow, idleSince, now)
     /**
      * The plan was drawn from rows read before the servers were asked: a provision may have ended (or begun) since.
      * With the slice claimed, nothing can start making it, so a plan drawn again from the registry as it is now says
@@ -921,6 +949,34 @@ const make = Effect.gen(function* () {
       forgotten: forgotten.map(({ server: _, ...f }) => f)
     } satisfies GcReport
   })
+
+  /** when gc first found each project with goldens but no world (a setting, so a daemon's restart keeps it) */
+  const goldenIdleSince = Effect.map(registry.getSetting(GOLDEN_IDLE), (value) => {
+    const out = new Map<string, number>()
+    if (typeof value === "object" && value !== null) {
+      for (const [project, at] of Object.entries(value)) if (typeof at === "number") out.set(project, at)
+    }
+    return out
+  })
+
+  /** Records projects found without a world now, and forgets those with a world again (or no golden left). */
+  const markIdle = (
+    rows: ReadonlyArray<SliceRow>,
+    worlds: ReadonlyArray<WorldRow>,
+    before: ReadonlyMap<string, number>,
+    now: number
+  ) =>
+    Effect.gen(function* () {
+      const withWorlds = new Set(worlds.map((w) => w.projectName))
+      const next: Record<string, number> = {}
+      for (const row of rows) {
+        if ((row.role !== "golden" && row.role !== "spare") || withWorlds.has(row.project)) continue
+        next[row.project] = before.get(row.project) ?? now
+      }
+      const same =
+        Object.keys(next).length === before.size && Object.entries(next).every(([p, at]) => before.get(p) === at)
+      if (!same) yield* registry.setSetting(GOLDEN_IDLE, next)
+    })
 
   /**
    * Forgets what an adapter nothing serves left in the registry (`forgetPlan`): nothing of it can be asked or
