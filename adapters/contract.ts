@@ -75,6 +75,12 @@ export interface Adapter {
   readonly rename?: (from: Slice, to: Slice) => Effect.Effect<void, AdapterError>
   /** makes `to` a copy of `from`; `to` may exist (owned) and is then replaced; only when `capabilities.clone` */
   readonly clone: (from: Slice, to: Slice) => Effect.Effect<void, AdapterError>
+  /**
+   * makes `to` (which may exist, owned, and is then replaced) a copy of `source`, a database already on the server
+   * that is not berth's — the user's own, seeded by hand: only read, never marked, changed or dropped; optional (the
+   * PostgreSQL and MySQL adapters). Fails with kind "invalid" when the server has no such database
+   */
+  readonly copyExisting?: (source: string, to: Slice) => Effect.Effect<void, AdapterError>
   /** the names of the slices this adapter owns in `scope`, half-made ones included (for gc, which tears them down) */
   readonly list: (scope: ListScope) => Effect.Effect<ReadonlyArray<string>, AdapterError>
   /**

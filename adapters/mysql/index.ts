@@ -42,6 +42,7 @@ import type * as Scope from "effect/Scope"
 import { type Connection, createConnection, type RowDataPacket } from "mysql2"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
 import { ownerStanding, pauses, provisionOwned, type Standing, teardownOwned } from "../ownership.js"
+import { SOURCE_DATABASE } from "../../src/domain/adapters.js"
 import { describeCause, errorCode, NETWORK_CODES, parseAdminUrl, secretsOf, sliceChecks } from "../shared.js"
 
 const ADAPTER = "mysql"
@@ -898,6 +899,67 @@ const clone = Effect.fn("MysqlAdapter.clone")(function* (from: Slice, to: Slice)
   )
 })
 
+/**
+ * `to` becomes a copy of the user's own database `source` (`clone_from = "<name>"`): read table by table, never
+ * marked, changed or dropped.
+ */
+const copyExisting = Effect.fn("MysqlAdapter.copyExisting")(function* (source: string, to: Slice) {
+  if (!SOURCE_DATABASE.test(source)) {
+    return yield* Effect.fail(
+      fail(
+        "invalid",
+        `refusing clone_from ${JSON.stringify(source)}: a database name must match ${SOURCE_DATABASE.source}`
+      )
+    )
+  }
+  const target = yield* checkSlice(to)
+  if (source === target) return yield* Effect.fail(fail("invalid", `cannot copy database "${source}" onto itself`))
+  yield* withServer(to.adminUrl, "copy into", target, (connection, server) =>
+    Effect.gen(function* () {
+      yield* ensureMeta(connection)
+      yield* lockNames(connection, server, [target])
+      const found = yield* query(
+        connection,
+        "SELECT 1 AS found FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+        [source]
+      )
+      if (found.length === 0) {
+        return yield* Effect.fail(
+          fail("invalid", `cannot copy: there is no database "${source}" on ${server.location} (clone_from)`)
+        )
+      }
+      const targetState = yield* ownership(connection, to.owner, target)
+      if (targetState === "foreign" || targetState === "elsewhere") {
+        return yield* Effect.fail(
+          fail("not-owned", `cannot copy: ${notOurs(server, target, targetState)}; leaving it alone`)
+        )
+      }
+      if (targetState === "ours" || targetState === "unfinished") yield* drop(connection, target)
+      if (!(yield* createLike(connection, to.owner, target, source))) {
+        return yield* Effect.fail(
+          fail(
+            "not-owned",
+            `cannot copy: database "${target}" on ${server.location} was created by someone else meanwhile; leaving it alone`
+          )
+        )
+      }
+      yield* query(connection, "SET SESSION foreign_key_checks = 0")
+      yield* Effect.zipRight(copyTables(connection, source, target), copyObjects(connection, source, target)).pipe(
+        Effect.tapError(() =>
+          Effect.ignore(
+            query(connection, `DROP DATABASE IF EXISTS ${ident(target)}`).pipe(
+              Effect.zipRight(createLike(connection, to.owner, target, source))
+            )
+          )
+        ),
+        Effect.catchTag("CopyStepFailure", ({ what, failure }) =>
+          Effect.fail(classify(server, `copy "${source}" (while ${what}) into`, target, failure))
+        )
+      )
+    })
+  )
+})
+
 const list = Effect.fn("MysqlAdapter.list")(function* (scope: ListScope) {
   const owner = yield* checkOwner(scope.owner)
   return yield* withServer(scope.adminUrl, "list slices from", META_DB, (connection) =>
@@ -948,6 +1010,7 @@ export const mysqlAdapter: Adapter = {
   resolve: resolveUrl,
   teardown,
   clone,
+  copyExisting,
   list,
   standing
 }

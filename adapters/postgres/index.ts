@@ -24,6 +24,7 @@ import pg from "pg"
 import { type Adapter, AdapterError, type AdapterErrorKind, type ListScope, type Slice } from "../contract.js"
 import { pauses, provisionOwned, type Standing, teardownOwned } from "../ownership.js"
 import { decodeComponent, errorCode, NETWORK_CODES, parseAdminUrl, secretsOf, sliceChecks } from "../shared.js"
+import { SOURCE_DATABASE } from "../../src/domain/adapters.js"
 
 const ADAPTER = "postgres"
 /** PostgreSQL truncates longer identifiers silently, which would make two slices collide. */
@@ -515,6 +516,73 @@ const clone = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
     )
   })
 
+/** `clone_from`'s name of a database already on the server: checked before it is ever written into SQL. */
+const checkSource = (source: string): Effect.Effect<string, AdapterError> =>
+  SOURCE_DATABASE.test(source)
+    ? Effect.succeed(source)
+    : Effect.fail(
+        fail(
+          "invalid",
+          `refusing clone_from ${JSON.stringify(source)}: a database name must match ${SOURCE_DATABASE.source}`
+        )
+      )
+
+/**
+ * `to` becomes a copy of the user's own database `source` (`clone_from = "<name>"`). Its sessions are never ended:
+ * the copy needs none on it, and a source in use is an error that says what to do.
+ */
+const copyExisting = (source: string, to: Slice): Effect.Effect<void, AdapterError> =>
+  Effect.gen(function* () {
+    const name = yield* checkSource(source)
+    const target = yield* checkTarget(to)
+    if (name === target) return yield* Effect.fail(fail("invalid", `cannot copy database "${name}" onto itself`))
+    yield* withServer(to.adminUrl, "copy into", target, (client, server) =>
+      Effect.gen(function* () {
+        yield* lockNames(client, to.owner, [target])
+        const found = yield* query(client, "SELECT 1 FROM pg_database WHERE datname = $1", [name])
+        if (found.length === 0) {
+          return yield* Effect.fail(
+            fail("invalid", `cannot copy: there is no database "${name}" on ${server.location} (clone_from)`)
+          )
+        }
+        const targetState = yield* ownership(client, to.owner, target)
+        if (targetState === "foreign") {
+          return yield* Effect.fail(
+            fail("not-owned", `cannot copy into database "${target}" on ${server.location}: it is not a berth slice`)
+          )
+        }
+        const strategy = (yield* serverVersion(client)) >= 150_000 ? " STRATEGY FILE_COPY" : ""
+        const placed = yield* build(
+          client,
+          to.owner,
+          target,
+          (pending) =>
+            query(client, `CREATE DATABASE ${ident(pending)} TEMPLATE ${ident(name)}${strategy}`).pipe(
+              Effect.asVoid,
+              Effect.catchIf(
+                (failure) => sqlState(failure) === OBJECT_IN_USE,
+                () =>
+                  Effect.fail(
+                    fail(
+                      "failed",
+                      `cannot copy database "${name}" on ${server.location}: other sessions are connected to it, and PostgreSQL copies a database only while none is; close them (stop what uses it) and run up again`
+                    )
+                  )
+              )
+            ),
+          targetState === "ours" ? drop(client, target) : Effect.void
+        )
+        if (placed || (yield* ownership(client, to.owner, target)) === "ours") return
+        return yield* Effect.fail(
+          fail(
+            "not-owned",
+            `cannot copy into database "${target}" on ${server.location}: made by someone else meanwhile`
+          )
+        )
+      })
+    )
+  })
+
 /** A spare copy becomes a world's database: a rename on the server, instant whatever its size. */
 const rename = (from: Slice, to: Slice): Effect.Effect<void, AdapterError> =>
   Effect.gen(function* () {
@@ -594,6 +662,7 @@ export const postgresAdapter: Adapter = {
   resolve: resolveUrl,
   teardown,
   clone,
+  copyExisting,
   rename,
   list,
   standing

@@ -66,3 +66,12 @@ export const externalAdapterCommand = (name: string): string => `berth-adapter-$
 export const binkyAdapterCommand = (name: string): string => `binky-adapter-${name}`
 
 export const isValidAdapterName = (name: string): boolean => /^[a-z][a-z0-9_-]*$/.test(name)
+
+/** The families whose adapter can make a slice as a copy of a database already on its server (`clone_from = "<name>"`). */
+export const copiesExisting: ReadonlySet<string> = new Set(["postgres", "mysql"])
+
+/**
+ * A database name `clone_from` may give: letters, digits, "_", "-" and "$", at most 63 long (PostgreSQL's limit, and
+ * under MySQL's 64). It is still always quoted wherever it is written into SQL.
+ */
+export const SOURCE_DATABASE = /^[A-Za-z_][A-Za-z0-9_$-]{0,62}$/

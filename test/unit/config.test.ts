@@ -364,6 +364,20 @@ admin_url = "\${env.PG}"
     expect(ws[3]!.hint).toBe('did you mean "postgres"?')
   })
 
+  it('reads clone_from = "<database>" as a source to copy, and warns where the adapter cannot copy one', () => {
+    const config = ok(`[services.db]\nadapter = "postgres"\nclone_from = "shop-dev_2"\n`)
+    const db = config.config.services.find((s) => s.name === "db") as Model.SliceService
+    expect([db.cloneFrom, db.cloneSource]).toEqual([undefined, "shop-dev_2"])
+    const golden = ok(`[services.db]\nadapter = "postgres"\nclone_from = "golden"\nmigrate = "m"\n`)
+    expect((golden.config.services[0] as Model.SliceService).cloneSource).toBeUndefined()
+    const bad = errors(`[services.db]\nadapter = "postgres"\nclone_from = "dev; drop"\n`)
+    expect(bad.map((d) => [d.path, d.line])).toEqual([["services.db.clone_from", 3]])
+    expect(bad[0]!.message).toMatch(/neither "golden" nor a database name/)
+    const ws = warnings(`[services.c]\nadapter = "redis"\nclone_from = "cache_dev"\n`)
+    expect(ws.map((w) => w.path)).toEqual(["services.c.clone_from"])
+    expect(ws[0]!.message).toMatch(/cannot copy a database already on its server/)
+  })
+
   it("accepts an external adapter that is on PATH", () => {
     expect(warnings(`[services.s]\nadapter = "meili"\n`, {}, ["berth-adapter-meili"])).toEqual([])
     expect(warnings(`[services.s]\nadapter = "meili"\n`, {}, ["berth-adapter-meili", "binky-adapter-meili"])).toEqual(

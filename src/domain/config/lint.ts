@@ -2,7 +2,7 @@
  * `berth check`'s warnings: things that are valid TOML and a valid config but probably not what the user meant.
  * Pure: whatever needs the machine (is an adapter executable on PATH, is a variable set) comes in as a function.
  */
-import { binkyAdapterCommand, builtinAdapters, externalAdapterCommand } from "../adapters.js"
+import { binkyAdapterCommand, builtinAdapters, copiesExisting, externalAdapterCommand } from "../adapters.js"
 import { injectDevServer } from "../frameworks.js"
 import { escapesWorktree, globBase } from "../golden.js"
 import { closestName } from "../names.js"
@@ -269,6 +269,12 @@ export const lintConfig = (parsed: ParsedConfig, environment: LintEnvironment): 
       warn([...at, "clone_from"], {
         message: `the ${service.adapter} adapter cannot clone: every world runs migrate and seed itself`,
         hint: "remove clone_from"
+      })
+    }
+    if (service.cloneSource !== undefined && adapter !== undefined && !copiesExisting.has(adapter.family)) {
+      warn([...at, "clone_from"], {
+        message: `the ${service.adapter} adapter cannot copy a database already on its server: up will fail`,
+        hint: 'clone_from = "<database>" works with postgres and mysql; use clone_from = "golden" or remove it'
       })
     }
     if (service.cloneFrom !== undefined && service.migrate === undefined && service.seed === undefined) {

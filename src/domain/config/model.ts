@@ -45,6 +45,8 @@ export interface SliceService {
   readonly migrate: string | undefined
   readonly seed: string | undefined
   readonly cloneFrom: "golden" | undefined
+  /** `clone_from = "<name>"`: each new slice is a copy of that database, already on the server (the user's own) */
+  readonly cloneSource?: string | undefined
   readonly goldenInputs: ReadonlyArray<string>
   /** adapter-specific keys, as written */
   readonly options: Readonly<Record<string, unknown>>

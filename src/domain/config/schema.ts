@@ -5,6 +5,7 @@
  */
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import { SOURCE_DATABASE } from "../adapters.js"
 
 const describe = <S extends Schema.Schema.Any>(schema: S, description: string): S =>
   schema.annotations({ description }) as S
@@ -146,7 +147,19 @@ export const sliceFields = {
   admin_url: Schema.optional(Text),
   migrate: Schema.optional(Command),
   seed: Schema.optional(Command),
-  clone_from: Schema.optional(describe(Schema.Literal("golden"), '"golden"')),
+  clone_from: Schema.optional(
+    describe(
+      Schema.String.pipe(
+        Schema.filter(
+          (s) =>
+            s === "golden" ||
+            SOURCE_DATABASE.test(s) ||
+            `${JSON.stringify(s)} is neither "golden" nor a database name (letters, digits, "_", "-" and "$", at most 63)`
+        )
+      ),
+      '"golden" or the name of a database on the server'
+    )
+  ),
   golden_inputs: Schema.optional(describe(Schema.Array(Text), "a list of file globs")),
   groups: Schema.optional(describe(Schema.Array(Label), "a list of group names"))
 }

@@ -522,6 +522,32 @@ const make = Effect.gen(function* () {
   ): Effect.Effect<void, SliceError> =>
     Effect.gen(function* () {
       const failure = adapterFailure(world.name, service.name, service.adapter)
+      if (service.cloneSource !== undefined) {
+        // the user's own database, seeded by hand: copied, then the branch's migrate runs on the copy (no seed: the
+        // data came with it). There is no falling back: migrate and seed would not make that data
+        if (adapter.copyExisting === undefined) {
+          return yield* new InvalidRequest({
+            reason: `world ${world.name}: slice ${service.name}: the ${service.adapter} adapter cannot copy a database already on its server (clone_from = ${JSON.stringify(service.cloneSource)})\n  hint: clone_from = "<database>" works with postgres and mysql; use clone_from = "golden" or remove it`
+          })
+        }
+        yield* guard
+        yield* adapter.copyExisting(service.cloneSource, slice).pipe(
+          Effect.mapError((e) =>
+            e.kind === "invalid"
+              ? new InvalidRequest({
+                  reason: `${failure(e).reason}\n  hint: make and seed that database on the server, or name another in clone_from`
+                })
+              : failure(e)
+          )
+        )
+        yield* event(
+          world,
+          service.name,
+          "slice_copied",
+          `slice ${service.name} (${slice.name}) is a copy of ${service.cloneSource} on ${where(slice)}`
+        )
+        return yield* init({ ...service, seed: undefined }, urls)
+      }
       if (service.cloneFrom === "golden") {
         if (!adapter.capabilities.clone) {
           yield* event(
@@ -645,7 +671,11 @@ const make = Effect.gen(function* () {
       // made under another server, which may be this one written another way: what is there is never replaced
       const moved = claimed === "moved"
       // a new slice with a golden is made by copying it: no empty slice first (the copy replaces what is there)
-      const copyable = service.cloneFrom === "golden" && adapter.capabilities.clone && !wasReady && !moved
+      const copyable =
+        ((service.cloneFrom === "golden" && adapter.capabilities.clone) ||
+          (service.cloneSource !== undefined && adapter.copyExisting !== undefined)) &&
+        !wasReady &&
+        !moved
       // held until the provision ends: a row left `provisioning` while another slice fills is not a crash's
       yield* hold(slice)
       const { row, fresh } = yield* Effect.gen(function* () {
