@@ -16,6 +16,13 @@ const out = process.env.BERTH_DIST ?? "dist"
 
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"))
 
+// left to the package manager or the user, resolved from node_modules at run time. The SQLite binding is native (the
+// package's one dependency), as is pg's optional half. The clients of three adapters are not installed with berth
+// (src/domain/drivers.ts names them for the user): bundled, the AWS SDK would add about 600 KB (a quarter) to the
+// program every command compiles, for a client only projects with an s3 slice load; the MongoDB driver likewise (its
+// optional native add-ons esbuild cannot resolve), and kafkajs (270 KB)
+const unbundled = ["better-sqlite3", "pg-native", "@aws-sdk/client-s3", "mongodb", "kafkajs"]
+
 const shared = {
   bundle: true,
   platform: "node",
@@ -38,10 +45,7 @@ const main = await esbuild.build({
   // entry.ts calls this function with the entry module's own require, paths and import.meta
   banner: { js: "(function (exports, require, module, __filename, __dirname, __berthImportMeta) {" },
   footer: { js: "})" },
-  // native addon: resolved from node_modules at run time. The AWS SDK too (the s3 adapter's driver): bundled it adds
-  // about 600 KB (a quarter) to the program every command compiles, for a driver only projects with an s3 slice load.
-  // The MongoDB driver likewise (and its optional native add-ons, which esbuild cannot resolve), and kafkajs (270 KB)
-  external: ["better-sqlite3", "pg-native", "@aws-sdk/client-s3", "mongodb", "kafkajs"],
+  external: unbundled,
   // import() inside vm-compiled code needs Node's experimental vm loader (which warns): require() externals instead
   supported: { "dynamic-import": false },
   define: { BERTH_VERSION: version, BERTH_BUILD: build, "import.meta": "__berthImportMeta" }
@@ -110,15 +114,24 @@ exec node "\${here:-/}/berth.cjs" "$@"
   { mode: 0o755 }
 )
 
-// the embedding API: the library as one ESM module beside the CLI, its dependencies left to the package manager
+// the embedding API: the library as ESM beside the CLI, bundled as the CLI is (the package installs no other
+// dependency), but for Effect itself — a peer, the embedder's own, so that its values and berth's are one kind.
+// Split, so that each adapter (and so each client above) is loaded when a slice needs it, not when berth is
+// imported; bundled CommonJS (pg, mysql2, ioredis) calls require, which an ES module has to be given
+rmSync(`${out}/chunks`, { recursive: true, force: true })
 await esbuild.build({
   ...shared,
   minify: false,
   entryPoints: { index: "src/index.ts" },
   outdir: out,
   outExtension: { ".js": ".mjs" },
+  chunkNames: "chunks/[name]-[hash]",
+  splitting: true,
   format: "esm",
-  packages: "external",
+  external: [...unbundled, "effect"],
+  banner: {
+    js: 'import { createRequire as __berthRequire } from "node:module"\nconst require = __berthRequire(import.meta.url)'
+  },
   define: { BERTH_VERSION: version, BERTH_BUILD: build },
   write: true,
   metafile: false

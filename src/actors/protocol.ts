@@ -13,6 +13,7 @@ import {
   ConfigNotAllowed,
   ConfigNotFound,
   ConfigUnreadable,
+  DriverMissing,
   InternalError,
   InvalidRequest,
   MainCheckout,
@@ -47,6 +48,7 @@ export const WorldFailure = Schema.Union(
   PathOutsideWorktree,
   InvalidRequest,
   PortRangeExhausted,
+  DriverMissing,
   InternalError,
   DiskFull
 )

@@ -348,3 +348,15 @@ export class MachineUnreachable extends Schema.TaggedError<MachineUnreachable>()
     return `world ${this.world} runs on machine ${this.machine}, which was last heard from ${this.lastSeenSeconds} s ago\n  hint: start berth on ${this.machine} again (\`berth cluster status\` shows every machine); the world stays there until it comes back`
   }
 }
+
+/** A slice's adapter needs a client that is not installed with berth (`src/domain/drivers.ts`). */
+export class DriverMissing extends Schema.TaggedError<DriverMissing>()("DriverMissing", {
+  adapter: Schema.String,
+  packageName: Schema.String,
+  /** the command that installs it */
+  install: Schema.String
+}) {
+  override get message(): string {
+    return `the ${this.adapter} adapter needs the package ${this.packageName}, which is not installed (berth does not bring it: it is large, and few projects use it)\n  hint: ${this.install}, then run the command again`
+  }
+}

@@ -38,4 +38,14 @@ describe("the Node versions berth runs and builds on", () => {
     })
     expect(refusing).toEqual([])
   })
+
+  it("what a user's install brings (the SQLite binding and what it needs) accepts the oldest Node package.json allows", () => {
+    const floor = semver.minVersion(pkg.engines.node)?.version ?? "20.0.0"
+    const installed = locked.filter(([, entry]) => entry.dev !== true && entry.peer !== true)
+    const refusing = installed.flatMap(([path, entry]) => {
+      const range = nodeRange(entry)
+      return range === undefined || semver.satisfies(floor, range) ? [] : [`${path} (node ${range})`]
+    })
+    expect(refusing).toEqual([])
+  })
 })

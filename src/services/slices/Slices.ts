@@ -21,6 +21,7 @@ import { builtinAdapters } from "../../domain/adapters.js"
 import type * as Model from "../../domain/config/model.js"
 import {
   type DiskFull,
+  type DriverMissing,
   type InternalError,
   InvalidRequest,
   type PathOutsideWorktree,
@@ -68,7 +69,7 @@ export type SliceInit = (
   urls: ReadonlyMap<string, string>
 ) => Effect.Effect<void, StartFailed | InvalidRequest | InternalError | DiskFull>
 
-type SliceError = StartFailed | InvalidRequest | InternalError | DiskFull | PathOutsideWorktree
+type SliceError = StartFailed | InvalidRequest | InternalError | DiskFull | PathOutsideWorktree | DriverMissing
 
 interface Golden {
   readonly slice: Slice
@@ -771,8 +772,6 @@ const make = Effect.gen(function* () {
     const shared = of === undefined ? undefined : Option.getOrUndefined(yield* ledger.of(of.projectName, of.slug))
     for (const row of rows) {
       if (options.only !== undefined && !options.only.has(row.service)) continue
-      // the world's own PATH, where its external adapter was found at its up
-      const adapter = yield* implementation(row.adapter, of?.env?.PATH)
       const slice =
         shared === undefined ? fromRow(row, world.name) : { ...fromRow(row, world.name), owner: shared.owner }
       if (shared !== undefined && !(yield* shared.mayDrop(row.service, slice.name, sliceServer(slice)))) {
@@ -781,8 +780,13 @@ const make = Effect.gen(function* () {
         yield* Effect.logInfo(`world ${world.name}: slice ${row.service} is kept: another machine runs the world on it`)
         continue
       }
-      const dropped = yield* adapter.teardown(slice).pipe(
-        Effect.mapError(adapterFailure(world.name, row.service, row.adapter)),
+      // the world's own PATH, where its external adapter was found at its up
+      const dropped = yield* implementation(row.adapter, of?.env?.PATH).pipe(
+        // a client missing now (`DriverMissing`) keeps the slice, as a server that is down does
+        Effect.mapError((e) => (e._tag === "DriverMissing" ? new InvalidRequest({ reason: e.message }) : e)),
+        Effect.flatMap((adapter) =>
+          adapter.teardown(slice).pipe(Effect.mapError(adapterFailure(world.name, row.service, row.adapter)))
+        ),
         Effect.as(true),
         Effect.catchAll((e) =>
           options.keepOnFailure === true ? Effect.as(Effect.logWarning(e.reason), false) : Effect.fail(e)
@@ -953,7 +957,12 @@ const make = Effect.gen(function* () {
         entries.push({ ...base, outcome: "would drop", error: undefined })
         continue
       }
-      const adapter = yield* implementation(scope.adapter, env.PATH)
+      const found = yield* Effect.either(implementation(scope.adapter, env.PATH))
+      if (found._tag === "Left") {
+        entries.push({ ...base, outcome: "failed", error: found.left.message })
+        continue
+      }
+      const adapter = found.right
       const claimed = yield* claimForDrop(slice)
       // made busy since the plan was drawn: a world is provisioning it now
       if (claimed === undefined) continue

@@ -2,20 +2,45 @@
  * Which code serves an adapter name: a built-in implementation by family (valkey → redis, mariadb → mysql), else an
  * external `berth-adapter-<name>` executable found when a verb runs — on the world's own PATH first (`searchPath`,
  * from the environment it was brought up with: an adapter installed after the daemon started is found), then the
- * daemon's. One instance per name and search path, so that its capabilities are asked once.
+ * daemon's. One instance per name and search path, so that its capabilities are asked once. The adapters whose client
+ * berth does not install (`src/domain/drivers.ts`) are loaded only once their client resolves: one the user adds later
+ * is found without a restart of the daemon.
  */
+import { createRequire } from "node:module"
 import * as Effect from "effect/Effect"
 import { externalAdapter } from "../../../adapters/external/index.js"
 import { type Adapter, implementations } from "../../../adapters/index.js"
 import { builtinAdapters, isValidAdapterName } from "../../domain/adapters.js"
-import { InvalidRequest } from "../../domain/errors.js"
+import { drivers, installCommand } from "../../domain/drivers.js"
+import { DriverMissing, InvalidRequest } from "../../domain/errors.js"
 
 const externals = new Map<string, Adapter>()
 
-export const implementation = (adapter: string, searchPath?: string): Effect.Effect<Adapter, InvalidRequest> => {
+/**
+ * The client `family` needs, when it is missing. Resolved as berth's own code will load it, before that code runs:
+ * a bundled module whose load failed would stay failed in this process.
+ */
+const missingDriver = (adapter: string, family: string): DriverMissing | undefined => {
+  const driver = drivers.get(family)
+  if (driver === undefined) return undefined
+  try {
+    createRequire(import.meta.url).resolve(driver.packageName)
+    return undefined
+  } catch {
+    return new DriverMissing({ adapter, packageName: driver.packageName, install: installCommand(driver) })
+  }
+}
+
+export const implementation = (
+  adapter: string,
+  searchPath?: string
+): Effect.Effect<Adapter, InvalidRequest | DriverMissing> => {
   const family = builtinAdapters.get(adapter)?.family ?? adapter
   const builtin = implementations.get(family)
-  if (builtin !== undefined) return Effect.promise(builtin)
+  if (builtin !== undefined) {
+    const missing = missingDriver(adapter, family)
+    return missing === undefined ? Effect.promise(builtin) : Effect.fail(missing)
+  }
   if (!isValidAdapterName(adapter)) {
     return Effect.fail(new InvalidRequest({ reason: `adapter name ${JSON.stringify(adapter)} is not valid` }))
   }
