@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { randomBytes } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import { existsSync } from "node:fs"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -212,8 +212,15 @@ describe("postgresAdapter", () => {
       // one after another: a verb takes a connection an earlier one left once its locks were released (a moment after
       // the verb, so the next may still open one of its own)
       for (const name of names) yield* postgresAdapter.provision(sliceOf(name, adminUrl))
+      // the locks of these three slices only (the adapter's key: hashtext('berth'), hashtext(a hash of the name)):
+      // other test files hold locks of their own on the same server at the same time
+      const keys = names.map((n) => `hashtext('${createHash("sha256").update(n).digest("hex").slice(0, 12)}')::oid`)
       const advisory = Effect.map(
-        sql(adminUrl, `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory'`),
+        sql(
+          adminUrl,
+          `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = hashtext('berth')::oid ` +
+            `AND objid IN (${keys.join(", ")})`
+        ),
         (rows) => Number(rows[0]?.n ?? 0)
       )
       const locks = yield* advisory.pipe(
