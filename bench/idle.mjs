@@ -90,11 +90,23 @@ const timed = (command, args) => {
   return Number(process.hrtime.bigint() - t0) / 1e6
 }
 const range = (values) => `${Math.min(...values).toFixed(1)}–${Math.max(...values).toFixed(1)}`
+/** strace's count over 10 s: calls per second in all, and the five most frequent calls with theirs */
 const straceCounts = (pid) => {
   if (spawnSync("strace", ["-V"]).status !== 0) return undefined
   const r = spawnSync("timeout", ["-s", "INT", "10", "strace", "-c", "-f", "-p", String(pid)], { encoding: "utf8" })
-  const total = r.stderr.split("\n").find((l) => /\btotal$/.test(l.trim()))
-  return total === undefined ? undefined : Number(total.trim().split(/\s+/)[2]) / 10
+  // % time, seconds, usecs/call, calls, [errors,] syscall
+  const rows = r.stderr
+    .split("\n")
+    .map((l) => l.trim().split(/\s+/))
+    .filter((f) => f.length >= 5 && /^\d+\.\d+$/.test(f[0]))
+  const total = rows.find((f) => f.at(-1) === "total")
+  if (total === undefined) return undefined
+  const top = rows
+    .filter((f) => f.at(-1) !== "total")
+    .sort((a, b) => Number(b[3]) - Number(a[3]))
+    .slice(0, 5)
+    .map((f) => `${f.at(-1)} ${(Number(f[3]) / 10).toFixed(1)}/s`)
+  return { perSecond: Number(total[3]) / 10, top }
 }
 
 const results = []
@@ -135,7 +147,7 @@ try {
       cpuRange: range(cpu),
       rssMiB: Number(rssMiB(pid).toFixed(1)),
       readWriteSyscallsPerSecond: Number(calls.toFixed(1)),
-      ...(straced === undefined ? {} : { allSyscallsPerSecond: straced }),
+      ...(straced === undefined ? {} : { allSyscallsPerSecond: straced.perSecond, topSyscalls: straced.top }),
       statusJsonMs: Number(median(status).toFixed(1)),
       statusJsonRange: range(status),
       nodeMs: Number(median(node).toFixed(1)),
@@ -163,7 +175,9 @@ else {
       `idle: ${r.worlds} worlds × ${r.services} node HTTP services: daemon CPU ${r.cpuPercentOfOneCore} % of one core ` +
         `(median of ${r.runs} × ${r.seconds} s, range ${r.cpuRange}), RSS ${r.rssMiB} MiB, ` +
         `${r.readWriteSyscallsPerSecond} read/write syscalls/s` +
-        (r.allSyscallsPerSecond === undefined ? "" : ` (${r.allSyscallsPerSecond} syscalls/s in all)`) +
+        (r.allSyscallsPerSecond === undefined
+          ? ""
+          : ` (${r.allSyscallsPerSecond} syscalls/s in all: ${r.topSyscalls.join(", ")})`) +
         `; status --json ${r.statusJsonMs} ms = ${r.statusRatio}× node -e 0 (median of ${r.statusRuns}, range ` +
         `${r.statusJsonRange}) · ${machine.cores} cores, load ${machine.loadBefore[0]} → ${machine.loadAfter[0]}, ` +
         `${machine.date} · node bench/idle.mjs --worlds ${r.worlds} --services ${r.services} --seconds ${r.seconds}`

@@ -4,7 +4,7 @@
  * and benchmarks point `BERTH_READINGS_FILE` at a JSON file of readings instead, so pressure can be staged without
  * filling a real machine.
  */
-import { readFileSync, statfsSync } from "node:fs"
+import { readFileSync, statfsSync, statSync } from "node:fs"
 import * as os from "node:os"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -56,6 +56,32 @@ export interface MachineService {
 
 export class Machine extends Context.Tag("berth/Machine")<Machine, MachineService>() {}
 
+/**
+ * Which filesystem holds each path, learned once: the gate reads the machine every two seconds, and one statfs per
+ * filesystem (rather than per world's worktree, a hundred on one disk) keeps an idle swarm's cost flat. A path that
+ * is gone (a removed world's worktree) is looked at again only once a minute.
+ */
+const GONE_RETRY_MS = 60_000
+const devices = new Map<string, { readonly dev: number } | { readonly goneAt: number }>()
+
+const deviceOf = (path: string, now: number): number | undefined => {
+  const known = devices.get(path)
+  if (known !== undefined) {
+    if ("dev" in known) return known.dev
+    if (now - known.goneAt < GONE_RETRY_MS) return undefined
+  }
+  // bounded: worktrees come and go over a daemon's life
+  if (devices.size > 10_000) devices.clear()
+  try {
+    const dev = statSync(path).dev
+    devices.set(path, { dev })
+    return dev
+  } catch {
+    devices.set(path, { goneAt: now })
+    return undefined
+  }
+}
+
 export const MachineLive: Layer.Layer<Machine> = Layer.succeed(Machine, {
   read: (paths: ReadonlyArray<string>): Effect.Effect<Readings> =>
     Effect.sync(() => {
@@ -77,13 +103,19 @@ export const MachineLive: Layer.Layer<Machine> = Layer.succeed(Machine, {
         }
       }
       const mem = memory()
+      const now = Date.now()
       const seen = new Set<number>()
       const disks: Array<{ path: string; freeBytes: number }> = []
       for (const path of paths) {
+        // paths on one filesystem report the same free space: each filesystem is read, and listed, once
+        const dev = deviceOf(path, now)
+        if (dev === undefined || seen.has(dev)) continue
         const free = freeBytes(path)
-        // paths on one filesystem report the same free space: list each filesystem once
-        if (free === undefined || seen.has(free)) continue
-        seen.add(free)
+        if (free === undefined) {
+          devices.set(path, { goneAt: now })
+          continue
+        }
+        seen.add(dev)
         disks.push({ path, freeBytes: free })
       }
       return { memTotalBytes: mem.total, memAvailableBytes: mem.available, disks }
