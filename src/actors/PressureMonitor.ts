@@ -19,17 +19,15 @@ import { Admission, SAMPLE_EVERY_MS } from "../services/Admission.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
 import { Router } from "../services/proxy/Router.js"
 import { Registry } from "../services/Registry.js"
+import { numberKnob } from "../domain/knobs.js"
 import { Worlds } from "./Worlds.js"
 
-const fromEnv = (name: string, fallback: number) => {
-  const n = Number(process.env[name])
-  return Number.isFinite(n) && n >= 0 ? n : fallback
-}
-
+export const DEFAULT_SETTLE_MS = 10_000
+export const DEFAULT_DWELL_MS = 60_000
 /** after one suspension, the next waits this long: the freed memory must show in the readings first */
-export const settleMs = () => fromEnv("BERTH_PRESSURE_SETTLE_MS", 10_000)
+export const settleMs = numberKnob("BERTH_PRESSURE_SETTLE_MS", DEFAULT_SETTLE_MS)
 /** a world that started or resumed this recently is not suspended (no flapping) */
-export const dwellMs = () => fromEnv("BERTH_PRESSURE_DWELL_MS", 60_000)
+export const dwellMs = numberKnob("BERTH_PRESSURE_DWELL_MS", DEFAULT_DWELL_MS)
 
 /** A running world as the monitor sees it. */
 export interface PressureWorld {
@@ -114,8 +112,8 @@ export const monitorPressure = Effect.gen(function* () {
   const admission = yield* Admission
   const targets = yield* PressureTargets
   let lastSuspendAt: number | undefined
-  const settle = settleMs()
-  const dwell = dwellMs()
+  const settle = yield* settleMs
+  const dwell = yield* dwellMs
   /** when the worlds were last looked at for idleness, and the shortest `idle_suspend` seen then */
   let idleCheckedAt: number | undefined
   let shortestIdleMs = Number.POSITIVE_INFINITY

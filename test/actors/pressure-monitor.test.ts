@@ -5,18 +5,26 @@
  * and comes back once memory is above the reserve times the resume factor; `idle_suspend` lets an idle world sleep.
  */
 import { describe, expect, it } from "@effect/vitest"
+import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as TestClock from "effect/TestClock"
-import { dwellMs, monitorPressure, PressureTargets, settleMs } from "../../src/actors/PressureMonitor.js"
+import {
+  DEFAULT_DWELL_MS,
+  DEFAULT_SETTLE_MS,
+  dwellMs,
+  monitorPressure,
+  PressureTargets,
+  settleMs
+} from "../../src/actors/PressureMonitor.js"
 import type { GateSettings } from "../../src/domain/admission.js"
 import { Admission, AdmissionLive, SAMPLE_EVERY_MS } from "../../src/services/Admission.js"
 import { admissionDependencies, awaitRef, GiB, makeFakeMachine, makeFakeWorlds } from "./fakes.js"
 
-const DWELL = dwellMs()
-const SETTLE = settleMs()
+const DWELL = DEFAULT_DWELL_MS
+const SETTLE = DEFAULT_SETTLE_MS
 
 /** The gate (reserve 10 %, resume factor 1.5), fake worlds on it, and the monitor running in the test's scope. */
 const monitored = (memoryPercent = 80, settings: Partial<GateSettings> = {}) =>
@@ -47,6 +55,20 @@ const eventSeen = (worlds: { readonly events: SubscriptionRef.SubscriptionRef<Re
   awaitRef(e, worlds.events, (all) => all.includes(e))
 
 describe("PressureMonitor", () => {
+  it.effect("reads its knobs through Effect's Config: a value given is taken, one out of range is the default", () =>
+    Effect.gen(function* () {
+      const given = ConfigProvider.fromMap(
+        new Map([
+          ["BERTH_PRESSURE_SETTLE_MS", "500"],
+          ["BERTH_PRESSURE_DWELL_MS", "-3"]
+        ])
+      )
+      expect(yield* Effect.withConfigProvider(settleMs, given)).toBe(500)
+      expect(yield* Effect.withConfigProvider(dwellMs, given)).toBe(DEFAULT_DWELL_MS)
+      expect(yield* Effect.withConfigProvider(settleMs, ConfigProvider.fromMap(new Map()))).toBe(DEFAULT_SETTLE_MS)
+    })
+  )
+
   it("runs with the documented defaults", () => {
     expect(DWELL).toBe(60_000)
     expect(SETTLE).toBe(10_000)

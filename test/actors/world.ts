@@ -14,6 +14,7 @@ import { join } from "node:path"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { afterAll } from "@effect/vitest"
 import * as Chunk from "effect/Chunk"
+import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
@@ -57,11 +58,19 @@ import {
   within
 } from "./fakes.js"
 
-// read by the engine's Router when it starts: no proxy listener, so no test competes for port 80 (or any other)
-process.env.BERTH_PROXY_PORT = "off"
 /** the test's own repositories: their commands may run (the consent the CLI asks for, given by the environment) */
 export const ALLOWED: Readonly<Record<string, string>> = { BERTH_YES: "1" }
-process.env.BERTH_HTTPS_PORT = "off"
+
+/**
+ * The engine's knobs, as Effect Config reads them: no proxy listener (the Router's ports), so no test competes for
+ * port 80 (or any other) — given to the engine rather than written into this process's environment.
+ */
+const KNOBS = ConfigProvider.fromMap(
+  new Map([
+    ["BERTH_PROXY_PORT", "off"],
+    ["BERTH_HTTPS_PORT", "off"]
+  ])
+)
 
 // ---------------------------------------------------------------------------------------------------------------
 // The repository and the ports
@@ -270,7 +279,8 @@ const engineLayer = (
       )
     ),
     Layer.provideMerge(NodeContext.layer),
-    Layer.provideMerge(Home.layerAt(home))
+    Layer.provideMerge(Home.layerAt(home)),
+    Layer.provide(Layer.setConfigProvider(KNOBS))
   )
 
 /** A repository with `toml` as its berth.toml and an engine over it, for the rest of the scope. */

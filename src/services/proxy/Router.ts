@@ -16,6 +16,7 @@ import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Model from "../../domain/config/model.js"
 import { shortHash } from "../../domain/hash.js"
+import { textKnob } from "../../domain/knobs.js"
 import { projectLabel } from "../../domain/names.js"
 import { dashboardHost, makeRouteTable, type RouteTarget, withDashboardRoute } from "../../domain/routes.js"
 import type { ServiceState } from "../../domain/service-state.js"
@@ -126,9 +127,10 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
 
     // environment first (tests and CI give every BERTH_HOME its own ports), then the persisted settings
     const choice = (variable: string, setting: string) =>
-      Effect.map(
+      Effect.zipWith(
+        textKnob(variable),
         registry.getSetting(setting),
-        (stored) => parseChoice(process.env[variable]) ?? parseChoice(stored) ?? "auto"
+        (given, stored) => parseChoice(given) ?? parseChoice(stored) ?? "auto"
       )
 
     // three queries for the whole table, however many worlds there are
