@@ -7,6 +7,8 @@
  *   const worlds = yield* Worlds
  *   const world = yield* worlds.up({ cwd: "/path/to/repo", world: "login-fix" }, { services: [], groups: [] }, {})
  *   console.log(world.services.map((s) => s.url))
+ *   // a new world whose slices are copies of login-fix's, data included (as `berth up review --from login-fix`)
+ *   yield* worlds.up({ cwd: "/path/to/repo", world: "review" }, { services: [], groups: [] }, {}, true, { from: "login-fix" })
  *   // every observed move of every world (queued → starting → running, suspended, …) from now on
  *   yield* Stream.runForEach(worlds.changes, (c) => Console.log(`${c.world}: ${c.from} → ${c.to}`)).pipe(Effect.fork)
  * })

@@ -1271,6 +1271,48 @@ export const makeWorldActor = (
       })
 
     /**
+     * `berth up <to> --from <this>`: this world's slices, data included, copied into the new world `to`. Its processes
+     * stop first (PostgreSQL copies a database only while nobody is connected to it; elsewhere the copy is then
+     * consistent) and start again after, whether the copy worked or not; the world's events say so.
+     */
+    const copySlices = (
+      to: { readonly id: number; readonly name: string; readonly slug: string; readonly path: string },
+      callerEnv: Readonly<Record<string, string>>
+    ) =>
+      Effect.gen(function* () {
+        const w = yield* row
+        const env = envFor(callerEnv)
+        const wasUp = generation !== undefined || launching !== undefined
+        // a copy that cannot be made, or after which the world could not start again, stops nothing
+        yield* slices.canCopy(sliceWorld(w), to.name, env.PATH)
+        const ready = wasUp ? yield* prepare(selection, env) : undefined
+        if (ready !== undefined) {
+          yield* cancelLaunch
+          yield* stopGeneration
+        }
+        const copied = yield* Effect.either(
+          slices.copyWorld(sliceWorld(w), { ...to, project: w.projectName }, env.PATH)
+        )
+        yield* registry.addEvent({
+          worldId,
+          service: null,
+          kind: "slices_copied",
+          message:
+            ready === undefined
+              ? `its slices were ${copied._tag === "Right" ? "copied" : "not copied"} into world ${to.name}`
+              : `stopped its services while its slices were ${copied._tag === "Right" ? "copied" : "being copied (the copy failed)"} into world ${to.name}, and started them again`
+        })
+        if (ready !== undefined) {
+          // it keeps its permit: the same world, started again
+          yield* launchStart(start(selection, env, new Map(), new Set(), ready).pipe(failedOnError), {
+            since: Date.now(),
+            resuming: false
+          })
+        }
+        if (copied._tag === "Left") return yield* copied.left
+      })
+
+    /**
      * The named services of a running world — and the processes of the named groups — and everything depending on
      * them, in dependency order.
      */
@@ -1501,6 +1543,8 @@ export const makeWorldActor = (
           })
         case "Reset":
           return reset(command.slices, command.env)
+        case "CopySlices":
+          return copySlices(command.to, command.env)
         case "StopServices":
           return stopSome(command.services)
         case "RestartServices":

@@ -59,6 +59,7 @@ export const WorldEntityLive = WorldEntity.toLayer(
       Wake: tell,
       Withdraw: tell,
       Reset: tell,
+      CopySlices: tell,
       StopServices: tell,
       RestartServices: tell,
       ServicesChanged: tell

@@ -379,10 +379,12 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       ref: WorldRef,
       selection: Selection,
       env: Readonly<Record<string, string>>,
-      wait = true
+      wait = true,
+      /** `from`: a new world whose slices are copies of that world's, as they are now (`berth up <new> --from <world>`) */
+      options: { readonly from?: string | undefined } = {}
     ) {
       trace("daemon: up received")
-      const w = yield* resolve(ref, true)
+      const w = options.from === undefined ? yield* resolve(ref, true) : yield* copiedFrom(ref, options.from, env)
       trace("daemon: world resolved")
       const upOnce = (id: number) =>
         Effect.zipRight(send(id, new Protocol.Up({ selection, env })), wait ? settle(id) : Effect.void).pipe(
@@ -413,6 +415,29 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       trace("daemon: replying")
       return status
     })
+
+    /**
+     * The new world `ref`, its slices copies of world `from`'s (made by `from`'s actor, which stops its processes around
+     * the copy). Only a new world: one that exists already has slices of its own.
+     */
+    const copiedFrom = (ref: WorldRef, from: string, env: Readonly<Record<string, string>>) =>
+      Effect.gen(function* () {
+        const source = yield* resolve({ cwd: ref.cwd, world: from }, false)
+        const { repo, row } = yield* project(ref.cwd)
+        const name = ref.world ?? repo.branch ?? basename(repo.root)
+        if (name === source.name || (yield* registry.findWorld(row.id, name)) !== undefined) {
+          return yield* new InvalidRequest({
+            reason: `world ${name} exists already: --from makes a new world\n  hint: give a new world's name (berth up <name> --from ${from}), or berth remove ${name} first`
+          })
+        }
+        const w = yield* resolve(ref, true)
+        const to = { id: w.id, name: w.name, slug: w.slug, path: w.path }
+        // a copy that fails leaves no world behind: it never had a worktree
+        yield* send(source.id, new Protocol.CopySlices({ to, env })).pipe(
+          Effect.tapError(() => Effect.ignore(send(w.id, new Protocol.Vanished())))
+        )
+        return w
+      })
 
     /**
      * Waits until the world runs and answers its status; fails with the start's own error when it failed, or says so

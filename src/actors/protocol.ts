@@ -128,6 +128,19 @@ export class Reset extends Schema.TaggedRequest<Reset>()("Reset", {
   payload: { slices: Schema.Array(Schema.String), env: Env }
 }) {}
 
+/**
+ * Copy this world's slices, data included, into the new world `to` (`berth up <to> --from <this>`): its processes
+ * stop around the copy (PostgreSQL copies a database only while nobody is connected to it) and start again.
+ */
+export class CopySlices extends Schema.TaggedRequest<CopySlices>()("CopySlices", {
+  failure: WorldFailure,
+  success: Schema.Void,
+  payload: {
+    to: Schema.Struct({ id: Schema.Number, name: Schema.String, slug: Schema.String, path: Schema.String }),
+    env: Env
+  }
+}) {}
+
 /** Stop these services of a running world and everything that depends on them; the rest keeps running. */
 export class StopServices extends Schema.TaggedRequest<StopServices>()("StopServices", {
   failure: WorldFailure,
@@ -163,6 +176,7 @@ export const WorldCommand = Schema.Union(
   Wake,
   Withdraw,
   Reset,
+  CopySlices,
   StopServices,
   RestartServices,
   ServicesChanged
@@ -198,6 +212,7 @@ export const WorldRpcs = RpcGroup.make(
   Rpc.fromTaggedRequest(Wake),
   Rpc.fromTaggedRequest(Withdraw),
   Rpc.fromTaggedRequest(Reset),
+  Rpc.fromTaggedRequest(CopySlices),
   Rpc.fromTaggedRequest(StopServices),
   Rpc.fromTaggedRequest(RestartServices),
   Rpc.fromTaggedRequest(ServicesChanged)

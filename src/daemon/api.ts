@@ -168,7 +168,9 @@ const upPayload = {
   /** false: answer at once (the world may still be in line or starting) */
   wait: Schema.optional(Schema.Boolean),
   /** in a cluster: the branch (pushed to origin) runs on whichever machine has room, and moves when it is gone */
-  anywhere: Schema.optional(Schema.Boolean)
+  anywhere: Schema.optional(Schema.Boolean),
+  /** a new world whose slices are copies of this world's, data included, as they are now */
+  from: Schema.optional(Schema.String)
 }
 
 /** One machine-global setting, where its value comes from. */

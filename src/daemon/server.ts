@@ -163,6 +163,7 @@ interface UpPayload {
   readonly groups: ReadonlyArray<string>
   readonly wait?: boolean | undefined
   readonly anywhere?: boolean | undefined
+  readonly from?: string | undefined
 }
 
 interface DownPayload {
@@ -252,6 +253,24 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
             env: p.env,
             wait: p.wait ?? true
           })
+        if (p.from !== undefined) {
+          // a copy of a world's slices is made where both worlds are: this machine's
+          return Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
+            Effect.zipRight(
+              p.anywhere === true
+                ? Effect.fail(
+                    new InvalidRequest({ reason: "up: --from makes a world on this machine; it cannot run anywhere" })
+                  )
+                : worlds.up(
+                    { cwd: p.cwd, world: p.world },
+                    { services: p.services, groups: p.groups },
+                    p.env,
+                    p.wait ?? true,
+                    { from: p.from }
+                  )
+            )
+          )
+        }
         return Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
           Effect.zipRight(
             p.anywhere === true

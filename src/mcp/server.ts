@@ -293,7 +293,8 @@ const Handlers = (cwd: string) =>
                 env,
                 services: p.services ?? [],
                 groups: p.groups ?? [],
-                wait: p.wait ?? true
+                wait: p.wait ?? true,
+                ...(p.from === undefined ? {} : { from: p.from })
               }
               if (!request.wait) return yield* client.Up(request)
               return yield* reporting(client, p.world, client.Up(request))

@@ -66,6 +66,12 @@ export const Up = Tool.make("up", {
     ),
     wait: Schema.optional(
       Schema.Boolean.annotations({ description: "false: answer at once, while the world is still in line or starting" })
+    ),
+    from: Schema.optional(
+      Schema.String.annotations({
+        description:
+          "make a new world whose data slices are copies of this existing world's, data included, as they are now (its services stop around the copy and start again)"
+      })
     )
   },
   success: WorldStatus,

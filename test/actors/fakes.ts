@@ -389,6 +389,8 @@ export const makeFakeSlices = Effect.sync(() => {
         }
         return []
       }),
+    canCopy: () => Effect.void,
+    copyWorld: () => Effect.void,
     rebuildGolden: (_world, s) => Effect.succeed(`golden-${s.name}`),
     gc: () => Effect.succeed({ entries: [], unreachable: [], forgotten: [] })
   }

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto"
+import { join, resolve } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import pg from "pg"
 import { type Sandbox, sandboxes, varsFrom } from "./harness.js"
@@ -139,5 +140,97 @@ clone_from = "${source}"
       await admin.query(`DROP DATABASE IF EXISTS \`${source}\``)
       await admin.end()
     }
+  })
+})
+
+describe("up <new> --from <world>", () => {
+  const config = (project: string) => `[project]
+name = "${project}"
+
+[services.db]
+adapter = "postgres"
+admin_url = "${adminUrl}"
+migrate = "psql -q \${db.url} -c 'create table notes (text text)'"
+
+[services.holder]
+cmd = "psql -q \${db.url} -c 'select pg_sleep(3600)'"
+depends_on = ["db"]
+`
+  interface Status {
+    worlds: Array<{
+      name: string
+      state: string
+      services: Array<{ name: string; pid: number | null }>
+      events: Array<{ kind: string; message: string; service: string | null }>
+    }>
+  }
+  const statusOf = async (box: Sandbox, world: string) =>
+    (JSON.parse((await box.run(["status", "--json"])).stdout) as Status).worlds.find((w) => w.name === world)
+
+  it("makes a world whose slices are copies of another world's as they are now, pausing its services around it", async () => {
+    const project = `${tag}u`
+    const box = await boxes.project({ "berth.toml": config(project) })
+    expect((await box.run(["up", "source", "--json"], { timeoutMs: 60_000 })).code).toBe(0)
+    const source = await dbOf(box, "source")
+    await sql("INSERT INTO notes VALUES ('written in source')", source)
+    const before = (await statusOf(box, "source"))!.services.find((s) => s.name === "holder")!.pid
+    // the source's holder keeps a session open on its database: PostgreSQL copies one only while none is
+    const up = await box.run(["up", "copy", "--from", "source", "--json"], { timeoutMs: 60_000 })
+    expect(up.code, up.stderr).toBe(0)
+    const copy = await dbOf(box, "copy")
+    expect(copy.endsWith(`/${project}_copy_db`)).toBe(true)
+    expect(await sql("SELECT text FROM notes", copy)).toEqual([{ text: "written in source" }])
+    // its own data from now on
+    await sql("INSERT INTO notes VALUES ('only in copy')", copy)
+    expect(await sql("SELECT count(*)::int AS n FROM notes", source)).toEqual([{ n: 1 }])
+    // the source runs again, with a new holder, and says what happened
+    const after = (await statusOf(box, "source"))!
+    expect(after.state).toBe("running")
+    expect(after.services.find((s) => s.name === "holder")!.pid).not.toBe(before)
+    expect(after.events.find((e) => e.kind === "slices_copied")?.message).toMatch(
+      /stopped its services while its slices were copied into world copy, and started them again/
+    )
+    const target = (await statusOf(box, "copy"))!
+    expect(target.state).toBe("running")
+    expect(target.events.find((e) => e.kind === "slice_copied")?.message).toMatch(/a copy of world source's/)
+    for (const w of ["source", "copy"]) expect((await box.run(["remove", w, "--force"])).code).toBe(0)
+  })
+
+  it("refuses a source that does not exist, and a world that exists already", async () => {
+    const project = `${tag}v`
+    const box = await boxes.project({ "berth.toml": config(project) })
+    const missing = await box.run(["up", "copy", "--from", "nowhere"], { timeoutMs: 60_000 })
+    expect(missing.code).toBe(1)
+    expect(missing.stderr).toMatch(/no world "nowhere"/)
+    expect(missing.stderr).not.toMatch(/\n\s+at /)
+    // nothing was made for the world asked for
+    expect(await statusOf(box, "copy")).toBeUndefined()
+    expect((await box.run(["up", "one", "--json"], { timeoutMs: 60_000 })).code).toBe(0)
+    expect((await box.run(["up", "two", "--json"], { timeoutMs: 60_000 })).code).toBe(0)
+    const exists = await box.run(["up", "two", "--from", "one"], { timeoutMs: 60_000 })
+    expect(exists.code).toBe(1)
+    expect(exists.stderr).toMatch(/world two exists already: --from makes a new world/)
+    expect(exists.stderr).toMatch(/hint: /)
+    const all = await box.run(["up", "--all", "--from", "one"])
+    expect(all.code).toBe(2)
+    for (const w of ["one", "two"]) expect((await box.run(["remove", w, "--force"])).code).toBe(0)
+  })
+
+  it("refuses a source whose slice the adapter cannot clone, before anything is made", async () => {
+    // an adapter written for binky: binky's protocol has no clone
+    const fixtures = resolve(import.meta.dirname, "../../adapters/external/fixtures")
+    const box = await boxes.project({ "berth.toml": `[services.drawer]\nadapter = "drawer"\n` })
+    await box.run(["daemon", "stop"])
+    const env = { PATH: `${fixtures}:${process.env.PATH}`, BINKY_DRAWER_LOG: join(box.home, "..", "drawer.jsonl") }
+    expect((await box.run(["up", "one", "--json"], { timeoutMs: 60_000, env })).code).toBe(0)
+    const up = await box.run(["up", "two", "--from", "one"], { timeoutMs: 60_000, env })
+    expect(up.code).toBe(1)
+    expect(up.stderr).toMatch(
+      /world one: slice drawer \(drawer\) cannot be copied: the drawer adapter cannot clone a slice/
+    )
+    expect(up.stderr).toMatch(/hint: berth up two without --from/)
+    expect(await statusOf(box, "two")).toBeUndefined()
+    expect((await statusOf(box, "one"))?.state).toBe("running")
+    expect((await box.run(["remove", "one", "--force"], { env })).code).toBe(0)
   })
 })

@@ -2,7 +2,7 @@
  * `berth mcp` as agents drive it — through the official MCP SDK's client over stdio — where the tools must answer as
  * the CLI does: reload waits, one error shape, strict arguments, declared output.
  */
-import { existsSync } from "node:fs"
+import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
@@ -369,5 +369,29 @@ describe("a repository's commands not allowed yet", () => {
     expect(refused.hint).toMatch(/berth allow /)
     const status = await agent.call("status", { project: true })
     expect(JSON.stringify(status.structuredContent)).not.toMatch(/"pid":\s*\d/)
+  })
+})
+
+describe("the up tool's from", () => {
+  it("makes a new world whose slices are copies of another world's, and refuses a source that is not there", async () => {
+    const own = await boxes.project({
+      "berth.toml": `[services.files]\nadapter = "dir"\nseed = "echo seeded > \${files.url}/seed.txt"\n`
+    })
+    const tools = await connect(own)
+    const folderOf = async (world: string) => {
+      const r = await own.run(["env", world, "--json"])
+      return (JSON.parse(r.stdout) as { vars: Record<string, string> }).vars.FILES_URL!
+    }
+    expect((await tools.call("up", { world: "source" })).isError).not.toBe(true)
+    writeFileSync(join(await folderOf("source"), "work.txt"), "made in source\n")
+    const copied = await tools.call("up", { world: "copy", from: "source" })
+    expect(copied.isError, JSON.stringify(copied)).not.toBe(true)
+    expect((copied.structuredContent as { name: string }).name).toBe("copy")
+    const folder = await folderOf("copy")
+    expect(folder).not.toBe(await folderOf("source"))
+    expect(readFileSync(join(folder, "work.txt"), "utf8")).toBe("made in source\n")
+    const missing = failure(await tools.call("up", { world: "other", from: "nowhere" }))
+    expect(missing.tag).toBe("WorldNotFound")
+    expect(missing.message).toMatch(/no world "nowhere"/)
   })
 })

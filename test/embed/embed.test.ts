@@ -1,3 +1,5 @@
+import { readFileSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
@@ -62,6 +64,27 @@ describe("embedding berth through its layers", () => {
         yield* ports.setRange({ from: from!, to: to! })
       })
       await Effect.runPromise(Effect.scoped(Effect.zipRight(setup, program)).pipe(Effect.provide(EmbedLive(box.home))))
+    } finally {
+      box.cleanup()
+    }
+  })
+
+  it("makes a world whose slices are copies of another world's (up's from)", async () => {
+    const box = sandbox({ "berth.toml": `[services.files]\nadapter = "dir"\n` })
+    try {
+      const program = Effect.gen(function* () {
+        const worlds = yield* Worlds
+        const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", BERTH_YES: "1" }
+        const none = { services: [], groups: [] }
+        yield* worlds.up({ cwd: box.dir, world: "source" }, none, env)
+        const source = (yield* worlds.env({ cwd: box.dir, world: "source" })).vars.FILES_URL!
+        writeFileSync(join(source, "data.txt"), "from source\n")
+        yield* worlds.up({ cwd: box.dir, world: "copy" }, none, env, true, { from: "source" })
+        const copy = (yield* worlds.env({ cwd: box.dir, world: "copy" })).vars.FILES_URL!
+        expect(copy).not.toBe(source)
+        expect(readFileSync(join(copy, "data.txt"), "utf8")).toBe("from source\n")
+      })
+      await Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(EmbedLive(box.home))))
     } finally {
       box.cleanup()
     }

@@ -14,6 +14,7 @@ const commands: ReadonlyArray<Protocol.WorldCommand> = [
   new Protocol.Wake(),
   new Protocol.Withdraw(),
   new Protocol.Reset({ slices: ["db"], env: {} }),
+  new Protocol.CopySlices({ to: { id: 2, name: "review", slug: "review", path: "/w/review" }, env: { PATH: "/bin" } }),
   new Protocol.StopServices({ services: ["worker"] }),
   new Protocol.RestartServices({ services: ["api"] }),
   new Protocol.ServicesChanged()

@@ -215,15 +215,31 @@ export const up = Command.make(
         "in a cluster: run the branch (pushed to origin) on whichever machine has room; it moves when that machine is gone"
       )
     ),
+    from: Options.text("from").pipe(
+      Options.withDescription("a new world whose slices are copies of this world's, data included, as they are now"),
+      Options.optional
+    ),
     yes,
     json
   },
-  ({ all, anywhere, groups, json, name, noWait, progress, services, yes }) =>
+  ({ all, anywhere, from, groups, json, name, noWait, progress, services, yes }) =>
     viaDaemon(
       Effect.gen(function* () {
         const client = yield* DaemonClient
-        const request = { ...ref(name), env: clientEnv(), services, groups, ...(anywhere ? { anywhere } : {}) }
+        const request = {
+          ...ref(name),
+          env: clientEnv(),
+          services,
+          groups,
+          ...(anywhere ? { anywhere } : {}),
+          ...(Option.isSome(from) ? { from: from.value } : {})
+        }
         if (all && anywhere) return yield* new UsageError({ message: "up: --anywhere takes one world, not --all" })
+        if (Option.isSome(from) && (all || anywhere)) {
+          return yield* new UsageError({
+            message: `up: --from makes one new world on this machine, not with ${all ? "--all" : "--anywhere"}`
+          })
+        }
         if (all) {
           if (Option.isSome(name)) {
             return yield* new UsageError({ message: "up: give a world's name or --all, not both" })

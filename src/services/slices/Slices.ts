@@ -16,6 +16,7 @@ import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
+import type { ExternalAdapter } from "../../../adapters/external/index.js"
 import type { Adapter, AdapterError, Slice } from "../../../adapters/index.js"
 import { builtinAdapters } from "../../domain/adapters.js"
 import type * as Model from "../../domain/config/model.js"
@@ -116,6 +117,9 @@ export const ownerOf = (root: string): string => {
   return `b${shortHash(real, 11)}`
 }
 
+/** an adapter served by an executable, which knows its capabilities only once it has asked */
+const isExternal = (adapter: Adapter): adapter is ExternalAdapter => "askCapabilities" in adapter
+
 const familyOf = (adapter: string) => builtinAdapters.get(adapter)?.family ?? adapter
 const isEmbedded = (adapter: string) => builtinAdapters.get(adapter)?.embedded === true
 
@@ -142,6 +146,22 @@ export interface SlicesService {
     world: Pick<SliceWorld, "id" | "name">,
     options?: { readonly only?: ReadonlySet<string>; readonly keepOnFailure?: boolean }
   ) => Effect.Effect<ReadonlyArray<string>, InvalidRequest | InternalError | DiskFull>
+  /** Fails (naming the slice) unless every ready slice of world `from` can be copied into a new world `to`. */
+  readonly canCopy: (
+    from: Pick<SliceWorld, "id" | "name">,
+    to: string,
+    searchPath: string | undefined
+  ) => Effect.Effect<void, InvalidRequest | InternalError | DiskFull | DriverMissing>
+  /**
+   * Copies every ready slice of world `from`, data included, into the new world `to` (`berth up <to> --from <from>`),
+   * recorded as `to`'s, ready; refuses before anything is made when an adapter cannot clone. Whatever was made goes
+   * again when a copy fails. The caller keeps `from`'s processes stopped meanwhile.
+   */
+  readonly copyWorld: (
+    from: SliceWorld,
+    to: SliceWorld,
+    searchPath: string | undefined
+  ) => Effect.Effect<void, InvalidRequest | InternalError | DiskFull | DriverMissing>
   /** Rebuilds the golden of one slice service now, from the world's worktree and environment; answers its name. */
   readonly rebuildGolden: (
     world: SliceWorld,
@@ -800,6 +820,79 @@ const make = Effect.gen(function* () {
     return left
   })
 
+  /** `berth up <to> --from <from>`: see `SlicesService.copyWorld`. */
+  /** The ready slices of `from` with their adapters; fails, naming the first, when an adapter cannot clone. */
+  const copyPlans = Effect.fn("Slices.copyPlans")(function* (
+    from: Pick<SliceWorld, "id" | "name">,
+    to: string,
+    searchPath: string | undefined
+  ) {
+    const rows = (yield* registry.slices(from.id)).filter((r) => r.state === "ready")
+    const plans: Array<{ readonly row: SliceRow; readonly adapter: Adapter }> = []
+    for (const row of rows) {
+      const adapter = yield* implementation(row.adapter, searchPath)
+      const capabilities = isExternal(adapter) ? yield* adapter.askCapabilities : adapter.capabilities
+      if (!capabilities.clone) {
+        return yield* new InvalidRequest({
+          reason: `world ${from.name}: slice ${row.service} (${row.adapter}) cannot be copied: the ${row.adapter} adapter cannot clone a slice\n  hint: berth up ${to} without --from gives the new world its own slices, migrated and seeded`
+        })
+      }
+      plans.push({ row, adapter })
+    }
+    return plans
+  })
+
+  const copyWorld = Effect.fn("Slices.copyWorld")(function* (
+    from: SliceWorld,
+    to: SliceWorld,
+    searchPath: string | undefined
+  ) {
+    // every adapter must be able to copy before anything is made
+    const plans = yield* copyPlans(from, to.name, searchPath)
+    const made: Array<{ readonly adapter: Adapter; readonly slice: Slice; readonly rowId: number }> = []
+    const copyOne = ({ adapter, row }: (typeof plans)[number]) =>
+      Effect.gen(function* () {
+        const failure = adapterFailure(to.name, row.service, row.adapter)
+        const source = fromRow(row, from.name)
+        const named: Slice = {
+          ...source,
+          world: to.name,
+          name: sliceIdentifier([to.project, to.slug, row.service], NAME_LIMIT)
+        }
+        const target = yield* ownName(to, named, adapter)
+        yield* busy(
+          source,
+          busy(
+            target,
+            Effect.gen(function* () {
+              const recordedRow = yield* recordRow(target, { worldId: to.id, goldenKey: null })
+              made.push({ adapter, slice: target, rowId: recordedRow.id })
+              yield* recordServer(target)
+              yield* adapter.clone(source, target).pipe(Effect.mapError(failure))
+              const url = yield* adapter.resolve(target).pipe(Effect.mapError(failure))
+              yield* registry.setSliceUrl(recordedRow.id, url)
+              yield* registry.markSliceReady(recordedRow.id)
+            })
+          )
+        )
+        yield* event(
+          to,
+          row.service,
+          "slice_copied",
+          `slice ${row.service} (${target.name}) is a copy of world ${from.name}'s (${source.name}), data included`
+        )
+      })
+    yield* Effect.forEach(plans, copyOne, { discard: true }).pipe(
+      Effect.tapError(() =>
+        Effect.forEach(
+          made,
+          (m) => Effect.ignore(Effect.zipRight(m.adapter.teardown(m.slice), registry.forgetSlice(m.rowId))),
+          { discard: true }
+        )
+      )
+    )
+  })
+
   /** Rebuilds the golden of one slice service now, from the given world's worktree and environment. */
   const rebuildGolden = Effect.fn("Slices.rebuildGolden")(function* (
     world: SliceWorld,
@@ -1110,7 +1203,10 @@ const make = Effect.gen(function* () {
       return entries
     })
 
-  return { owner, provision, addresses, teardown, rebuildGolden, gc } satisfies SlicesService
+  const canCopy = (from: Pick<SliceWorld, "id" | "name">, to: string, searchPath: string | undefined) =>
+    Effect.asVoid(copyPlans(from, to, searchPath))
+
+  return { owner, provision, addresses, teardown, canCopy, copyWorld, rebuildGolden, gc } satisfies SlicesService
 })
 
 export const SlicesLive: Layer.Layer<Slices, never, Home | Registry | SliceLedger> = Layer.scoped(Slices, make)
