@@ -199,6 +199,36 @@ export const documents = {
     DaemonInfo
   ),
   "daemon-stop": doc("berth daemon stop --json", "whether a daemon was stopped", { stopped: Schema.Boolean }),
+  "daemon-install": doc(
+    "berth daemon install --json",
+    "the file that has the user's service manager start the daemon at login, and whether it is enabled",
+    {
+      /** linux: a systemd user unit; darwin: a launchd agent */
+      platform: Schema.Literal("linux", "darwin"),
+      file: Schema.String,
+      /** the unit's name, or the agent's label */
+      name: Schema.String,
+      home: Schema.String,
+      text: Schema.String,
+      /** false with --dry-run */
+      written: Schema.Boolean,
+      /** systemctl --user enabled the unit */
+      enabled: Schema.Boolean,
+      /** what is left for the user to run, if anything */
+      run: Schema.Array(Schema.String)
+    }
+  ),
+  "daemon-uninstall": doc("berth daemon uninstall --json", "whether the login unit was removed", {
+    platform: Schema.Literal("linux", "darwin"),
+    file: Schema.String,
+    name: Schema.String,
+    home: Schema.String,
+    /** false when there was none */
+    removed: Schema.Boolean,
+    /** systemctl --user disabled the unit (without it, berth removed the link that enabled it) */
+    disabled: Schema.Boolean,
+    run: Schema.Array(Schema.String)
+  }),
   version: doc("berth version --json", "this berth: its version, its build, and the Node and platform it runs on", {
     version: Schema.String,
     /** the build's id: two builds of one version differ here */

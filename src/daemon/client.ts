@@ -47,7 +47,7 @@ const logTail = (file: string, lines = 5): string => {
  * The daemon lives long and allocates little at a time: a small young generation keeps its memory down (V8 grows the
  * semi-spaces to 16 MiB each under steady allocation, for a throughput a daemon does not need).
  */
-const DAEMON_NODE_FLAGS = ["--max-semi-space-size=1", "--optimize-for-size"]
+export const DAEMON_NODE_FLAGS: ReadonlyArray<string> = ["--max-semi-space-size=1", "--optimize-for-size"]
 
 /**
  * Starts `berth daemon run` detached, its output in the daemon log, and waits until it answers. A daemon that exits

@@ -1,5 +1,5 @@
 /**
- * `berth daemon start|stop|status|run` and `berth port`: the machine-wide side of berth.
+ * `berth daemon start|stop|status|run` (and `install|uninstall`, in daemon-install.ts) and `berth port`: the machine-wide side of berth.
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { DaemonClient, ensureDaemon, shutdownDaemon } from "../../daemon/client.js"
+import { daemonInstall } from "./daemon-install.js"
 import { withDaemon } from "./worlds.js"
 import { runDaemon } from "../../daemon/server.js"
 import { request } from "../../daemon/wire.js"
@@ -91,7 +92,7 @@ const run = Command.make("run", {}, () =>
 
 export const daemon = Command.make("daemon").pipe(
   Command.withDescription("The machine-wide daemon that supervises every world"),
-  Command.withSubcommands([start, stop, status, run]),
+  Command.withSubcommands([start, stop, status, run, ...daemonInstall]),
   Command.provide(Home.layer)
 )
 
