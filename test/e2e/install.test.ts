@@ -1,7 +1,8 @@
 /**
  * berth as a user gets it: the package packed from this checkout, installed globally into a prefix of its own, and
  * the README's demo run with the installed `berth`. The package installs the bundle and the SQLite binding only; a
- * slice whose adapter needs a client berth does not bring says which package to add, and finds it once added.
+ * program that embeds it brings its own effect; a slice whose adapter needs a client berth does not bring says which
+ * package to add, and finds it once added.
  *
  * npm works from its cache (--offline): everything the package installs is there after `npm ci`. The SQLite
  * binding's install script compiles it from source where no prebuilt binary can be downloaded, minutes on a small
@@ -18,6 +19,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  symlinkSync,
   writeFileSync
 } from "node:fs"
 import { tmpdir } from "node:os"
@@ -116,6 +118,40 @@ describe("the installed package", () => {
     expect(work).toBeDefined()
     expectDemoLines(r.stdout, work!, demoHome, to - 1, installed)
   }, 120_000)
+
+  it("embeds: the installed library runs on the embedder's own Effect (its peer)", async () => {
+    // an embedder's project: its own effect and the installed berth in its node_modules (the effect berth's bundle
+    // imports is found beside berth, where a local install puts it; here, the same package)
+    const effect = join(repo, "node_modules", "effect")
+    const app = join(base, "app")
+    mkdirSync(join(app, "node_modules"), { recursive: true })
+    symlinkSync(effect, join(app, "node_modules", "effect"))
+    symlinkSync(packageDir, join(app, "node_modules", "berth"))
+    symlinkSync(effect, join(prefix, "lib", "node_modules", "effect"))
+    const program = join(app, "embed.mjs")
+    writeFileSync(
+      program,
+      [
+        'import * as Effect from "effect/Effect"',
+        'import { EmbedLive, Worlds, version } from "berth"',
+        "const statuses = await Effect.runPromise(",
+        "  Effect.gen(function* () {",
+        "    const worlds = yield* Worlds",
+        "    return yield* worlds.status(undefined)",
+        `  }).pipe(Effect.provide(EmbedLive(${JSON.stringify(join(base, "embed-home"))})), Effect.scoped)`,
+        ")",
+        "console.log(JSON.stringify({ version, worlds: statuses.worlds.length }))",
+        ""
+      ].join("\n")
+    )
+    const r = await new Promise<{ code: number | null; stdout: string; stderr: string }>((done) =>
+      execFile(process.execPath, [program], { cwd: app }, (error, stdout, stderr) =>
+        done({ code: error === null ? 0 : (error.code as number), stdout, stderr })
+      )
+    )
+    expect(r.stderr).toBe("")
+    expect(JSON.parse(r.stdout)).toEqual({ version: pkg.version, worlds: 0 })
+  })
 
   it("says which package a slice's adapter needs, and finds it once it is installed beside berth", async () => {
     const s3 = drivers.get("s3")!
