@@ -1,17 +1,20 @@
 /**
  * The one fiber that drives what is true toward what is wanted: at daemon start (adopting the processes that
  * outlived the previous daemon) and then every few seconds (worktrees deleted outside berth, strays). Beside it,
- * log rotation: services write their logs directly, so the daemon trims them by copy-then-truncate; and the slice
- * sweep (the same as `berth gc`), now and then.
+ * the log budget: services write their logs directly, so the daemon rotates them by copy-then-truncate and drops the
+ * oldest copies when a world's or the home's logs take more than their share of the disk; and the slice sweep (the
+ * same as `berth gc`), now and then.
  */
-import { readdirSync } from "node:fs"
+import { readdirSync, rmSync, statSync, truncateSync } from "node:fs"
 import { join } from "node:path"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import { ANYWHERE_SETTING, anywhereIds, isAnywhereCheckout } from "../domain/cluster.js"
+import { type LogFileFacts, logBudget, logTrim } from "../domain/log-budget.js"
 import { strayGroups } from "../domain/marks.js"
+import { diskBytesAt } from "../services/disk.js"
 import { Home } from "../services/Home.js"
 import * as LogFiles from "../services/LogFiles.js"
 import { Processes } from "../services/Processes.js"
@@ -20,32 +23,66 @@ import { monitorPressure, PressureTargetsLive } from "./PressureMonitor.js"
 import { Worlds } from "./Worlds.js"
 
 export const RECONCILE_EVERY = Duration.seconds(3)
-export const ROTATE_EVERY = Duration.seconds(30)
+/** how often the logs are measured against the budget: a chatty service must not fill a small disk in between */
+export const ROTATE_EVERY = Duration.seconds(2)
 /** the slice sweep: rare, since a slice is only left behind by a crash or a server that was down at `remove` */
 const gcEvery = (): Duration.Duration => {
   const ms = Number(process.env.BERTH_GC_INTERVAL_MS)
   return Number.isFinite(ms) && ms > 0 ? Duration.millis(ms) : Duration.minutes(10)
 }
 
-/** a service's log is rotated past this size, keeping two older copies */
-export const LOG_MAX_BYTES = 10 * 1024 * 1024
-
-const rotateLogs = Effect.gen(function* () {
-  const home = yield* Home
-  const files = (() => {
+/** Every log file under BERTH_HOME/logs (live and rotated), as the budget reads them. */
+const logFiles = (root: string): ReadonlyArray<LogFileFacts> => {
+  const out: Array<LogFileFacts> = []
+  const list = (dir: string) => {
     try {
-      return readdirSync(home.logs).flatMap((world) =>
-        readdirSync(join(home.logs, world))
-          .filter((f) => f.endsWith(".log"))
-          .map((f) => join(home.logs, world, f))
-      )
+      return readdirSync(dir)
     } catch {
       return []
     }
-  })()
-  yield* Effect.forEach(files, (file) => LogFiles.rotateIfLarger(file, LOG_MAX_BYTES, 2).pipe(Effect.ignore), {
-    discard: true
+  }
+  for (const world of list(root)) {
+    for (const name of list(join(root, world))) {
+      const live = name.endsWith(".log")
+      if (!live && !/\.log\.\d+$/.test(name)) continue
+      const path = join(root, world, name)
+      const stat = statSync(path, { throwIfNoEntry: false })
+      if (stat?.isFile() === true) out.push({ path, world, live, bytes: stat.size, modifiedMs: stat.mtimeMs })
+    }
+  }
+  return out
+}
+
+/**
+ * Keeps the services' logs within the budget of BERTH_HOME's disk (`domain/log-budget.ts`): a live log past its size
+ * is rotated (two older copies kept), then the oldest copies go, and a live log is emptied only when that is not
+ * enough — a service that writes without pause never fills the disk its world's state lives on.
+ */
+const rotateLogs = Effect.gen(function* () {
+  const home = yield* Home
+  const budget = logBudget(yield* Effect.sync(() => diskBytesAt(home.logs)))
+  yield* Effect.forEach(
+    logFiles(home.logs).filter((f) => f.live),
+    (f) => LogFiles.rotateIfLarger(f.path, budget.rotateAtBytes, 2).pipe(Effect.ignore),
+    { discard: true }
+  )
+  const trim = logTrim(logFiles(home.logs), budget)
+  if (trim.drop.length === 0 && trim.truncate.length === 0) return
+  yield* Effect.sync(() => {
+    for (const file of trim.drop) rmSync(file, { force: true })
+    for (const file of trim.truncate) {
+      try {
+        truncateSync(file, 0)
+      } catch {
+        // gone meanwhile
+      }
+    }
   })
+  if (trim.truncate.length > 0) {
+    yield* Effect.logWarning(
+      `logs over their budget (${budget.perWorldBytes} bytes a world, ${budget.perHomeBytes} in all): emptied ${trim.truncate.join(", ")}`
+    )
+  }
 })
 
 /** how long a process a crash left unrecorded gets to end on SIGTERM before it is killed */

@@ -18,6 +18,16 @@ export const freeBytesAt = (path: string): number => {
   }
 }
 
+/** The size of the filesystem of `path` (bytes), or 0 when it cannot be read. */
+export const diskBytesAt = (path: string): number => {
+  try {
+    const s = statfsSync(path)
+    return s.blocks * s.bsize
+  } catch {
+    return 0
+  }
+}
+
 /** The `DiskFull` of a write to `path` (BERTH_HOME's `home`). */
 export const diskFullAt = (path: string, home: string): DiskFull =>
   new DiskFull({ path, freeBytes: freeBytesAt(path), home })

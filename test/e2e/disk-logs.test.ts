@@ -1,0 +1,67 @@
+/**
+ * A chatty service on a small disk (BERTH_HOME on an 8 MB tmpfs), through the built binary: the log budget keeps its
+ * logs to their share of the disk, so the disk never fills, the daemon keeps serving, and the world stops when asked.
+ */
+import { statfsSync } from "node:fs"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { eventually, killAll, portBlock, type Sandbox, sandbox } from "./harness.js"
+import { mountTmpfs, unmount } from "./tmpfs.js"
+
+let box: Sandbox
+let skipped: string | undefined
+
+/** writes about 800 KB a second, without pause, and is started again whenever it ends */
+const chatty = `const line = "x".repeat(1023) + "\\n"
+setInterval(() => process.stdout.write(line.repeat(16)), 20)
+`
+
+beforeAll(async () => {
+  box = sandbox({
+    "chatty.mjs": chatty,
+    "berth.toml": `[services.chatty]\ncmd = "node chatty.mjs"\nrestart = "always"\n`
+  })
+  skipped = mountTmpfs(box.home, "8m")
+  if (skipped !== undefined) return
+  const range = await box.run(["port", "--range", portBlock()])
+  expect(range.code, range.stderr).toBe(0)
+  const reserve = await box.run(["reserve", "--disk", "0"])
+  expect(reserve.code, reserve.stderr).toBe(0)
+}, 60_000)
+
+afterAll(() => {
+  killAll(box.home)
+  unmount(box.home)
+  box.cleanup()
+})
+
+const freeBytes = () => {
+  const s = statfsSync(box.home)
+  return s.bavail * s.bsize
+}
+
+describe("a chatty service on a small disk", () => {
+  it("never fills it: its logs stay within their budget, and the world stops when asked", async (ctx) => {
+    if (skipped !== undefined) return ctx.skip(skipped)
+    const up = await box.run(["up", "--yes"], { timeoutMs: 60_000 })
+    expect(up.code, up.stderr).toBe(0)
+    // 12 s of output is about 10 MB, more than the disk holds
+    let least = freeBytes()
+    const until = Date.now() + 12_000
+    while (Date.now() < until) {
+      least = Math.min(least, freeBytes())
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    expect(least).toBeGreaterThan(2 * 1024 * 1024)
+    const status = await box.run(["status", "--json"])
+    expect(status.code, status.stderr).toBe(0)
+    const logs = await box.run(["logs", "-s", "chatty", "-n", "1"])
+    expect(logs.code, logs.stderr).toBe(0)
+    const down = await box.run(["down"], { timeoutMs: 60_000 })
+    expect(down.code, down.stderr).toBe(0)
+    const stopped = await eventually(
+      async () => (await box.run(["status", "--json"])).stdout,
+      (out) => out.includes('"state": "stopped"')
+    )
+    expect(stopped).toContain('"state": "stopped"')
+  }, 90_000)
+})
