@@ -59,3 +59,38 @@ export const strayGroups = (
   const stray = new Set(ours.filter((p) => !kept.has(p.pgid)).map((p) => p.pgid))
   return [...stray].sort((a, b) => a - b)
 }
+
+/** The process groups of these worlds of `home`, by their marks: what `down` stops when no daemon can. */
+export const groupsOfWorlds = (
+  marked: ReadonlyArray<MarkedProcess>,
+  home: string,
+  worlds: ReadonlySet<number>
+): ReadonlyArray<number> =>
+  [...new Set(marked.filter((p) => p.mark.home === home && worlds.has(p.mark.world)).map((p) => p.pgid))].sort(
+    (a, b) => a - b
+  )
+
+export interface RecordedWorld {
+  readonly id: number
+  readonly project: number
+  readonly name: string
+  readonly slug: string
+  readonly path: string
+}
+
+/**
+ * The worlds a `down` names, from the state database alone (no daemon to ask): the world whose worktree holds `cwd`
+ * (the deepest, as worktrees may nest), one of its project by name or slug, or with `all` every world of its project.
+ */
+export const worldsNamed = (
+  worlds: ReadonlyArray<RecordedWorld>,
+  ask: { readonly cwd: string; readonly name: string | undefined; readonly all: boolean }
+): ReadonlyArray<RecordedWorld> => {
+  const inside = (w: RecordedWorld) => w.path !== "" && (ask.cwd === w.path || ask.cwd.startsWith(`${w.path}/`))
+  const here = worlds.filter(inside).sort((a, b) => b.path.length - a.path.length)[0]
+  if (here === undefined) return []
+  const project = worlds.filter((w) => w.project === here.project)
+  if (ask.all) return project
+  if (ask.name === undefined) return [here]
+  return project.filter((w) => w.name === ask.name || w.slug === ask.name)
+}

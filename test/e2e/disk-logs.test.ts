@@ -4,8 +4,8 @@
  */
 import { statfsSync } from "node:fs"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { eventually, killAll, portBlock, type Sandbox, sandbox } from "./harness.js"
-import { mountTmpfs, unmount } from "./tmpfs.js"
+import { eventually, isAlive, killAll, portBlock, processesOf, type Sandbox, sandbox } from "./harness.js"
+import { fillDisk, freeDisk, mountTmpfs, unmount } from "./tmpfs.js"
 
 let box: Sandbox
 let skipped: string | undefined
@@ -63,5 +63,36 @@ describe("a chatty service on a small disk", () => {
       (out) => out.includes('"state": "stopped"')
     )
     expect(stopped).toContain('"state": "stopped"')
+  }, 90_000)
+})
+
+describe("a world whose daemon cannot start", () => {
+  it("is stopped by down all the same, from its processes' marks", async (ctx) => {
+    if (skipped !== undefined) return ctx.skip(skipped)
+    // a quiet service: one that writes would die of the full disk by itself
+    box.write("berth.toml", `[services.quiet]\ncmd = "sleep 600"\nrestart = "always"\n`)
+    box.git("commit", "-qam", "quiet")
+    const up = await box.run(["up", "--yes"], { timeoutMs: 60_000 })
+    expect(up.code, up.stderr).toBe(0)
+    const status = await box.run(["daemon", "status", "--json"])
+    const daemon = (JSON.parse(status.stdout) as { pid: number }).pid
+    fillDisk(box.home)
+    try {
+      process.kill(daemon, "SIGKILL")
+      while (isAlive(daemon)) await new Promise((r) => setTimeout(r, 20))
+      expect(processesOf(box.home).length).toBeGreaterThan(0)
+      const down = await box.run(["down", "--all", "--json"], { timeoutMs: 60_000 })
+      const worlds = (JSON.parse(down.stdout) as { worlds: ReadonlyArray<{ name: string; state: string }> }).worlds
+      expect(worlds.map((w) => `${w.name} ${w.state}`)).toEqual(["main stopped"])
+      expect(processesOf(box.home)).toEqual([])
+      // the world could not be recorded down on a full disk: it says so, and that the next daemon starts it again
+      expect(down.code).toBe(1)
+      expect(down.stderr).toContain("not recorded down: the next daemon starts it again")
+      expect(down.stderr).toContain('"tag":"DiskFull"')
+    } finally {
+      freeDisk(box.home)
+    }
+    const again = await box.run(["down"], { timeoutMs: 60_000 })
+    expect(again.code, again.stderr).toBe(0)
   }, 90_000)
 })

@@ -2,12 +2,14 @@ import { describe, expect, it } from "@effect/vitest"
 import * as FastCheck from "effect/FastCheck"
 import {
   formatMark,
+  groupsOfWorlds,
   type Mark,
   MARK_VARIABLE,
   type MarkedProcess,
   markIn,
   parseMark,
-  strayGroups
+  strayGroups,
+  worldsNamed
 } from "../../src/domain/marks.js"
 
 const HOME = "/home/u/.berth"
@@ -94,5 +96,34 @@ describe("strayGroups", () => {
         }
       })
     )
+  })
+})
+
+describe("down without a daemon", () => {
+  const mark = (world: number, home = "/h") => ({ life: "a", world, service: "web", home })
+  it("stops the groups of the worlds named, of this home only", () => {
+    const marked = [
+      { pid: 10, pgid: 10, mark: mark(1) },
+      { pid: 11, pgid: 10, mark: mark(1) },
+      { pid: 20, pgid: 20, mark: mark(2) },
+      { pid: 30, pgid: 30, mark: mark(1, "/other") }
+    ]
+    expect(groupsOfWorlds(marked, "/h", new Set([1]))).toEqual([10])
+    expect(groupsOfWorlds(marked, "/h", new Set([1, 2]))).toEqual([10, 20])
+  })
+
+  it("names the world of the worktree, one of its project, or all of them", () => {
+    const worlds = [
+      { id: 1, project: 1, name: "main", slug: "main", path: "/r/app" },
+      { id: 2, project: 1, name: "feat/x", slug: "feat-x", path: "/r/app/.worktrees/feat-x" },
+      { id: 3, project: 2, name: "main", slug: "main", path: "/r/other" }
+    ]
+    const ids = (ask: { cwd: string; name?: string; all?: boolean }) =>
+      worldsNamed(worlds, { cwd: ask.cwd, name: ask.name, all: ask.all ?? false }).map((w) => w.id)
+    expect(ids({ cwd: "/r/app/src" })).toEqual([1])
+    expect(ids({ cwd: "/r/app/.worktrees/feat-x/src" })).toEqual([2])
+    expect(ids({ cwd: "/r/app", name: "feat-x" })).toEqual([2])
+    expect(ids({ cwd: "/r/app", all: true })).toEqual([1, 2])
+    expect(ids({ cwd: "/r/application" })).toEqual([])
   })
 })

@@ -12,14 +12,16 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import { DaemonClient } from "../../daemon/client.js"
+import { DaemonClient, ensureDaemon } from "../../daemon/client.js"
+import { ProcessesLive } from "../../services/Processes.js"
+import { downWithoutDaemon } from "./offline.js"
 import { Home } from "../../services/Home.js"
 import * as Layer from "effect/Layer"
 import type { WorldStatus } from "../../daemon/api.js"
 import { definedEnv } from "../../domain/environment.js"
 import { DaemonUnavailable, InvalidRequest, WorldNotFound } from "../../domain/errors.js"
 import { printDocument, printDocumentLine } from "../json.js"
-import { describeFailure, json, UsageError } from "../output.js"
+import { describeFailure, json, printError, UsageError } from "../output.js"
 import {
   interruptedLine,
   progressLine,
@@ -287,23 +289,44 @@ export const down = Command.make(
     json
   },
   ({ all, json, name, services }) =>
-    viaDaemon(
-      Effect.gen(function* () {
-        const client = yield* DaemonClient
-        if (services.length > 0) {
-          if (all) return yield* new UsageError({ message: "down: --service acts on one world, not with --all" })
-          const world = yield* client.StopServices({ ...ref(name), services })
-          if (json) return yield* printDocument("down", { worlds: [world] })
-          return yield* Console.log(renderWorld(world).join("\n"))
-        }
-        const worlds = yield* client.Down({ ...ref(name), all })
-        if (json) return yield* printDocument("down", { worlds })
-        yield* Console.log(renderDown(worlds))
-      })
-    ).pipe(askedBy("down", Option.getOrUndefined(name)))
+    Effect.gen(function* () {
+      // no daemon can start (a full disk, say): the world's processes are still stopped, by their marks
+      const home = yield* Home
+      const reached = yield* Effect.either(ensureDaemon(home))
+      if (reached._tag === "Left" && services.length === 0) {
+        const stopped = yield* downWithoutDaemon(
+          home,
+          { cwd: process.cwd(), name: Option.getOrUndefined(name), all },
+          reached.left
+        )
+        if (json) yield* printDocument("down", { worlds: stopped.worlds })
+        else yield* Console.log(renderDown(stopped.worlds))
+        if (stopped.unrecorded === undefined) return
+        yield* printError(
+          `note: ${stopped.worlds.map((w) => w.name).join(", ")} stopped, but not recorded down: the next daemon starts ${stopped.worlds.length === 1 ? "it" : "them"} again; run berth down again once berth can write its state`
+        )
+        return yield* typeof stopped.unrecorded === "string"
+          ? Effect.fail(new DaemonUnavailable({ reason: stopped.unrecorded, log: home.daemonLog }))
+          : Effect.fail(stopped.unrecorded)
+      }
+      return yield* viaDaemon(
+        Effect.gen(function* () {
+          const client = yield* DaemonClient
+          if (services.length > 0) {
+            if (all) return yield* new UsageError({ message: "down: --service acts on one world, not with --all" })
+            const world = yield* client.StopServices({ ...ref(name), services })
+            if (json) return yield* printDocument("down", { worlds: [world] })
+            return yield* Console.log(renderWorld(world).join("\n"))
+          }
+          const worlds = yield* client.Down({ ...ref(name), all })
+          if (json) return yield* printDocument("down", { worlds })
+          yield* Console.log(renderDown(worlds))
+        })
+      ).pipe(askedBy("down", Option.getOrUndefined(name)), Effect.provide(DaemonClient.Default))
+    }).pipe(Effect.provide(ProcessesLive))
 ).pipe(
   Command.withDescription("Stop a world's processes (or, with -s, some services); keep its files, ports and data"),
-  withDaemon
+  Command.provide(Home.layer)
 )
 
 export const reload = Command.make(
