@@ -40,6 +40,7 @@ import { requireConsent } from "../services/Consent.js"
 import { bringIntoWorktree } from "../services/worktree/files.js"
 import { LandsOutside, landInside, landing, outsideWorktree, rewriteFile } from "../services/worktree/paths.js"
 import { Git } from "../services/Git.js"
+import { asDiskFull } from "../services/disk.js"
 import { Home } from "../services/Home.js"
 import { trace } from "../services/trace.js"
 import * as LogFiles from "../services/LogFiles.js"
@@ -265,14 +266,11 @@ export const makeWorldActor = (
     const unwritten = { world: false, services: new Map<string, ServiceRow>() }
     /** Saves a service's row now, or keeps it for `flush` when it cannot be written. */
     const saveRow = (row: ServiceRow) =>
-      registry.saveService(row).pipe(
-        Effect.match({
-          onFailure: () => {
-            unwritten.services.set(row.name, row)
-          },
-          onSuccess: () => {
-            unwritten.services.delete(row.name)
-          }
+      Effect.flatMap(Effect.exit(registry.saveService(row)), (written) =>
+        Effect.sync(() => {
+          // whatever went wrong (a driver that threw, too): the row waits, and the service's record goes on
+          if (Exit.isFailure(written)) unwritten.services.set(row.name, row)
+          else unwritten.services.delete(row.name)
         })
       )
     /** A service's final snapshot replaces a row still waiting to be written: the row shows how it ended. */
@@ -293,12 +291,12 @@ export const makeWorldActor = (
     const flush = Effect.gen(function* () {
       if (unwritten.world) {
         const now = yield* SubscriptionRef.get(observed)
-        const written = yield* Effect.either(registry.setObserved(worldId, now.state, now.reason))
-        if (written._tag === "Right") unwritten.world = false
+        const written = yield* Effect.exit(registry.setObserved(worldId, now.state, now.reason))
+        if (Exit.isSuccess(written)) unwritten.world = false
       }
       for (const row of [...unwritten.services.values()]) {
-        const written = yield* Effect.either(registry.saveService(row))
-        if (written._tag === "Right" && unwritten.services.get(row.name) === row) unwritten.services.delete(row.name)
+        const written = yield* Effect.exit(registry.saveService(row))
+        if (Exit.isSuccess(written) && unwritten.services.get(row.name) === row) unwritten.services.delete(row.name)
       }
     })
 
@@ -313,8 +311,8 @@ export const makeWorldActor = (
         if (to === undefined) return false
         // the world moves whether or not its row can be written now (a full disk): the row follows at the next
         // `flush`, so that a command cut short never leaves the world where it was, with nothing to move it on
-        const written = yield* Effect.either(registry.setObserved(worldId, to, reason))
-        unwritten.world = written._tag === "Left"
+        const written = yield* Effect.exit(registry.setObserved(worldId, to, reason))
+        unwritten.world = Exit.isFailure(written)
         yield* SubscriptionRef.set(observed, { state: to, reason })
         const w = initial
         yield* onChange({
@@ -390,6 +388,7 @@ export const makeWorldActor = (
                 })
               },
               catch: (e) =>
+                asDiskFull(e, l.resolved, home.root) ??
                 new InvalidRequest({
                   reason: `services.${service.name}.env_file ${l.resolved}: ${e instanceof Error ? e.message : String(e)}`
                 })

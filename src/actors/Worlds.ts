@@ -622,11 +622,15 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
      * to the world's actor, so it is serialised with whatever the user asks of that world.
      */
     const reconcile = Effect.fn("Worlds.reconcile")(function* () {
+      // what an actor could not write when it happened (a full disk) is written first, now that it may fit
+      for (const actor of [...actors.values()]) {
+        yield* Effect.catchAllCause(actor.flush, (cause) =>
+          Effect.logWarning(`world ${actor.worldId}: writing its state`, cause)
+        )
+      }
       for (const w of yield* registry.worlds()) {
         const pathExists = w.path !== "" && existsSync(w.path)
         const hasActor = actors.has(w.id)
-        // what its actor could not write when it happened (a full disk) is written now that it may fit
-        yield* actors.get(w.id)?.flush ?? Effect.void
         // scanning /proc is the costly fact: only a world no actor looks after needs it
         const { handles, died } =
           hasActor && pathExists
