@@ -5,7 +5,9 @@
  * whose environment is empty but PATH, HOME and BERTH_HOME. At checkpoints and at the end it checks what must hold
  * whatever happened: every world settles where it was asked to be, no process runs that no service owns (and none at
  * all after `down --all`), no database is leaked or unmarked, no port is leased twice, and a world that was up before
- * a daemon restart is up after it with the same processes and its data.
+ * a daemon restart is up after it with the same processes and its data. Once, BERTH_HOME (a small tmpfs) fills up
+ * mid-run while commands keep coming: each is answered or told DiskFull, and once space is back every world converges
+ * with nothing lost or leaked.
  *
  * The run is seeded: BERTH_CHAOS_SEED=<seed> replays its sequence of operations (timings still vary). A failure
  * prints the seed, every broken invariant and the operation log; the log is also written to the temp folder.
@@ -15,6 +17,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { killAll, portBlock, type Sandbox, sandbox, serverScript } from "../e2e/harness.js"
+import { fillDisk, freeDisk, mountTmpfs, unmount } from "../e2e/tmpfs.js"
 import { ownerOf } from "../../src/services/slices/Slices.js"
 import {
   databasesOf,
@@ -49,6 +52,10 @@ const OP_TIMEOUT_MS = 60_000
 /** no new step starts after this; the final checks and the cleanup fit in the rest of the test's time */
 const HARD_STOP_MS = 210_000
 const TEST_TIMEOUT_MS = 320_000
+/** BERTH_HOME's disk: room for the state and the logs of a run, small enough to fill at once */
+const HOME_DISK = "64m"
+/** how long commands keep coming while the disk is full */
+const DISK_FULL_MS = 8_000
 
 /** unique per run, so that databases and routes never meet another run's (or another test file's) */
 const project = `chaos${Date.now().toString(36)}${(process.pid % 1296).toString(36)}`
@@ -185,6 +192,7 @@ afterAll(async () => {
   await sleep(200)
   killAll(home)
   await dropDatabasesOf(project, ownerOf(home))
+  unmount(home)
   box.cleanup()
 }, 150_000)
 
@@ -222,11 +230,14 @@ describe("chaos", () => {
       const block = portBlock()
       box = sandbox(files, "app", {})
       const { dir, home } = box
+      // BERTH_HOME on a disk of its own, for the disk-full phase; without one (not root) that phase is skipped
+      const noDisk = mountTmpfs(home, HOME_DISK)
       const env = cliEnv(home)
       /** the installation's mark on the server: what its databases are recognised by, whatever their names */
       const owner = ownerOf(home)
       const berth = (args: ReadonlyArray<string>, timeoutMs = 30_000) => runExact(args, { cwd: dir, env, timeoutMs })
       note(`seed ${SEED}, project ${project}, home ${home}, ports ${block}`)
+      if (noDisk !== undefined) note(`the disk-full phase is skipped: ${noDisk}`)
 
       const setup = [
         await berth(["port", "--range", block]),
@@ -733,6 +744,64 @@ describe("chaos", () => {
         await checkpoint(`after ${label}`, after)
       }
 
+      /**
+       * BERTH_HOME's disk fills up while commands keep coming: each is answered, or told DiskFull (never an internal
+       * error, a hang or Node's words). Then space comes back: every world converges — a world wanted up whose start
+       * the full disk cut short is `failed` with the reason, or running; `up` brings it back — with no orphan process and
+       * no leaked slice or lease.
+       */
+      const diskFull = async () => {
+        if (noDisk !== undefined) return note(`disk full: skipped (${noDisk})`)
+        const worlds = await ensureRunning(2, "the disk fills up")
+        const names = worlds.map((w) => w.name).filter((w) => !stuck.has(w))
+        epoch++
+        modelFresh = false
+        fillDisk(home)
+        note("DISK FULL")
+        const until = Date.now() + DISK_FULL_MS
+        try {
+          while (Date.now() < until && names.length > 0) {
+            const kind = rnd.pick(["up", "down", "reload", "status"] as const)
+            const world = rnd.pick(names)
+            const args = kind === "status" ? ["status", "--json"] : [kind, world, "--json"]
+            const r = await berth(args, OP_TIMEOUT_MS)
+            const failure = r.code === 0 ? undefined : failureOf(r.stderr)
+            note(`disk full: ${args.join(" ")}: ${r.timedOut ? "TIMED OUT" : (failure?.tag ?? "ok")} (${r.ms} ms)`)
+            if (r.timedOut) violate("no command hangs", `disk full: ${args.join(" ")}`)
+            else if (failure !== undefined && failure.tag !== "DiskFull") {
+              violate(
+                "a full disk is told as DiskFull",
+                `${args.join(" ")}: ${failure.tag}: ${failure.message.slice(0, 300)}`
+              )
+            }
+          }
+        } finally {
+          freeDisk(home)
+          note("disk space back")
+        }
+        // what the full disk cut short is told (no world left mid-way), and started again the way a user would
+        // converged: nothing mid-way, and every live service shown with a process that runs (the rows the full disk
+        // kept from being written follow on the reconciler's next pass)
+        const untrue = (w: WorldJson) =>
+          transitional(w) ||
+          processServices(w).some((x) => LIVE_SERVICE.has(x.state) && (x.pid === null || !isAlive(x.pid)))
+        const quietUntil = Date.now() + SETTLE_MS
+        let now = await status()
+        while (Date.now() < quietUntil && (now === undefined || now.some(untrue))) {
+          await sleep(500)
+          now = await status()
+        }
+        for (const w of (now ?? []).filter(untrue)) {
+          violate("every world converges once space is back", `after ${SETTLE_MS / 1000} s ${describeWorld(w)}`)
+        }
+        const failed = (now ?? []).filter((w) => w.desired === "up" && w.state === "failed")
+        if (failed.length > 0) {
+          note(`failed while the disk was full: ${failed.map(describeWorld).join(" ")}`)
+          await Promise.all(failed.map((w) => op("up", w.name, true)))
+        }
+        await checkpoint("after the disk was full", await settle("after the disk was full"))
+      }
+
       /** Two to six operations at once, on distinct worlds (now and then two on one), a kill sometimes among them. */
       const randomBatch = async (step: number) => {
         if (!modelFresh) await status()
@@ -805,6 +874,7 @@ describe("chaos", () => {
           () => killDuringDown(),
           () => killDuringProvision(rnd.pick(WORLDS.filter((w) => !stuck.has(w))), false),
           () => gracefulStop(false),
+          () => diskFull(),
           () => killBeforeUp(),
           () => killDuringDown(),
           () => gracefulStop(true)
