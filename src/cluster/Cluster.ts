@@ -64,6 +64,7 @@ import { slugify } from "../domain/names.js"
 import { Git } from "../services/Git.js"
 import { Home } from "../services/Home.js"
 import { Fence } from "../services/Fence.js"
+import { canBindOn } from "../services/Ports.js"
 import { SliceLedger } from "../services/slices/SliceLedger.js"
 import { Admission } from "../services/Admission.js"
 import { gateClosed } from "../domain/admission.js"
@@ -516,6 +517,21 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
         if (addressTrouble !== undefined)
           return yield* new ClusterRefused({ reason: addressTrouble, hint: "pass --address" })
         const runnerPort = request.runnerPort ?? DEFAULT_RUNNER_PORT
+        // the runner listens on its port and the cluster's URLs on the next: a port another program holds would fail
+        // only once the session starts, told as the database being unusable
+        if (member === undefined) {
+          for (const [port, what] of [
+            [runnerPort, "the runner port"],
+            [clusterProxyPort(runnerPort), "the port after the runner port (the cluster's URLs)"]
+          ] as const) {
+            if (!(yield* canBindOn(port, address))) {
+              return yield* new ClusterRefused({
+                reason: `port ${port} on ${address}, ${what}, is taken by another program`,
+                hint: `pass --runner-port with a port whose next port is free too (the default is ${DEFAULT_RUNNER_PORT}), or stop what holds ${port}`
+              })
+            }
+          }
+        }
         if (member !== undefined) {
           if (member.settings.url === request.url && member.settings.name === name) return view
           return yield* new ClusterRefused({

@@ -18,7 +18,8 @@ import { Registry } from "./Registry.js"
 const RANGE_SETTING = "ports.range"
 
 /** Can a listener bind `port` on `host` right now? Hosts without that address family (no IPv6) do not count. */
-const canBindOn = (port: number, host: string) =>
+/** Whether this process could listen on `port` of `host` now (an address the machine lacks counts as free). */
+export const canBindOn = (port: number, host: string) =>
   Effect.async<boolean>((resume) => {
     const server = net.createServer()
     server.unref()
