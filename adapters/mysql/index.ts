@@ -843,6 +843,50 @@ const createLike = (
     return yield* createMarked(connection, owner, name, options)
   })
 
+/**
+ * `target` (a slice of `owner`) becomes a copy of `source`, table by table: what the target held goes first (it was
+ * provisioned empty, holds an older copy, or was left half-made), and a copy that fails half way leaves it empty and
+ * still owned. `verb` says which command asked (clone from a golden, copy of the user's database).
+ */
+const copyInto = (
+  connection: Connection,
+  server: Server,
+  owner: string,
+  source: string,
+  target: string,
+  verb: "clone" | "copy"
+) =>
+  Effect.gen(function* () {
+    const targetState = yield* ownership(connection, owner, target)
+    if (targetState === "foreign" || targetState === "elsewhere") {
+      return yield* Effect.fail(
+        fail("not-owned", `cannot ${verb}: ${notOurs(server, target, targetState)}; leaving it alone`)
+      )
+    }
+    if (targetState === "ours" || targetState === "unfinished") yield* drop(connection, target)
+    if (!(yield* createLike(connection, owner, target, source))) {
+      return yield* Effect.fail(
+        fail(
+          "not-owned",
+          `cannot ${verb}: database "${target}" on ${server.location} was created by someone else meanwhile; leaving it alone`
+        )
+      )
+    }
+    yield* query(connection, "SET SESSION foreign_key_checks = 0")
+    yield* Effect.zipRight(copyTables(connection, source, target), copyObjects(connection, source, target)).pipe(
+      Effect.tapError(() =>
+        Effect.ignore(
+          query(connection, `DROP DATABASE IF EXISTS ${ident(target)}`).pipe(
+            Effect.zipRight(createLike(connection, owner, target, source))
+          )
+        )
+      ),
+      Effect.catchTag("CopyStepFailure", ({ what, failure }) =>
+        Effect.fail(classify(server, `${verb} "${source}" (while ${what}) into`, target, failure))
+      )
+    )
+  })
+
 const clone = Effect.fn("MysqlAdapter.clone")(function* (from: Slice, to: Slice) {
   const source = yield* checkSlice(from)
   const target = yield* checkSlice(to)
@@ -865,36 +909,7 @@ const clone = Effect.fn("MysqlAdapter.clone")(function* (from: Slice, to: Slice)
       if (sourceState !== "ours") {
         return yield* Effect.fail(fail("not-owned", `cannot clone: ${notOurs(server, source, sourceState)}`))
       }
-      const targetState = yield* ownership(connection, to.owner, target)
-      if (targetState === "foreign" || targetState === "elsewhere") {
-        return yield* Effect.fail(
-          fail("not-owned", `cannot clone: ${notOurs(server, target, targetState)}; leaving it alone`)
-        )
-      }
-      // the target was provisioned empty (or holds an older copy, or was left half-made): start it from nothing
-      if (targetState === "ours" || targetState === "unfinished") yield* drop(connection, target)
-      if (!(yield* createLike(connection, to.owner, target, source))) {
-        return yield* Effect.fail(
-          fail(
-            "not-owned",
-            `cannot clone: database "${target}" on ${server.location} was created by someone else meanwhile; leaving it alone`
-          )
-        )
-      }
-      yield* query(connection, "SET SESSION foreign_key_checks = 0")
-      yield* Effect.zipRight(copyTables(connection, source, target), copyObjects(connection, source, target)).pipe(
-        // never leave a half copy behind: the target goes back to empty (and stays owned)
-        Effect.tapError(() =>
-          Effect.ignore(
-            query(connection, `DROP DATABASE IF EXISTS ${ident(target)}`).pipe(
-              Effect.zipRight(createLike(connection, to.owner, target, source))
-            )
-          )
-        ),
-        Effect.catchTag("CopyStepFailure", ({ what, failure }) =>
-          Effect.fail(classify(server, `clone "${source}" (while ${what}) into`, target, failure))
-        )
-      )
+      return yield* copyInto(connection, server, to.owner, source, target, "clone")
     })
   )
 })
@@ -928,34 +943,7 @@ const copyExisting = Effect.fn("MysqlAdapter.copyExisting")(function* (source: s
           fail("invalid", `cannot copy: there is no database "${source}" on ${server.location} (clone_from)`)
         )
       }
-      const targetState = yield* ownership(connection, to.owner, target)
-      if (targetState === "foreign" || targetState === "elsewhere") {
-        return yield* Effect.fail(
-          fail("not-owned", `cannot copy: ${notOurs(server, target, targetState)}; leaving it alone`)
-        )
-      }
-      if (targetState === "ours" || targetState === "unfinished") yield* drop(connection, target)
-      if (!(yield* createLike(connection, to.owner, target, source))) {
-        return yield* Effect.fail(
-          fail(
-            "not-owned",
-            `cannot copy: database "${target}" on ${server.location} was created by someone else meanwhile; leaving it alone`
-          )
-        )
-      }
-      yield* query(connection, "SET SESSION foreign_key_checks = 0")
-      yield* Effect.zipRight(copyTables(connection, source, target), copyObjects(connection, source, target)).pipe(
-        Effect.tapError(() =>
-          Effect.ignore(
-            query(connection, `DROP DATABASE IF EXISTS ${ident(target)}`).pipe(
-              Effect.zipRight(createLike(connection, to.owner, target, source))
-            )
-          )
-        ),
-        Effect.catchTag("CopyStepFailure", ({ what, failure }) =>
-          Effect.fail(classify(server, `copy "${source}" (while ${what}) into`, target, failure))
-        )
-      )
+      return yield* copyInto(connection, server, to.owner, source, target, "copy")
     })
   )
 })
