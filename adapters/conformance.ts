@@ -8,7 +8,6 @@
  * connection cut mid-way) is a typed `unreachable` error, never a hang.
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { randomBytes } from "node:crypto"
 import { mkdtempSync, realpathSync, rmSync } from "node:fs"
 import * as net from "node:net"
 import { tmpdir } from "node:os"
@@ -17,6 +16,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type { Adapter, AdapterError, ListScope, Slice } from "./contract.js"
+import { runNames, runOwner, sliceMaker } from "./testing.js"
 
 /** Writes and reads one value through a slice's resolved URL, with the server's own client. */
 export interface Probe {
@@ -141,33 +141,31 @@ export const cuttingProxy = (
 /** Registers the conformance cases of one subject. */
 export const conformance = (subject: Subject): void => {
   const { adapter, probe } = subject
-  const run = randomBytes(3).toString("hex")
   /** this run's installation, and another one sharing the server */
-  const owner = `c${run}`
-  const otherOwner = `c${run}other`
+  const owner = runOwner()
+  const otherOwner = `${owner}other`
   const base = realpathSync(mkdtempSync(join(tmpdir(), "berth-conformance-")))
-  const prefix = `cf${run}_`
-  let count = 0
-  const fresh = (label: string): string => `${prefix}${count++}_${label}`
+  const { prefix, fresh } = runNames("cf")
   const made: Array<Slice> = []
 
+  const make = sliceMaker({
+    adapter: subject.adapterName,
+    project: "conformance",
+    service: "svc",
+    adminUrl: subject.adminUrl,
+    options: { ...subject.options }
+  })
   const sliceOf = (
     name: string,
     by: string = owner,
     at?: { readonly adminUrl: string; readonly options?: Readonly<Record<string, unknown>> }
   ): Slice => {
-    const slice: Slice = {
-      adapter: subject.adapterName,
-      project: "conformance",
-      world: name,
-      service: "svc",
-      name,
+    const slice = make(name, {
       owner: by,
       // embedded stores keep each installation's slices under its own BERTH_HOME
       storage: join(base, by),
-      adminUrl: at?.adminUrl ?? subject.adminUrl,
-      options: { ...subject.options, ...at?.options }
-    }
+      ...(at === undefined ? {} : { adminUrl: at.adminUrl, options: { ...subject.options, ...at.options } })
+    })
     made.push(slice)
     return slice
   }

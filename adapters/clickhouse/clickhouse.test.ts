@@ -1,27 +1,13 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { randomBytes } from "node:crypto"
 import * as Effect from "effect/Effect"
-import type { Slice } from "../contract.js"
+import { runNames, runOwner, sliceMaker } from "../testing.js"
 import { clickhouseAdapter } from "./index.js"
 
 /** A real server's HTTP interface: `CLICKHOUSE_ADMIN_URL`, or the local one. */
 const adminUrl = process.env.CLICKHOUSE_ADMIN_URL ?? "http://default@127.0.0.1:8123"
-const prefix = `berth_t${randomBytes(4).toString("hex")}_`
-let count = 0
-const fresh = (label: string): string => `${prefix}${count++}_${label}`
-const owner = `t${randomBytes(4).toString("hex")}`
-
-const sliceOf = (name: string): Slice => ({
-  owner,
-  adapter: "clickhouse",
-  project: "acme",
-  world: name,
-  service: "olap",
-  name,
-  storage: "/nonexistent",
-  adminUrl,
-  options: {}
-})
+const { prefix, fresh } = runNames()
+const owner = runOwner()
+const sliceOf = sliceMaker({ adapter: "clickhouse", service: "olap", owner, adminUrl })
 
 const run = async (sql: string, database?: string): Promise<string> => {
   const url = new URL(adminUrl)
@@ -52,10 +38,10 @@ afterAll(async () => {
 describe("clickhouseAdapter", () => {
   it.live("resolves to the admin URL with the database as the HTTP interface's parameter", () =>
     Effect.gen(function* () {
-      expect(yield* clickhouseAdapter.resolve({ ...sliceOf("acme_db"), adminUrl: "http://app:s3cret@olap:8123" })).toBe(
+      expect(yield* clickhouseAdapter.resolve(sliceOf("acme_db", { adminUrl: "http://app:s3cret@olap:8123" }))).toBe(
         "http://app:s3cret@olap:8123/?database=acme_db"
       )
-      expect(yield* clickhouseAdapter.resolve({ ...sliceOf("acme_db"), adminUrl: undefined })).toBe(
+      expect(yield* clickhouseAdapter.resolve(sliceOf("acme_db", { adminUrl: undefined }))).toBe(
         "http://default@127.0.0.1:8123/?database=acme_db"
       )
     })
@@ -130,12 +116,12 @@ describe("clickhouseAdapter", () => {
       const url = new URL(adminUrl)
       url.username = "default"
       url.password = "hunter2"
-      const error = yield* Effect.flip(clickhouseAdapter.provision({ ...sliceOf(fresh("auth")), adminUrl: url.href }))
+      const error = yield* Effect.flip(clickhouseAdapter.provision(sliceOf(fresh("auth"), { adminUrl: url.href })))
       expect(error.kind).toBe("authentication")
       expect(error.message).not.toContain("hunter2")
       const nobody = new URL(adminUrl)
       nobody.username = "nobody_here"
-      expect((yield* Effect.flip(clickhouseAdapter.list({ ...sliceOf("x"), adminUrl: nobody.href }))).kind).toBe(
+      expect((yield* Effect.flip(clickhouseAdapter.list(sliceOf("x", { adminUrl: nobody.href })))).kind).toBe(
         "authentication"
       )
     })
@@ -146,7 +132,7 @@ describe("clickhouseAdapter", () => {
       for (const name of ["berth_meta", "system", "default"]) {
         expect((yield* Effect.flip(clickhouseAdapter.provision(sliceOf(name)))).kind).toBe("invalid")
       }
-      const bad = { ...sliceOf(fresh("bad")), adminUrl: "clickhouse://127.0.0.1:9000" }
+      const bad = sliceOf(fresh("bad"), { adminUrl: "clickhouse://127.0.0.1:9000" })
       expect((yield* Effect.flip(clickhouseAdapter.provision(bad))).kind).toBe("invalid")
     })
   )

@@ -1,43 +1,29 @@
-import { afterAll, describe, expect, it } from "@effect/vitest"
+import { describe, expect, it } from "@effect/vitest"
 import {
   chmodSync,
   existsSync,
   mkdirSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
   readlinkSync,
-  realpathSync,
-  rmSync,
   statSync,
   symlinkSync,
   writeFileSync
 } from "node:fs"
 import { spawnSync } from "node:child_process"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Effect from "effect/Effect"
 import type { Slice } from "../contract.js"
+import { scratch, sliceMaker } from "../testing.js"
 import { beforeMove, dirAdapter } from "./index.js"
 
-const base = realpathSync(mkdtempSync(join(tmpdir(), "berth-dir-")))
-afterAll(() => rmSync(base, { recursive: true, force: true }))
+const { folder } = scratch("dir")
 
-let count = 0
 /** A fresh storage folder (not created yet: provision must make it). */
-const freshStorage = (): string => join(base, `storage-${count++}`, "acme")
+const freshStorage = (): string => join(folder("storage", false), "acme")
 
-const sliceOf = (storage: string, name: string): Slice => ({
-  adapter: "dir",
-  project: "acme",
-  world: name,
-  service: "files",
-  name,
-  storage,
-  adminUrl: undefined,
-  options: {},
-  owner: "t"
-})
+const slice = sliceMaker({ adapter: "dir", service: "files" })
+const sliceOf = (storage: string, name: string): Slice => slice(name, { storage })
 
 const scopeOf = (storage: string) => ({ storage, adminUrl: undefined, options: {}, owner: "t" })
 
@@ -189,7 +175,7 @@ describe("dirAdapter", () => {
       writeFileSync(join(storage, "foreign", "keep.txt"), "theirs")
       writeFileSync(join(storage, "plainfile"), "theirs")
       // a link to an owned slice elsewhere is still not ours to delete
-      const elsewhere = join(base, `elsewhere-${count++}`)
+      const elsewhere = folder("elsewhere", false)
       mkdirSync(elsewhere)
       writeFileSync(join(elsewhere, ".berth-slice"), "elsewhere\n")
       symlinkSync(elsewhere, join(storage, "linked"))

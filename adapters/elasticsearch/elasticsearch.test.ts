@@ -1,29 +1,21 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { closedPort } from "../conformance.js"
-import type { Slice } from "../contract.js"
+import { scopeOf, sliceMaker } from "../testing.js"
 import { classify, copyableSettings, elasticsearchAdapter, prefixOf, retarget, serverOf } from "./index.js"
 
-const sliceOf = (name: string, adminUrl: string | undefined): Slice => ({
-  adapter: "opensearch",
-  project: "acme",
-  world: "login",
-  service: "search",
-  name,
-  owner: "t1",
-  storage: "/nonexistent",
-  adminUrl,
-  options: {}
-})
+const sliceOf = sliceMaker({ adapter: "opensearch", service: "search", world: "login", owner: "t1" })
 
 describe("elasticsearchAdapter without a server", () => {
   it.live("resolves to the admin URL with the slice's prefix, credentials kept", () =>
     Effect.gen(function* () {
-      expect(yield* elasticsearchAdapter.resolve(sliceOf("acme_search", undefined))).toBe(
+      expect(yield* elasticsearchAdapter.resolve(sliceOf("acme_search"))).toBe(
         "http://127.0.0.1:9200/?prefix=acme_search-"
       )
       expect(
-        yield* elasticsearchAdapter.resolve(sliceOf("acme_search", "https://elastic:p%40ss@es.local:9243/proxy"))
+        yield* elasticsearchAdapter.resolve(
+          sliceOf("acme_search", { adminUrl: "https://elastic:p%40ss@es.local:9243/proxy" })
+        )
       ).toBe("https://elastic:p%40ss@es.local:9243/proxy?prefix=acme_search-")
     })
   )
@@ -42,9 +34,7 @@ describe("elasticsearchAdapter without a server", () => {
       const wrong = yield* Effect.flip(serverOf("mongodb://u:s3cret@h"))
       expect(wrong.kind).toBe("invalid")
       expect(wrong.message).not.toContain("s3cret")
-      expect((yield* Effect.flip(elasticsearchAdapter.provision(sliceOf("berth_slices", undefined)))).kind).toBe(
-        "invalid"
-      )
+      expect((yield* Effect.flip(elasticsearchAdapter.provision(sliceOf("berth_slices")))).kind).toBe("invalid")
     })
   )
 
@@ -88,13 +78,13 @@ describe("elasticsearchAdapter without a server", () => {
     Effect.gen(function* () {
       const port = yield* Effect.promise(() => closedPort())
       const adminUrl = `http://elastic:s3cret@127.0.0.1:${port}`
-      const slice = sliceOf("acme_search", adminUrl)
+      const slice = sliceOf("acme_search", { adminUrl })
       const started = Date.now()
       for (const verb of [
         elasticsearchAdapter.provision(slice),
         elasticsearchAdapter.teardown(slice),
-        elasticsearchAdapter.clone(sliceOf("acme_src", adminUrl), slice),
-        elasticsearchAdapter.list({ owner: "t1", storage: "/nonexistent", adminUrl, options: {} })
+        elasticsearchAdapter.clone(sliceOf("acme_src", { adminUrl }), slice),
+        elasticsearchAdapter.list(scopeOf(slice))
       ]) {
         const error = yield* Effect.flip(verb)
         expect(error.kind).toBe("unreachable")

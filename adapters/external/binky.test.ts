@@ -1,49 +1,22 @@
-import { afterAll, describe, expect, it } from "@effect/vitest"
-import {
-  chmodSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  realpathSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync
-} from "node:fs"
-import { tmpdir } from "node:os"
+import { describe, expect, it } from "@effect/vitest"
+import { chmodSync, existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { conformance } from "../conformance.js"
 import type { Adapter, Slice } from "../contract.js"
+import { scratch, sliceMaker } from "../testing.js"
 import { externalAdapter } from "./index.js"
 
 const fixtures = fileURLToPath(new URL("./fixtures", import.meta.url))
-const base = realpathSync(mkdtempSync(join(tmpdir(), "berth-binky-")))
-afterAll(() => rmSync(base, { recursive: true, force: true }))
+const { folder: fresh } = scratch("binky")
 
 const OWNER = "test_home"
 
-let count = 0
-const fresh = (label: string): string => {
-  const dir = join(base, `${label}-${count++}`)
-  mkdirSync(dir, { mode: 0o700 })
-  return dir
-}
-
-const sliceOf = (storage: string, world: string, extra: Partial<Slice> = {}): Slice => ({
-  adapter: "drawer",
-  project: "acme",
-  world,
-  service: "files",
-  name: `acme_${world}_files`,
-  owner: OWNER,
-  storage,
-  adminUrl: undefined,
-  options: { depth: 2 },
-  ...extra
-})
+const slice = sliceMaker({ adapter: "drawer", service: "files", owner: OWNER, options: { depth: 2 } })
+const sliceOf = (storage: string, world: string, extra: Partial<Slice> = {}): Slice =>
+  slice(`acme_${world}_files`, { storage, world, ...extra })
 
 const scopeOf = (storage: string) => ({ storage, owner: OWNER, adminUrl: undefined, options: { depth: 2 } })
 

@@ -3,17 +3,15 @@ import {
   chmodSync,
   existsSync,
   mkdirSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
-  realpathSync,
   renameSync,
   rmSync,
   statSync,
   writeFileSync
 } from "node:fs"
 import { tmpdir } from "node:os"
-import { dirname, join } from "node:path"
+import { basename, dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -22,13 +20,14 @@ import * as Schema from "effect/Schema"
 import { AdapterFailure, type AdapterDefinition, answer } from "../../src/adapter-sdk/index.js"
 import { isDefunct, parseStat } from "../../src/domain/proc.js"
 import type { Slice } from "../contract.js"
+import { scratch, sliceMaker } from "../testing.js"
 import { externalAdapter } from "./index.js"
 import * as Protocol from "./protocol.js"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
 const fixtures = join(root, "adapters", "external", "fixtures")
 const notesFolder = join(root, "examples", "adapters", "notes")
-const base = realpathSync(mkdtempSync(join(tmpdir(), "berth-external-")))
+const { folder } = scratch("external")
 /** where the echo fixture logs the requests it gets: named after its parent, this test process */
 const echoLog = join(tmpdir(), `berth-adapter-echo-${process.pid}.jsonl`)
 
@@ -56,32 +55,17 @@ beforeAll(async () => {
 })
 
 afterAll(() => {
-  rmSync(base, { recursive: true, force: true })
   rmSync(echoLog, { force: true })
 })
 
 /** the berth installation asking (a slice marked with another is not ours) */
 const OWNER = "test-home"
 
-let count = 0
-const freshStorage = (): string => {
-  const storage = join(base, `storage-${count++}`)
-  mkdirSync(storage, { mode: 0o700 })
-  return storage
-}
+const freshStorage = (): string => folder("storage")
 
-const sliceOf = (storage: string, world: string, extra: Partial<Slice> = {}): Slice => ({
-  adapter: "notes",
-  project: "acme",
-  world,
-  service: "notes",
-  name: `acme_${world}_notes`,
-  owner: OWNER,
-  storage,
-  adminUrl: undefined,
-  options: {},
-  ...extra
-})
+const slice = sliceMaker({ adapter: "notes", service: "notes", owner: OWNER })
+const sliceOf = (storage: string, world: string, extra: Partial<Slice> = {}): Slice =>
+  slice(`acme_${world}_notes`, { storage, world, ...extra })
 
 const scopeOf = (storage: string) => ({ storage, owner: OWNER, adminUrl: undefined, options: {} })
 
@@ -256,7 +240,7 @@ describe("externalAdapter", () => {
   it.live("names a missing executable, a non-executable one and a bad name clearly", () =>
     Effect.gen(function* () {
       const empty = freshStorage()
-      const name = `missing-${process.pid}-${count}`
+      const name = `missing-${process.pid}-${basename(empty)}`
       const missing = externalAdapter(name, { path: `${empty}:relative/bin:` })
       const error = yield* Effect.flip(missing.provision(sliceOf(freshStorage(), "m")))
       expect(error.kind).toBe("invalid")

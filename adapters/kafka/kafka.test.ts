@@ -2,28 +2,18 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { KafkaJSConnectionError, KafkaJSProtocolError, KafkaJSSASLAuthenticationError } from "kafkajs"
 import { closedPort } from "../conformance.js"
-import type { Slice } from "../contract.js"
+import { scopeOf, sliceMaker } from "../testing.js"
 import { classify, kafkaAdapter, markOf, parseMark, prefixOf, serverOf } from "./index.js"
 
-const sliceOf = (name: string, adminUrl: string | undefined): Slice => ({
-  adapter: "redpanda",
-  project: "acme",
-  world: "login",
-  service: "events",
-  name,
-  owner: "t1",
-  storage: "/nonexistent",
-  adminUrl,
-  options: {}
-})
+const sliceOf = sliceMaker({ adapter: "redpanda", service: "events", world: "login", owner: "t1" })
 
 describe("kafkaAdapter without a server", () => {
   it.live("resolves to the admin URL with the slice's prefix, credentials and parameters kept", () =>
     Effect.gen(function* () {
-      expect(yield* kafkaAdapter.resolve(sliceOf("acme_ev", undefined))).toBe("kafka://127.0.0.1:9092?prefix=acme_ev-")
+      expect(yield* kafkaAdapter.resolve(sliceOf("acme_ev"))).toBe("kafka://127.0.0.1:9092?prefix=acme_ev-")
       expect(
         yield* kafkaAdapter.resolve(
-          sliceOf("acme_ev", "kafka://app:s3cret@broker.local:9093?sasl=scram-sha-512&ssl=true")
+          sliceOf("acme_ev", { adminUrl: "kafka://app:s3cret@broker.local:9093?sasl=scram-sha-512&ssl=true" })
         )
       ).toBe("kafka://app:s3cret@broker.local:9093?sasl=scram-sha-512&ssl=true&prefix=acme_ev-")
     })
@@ -63,10 +53,8 @@ describe("kafkaAdapter without a server", () => {
 
   it.live("refuses the name that would cover the marks, and cannot clone", () =>
     Effect.gen(function* () {
-      expect((yield* Effect.flip(kafkaAdapter.provision(sliceOf("berth", undefined)))).kind).toBe("invalid")
-      expect((yield* Effect.flip(kafkaAdapter.clone(sliceOf("a", undefined), sliceOf("b", undefined)))).kind).toBe(
-        "invalid"
-      )
+      expect((yield* Effect.flip(kafkaAdapter.provision(sliceOf("berth")))).kind).toBe("invalid")
+      expect((yield* Effect.flip(kafkaAdapter.clone(sliceOf("a"), sliceOf("b")))).kind).toBe("invalid")
     })
   )
 
@@ -98,12 +86,12 @@ describe("kafkaAdapter without a server", () => {
     Effect.gen(function* () {
       const port = yield* Effect.promise(() => closedPort())
       const adminUrl = `kafka://app:s3cret@127.0.0.1:${port}`
-      const slice = sliceOf("acme_ev", adminUrl)
+      const slice = sliceOf("acme_ev", { adminUrl })
       const started = Date.now()
       for (const verb of [
         kafkaAdapter.provision(slice),
         kafkaAdapter.teardown(slice),
-        kafkaAdapter.list({ owner: "t1", storage: "/nonexistent", adminUrl, options: {} })
+        kafkaAdapter.list(scopeOf(slice))
       ]) {
         const error = yield* Effect.flip(verb)
         expect(error.kind, error.message).toBe("unreachable")

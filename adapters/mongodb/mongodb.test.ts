@@ -2,36 +2,28 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { MongoNetworkError, MongoServerError } from "mongodb"
 import { closedPort } from "../conformance.js"
-import type { Slice } from "../contract.js"
+import { scopeOf, sliceMaker } from "../testing.js"
 import { classify, mongodbAdapter, serverOf, sliceUrl } from "./index.js"
 
-const sliceOf = (name: string, adminUrl: string | undefined): Slice => ({
-  adapter: "mongodb",
-  project: "acme",
-  world: "login",
-  service: "db",
-  name,
-  owner: "t1",
-  storage: "/nonexistent",
-  adminUrl,
-  options: {}
-})
+const sliceOf = sliceMaker({ adapter: "mongodb", service: "db", world: "login", owner: "t1" })
 
 describe("mongodbAdapter without a server", () => {
   it.live("resolves to the slice's database, authenticating where the admin URL did", () =>
     Effect.gen(function* () {
-      expect(yield* mongodbAdapter.resolve(sliceOf("acme_db", undefined))).toBe("mongodb://127.0.0.1:27017/acme_db")
-      expect(yield* mongodbAdapter.resolve(sliceOf("acme_db", "mongodb://root:p%40ss@db.local:27018/admin"))).toBe(
-        "mongodb://root:p%40ss@db.local:27018/acme_db?authSource=admin"
-      )
+      expect(yield* mongodbAdapter.resolve(sliceOf("acme_db"))).toBe("mongodb://127.0.0.1:27017/acme_db")
+      expect(
+        yield* mongodbAdapter.resolve(sliceOf("acme_db", { adminUrl: "mongodb://root:p%40ss@db.local:27018/admin" }))
+      ).toBe("mongodb://root:p%40ss@db.local:27018/acme_db?authSource=admin")
       // no database in the admin URL: the driver's default, admin
-      expect(yield* mongodbAdapter.resolve(sliceOf("acme_db", "mongodb://root:pw@db.local"))).toBe(
+      expect(yield* mongodbAdapter.resolve(sliceOf("acme_db", { adminUrl: "mongodb://root:pw@db.local" }))).toBe(
         "mongodb://root:pw@db.local/acme_db?authSource=admin"
       )
       // an explicit authSource and other options are kept
       expect(
         yield* mongodbAdapter.resolve(
-          sliceOf("acme_db", "mongodb+srv://u:pw@cluster.example.net/ops?authSource=users&retryWrites=true")
+          sliceOf("acme_db", {
+            adminUrl: "mongodb+srv://u:pw@cluster.example.net/ops?authSource=users&retryWrites=true"
+          })
         )
       ).toBe("mongodb+srv://u:pw@cluster.example.net/acme_db?authSource=users&retryWrites=true")
     })
@@ -47,9 +39,9 @@ describe("mongodbAdapter without a server", () => {
       expect(wrong.kind).toBe("invalid")
       expect(wrong.message).not.toContain("s3cret")
       for (const name of ["admin", "local", "config", "berth_meta"]) {
-        expect((yield* Effect.flip(mongodbAdapter.provision(sliceOf(name, undefined)))).kind).toBe("invalid")
+        expect((yield* Effect.flip(mongodbAdapter.provision(sliceOf(name)))).kind).toBe("invalid")
       }
-      expect((yield* Effect.flip(mongodbAdapter.resolve(sliceOf("a".repeat(64), undefined)))).kind).toBe("invalid")
+      expect((yield* Effect.flip(mongodbAdapter.resolve(sliceOf("a".repeat(64))))).kind).toBe("invalid")
     })
   )
 
@@ -68,13 +60,13 @@ describe("mongodbAdapter without a server", () => {
     Effect.gen(function* () {
       const port = yield* Effect.promise(() => closedPort())
       const adminUrl = `mongodb://root:s3cret@127.0.0.1:${port}/admin`
-      const slice = sliceOf("acme_db", adminUrl)
+      const slice = sliceOf("acme_db", { adminUrl })
       const started = Date.now()
       for (const verb of [
         mongodbAdapter.provision(slice),
         mongodbAdapter.teardown(slice),
-        mongodbAdapter.clone(sliceOf("acme_src", adminUrl), slice),
-        mongodbAdapter.list({ owner: "t1", storage: "/nonexistent", adminUrl, options: {} })
+        mongodbAdapter.clone(sliceOf("acme_src", { adminUrl }), slice),
+        mongodbAdapter.list(scopeOf(slice))
       ]) {
         const error = yield* Effect.flip(verb)
         expect(error.kind).toBe("unreachable")

@@ -1,32 +1,19 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { randomBytes } from "node:crypto"
 import * as Effect from "effect/Effect"
 import { type Connection, createConnection } from "mysql2/promise"
-import type { Slice } from "../contract.js"
+import { runNames, runOwner, sliceMaker } from "../testing.js"
 import { beforeMark, mysqlAdapter } from "./index.js"
 
 /** A real server: `MYSQL_ADMIN_URL`, or the local MariaDB (root, no password). */
 const adminUrl = process.env.MYSQL_ADMIN_URL ?? "mysql://root@127.0.0.1:3306/"
 
-/** Every database and account a test makes starts with this, so parallel runs never meet and afterAll finds them. */
-const prefix = `berth_t${randomBytes(4).toString("hex")}_`
-let count = 0
-const fresh = (label: string): string => `${prefix}${count++}_${label}`
+/** Every database and account a test makes starts with `prefix`, so parallel runs never meet and afterAll finds them. */
+const { prefix, fresh } = runNames()
 
 /** this run's installation: another owner's slices are never ours */
-const owner = `t${randomBytes(4).toString("hex")}`
+const owner = runOwner()
 
-const sliceOf = (name: string, url: string | undefined, by = owner): Slice => ({
-  owner: by,
-  adapter: "mariadb",
-  project: "acme",
-  world: name,
-  service: "db",
-  name,
-  storage: "/nonexistent",
-  adminUrl: url,
-  options: {}
-})
+const sliceOf = sliceMaker({ adapter: "mariadb", service: "db", owner, adminUrl })
 
 type Row = Record<string, unknown>
 
@@ -71,7 +58,7 @@ const listed = (by = owner): Effect.Effect<ReadonlyArray<string>, unknown> =>
     names.filter((name) => name.startsWith(prefix))
   )
 
-const resolved = (name: string): Effect.Effect<string, unknown> => mysqlAdapter.resolve(sliceOf(name, adminUrl))
+const resolved = (name: string): Effect.Effect<string, unknown> => mysqlAdapter.resolve(sliceOf(name))
 
 afterAll(async () => {
   await withConnection(adminUrl, async (connection) => {
@@ -108,8 +95,8 @@ describe("mysqlAdapter", () => {
   it.live("provisions once, marks it in berth_meta (not inside the slice) and lists it", () =>
     Effect.gen(function* () {
       const name = fresh("main_db")
-      expect(yield* mysqlAdapter.provision(sliceOf(name, adminUrl))).toBe(true)
-      expect(yield* mysqlAdapter.provision(sliceOf(name, adminUrl))).toBe(false)
+      expect(yield* mysqlAdapter.provision(sliceOf(name))).toBe(true)
+      expect(yield* mysqlAdapter.provision(sliceOf(name))).toBe(false)
       expect(yield* sql(adminUrl, "SELECT owner FROM berth_meta.slices WHERE name = ?", [name])).toEqual([{ owner }])
       // an app's migration tool may insist on an empty database
       expect(
@@ -121,14 +108,14 @@ describe("mysqlAdapter", () => {
 
   it.live("resolves to the admin URL with the slice's database, and the URL works", () =>
     Effect.gen(function* () {
-      expect(yield* mysqlAdapter.resolve(sliceOf("acme_db", "mysql://app:s3cret@db.local:3307/?ssl=%7B%7D"))).toBe(
-        "mysql://app:s3cret@db.local:3307/acme_db?ssl=%7B%7D"
-      )
-      expect(yield* mysqlAdapter.resolve(sliceOf("acme_db", "mariadb://root@127.0.0.1/mysql"))).toBe(
+      expect(
+        yield* mysqlAdapter.resolve(sliceOf("acme_db", { adminUrl: "mysql://app:s3cret@db.local:3307/?ssl=%7B%7D" }))
+      ).toBe("mysql://app:s3cret@db.local:3307/acme_db?ssl=%7B%7D")
+      expect(yield* mysqlAdapter.resolve(sliceOf("acme_db", { adminUrl: "mariadb://root@127.0.0.1/mysql" }))).toBe(
         "mariadb://root@127.0.0.1/acme_db"
       )
       const name = fresh("resolve")
-      yield* mysqlAdapter.provision(sliceOf(name, adminUrl))
+      yield* mysqlAdapter.provision(sliceOf(name))
       const url = yield* resolved(name)
       yield* sql(url, "CREATE TABLE notes (id INT PRIMARY KEY, note VARCHAR(20))")
       yield* sql(url, "INSERT INTO notes VALUES (1, 'hello')")
@@ -139,7 +126,7 @@ describe("mysqlAdapter", () => {
   it.live("tears down an owned database, idempotently, even while a session holds it in a transaction", () =>
     Effect.gen(function* () {
       const name = fresh("gone")
-      yield* mysqlAdapter.provision(sliceOf(name, adminUrl))
+      yield* mysqlAdapter.provision(sliceOf(name))
       const url = yield* resolved(name)
       yield* sql(url, "CREATE TABLE t (v INT)")
       // an open transaction that read a table holds a metadata lock that DROP DATABASE would wait on
@@ -148,41 +135,41 @@ describe("mysqlAdapter", () => {
       yield* Effect.promise(() => holder.query("START TRANSACTION"))
       yield* Effect.promise(() => holder.query("SELECT * FROM t"))
       yield* Effect.ensuring(
-        mysqlAdapter.teardown(sliceOf(name, adminUrl)),
+        mysqlAdapter.teardown(sliceOf(name)),
         Effect.sync(() => holder.destroy())
       )
       expect(yield* exists(name)).toBe(false)
       expect(yield* sql(adminUrl, "SELECT name FROM berth_meta.slices WHERE name = ?", [name])).toEqual([])
-      yield* mysqlAdapter.teardown(sliceOf(name, adminUrl))
+      yield* mysqlAdapter.teardown(sliceOf(name))
       expect(yield* listed()).not.toContain(name)
       // and it can be made again
-      expect(yield* mysqlAdapter.provision(sliceOf(name, adminUrl))).toBe(true)
+      expect(yield* mysqlAdapter.provision(sliceOf(name))).toBe(true)
     })
   )
 
   it.live("a provision killed before its mark: listed, made again by provision or clone, dropped by teardown", () =>
     Effect.gen(function* () {
       const name = fresh("crash")
-      yield* beforeMark.provision(sliceOf(name, adminUrl))
+      yield* beforeMark.provision(sliceOf(name))
       expect(yield* exists(name)).toBe(true)
       // gc sees it as this installation's
       expect(yield* listed()).toContain(name)
       // a later provision of the same slice is not blocked: it makes the slice again, marked, and says so
-      expect(yield* mysqlAdapter.provision(sliceOf(name, adminUrl))).toBe(true)
+      expect(yield* mysqlAdapter.provision(sliceOf(name))).toBe(true)
       expect(yield* sql(adminUrl, "SELECT owner FROM berth_meta.slices WHERE name = ?", [name])).toEqual([{ owner }])
-      expect(yield* mysqlAdapter.provision(sliceOf(name, adminUrl))).toBe(false)
+      expect(yield* mysqlAdapter.provision(sliceOf(name))).toBe(false)
       // teardown drops one that was never finished
-      yield* mysqlAdapter.teardown(sliceOf(name, adminUrl))
-      yield* beforeMark.provision(sliceOf(name, adminUrl))
-      yield* mysqlAdapter.teardown(sliceOf(name, adminUrl))
+      yield* mysqlAdapter.teardown(sliceOf(name))
+      yield* beforeMark.provision(sliceOf(name))
+      yield* mysqlAdapter.teardown(sliceOf(name))
       expect(yield* exists(name)).toBe(false)
       expect(yield* listed()).not.toContain(name)
       // and so does a clone into it
       const golden = fresh("crash_golden")
-      yield* mysqlAdapter.provision(sliceOf(golden, adminUrl))
+      yield* mysqlAdapter.provision(sliceOf(golden))
       yield* sql(yield* resolved(golden), "CREATE TABLE t (v INT)")
-      yield* beforeMark.provision(sliceOf(name, adminUrl))
-      yield* mysqlAdapter.clone(sliceOf(golden, adminUrl), sliceOf(name, adminUrl))
+      yield* beforeMark.provision(sliceOf(name))
+      yield* mysqlAdapter.clone(sliceOf(golden), sliceOf(name))
       expect(yield* sql(yield* resolved(name), "SHOW TABLES")).toHaveLength(1)
       expect(yield* listed()).toContain(name)
     })
@@ -192,18 +179,18 @@ describe("mysqlAdapter", () => {
     Effect.gen(function* () {
       // berth's intent, then someone else's data in the database: not provably berth's, so not ours to drop
       const filled = fresh("crash_filled")
-      yield* beforeMark.provision(sliceOf(filled, adminUrl))
+      yield* beforeMark.provision(sliceOf(filled))
       yield* sql(adminUrl, `CREATE TABLE \`${filled}\`.precious (v INT)`)
       expect(yield* listed()).not.toContain(filled)
-      expect((yield* Effect.flip(mysqlAdapter.provision(sliceOf(filled, adminUrl)))).kind).toBe("taken")
-      expect((yield* Effect.flip(mysqlAdapter.teardown(sliceOf(filled, adminUrl)))).kind).toBe("not-owned")
+      expect((yield* Effect.flip(mysqlAdapter.provision(sliceOf(filled)))).kind).toBe("taken")
+      expect((yield* Effect.flip(mysqlAdapter.teardown(sliceOf(filled)))).kind).toBe("not-owned")
       expect(yield* exists(filled)).toBe(true)
       // another installation's half-made one
       const theirs = fresh("crash_theirs")
-      yield* beforeMark.provision(sliceOf(theirs, adminUrl, "elsewhere"))
+      yield* beforeMark.provision(sliceOf(theirs, { owner: "elsewhere" }))
       expect(yield* listed()).not.toContain(theirs)
-      expect((yield* Effect.flip(mysqlAdapter.provision(sliceOf(theirs, adminUrl)))).kind).toBe("taken")
-      expect((yield* Effect.flip(mysqlAdapter.teardown(sliceOf(theirs, adminUrl)))).kind).toBe("not-owned")
+      expect((yield* Effect.flip(mysqlAdapter.provision(sliceOf(theirs)))).kind).toBe("taken")
+      expect((yield* Effect.flip(mysqlAdapter.teardown(sliceOf(theirs)))).kind).toBe("not-owned")
       expect(yield* exists(theirs)).toBe(true)
       expect(yield* listed("elsewhere")).toContain(theirs)
     })
@@ -212,13 +199,13 @@ describe("mysqlAdapter", () => {
   it.live("a mark left without its database (a crash between drop and unmark) is not listed and is cleared", () =>
     Effect.gen(function* () {
       const name = fresh("stale")
-      yield* mysqlAdapter.provision(sliceOf(fresh("meta_exists"), adminUrl))
+      yield* mysqlAdapter.provision(sliceOf(fresh("meta_exists")))
       yield* sql(adminUrl, "INSERT INTO berth_meta.slices (name, owner) VALUES (?, ?)", [name, owner])
       expect(yield* listed()).not.toContain(name)
-      expect(yield* mysqlAdapter.provision(sliceOf(name, adminUrl))).toBe(true)
+      expect(yield* mysqlAdapter.provision(sliceOf(name))).toBe(true)
       expect(yield* listed()).toContain(name)
       yield* sql(adminUrl, `DROP DATABASE \`${name}\``)
-      yield* mysqlAdapter.teardown(sliceOf(name, adminUrl))
+      yield* mysqlAdapter.teardown(sliceOf(name))
       expect(yield* sql(adminUrl, "SELECT name FROM berth_meta.slices WHERE name = ?", [name])).toEqual([])
     })
   )
@@ -227,8 +214,8 @@ describe("mysqlAdapter", () => {
     Effect.gen(function* () {
       const golden = fresh("golden")
       const copy = fresh("copy")
-      yield* mysqlAdapter.provision(sliceOf(golden, adminUrl))
-      yield* mysqlAdapter.provision(sliceOf(copy, adminUrl))
+      yield* mysqlAdapter.provision(sliceOf(golden))
+      yield* mysqlAdapter.provision(sliceOf(copy))
       const goldenUrl = yield* resolved(golden)
       const copyUrl = yield* resolved(copy)
       for (const statement of [
@@ -260,7 +247,7 @@ describe("mysqlAdapter", () => {
       }
       yield* sql(copyUrl, "CREATE TABLE leftover (v INT)")
 
-      yield* mysqlAdapter.clone(sliceOf(golden, adminUrl), sliceOf(copy, adminUrl))
+      yield* mysqlAdapter.clone(sliceOf(golden), sliceOf(copy))
 
       // the target started empty: what it held before is gone
       expect(
@@ -340,12 +327,12 @@ describe("mysqlAdapter", () => {
 
       // the copy is an owned slice; cloning again replaces what it holds
       expect(yield* listed()).toEqual(expect.arrayContaining([golden, copy]))
-      expect(yield* mysqlAdapter.provision(sliceOf(copy, adminUrl))).toBe(false)
-      yield* mysqlAdapter.clone(sliceOf(golden, adminUrl), sliceOf(copy, adminUrl))
+      expect(yield* mysqlAdapter.provision(sliceOf(copy))).toBe(false)
+      yield* mysqlAdapter.clone(sliceOf(golden), sliceOf(copy))
       expect(yield* sql(copyUrl, "SELECT COUNT(*) AS n FROM books")).toEqual([{ n: 2 }])
       // a clone into a missing target creates it
       const third = fresh("third")
-      yield* mysqlAdapter.clone(sliceOf(golden, adminUrl), sliceOf(third, adminUrl))
+      yield* mysqlAdapter.clone(sliceOf(golden), sliceOf(third))
       expect(yield* sql(yield* resolved(third), "SELECT COUNT(*) AS n FROM audit")).toEqual([{ n: 2 }])
       expect(yield* listed()).toContain(third)
     })
@@ -357,13 +344,13 @@ describe("mysqlAdapter", () => {
       if (!String(version?.v).includes("MariaDB")) return
       const golden = fresh("g_maria")
       const copy = fresh("c_maria")
-      yield* mysqlAdapter.provision(sliceOf(golden, adminUrl))
+      yield* mysqlAdapter.provision(sliceOf(golden))
       const goldenUrl = yield* resolved(golden)
       yield* sql(goldenUrl, "CREATE SEQUENCE ticket START WITH 100")
       expect(yield* sql(goldenUrl, "SELECT NEXTVAL(ticket) AS n")).toEqual([{ n: 100 }])
       yield* sql(goldenUrl, "CREATE TABLE prices (id INT PRIMARY KEY, cents INT) WITH SYSTEM VERSIONING")
       yield* sql(goldenUrl, "INSERT INTO prices VALUES (1, 10)")
-      yield* mysqlAdapter.clone(sliceOf(golden, adminUrl), sliceOf(copy, adminUrl))
+      yield* mysqlAdapter.clone(sliceOf(golden), sliceOf(copy))
       const copyUrl = yield* resolved(copy)
       // the copy goes on from where the golden's sequence stands, never back to its start
       const [next] = yield* sql(copyUrl, "SELECT NEXTVAL(ticket) AS n")
@@ -376,8 +363,8 @@ describe("mysqlAdapter", () => {
     Effect.gen(function* () {
       const golden = fresh("g_broken")
       const copy = fresh("c_broken")
-      yield* mysqlAdapter.provision(sliceOf(golden, adminUrl))
-      yield* mysqlAdapter.provision(sliceOf(copy, adminUrl))
+      yield* mysqlAdapter.provision(sliceOf(golden))
+      yield* mysqlAdapter.provision(sliceOf(copy))
       const goldenUrl = yield* resolved(golden)
       yield* sql(goldenUrl, "CREATE TABLE t (v INT)")
       yield* sql(goldenUrl, "INSERT INTO t VALUES (1)")
@@ -386,7 +373,7 @@ describe("mysqlAdapter", () => {
       yield* sql(goldenUrl, "CREATE VIEW broken AS SELECT v FROM gone")
       yield* sql(goldenUrl, "DROP TABLE gone")
       yield* sql(yield* resolved(copy), "CREATE TABLE leftover (v INT)")
-      const error = yield* Effect.flip(mysqlAdapter.clone(sliceOf(golden, adminUrl), sliceOf(copy, adminUrl)))
+      const error = yield* Effect.flip(mysqlAdapter.clone(sliceOf(golden), sliceOf(copy)))
       expect(error.kind).toBe("failed")
       expect(error.message).toContain('view "broken"')
       expect(error.message).toContain(copy)
@@ -402,11 +389,11 @@ describe("mysqlAdapter", () => {
     Effect.gen(function* () {
       const missing = fresh("missing")
       const target = fresh("clone_target")
-      const error = yield* Effect.flip(mysqlAdapter.clone(sliceOf(missing, adminUrl), sliceOf(target, adminUrl)))
+      const error = yield* Effect.flip(mysqlAdapter.clone(sliceOf(missing), sliceOf(target)))
       expect(error.kind).toBe("failed")
       expect(error.message).toContain(missing)
       expect(yield* exists(target)).toBe(false)
-      const self = yield* Effect.flip(mysqlAdapter.clone(sliceOf(target, adminUrl), sliceOf(target, adminUrl)))
+      const self = yield* Effect.flip(mysqlAdapter.clone(sliceOf(target), sliceOf(target)))
       expect(self.kind).toBe("invalid")
     })
   )
@@ -430,18 +417,16 @@ describe("mysqlAdapter", () => {
         "information_schema"
       ]) {
         for (const verb of [
-          mysqlAdapter.provision(sliceOf(name, adminUrl)),
-          mysqlAdapter.resolve(sliceOf(name, adminUrl)),
-          mysqlAdapter.teardown(sliceOf(name, adminUrl))
+          mysqlAdapter.provision(sliceOf(name)),
+          mysqlAdapter.resolve(sliceOf(name)),
+          mysqlAdapter.teardown(sliceOf(name))
         ]) {
           const error = yield* Effect.flip(verb)
           expect(error.kind).toBe("invalid")
         }
       }
-      expect(
-        (yield* Effect.flip(mysqlAdapter.clone(sliceOf("ok_name", adminUrl), sliceOf("Bad", adminUrl)))).kind
-      ).toBe("invalid")
-      expect((yield* Effect.flip(mysqlAdapter.provision(sliceOf("ok_name", adminUrl, "x'; --")))).kind).toBe("invalid")
+      expect((yield* Effect.flip(mysqlAdapter.clone(sliceOf("ok_name"), sliceOf("Bad")))).kind).toBe("invalid")
+      expect((yield* Effect.flip(mysqlAdapter.provision(sliceOf("ok_name", { owner: "x'; --" })))).kind).toBe("invalid")
       expect((yield* Effect.flip(mysqlAdapter.list({ storage: "/x", adminUrl, options: {}, owner: "A B" }))).kind).toBe(
         "invalid"
       )
@@ -450,16 +435,18 @@ describe("mysqlAdapter", () => {
 
   it.live("needs a mysql:// admin_url, and never prints its password", () =>
     Effect.gen(function* () {
-      const missing = yield* Effect.flip(mysqlAdapter.provision(sliceOf(fresh("no_admin"), undefined)))
+      const missing = yield* Effect.flip(mysqlAdapter.provision(sliceOf(fresh("no_admin"), { adminUrl: undefined })))
       expect(missing.kind).toBe("invalid")
       expect(missing.message).toContain("admin_url")
       const listing = yield* Effect.flip(mysqlAdapter.list({ storage: "/x", adminUrl: undefined, options: {}, owner }))
       expect(listing.kind).toBe("invalid")
-      const bad = yield* Effect.flip(mysqlAdapter.provision(sliceOf(fresh("bad_admin"), "not a url hunter2")))
+      const bad = yield* Effect.flip(
+        mysqlAdapter.provision(sliceOf(fresh("bad_admin"), { adminUrl: "not a url hunter2" }))
+      )
       expect(bad.kind).toBe("invalid")
       expect(bad.message).not.toContain("hunter2")
       const scheme = yield* Effect.flip(
-        mysqlAdapter.provision(sliceOf(fresh("pg_admin"), "postgres://root:hunter2@127.0.0.1:3306/"))
+        mysqlAdapter.provision(sliceOf(fresh("pg_admin"), { adminUrl: "postgres://root:hunter2@127.0.0.1:3306/" }))
       )
       expect(scheme.kind).toBe("invalid")
       expect(scheme.message).not.toContain("hunter2")
@@ -469,7 +456,7 @@ describe("mysqlAdapter", () => {
   it.live("reports an unreachable server, naming host and port but not the password", () =>
     Effect.gen(function* () {
       const url = "mysql://root:hunter2@127.0.0.1:1/"
-      const error = yield* Effect.flip(mysqlAdapter.provision(sliceOf("acme_db", url)))
+      const error = yield* Effect.flip(mysqlAdapter.provision(sliceOf("acme_db", { adminUrl: url })))
       expect(error.kind).toBe("unreachable")
       expect(error.adapter).toBe("mysql")
       expect(error.message).toContain("127.0.0.1:1")
@@ -489,7 +476,7 @@ describe("mysqlAdapter", () => {
       const nobody = new URL(wrong.href)
       nobody.username = `${prefix}nobody`
       for (const url of [wrong.href, nobody.href]) {
-        const error = yield* Effect.flip(mysqlAdapter.provision(sliceOf(fresh("auth"), url)))
+        const error = yield* Effect.flip(mysqlAdapter.provision(sliceOf(fresh("auth"), { adminUrl: url })))
         expect(error.kind).toBe("authentication")
         expect(error.message).not.toContain("hunter2")
         const listing = yield* Effect.flip(mysqlAdapter.list({ storage: "/x", adminUrl: url, options: {}, owner }))
@@ -504,7 +491,7 @@ describe("mysqlAdapter", () => {
       const metaOnly = `${prefix}meta`
       const nothing = `${prefix}none`
       const password = "pw_hunter2"
-      yield* mysqlAdapter.provision(sliceOf(fresh("meta_exists"), adminUrl))
+      yield* mysqlAdapter.provision(sliceOf(fresh("meta_exists")))
       for (const user of [metaOnly, nothing]) {
         yield* sql(adminUrl, "CREATE USER ?@'%' IDENTIFIED BY ?", [user, password])
       }
@@ -515,7 +502,7 @@ describe("mysqlAdapter", () => {
         url.username = user
         url.password = password
         const name = fresh("grant")
-        const error = yield* Effect.flip(mysqlAdapter.provision(sliceOf(name, url.href)))
+        const error = yield* Effect.flip(mysqlAdapter.provision(sliceOf(name, { adminUrl: url.href })))
         expect(error.kind).toBe("grant")
         expect(error.message).toContain(name)
         expect(error.message).not.toContain(password)

@@ -1,28 +1,14 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { randomBytes } from "node:crypto"
 import * as Effect from "effect/Effect"
 import { connect, type NatsConnection } from "nats"
-import type { Slice } from "../contract.js"
+import { runNames, runOwner, sliceMaker } from "../testing.js"
 import { natsAdapter } from "./index.js"
 
 /** A real server with JetStream: `NATS_ADMIN_URL`, or the local one. */
 const adminUrl = process.env.NATS_ADMIN_URL ?? "nats://127.0.0.1:4222"
-const prefix = `berth_t${randomBytes(4).toString("hex")}_`
-let count = 0
-const fresh = (label: string): string => `${prefix}${count++}_${label}`
-const owner = `t${randomBytes(4).toString("hex")}`
-
-const sliceOf = (name: string, options: Record<string, unknown> = {}): Slice => ({
-  owner,
-  adapter: "nats",
-  project: "acme",
-  world: name,
-  service: "bus",
-  name,
-  storage: "/nonexistent",
-  adminUrl,
-  options
-})
+const { prefix, fresh } = runNames()
+const owner = runOwner()
+const sliceOf = sliceMaker({ adapter: "nats", service: "bus", owner, adminUrl })
 
 const withNats = <A>(f: (nc: NatsConnection) => Promise<A>): Effect.Effect<A> =>
   Effect.promise(async () => {
@@ -58,10 +44,10 @@ afterAll(async () => {
 describe("natsAdapter", () => {
   it.live("resolves to the server's URL with the prefix as a query parameter, keeping credentials", () =>
     Effect.gen(function* () {
-      expect(yield* natsAdapter.resolve({ ...sliceOf("acme_db"), adminUrl: "nats://app:s3cret@bus.local:4333" })).toBe(
+      expect(yield* natsAdapter.resolve(sliceOf("acme_db", { adminUrl: "nats://app:s3cret@bus.local:4333" }))).toBe(
         "nats://app:s3cret@bus.local:4333?prefix=acme_db-"
       )
-      expect(yield* natsAdapter.resolve({ ...sliceOf("acme_db"), adminUrl: undefined })).toBe(
+      expect(yield* natsAdapter.resolve(sliceOf("acme_db", { adminUrl: undefined }))).toBe(
         "nats://127.0.0.1:4222?prefix=acme_db-"
       )
     })
@@ -102,7 +88,7 @@ describe("natsAdapter", () => {
         await js.publish(`${golden}-orders.paid`, new TextEncoder().encode("two"))
       })
       yield* natsAdapter.clone(sliceOf(golden), sliceOf(bare))
-      yield* natsAdapter.clone(sliceOf(golden), sliceOf(full, { copy_messages: true }))
+      yield* natsAdapter.clone(sliceOf(golden), sliceOf(full, { options: { copy_messages: true } }))
       const infos = yield* withNats(async (nc) => {
         const jsm = await nc.jetstreamManager()
         return Promise.all([`${bare}-orders`, `${full}-orders`].map((s) => jsm.streams.info(s)))
@@ -125,7 +111,7 @@ describe("natsAdapter", () => {
       yield* natsAdapter.provision(sliceOf(golden))
       yield* natsAdapter.provision(sliceOf(copy))
       yield* withNats(async (nc) => {
-        await (await nc.jetstreamManager()).streams.add({ name: `${golden}-events`, subjects: [`events${count}.>`] })
+        await (await nc.jetstreamManager()).streams.add({ name: `${golden}-events`, subjects: [`events_${golden}.>`] })
       })
       const error = yield* Effect.flip(natsAdapter.clone(sliceOf(golden), sliceOf(copy)))
       expect(error.kind).toBe("invalid")
@@ -136,7 +122,7 @@ describe("natsAdapter", () => {
 
   it.live("refuses a non-nats admin_url", () =>
     Effect.gen(function* () {
-      const error = yield* Effect.flip(natsAdapter.provision({ ...sliceOf(fresh("bad")), adminUrl: "http://x:4222" }))
+      const error = yield* Effect.flip(natsAdapter.provision(sliceOf(fresh("bad"), { adminUrl: "http://x:4222" })))
       expect(error.kind).toBe("invalid")
     })
   )

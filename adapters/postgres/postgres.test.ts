@@ -1,36 +1,24 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { createHash, randomBytes } from "node:crypto"
+import { createHash } from "node:crypto"
 import { existsSync } from "node:fs"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import pg from "pg"
-import type { Slice } from "../contract.js"
+import { runNames, runOwner, sliceMaker } from "../testing.js"
 import { beforeMark, postgresAdapter } from "./index.js"
 
 /** A real server: `POSTGRES_ADMIN_URL`, or the local trust-auth one. */
 const adminUrl = process.env.POSTGRES_ADMIN_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 
-/** Every database a test makes starts with this, so parallel runs never meet and afterAll finds them all. */
-const prefix = `berth_t${randomBytes(4).toString("hex")}_`
-let count = 0
-const fresh = (label: string): string => `${prefix}${count++}_${label}`
+/** Every database a test makes starts with `prefix`, so parallel runs never meet and afterAll finds them. */
+const { prefix, fresh } = runNames()
 
 /** this run's installation: another owner's slices are never ours */
-const owner = `t${randomBytes(4).toString("hex")}`
+const owner = runOwner()
 
-const sliceOf = (name: string, url: string | undefined, by = owner): Slice => ({
-  owner: by,
-  adapter: "postgres",
-  project: "acme",
-  world: name,
-  service: "db",
-  name,
-  storage: "/nonexistent",
-  adminUrl: url,
-  options: {}
-})
+const sliceOf = sliceMaker({ adapter: "postgres", service: "db", owner, adminUrl })
 
 const urlOf = (database: string): string => {
   const url = new URL(adminUrl)
@@ -85,8 +73,8 @@ describe("postgresAdapter", () => {
   it.live("provisions once, marks the database and lists it", () =>
     Effect.gen(function* () {
       const name = fresh("main_db")
-      expect(yield* postgresAdapter.provision(sliceOf(name, adminUrl))).toBe(true)
-      expect(yield* postgresAdapter.provision(sliceOf(name, adminUrl))).toBe(false)
+      expect(yield* postgresAdapter.provision(sliceOf(name))).toBe(true)
+      expect(yield* postgresAdapter.provision(sliceOf(name))).toBe(false)
       const rows = yield* sql(
         adminUrl,
         `SELECT shobj_description(oid, 'pg_database') AS mark FROM pg_database WHERE datname = '${name}'`
@@ -99,7 +87,7 @@ describe("postgresAdapter", () => {
   it.live("resolves to the admin URL with the slice's database, keeping user, host, port and query", () =>
     Effect.gen(function* () {
       const name = fresh("resolve")
-      const resolved = new URL(yield* postgresAdapter.resolve(sliceOf(name, adminUrl)))
+      const resolved = new URL(yield* postgresAdapter.resolve(sliceOf(name)))
       const admin = new URL(adminUrl)
       expect(resolved.username).toBe(admin.username)
       expect(resolved.hostname).toBe(admin.hostname)
@@ -107,7 +95,7 @@ describe("postgresAdapter", () => {
       expect(resolved.pathname).toBe(`/${name}`)
       expect(
         yield* postgresAdapter.resolve(
-          sliceOf("acme_db", "postgres://app:s3cret@db.local:6543/postgres?sslmode=require")
+          sliceOf("acme_db", { adminUrl: "postgres://app:s3cret@db.local:6543/postgres?sslmode=require" })
         )
       ).toBe("postgres://app:s3cret@db.local:6543/acme_db?sslmode=require")
     })
@@ -117,15 +105,15 @@ describe("postgresAdapter", () => {
     Effect.gen(function* () {
       const golden = fresh("golden")
       const copy = fresh("copy")
-      yield* postgresAdapter.provision(sliceOf(golden, adminUrl))
-      yield* postgresAdapter.provision(sliceOf(copy, adminUrl))
-      const goldenUrl = yield* postgresAdapter.resolve(sliceOf(golden, adminUrl))
-      const copyUrl = yield* postgresAdapter.resolve(sliceOf(copy, adminUrl))
+      yield* postgresAdapter.provision(sliceOf(golden))
+      yield* postgresAdapter.provision(sliceOf(copy))
+      const goldenUrl = yield* postgresAdapter.resolve(sliceOf(golden))
+      const copyUrl = yield* postgresAdapter.resolve(sliceOf(copy))
       yield* sql(
         goldenUrl,
         "CREATE TABLE notes (id int PRIMARY KEY, note text); INSERT INTO notes VALUES (1, 'x'), (2, 'y')"
       )
-      yield* postgresAdapter.clone(sliceOf(golden, adminUrl), sliceOf(copy, adminUrl))
+      yield* postgresAdapter.clone(sliceOf(golden), sliceOf(copy))
       expect(yield* sql(copyUrl, "SELECT id, note FROM notes ORDER BY id")).toEqual([
         { id: 1, note: "x" },
         { id: 2, note: "y" }
@@ -134,12 +122,12 @@ describe("postgresAdapter", () => {
       expect(yield* sql(goldenUrl, "SELECT count(*)::int AS n FROM notes")).toEqual([{ n: 2 }])
       // the copy carries its own mark: it is listed, re-provisioning is a no-op, and teardown drops it
       expect(yield* listed()).toEqual(expect.arrayContaining([golden, copy]))
-      expect(yield* postgresAdapter.provision(sliceOf(copy, adminUrl))).toBe(false)
+      expect(yield* postgresAdapter.provision(sliceOf(copy))).toBe(false)
       // a clone into a missing target creates it
       const third = fresh("third")
-      yield* postgresAdapter.clone(sliceOf(golden, adminUrl), sliceOf(third, adminUrl))
+      yield* postgresAdapter.clone(sliceOf(golden), sliceOf(third))
       expect(
-        yield* sql(yield* postgresAdapter.resolve(sliceOf(third, adminUrl)), "SELECT count(*)::int AS n FROM notes")
+        yield* sql(yield* postgresAdapter.resolve(sliceOf(third)), "SELECT count(*)::int AS n FROM notes")
       ).toEqual([{ n: 2 }])
     })
   )
@@ -148,19 +136,17 @@ describe("postgresAdapter", () => {
     Effect.gen(function* () {
       const golden = fresh("busy_golden")
       const copy = fresh("busy_copy")
-      yield* postgresAdapter.provision(sliceOf(golden, adminUrl))
-      const goldenUrl = yield* postgresAdapter.resolve(sliceOf(golden, adminUrl))
+      yield* postgresAdapter.provision(sliceOf(golden))
+      const goldenUrl = yield* postgresAdapter.resolve(sliceOf(golden))
       yield* sql(goldenUrl, "CREATE TABLE t (v int); INSERT INTO t VALUES (42)")
       const holder = new pg.Client({ connectionString: goldenUrl })
       holder.on("error", () => undefined)
       yield* Effect.promise(() => holder.connect())
       yield* Effect.ensuring(
-        postgresAdapter.clone(sliceOf(golden, adminUrl), sliceOf(copy, adminUrl)),
+        postgresAdapter.clone(sliceOf(golden), sliceOf(copy)),
         Effect.promise(() => holder.end().catch(() => undefined))
       )
-      expect(yield* sql(yield* postgresAdapter.resolve(sliceOf(copy, adminUrl)), "SELECT v FROM t")).toEqual([
-        { v: 42 }
-      ])
+      expect(yield* sql(yield* postgresAdapter.resolve(sliceOf(copy)), "SELECT v FROM t")).toEqual([{ v: 42 }])
     })
   )
 
@@ -170,10 +156,10 @@ describe("postgresAdapter", () => {
       const foreign = fresh("foreign_src")
       yield* sql(adminUrl, `CREATE DATABASE "${foreign}"`)
       const target = fresh("clone_target")
-      const a = yield* Effect.flip(postgresAdapter.clone(sliceOf(missing, adminUrl), sliceOf(target, adminUrl)))
+      const a = yield* Effect.flip(postgresAdapter.clone(sliceOf(missing), sliceOf(target)))
       expect(a.kind).toBe("failed")
       expect(a.message).toContain(missing)
-      const b = yield* Effect.flip(postgresAdapter.clone(sliceOf(foreign, adminUrl), sliceOf(target, adminUrl)))
+      const b = yield* Effect.flip(postgresAdapter.clone(sliceOf(foreign), sliceOf(target)))
       expect(b.kind).toBe("not-owned")
       expect(yield* exists(target)).toBe(false)
     })
@@ -182,17 +168,17 @@ describe("postgresAdapter", () => {
   it.live("tears down an owned database, idempotently", () =>
     Effect.gen(function* () {
       const name = fresh("gone")
-      yield* postgresAdapter.provision(sliceOf(name, adminUrl))
+      yield* postgresAdapter.provision(sliceOf(name))
       // an open session does not block the drop
-      const holder = new pg.Client({ connectionString: yield* postgresAdapter.resolve(sliceOf(name, adminUrl)) })
+      const holder = new pg.Client({ connectionString: yield* postgresAdapter.resolve(sliceOf(name)) })
       holder.on("error", () => undefined)
       yield* Effect.promise(() => holder.connect())
       yield* Effect.ensuring(
-        postgresAdapter.teardown(sliceOf(name, adminUrl)),
+        postgresAdapter.teardown(sliceOf(name)),
         Effect.promise(() => holder.end().catch(() => undefined))
       )
       expect(yield* exists(name)).toBe(false)
-      yield* postgresAdapter.teardown(sliceOf(name, adminUrl))
+      yield* postgresAdapter.teardown(sliceOf(name))
       expect(yield* listed()).not.toContain(name)
     })
   )
@@ -211,7 +197,7 @@ describe("postgresAdapter", () => {
       const before = yield* sessions("postgres")
       // one after another: a verb takes a connection an earlier one left once its locks were released (a moment after
       // the verb, so the next may still open one of its own)
-      for (const name of names) yield* postgresAdapter.provision(sliceOf(name, adminUrl))
+      for (const name of names) yield* postgresAdapter.provision(sliceOf(name))
       // the locks of these three slices only (the adapter's key: hashtext('berth'), hashtext(a hash of the name)):
       // other test files hold locks of their own on the same server at the same time
       const keys = names.map((n) => `hashtext('${createHash("sha256").update(n).digest("hex").slice(0, 12)}')::oid`)
@@ -229,16 +215,16 @@ describe("postgresAdapter", () => {
       )
       expect(Option.getOrUndefined(locks)).toBe(0)
       expect((yield* sessions("postgres")) - before).toBeLessThanOrEqual(2)
-      for (const name of names) yield* postgresAdapter.teardown(sliceOf(name, adminUrl))
+      for (const name of names) yield* postgresAdapter.teardown(sliceOf(name))
       // through template1: the session goes with its verb, or the next CREATE DATABASE (a copy of it) would fail
       const viaTemplate = urlOf("template1")
       const first = fresh("t1")
       const second = fresh("t2")
-      yield* postgresAdapter.provision(sliceOf(first, viaTemplate))
-      yield* postgresAdapter.provision(sliceOf(second, viaTemplate))
+      yield* postgresAdapter.provision(sliceOf(first, { adminUrl: viaTemplate }))
+      yield* postgresAdapter.provision(sliceOf(second, { adminUrl: viaTemplate }))
       expect(yield* exists(second)).toBe(true)
-      yield* postgresAdapter.teardown(sliceOf(first, viaTemplate))
-      yield* postgresAdapter.teardown(sliceOf(second, viaTemplate))
+      yield* postgresAdapter.teardown(sliceOf(first, { adminUrl: viaTemplate }))
+      yield* postgresAdapter.teardown(sliceOf(second, { adminUrl: viaTemplate }))
     })
   )
 
@@ -246,9 +232,9 @@ describe("postgresAdapter", () => {
     Effect.gen(function* () {
       const spare = fresh("spare")
       const world = fresh("world")
-      yield* postgresAdapter.provision(sliceOf(spare, adminUrl))
+      yield* postgresAdapter.provision(sliceOf(spare))
       yield* sql(urlOf(spare), "CREATE TABLE kept (id int); INSERT INTO kept VALUES (7)")
-      yield* postgresAdapter.rename!(sliceOf(spare, adminUrl), sliceOf(world, adminUrl))
+      yield* postgresAdapter.rename!(sliceOf(spare), sliceOf(world))
       expect(yield* exists(spare)).toBe(false)
       expect(yield* sql(urlOf(world), "SELECT id FROM kept")).toEqual([{ id: 7 }])
       const rows = yield* sql(
@@ -258,16 +244,12 @@ describe("postgresAdapter", () => {
       expect(rows).toEqual([{ mark: `berth:${owner}:${world}` }])
       // the target must not exist; the source must be ours
       const other = fresh("other")
-      yield* postgresAdapter.provision(sliceOf(other, adminUrl))
+      yield* postgresAdapter.provision(sliceOf(other))
+      expect((yield* Effect.flip(postgresAdapter.rename!(sliceOf(other), sliceOf(world)))).kind).toBe("taken")
       expect(
-        (yield* Effect.flip(postgresAdapter.rename!(sliceOf(other, adminUrl), sliceOf(world, adminUrl)))).kind
-      ).toBe("taken")
-      expect(
-        (yield* Effect.flip(
-          postgresAdapter.rename!(sliceOf(other, adminUrl, "elsewhere"), sliceOf(fresh("x"), adminUrl))
-        )).kind
+        (yield* Effect.flip(postgresAdapter.rename!(sliceOf(other, { owner: "elsewhere" }), sliceOf(fresh("x"))))).kind
       ).toBe("failed")
-      for (const name of [world, other]) yield* postgresAdapter.teardown(sliceOf(name, adminUrl))
+      for (const name of [world, other]) yield* postgresAdapter.teardown(sliceOf(name))
     })
   )
 
@@ -275,22 +257,22 @@ describe("postgresAdapter", () => {
     Effect.gen(function* () {
       const name = fresh("crash")
       const before = yield* owned()
-      yield* beforeMark.provision(sliceOf(name, adminUrl))
+      yield* beforeMark.provision(sliceOf(name))
       const leftovers = (yield* owned()).filter((listedName) => !before.includes(listedName))
       // gc sees the leftover as this installation's
       expect(leftovers).toHaveLength(1)
       // a later provision of the same slice is not blocked: it makes the slice, marked
-      expect(yield* postgresAdapter.provision(sliceOf(name, adminUrl))).toBe(true)
+      expect(yield* postgresAdapter.provision(sliceOf(name))).toBe(true)
       expect(yield* markOf(name)).toBe(`berth:${owner}:${name}`)
       // teardown of the slice drops the slice and what the crash left
-      yield* postgresAdapter.teardown(sliceOf(name, adminUrl))
+      yield* postgresAdapter.teardown(sliceOf(name))
       expect(yield* exists(name)).toBe(false)
       expect((yield* owned()).filter((listedName) => !before.includes(listedName))).toEqual([])
       // gc drops a leftover by the name `list` gave it
-      yield* beforeMark.provision(sliceOf(name, adminUrl))
+      yield* beforeMark.provision(sliceOf(name))
       const [leftover] = (yield* owned()).filter((listedName) => !before.includes(listedName))
       expect(leftover).toBeDefined()
-      yield* postgresAdapter.teardown(sliceOf(leftover ?? "", adminUrl))
+      yield* postgresAdapter.teardown(sliceOf(leftover ?? ""))
       expect((yield* owned()).filter((listedName) => !before.includes(listedName))).toEqual([])
       expect(yield* exists(leftover ?? "")).toBe(false)
     })
@@ -300,15 +282,15 @@ describe("postgresAdapter", () => {
     Effect.gen(function* () {
       const golden = fresh("crash_golden")
       const copy = fresh("crash_copy")
-      yield* postgresAdapter.provision(sliceOf(golden, adminUrl))
+      yield* postgresAdapter.provision(sliceOf(golden))
       yield* sql(urlOf(golden), "CREATE TABLE t (v int); INSERT INTO t VALUES (1)")
       const before = yield* owned()
-      yield* beforeMark.clone(sliceOf(golden, adminUrl), sliceOf(copy, adminUrl))
+      yield* beforeMark.clone(sliceOf(golden), sliceOf(copy))
       expect((yield* owned()).filter((listedName) => !before.includes(listedName))).toHaveLength(1)
-      yield* postgresAdapter.clone(sliceOf(golden, adminUrl), sliceOf(copy, adminUrl))
+      yield* postgresAdapter.clone(sliceOf(golden), sliceOf(copy))
       expect(yield* sql(urlOf(copy), "SELECT v FROM t")).toEqual([{ v: 1 }])
       expect(yield* markOf(copy)).toBe(`berth:${owner}:${copy}`)
-      yield* postgresAdapter.teardown(sliceOf(copy, adminUrl))
+      yield* postgresAdapter.teardown(sliceOf(copy))
       expect(yield* exists(copy)).toBe(false)
       expect((yield* owned()).filter((listedName) => !before.includes(listedName))).toEqual([])
     })
@@ -319,21 +301,21 @@ describe("postgresAdapter", () => {
       const name = fresh("crash_foreign")
       // someone made the slice's database by hand (or an older berth crashed before its mark): never ours
       yield* sql(adminUrl, `CREATE DATABASE "${name}"`)
-      yield* beforeMark.provision(sliceOf(name, adminUrl))
+      yield* beforeMark.provision(sliceOf(name))
       const theirs = beforeMark.pendingName("someone_else", name, "0123abcd")
       yield* sql(adminUrl, `CREATE DATABASE "${theirs}"`)
       expect(yield* owned()).not.toContain(name)
       expect(yield* owned()).not.toContain(theirs)
-      expect((yield* Effect.flip(postgresAdapter.provision(sliceOf(name, adminUrl)))).kind).toBe("taken")
+      expect((yield* Effect.flip(postgresAdapter.provision(sliceOf(name)))).kind).toBe("taken")
       // teardown drops this installation's leftover, and refuses the rest
-      expect((yield* Effect.flip(postgresAdapter.teardown(sliceOf(name, adminUrl)))).kind).toBe("not-owned")
-      expect((yield* Effect.flip(postgresAdapter.teardown(sliceOf(theirs, adminUrl)))).kind).toBe("not-owned")
+      expect((yield* Effect.flip(postgresAdapter.teardown(sliceOf(name)))).kind).toBe("not-owned")
+      expect((yield* Effect.flip(postgresAdapter.teardown(sliceOf(theirs)))).kind).toBe("not-owned")
       expect(yield* exists(name)).toBe(true)
       expect(yield* exists(theirs)).toBe(true)
       expect((yield* owned()).filter((listedName) => listedName.includes(owner))).toEqual([])
       // and no slice may take the shape of a pending name
       const shaped = beforeMark.pendingName(owner, name, "0123abcd")
-      expect((yield* Effect.flip(postgresAdapter.provision(sliceOf(shaped, adminUrl)))).kind).toBe("invalid")
+      expect((yield* Effect.flip(postgresAdapter.provision(sliceOf(shaped)))).kind).toBe("invalid")
       yield* sql(adminUrl, `DROP DATABASE "${theirs}"`)
     })
   )
@@ -342,12 +324,12 @@ describe("postgresAdapter", () => {
     Effect.gen(function* () {
       const spare = fresh("crash_spare")
       const world = fresh("crash_world")
-      yield* postgresAdapter.provision(sliceOf(spare, adminUrl))
+      yield* postgresAdapter.provision(sliceOf(spare))
       // the rename's first step alone
       yield* sql(adminUrl, `ALTER DATABASE "${spare}" RENAME TO "${world}"`)
       expect(yield* listed()).toContain(world)
-      expect(yield* postgresAdapter.provision(sliceOf(world, adminUrl))).toBe(false)
-      yield* postgresAdapter.teardown(sliceOf(world, adminUrl))
+      expect(yield* postgresAdapter.provision(sliceOf(world))).toBe(false)
+      yield* postgresAdapter.teardown(sliceOf(world))
       expect(yield* exists(world)).toBe(false)
     })
   )
@@ -356,9 +338,9 @@ describe("postgresAdapter", () => {
     Effect.gen(function* () {
       const golden = fresh("g2")
       const foreign = fresh("foreign_dst")
-      yield* postgresAdapter.provision(sliceOf(golden, adminUrl))
+      yield* postgresAdapter.provision(sliceOf(golden))
       yield* sql(adminUrl, `CREATE DATABASE "${foreign}"`)
-      const error = yield* Effect.flip(postgresAdapter.clone(sliceOf(golden, adminUrl), sliceOf(foreign, adminUrl)))
+      const error = yield* Effect.flip(postgresAdapter.clone(sliceOf(golden), sliceOf(foreign)))
       expect(error.kind).toBe("not-owned")
       expect(yield* exists(foreign)).toBe(true)
     })
@@ -377,30 +359,30 @@ describe("postgresAdapter", () => {
         "a".repeat(64)
       ]) {
         for (const verb of [
-          postgresAdapter.provision(sliceOf(name, adminUrl)),
-          postgresAdapter.resolve(sliceOf(name, adminUrl)),
-          postgresAdapter.teardown(sliceOf(name, adminUrl))
+          postgresAdapter.provision(sliceOf(name)),
+          postgresAdapter.resolve(sliceOf(name)),
+          postgresAdapter.teardown(sliceOf(name))
         ]) {
           const error = yield* Effect.flip(verb)
           expect(error.kind).toBe("invalid")
         }
       }
-      expect(
-        (yield* Effect.flip(postgresAdapter.clone(sliceOf("ok_name", adminUrl), sliceOf("Bad", adminUrl)))).kind
-      ).toBe("invalid")
+      expect((yield* Effect.flip(postgresAdapter.clone(sliceOf("ok_name"), sliceOf("Bad")))).kind).toBe("invalid")
     })
   )
 
   it.live("needs admin_url, and never prints its password", () =>
     Effect.gen(function* () {
-      const missing = yield* Effect.flip(postgresAdapter.provision(sliceOf(fresh("no_admin"), undefined)))
+      const missing = yield* Effect.flip(postgresAdapter.provision(sliceOf(fresh("no_admin"), { adminUrl: undefined })))
       expect(missing.kind).toBe("invalid")
       expect(missing.message).toContain("admin_url")
       const listing = yield* Effect.flip(
         postgresAdapter.list({ storage: "/x", adminUrl: undefined, options: {}, owner })
       )
       expect(listing.kind).toBe("invalid")
-      const bad = yield* Effect.flip(postgresAdapter.provision(sliceOf(fresh("bad_admin"), "not a url hunter2")))
+      const bad = yield* Effect.flip(
+        postgresAdapter.provision(sliceOf(fresh("bad_admin"), { adminUrl: "not a url hunter2" }))
+      )
       expect(bad.kind).toBe("invalid")
       expect(bad.message).not.toContain("hunter2")
     })
@@ -412,15 +394,17 @@ describe("postgresAdapter", () => {
       Effect.gen(function* () {
         const socket = "postgres:///postgres?host=/var/run/postgresql&user=postgres"
         const name = fresh("socket")
-        yield* postgresAdapter.provision(sliceOf(name, socket))
-        expect(yield* postgresAdapter.resolve(sliceOf(name, socket))).toBe(
+        yield* postgresAdapter.provision(sliceOf(name, { adminUrl: socket }))
+        expect(yield* postgresAdapter.resolve(sliceOf(name, { adminUrl: socket }))).toBe(
           `postgres:///${name}?host=/var/run/postgresql&user=postgres`
         )
         expect(yield* exists(name)).toBe(true)
-        yield* postgresAdapter.teardown(sliceOf(name, socket))
+        yield* postgresAdapter.teardown(sliceOf(name, { adminUrl: socket }))
         expect(yield* exists(name)).toBe(false)
         const written = yield* Effect.flip(
-          postgresAdapter.provision(sliceOf(fresh("socket"), "postgres://postgres:hunter2@/postgres?host=/tmp"))
+          postgresAdapter.provision(
+            sliceOf(fresh("socket"), { adminUrl: "postgres://postgres:hunter2@/postgres?host=/tmp" })
+          )
         )
         expect(written.kind).toBe("invalid")
         expect(written.message).toContain("postgres:///db?host=/run/postgresql&user=name")
@@ -431,7 +415,7 @@ describe("postgresAdapter", () => {
   it.live("reports an unreachable server without its password", () =>
     Effect.gen(function* () {
       const url = "postgres://postgres:hunter2@127.0.0.1:1/postgres"
-      const error = yield* Effect.flip(postgresAdapter.provision(sliceOf("acme_db", url)))
+      const error = yield* Effect.flip(postgresAdapter.provision(sliceOf("acme_db", { adminUrl: url })))
       expect(error.kind).toBe("unreachable")
       expect(error.adapter).toBe("postgres")
       expect(error.message).toContain("127.0.0.1:1")
@@ -468,7 +452,7 @@ describe("postgresAdapter", () => {
       const other = urlOf(maintenance)
       const name = fresh("race2")
       const results = yield* Effect.all(
-        [adminUrl, other, adminUrl, other].map((url) => postgresAdapter.provision(sliceOf(name, url))),
+        [adminUrl, other, adminUrl, other].map((url) => postgresAdapter.provision(sliceOf(name, { adminUrl: url }))),
         { concurrency: "unbounded" }
       )
       expect(results.filter((created) => created)).toEqual([true])

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { closedPort } from "../conformance.js"
-import type { Slice } from "../contract.js"
+import { scopeOf, sliceMaker } from "../testing.js"
 import {
   classify,
   creationOf,
@@ -13,25 +13,13 @@ import {
   serverOf
 } from "./index.js"
 
-const sliceOf = (name: string, adminUrl: string | undefined): Slice => ({
-  adapter: "qdrant",
-  project: "acme",
-  world: "login",
-  service: "vectors",
-  name,
-  owner: "t1",
-  storage: "/nonexistent",
-  adminUrl,
-  options: {}
-})
+const sliceOf = sliceMaker({ adapter: "qdrant", service: "vectors", world: "login", owner: "t1" })
 
 describe("qdrantAdapter without a server", () => {
   it.live("resolves to the admin URL with the slice's prefix, its API key kept", () =>
     Effect.gen(function* () {
-      expect(yield* qdrantAdapter.resolve(sliceOf("acme_vec", undefined))).toBe(
-        "http://127.0.0.1:6333/?prefix=acme_vec-"
-      )
-      expect(yield* qdrantAdapter.resolve(sliceOf("acme_vec", "https://:k3y@q.local:6334"))).toBe(
+      expect(yield* qdrantAdapter.resolve(sliceOf("acme_vec"))).toBe("http://127.0.0.1:6333/?prefix=acme_vec-")
+      expect(yield* qdrantAdapter.resolve(sliceOf("acme_vec", { adminUrl: "https://:k3y@q.local:6334" }))).toBe(
         "https://:k3y@q.local:6334/?prefix=acme_vec-"
       )
     })
@@ -46,7 +34,7 @@ describe("qdrantAdapter without a server", () => {
       const wrong = yield* Effect.flip(serverOf("redis://:s3cret@h"))
       expect(wrong.kind).toBe("invalid")
       expect(wrong.message).not.toContain("s3cret")
-      expect((yield* Effect.flip(qdrantAdapter.provision(sliceOf("berth", undefined)))).kind).toBe("invalid")
+      expect((yield* Effect.flip(qdrantAdapter.provision(sliceOf("berth")))).kind).toBe("invalid")
       expect(markOf("acme").startsWith(prefixOf("acme"))).toBe(false)
     })
   )
@@ -105,13 +93,13 @@ describe("qdrantAdapter without a server", () => {
     Effect.gen(function* () {
       const port = yield* Effect.promise(() => closedPort())
       const adminUrl = `http://:s3cret@127.0.0.1:${port}`
-      const slice = sliceOf("acme_vec", adminUrl)
+      const slice = sliceOf("acme_vec", { adminUrl })
       const started = Date.now()
       for (const verb of [
         qdrantAdapter.provision(slice),
         qdrantAdapter.teardown(slice),
-        qdrantAdapter.clone(sliceOf("acme_src", adminUrl), slice),
-        qdrantAdapter.list({ owner: "t1", storage: "/nonexistent", adminUrl, options: {} })
+        qdrantAdapter.clone(sliceOf("acme_src", { adminUrl }), slice),
+        qdrantAdapter.list(scopeOf(slice))
       ]) {
         const error = yield* Effect.flip(verb)
         expect(error.kind).toBe("unreachable")

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import { randomBytes } from "node:crypto"
 import * as net from "node:net"
 import * as Effect from "effect/Effect"
-import type { Slice } from "../contract.js"
+import { runNames, runOwner, sliceMaker } from "../testing.js"
 import { rabbitmqAdapter } from "./index.js"
 
 /** A real server: `RABBITMQ_ADMIN_URL` (an administrator) and its management API, or the local ones. */
@@ -12,24 +12,18 @@ const admin = new URL(adminUrl)
 const adminUser = decodeURIComponent(admin.username)
 const adminAuth = `Basic ${Buffer.from(`${adminUser}:${decodeURIComponent(admin.password)}`).toString("base64")}`
 
-/** Every vhost and user a test makes starts with this, so parallel runs never meet and afterAll finds them all. */
-const prefix = `berth_t${randomBytes(4).toString("hex")}_`
-let count = 0
-const fresh = (label: string): string => `${prefix}${count++}_${label}`
+/** Every vhost and user a test makes starts with `prefix`, so parallel runs never meet and afterAll finds them all. */
+const { prefix, fresh } = runNames()
 
 /** this run's installation: another owner's slices are never ours */
-const owner = `t${randomBytes(4).toString("hex")}`
+const owner = runOwner()
 
-const sliceOf = (name: string, url: string | undefined = adminUrl, options: Record<string, unknown> = {}): Slice => ({
-  owner,
+const sliceOf = sliceMaker({
   adapter: "rabbitmq",
-  project: "acme",
-  world: name,
   service: "mq",
-  name,
-  storage: "/nonexistent",
-  adminUrl: url,
-  options: { management_url: managementUrl, ...options }
+  owner,
+  adminUrl,
+  options: { management_url: managementUrl }
 })
 
 interface Reply {
@@ -239,10 +233,12 @@ describe("rabbitmqAdapter", () => {
       expect(resolved.password).toBe(admin.password)
       expect(resolved.host).toBe(admin.host)
       expect(resolved.pathname).toBe(`/${name}`)
-      expect(yield* rabbitmqAdapter.resolve(sliceOf("acme_mq", "amqp://app:s3cret@mq.local:5673/?heartbeat=30"))).toBe(
-        "amqp://app:s3cret@mq.local:5673/acme_mq?heartbeat=30"
-      )
-      expect(yield* rabbitmqAdapter.resolve(sliceOf("acme_mq", "amqps://app:s%40cret@mq.local"))).toBe(
+      expect(
+        yield* rabbitmqAdapter.resolve(
+          sliceOf("acme_mq", { adminUrl: "amqp://app:s3cret@mq.local:5673/?heartbeat=30" })
+        )
+      ).toBe("amqp://app:s3cret@mq.local:5673/acme_mq?heartbeat=30")
+      expect(yield* rabbitmqAdapter.resolve(sliceOf("acme_mq", { adminUrl: "amqps://app:s%40cret@mq.local" }))).toBe(
         "amqps://app:s%40cret@mq.local/acme_mq"
       )
     })
@@ -305,7 +301,7 @@ describe("rabbitmqAdapter", () => {
       const unsafe = ["", "Upper", "1abc", "a-b", "a/b", "../x", "a b", "%2f", "a".repeat(64)]
       for (const name of unsafe) {
         // a dead management URL: a name that got past the check would fail "unreachable" instead
-        const slice = sliceOf(name, adminUrl, { management_url: `http://127.0.0.1:${port}` })
+        const slice = sliceOf(name, { options: { management_url: `http://127.0.0.1:${port}` } })
         for (const verb of [rabbitmqAdapter.provision, rabbitmqAdapter.teardown, rabbitmqAdapter.resolve]) {
           const error = yield* Effect.flip(verb(slice))
           expect(error.kind).toBe("invalid")
@@ -344,8 +340,9 @@ describe("rabbitmqAdapter", () => {
   it.live("reports a closed management port as unreachable, with the plugin hint and no password", () =>
     Effect.gen(function* () {
       const port = yield* Effect.promise(closedPort)
-      const slice = sliceOf(fresh("down"), "amqp://guest:hunter2@127.0.0.1:5672", {
-        management_url: `http://127.0.0.1:${port}`
+      const slice = sliceOf(fresh("down"), {
+        adminUrl: "amqp://guest:hunter2@127.0.0.1:5672",
+        options: { management_url: `http://127.0.0.1:${port}` }
       })
       for (const verb of [rabbitmqAdapter.provision, rabbitmqAdapter.teardown]) {
         const error = yield* Effect.flip(verb(slice))
@@ -362,7 +359,7 @@ describe("rabbitmqAdapter", () => {
       // credentials written into management_url are never shown either
       const inline = yield* Effect.flip(
         rabbitmqAdapter.provision(
-          sliceOf(fresh("down"), adminUrl, { management_url: `http://u:hunter2@127.0.0.1:${port}` })
+          sliceOf(fresh("down"), { options: { management_url: `http://u:hunter2@127.0.0.1:${port}` } })
         )
       )
       expect(inline.kind).toBe("unreachable")
@@ -374,7 +371,7 @@ describe("rabbitmqAdapter", () => {
     Effect.gen(function* () {
       const name = fresh("wrong_path")
       yield* rabbitmqAdapter.provision(sliceOf(name))
-      const wrong = sliceOf(name, adminUrl, { management_url: `${managementUrl}/not-the-api` })
+      const wrong = sliceOf(name, { options: { management_url: `${managementUrl}/not-the-api` } })
       for (const verb of [rabbitmqAdapter.provision, rabbitmqAdapter.teardown]) {
         const error = yield* Effect.flip(verb(wrong))
         expect(error.kind).toBe("failed")
@@ -394,7 +391,7 @@ describe("rabbitmqAdapter", () => {
       yield* Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve)))
       const { port } = server.address() as net.AddressInfo
       const error = yield* Effect.flip(
-        rabbitmqAdapter.provision(sliceOf(fresh("silent"), adminUrl, { management_url: `http://127.0.0.1:${port}` }))
+        rabbitmqAdapter.provision(sliceOf(fresh("silent"), { options: { management_url: `http://127.0.0.1:${port}` } }))
       ).pipe(
         Effect.ensuring(
           Effect.promise(() => {
@@ -414,7 +411,7 @@ describe("rabbitmqAdapter", () => {
       const url = new URL(adminUrl)
       url.password = "hunter2-wrong"
       for (const verb of [rabbitmqAdapter.provision, rabbitmqAdapter.teardown]) {
-        const error = yield* Effect.flip(verb(sliceOf(fresh("auth"), url.href)))
+        const error = yield* Effect.flip(verb(sliceOf(fresh("auth"), { adminUrl: url.href })))
         expect(error.kind).toBe("authentication")
         expect(error.message).not.toContain("hunter2")
       }
@@ -431,7 +428,7 @@ describe("rabbitmqAdapter", () => {
         yield* withUser(tags, (url) =>
           Effect.gen(function* () {
             const name = fresh("grant")
-            const error = yield* Effect.flip(rabbitmqAdapter.provision(sliceOf(name, url)))
+            const error = yield* Effect.flip(rabbitmqAdapter.provision(sliceOf(name, { adminUrl: url })))
             expect(error.kind).toBe("grant")
             expect(error.message).toContain("administrator")
             expect(error.message).not.toContain(new URL(url).password)

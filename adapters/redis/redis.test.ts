@@ -1,38 +1,23 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { randomBytes } from "node:crypto"
 import * as Effect from "effect/Effect"
 import { Redis } from "ioredis"
 import type { Slice } from "../contract.js"
+import { runNames, runOwner, sliceMaker } from "../testing.js"
 import { redisAdapter } from "./index.js"
 
 /** A real server: `REDIS_ADMIN_URL`, or the local one. */
 const adminUrl = process.env.REDIS_ADMIN_URL ?? "redis://127.0.0.1:6379"
 
-/** Every slice a test makes starts with this, so parallel runs never meet and afterAll finds them all. */
-const prefix = `berth_t${randomBytes(4).toString("hex")}_`
-let count = 0
-const fresh = (label: string): string => `${prefix}${count++}_${label}`
+/** Every slice a test makes starts with `prefix`, so parallel runs never meet and afterAll finds them all. */
+const { prefix, fresh } = runNames()
 
 /** this run's installation: slices are marked `<owner>:<name>` */
-const owner = `t${randomBytes(4).toString("hex")}`
+const owner = runOwner()
 const tag = (name: string): string => `${owner}:${name}`
 
-const sliceOf = (
-  name: string,
-  mode: "db" | "prefix",
-  url: string | undefined = adminUrl,
-  by: string = owner
-): Slice => ({
-  owner: by,
-  adapter: "redis",
-  project: "acme",
-  world: name,
-  service: "cache",
-  name,
-  storage: "/nonexistent",
-  adminUrl: url,
-  options: { mode }
-})
+const slice = sliceMaker({ adapter: "redis", service: "cache", owner, adminUrl })
+const sliceOf = (name: string, mode: "db" | "prefix", extra: Partial<Slice> = {}): Slice =>
+  slice(name, { options: { mode }, ...extra })
 
 /** Runs `f` on a connection to `url` (ioredis reads the DB and `keyPrefix` from it), always closed. */
 const withRedis = <A>(url: string, f: (client: Redis) => Promise<A>): Effect.Effect<A> =>
@@ -94,20 +79,20 @@ describe("redisAdapter", () => {
     Effect.gen(function* () {
       const name = fresh("shared")
       // db mode: each installation gets its own DB for the same name, and lists only its own
-      expect(yield* redisAdapter.provision(sliceOf(name, "db", adminUrl, "elsewhere"))).toBe(true)
+      expect(yield* redisAdapter.provision(sliceOf(name, "db", { owner: "elsewhere" }))).toBe(true)
       expect(yield* listed("db")).not.toContain(name)
       expect(yield* redisAdapter.provision(sliceOf(name, "db"))).toBe(true)
       const mine = yield* redisAdapter.resolve(sliceOf(name, "db"))
-      const theirs = yield* redisAdapter.resolve(sliceOf(name, "db", adminUrl, "elsewhere"))
+      const theirs = yield* redisAdapter.resolve(sliceOf(name, "db", { owner: "elsewhere" }))
       expect(mine).not.toBe(theirs)
       yield* redisAdapter.teardown(sliceOf(name, "db"))
-      yield* redisAdapter.teardown(sliceOf(name, "db", adminUrl, "elsewhere"))
+      yield* redisAdapter.teardown(sliceOf(name, "db", { owner: "elsewhere" }))
       // prefix mode: one key space, so the name is taken
-      expect(yield* redisAdapter.provision(sliceOf(name, "prefix", adminUrl, "elsewhere"))).toBe(true)
+      expect(yield* redisAdapter.provision(sliceOf(name, "prefix", { owner: "elsewhere" }))).toBe(true)
       expect((yield* Effect.flip(redisAdapter.provision(sliceOf(name, "prefix")))).kind).toBe("taken")
       expect((yield* Effect.flip(redisAdapter.teardown(sliceOf(name, "prefix")))).kind).toBe("not-owned")
       expect(yield* listed("prefix")).not.toContain(name)
-      yield* redisAdapter.teardown(sliceOf(name, "prefix", adminUrl, "elsewhere"))
+      yield* redisAdapter.teardown(sliceOf(name, "prefix", { owner: "elsewhere" }))
     })
   )
 
@@ -253,9 +238,11 @@ describe("redisAdapter", () => {
         const parsed = new URL(urlA)
         expect(parsed.pathname).toBe("/0")
         expect(parsed.searchParams.get("keyPrefix")).toBe(`${a}:`)
-        expect(yield* redisAdapter.resolve(sliceOf("acme_cache", "prefix", "redis://:s3cret@cache.local:6390/2"))).toBe(
-          "redis://:s3cret@cache.local:6390/2?keyPrefix=acme_cache:"
-        )
+        expect(
+          yield* redisAdapter.resolve(
+            sliceOf("acme_cache", "prefix", { adminUrl: "redis://:s3cret@cache.local:6390/2" })
+          )
+        ).toBe("redis://:s3cret@cache.local:6390/2?keyPrefix=acme_cache:")
         // ioredis honours keyPrefix from the URL
         yield* withRedis(urlA, (client) => client.set("k", "from-a"))
         yield* withRedis(adminUrl, async (client) => {
@@ -305,7 +292,9 @@ describe("redisAdapter", () => {
   it.live("reports an unreachable server", () =>
     Effect.gen(function* () {
       for (const mode of ["db", "prefix"] as const) {
-        const error = yield* Effect.flip(redisAdapter.provision(sliceOf(fresh("down"), mode, "redis://127.0.0.1:1")))
+        const error = yield* Effect.flip(
+          redisAdapter.provision(sliceOf(fresh("down"), mode, { adminUrl: "redis://127.0.0.1:1" }))
+        )
         expect(error.kind).toBe("unreachable")
         expect(error.adapter).toBe("redis")
       }
@@ -326,7 +315,7 @@ describe("redisAdapter", () => {
     Effect.gen(function* () {
       const slice = { ...sliceOf(fresh("bad"), "db"), options: { mode: "cluster" } }
       expect((yield* Effect.flip(redisAdapter.provision(slice))).kind).toBe("invalid")
-      const url = sliceOf(fresh("bad"), "db", "http://127.0.0.1:6379")
+      const url = sliceOf(fresh("bad"), "db", { adminUrl: "http://127.0.0.1:6379" })
       expect((yield* Effect.flip(redisAdapter.provision(url))).kind).toBe("invalid")
     })
   )

@@ -7,13 +7,13 @@ import {
   PutObjectCommand,
   S3Client
 } from "@aws-sdk/client-s3"
-import { randomBytes } from "node:crypto"
 import { createServer, type Server, type Socket, connect as tcpConnect } from "node:net"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import { builtinAdapters } from "../../src/domain/adapters.js"
 import { parseConfig } from "../../src/domain/config/parse.js"
 import type { Slice } from "../contract.js"
+import { runNames, runOwner, sliceMaker } from "../testing.js"
 import { implementations } from "../index.js"
 import { s3Adapter } from "./index.js"
 import { type S3rverHandle, startS3rver } from "./s3rver.js"
@@ -24,24 +24,19 @@ beforeAll(async () => {
 })
 afterAll(() => server.close())
 
-const owner = `t${randomBytes(4).toString("hex")}`
-let count = 0
-const fresh = (label: string): string => `acme_w${count++}_${label}`
+const owner = runOwner()
+const { fresh } = runNames("acme_w")
 const SHARED = "shared-bucket"
 
 type Mode = "bucket" | "prefix"
 
-const sliceOf = (name: string, mode: Mode, url: string = server.adminUrl, by: string = owner): Slice => ({
-  owner: by,
-  adapter: "s3",
-  project: "acme",
-  world: name,
-  service: "files",
-  name,
-  storage: "/nonexistent",
-  adminUrl: url,
-  options: mode === "bucket" ? {} : { mode: "prefix", bucket: SHARED }
-})
+const slice = sliceMaker({ adapter: "s3", service: "files", owner })
+const sliceOf = (name: string, mode: Mode, extra: Partial<Slice> = {}): Slice =>
+  slice(name, {
+    adminUrl: server.adminUrl,
+    options: mode === "bucket" ? {} : { mode: "prefix", bucket: SHARED },
+    ...extra
+  })
 
 const listed = (mode: Mode, by = owner) =>
   s3Adapter.list({ storage: "/nonexistent", adminUrl: server.adminUrl, options: sliceOf("x", mode).options, owner: by })
@@ -127,7 +122,9 @@ describe("s3Adapter", () => {
       expect(prefixed.pathname).toBe("/acme_main_files/")
       // a secret with URL delimiters in it comes back as it was
       const encoded = new URL(
-        yield* s3Adapter.resolve(sliceOf("acme_main_files", "bucket", "http://AK:se%2Fc%40r%3Fet@127.0.0.1:9000"))
+        yield* s3Adapter.resolve(
+          sliceOf("acme_main_files", "bucket", { adminUrl: "http://AK:se%2Fc%40r%3Fet@127.0.0.1:9000" })
+        )
       )
       expect([encoded.hostname, decodeURIComponent(encoded.password)]).toEqual(["acme-main-files", "se/c@r?et"])
     })
@@ -135,7 +132,7 @@ describe("s3Adapter", () => {
 
   it.live("makes buckets in the region the service names", () =>
     Effect.gen(function* () {
-      const slice = { ...sliceOf(fresh("region"), "bucket"), options: { region: "eu-central-1" } }
+      const slice = sliceOf(fresh("region"), "bucket", { options: { region: "eu-central-1" } })
       expect(yield* s3Adapter.provision(slice)).toBe(true)
       expect(new URL(yield* s3Adapter.resolve(slice)).searchParams.get("region")).toBe("eu-central-1")
       yield* roundTrip(slice)
@@ -241,21 +238,23 @@ describe("s3Adapter", () => {
         for (const name of hostile) {
           for (const verb of [s3Adapter.provision, s3Adapter.resolve, s3Adapter.teardown]) {
             if (mode === "prefix" && (name === "xn__abc" || name === "ab")) continue
-            const error = yield* Effect.flip(verb(sliceOf(name, mode, nowhere)))
+            const error = yield* Effect.flip(verb(sliceOf(name, mode, { adminUrl: nowhere })))
             expect(error.kind, `${mode} ${JSON.stringify(name)}`).toBe("invalid")
             expect(error.message).not.toContain("hunter2")
           }
         }
       }
       const bad = (options: Record<string, unknown>, url = nowhere) =>
-        Effect.flip(s3Adapter.provision({ ...sliceOf(fresh("bad"), "bucket", url), options }))
+        Effect.flip(s3Adapter.provision(sliceOf(fresh("bad"), "bucket", { adminUrl: url, options })))
       expect((yield* bad({ mode: "cluster" })).kind).toBe("invalid")
       expect((yield* bad({ mode: "prefix" })).kind).toBe("invalid")
       expect((yield* bad({ mode: "prefix", bucket: "../etc" })).kind).toBe("invalid")
       expect((yield* bad({ bucket: SHARED })).kind).toBe("invalid")
       expect((yield* bad({}, "http://127.0.0.1:1")).kind).toBe("invalid")
       expect((yield* bad({}, "redis://key:hunter2@127.0.0.1:1")).kind).toBe("invalid")
-      const owner = yield* Effect.flip(s3Adapter.provision(sliceOf(fresh("x"), "bucket", nowhere, "a:b")))
+      const owner = yield* Effect.flip(
+        s3Adapter.provision(sliceOf(fresh("x"), "bucket", { adminUrl: nowhere, owner: "a:b" }))
+      )
       expect(owner.kind).toBe("invalid")
     })
   )
@@ -264,7 +263,7 @@ describe("s3Adapter", () => {
     Effect.gen(function* () {
       // s3rver checks the access key, not the signature
       const url = `http://WRONG:hunter2@127.0.0.1:${server.port}`
-      const error = yield* Effect.flip(s3Adapter.provision(sliceOf(fresh("auth"), "bucket", url)))
+      const error = yield* Effect.flip(s3Adapter.provision(sliceOf(fresh("auth"), "bucket", { adminUrl: url })))
       expect(error.kind).toBe("authentication")
       expect(error.message).not.toContain("hunter2")
     })
@@ -304,7 +303,7 @@ describe("s3Adapter", () => {
           )
       )
       const url = `http://S3RVER:S3RVER@127.0.0.1:${port}`
-      const golden = sliceOf(fresh("dying"), "bucket", url)
+      const golden = sliceOf(fresh("dying"), "bucket", { adminUrl: url })
       yield* s3Adapter.provision(golden)
       const g = fromUrl(yield* s3Adapter.resolve(golden))
       yield* Effect.forEach(
@@ -312,7 +311,9 @@ describe("s3Adapter", () => {
         (key) => put(g.client, g.bucket, key, key),
         { concurrency: 8, discard: true }
       )
-      const error = yield* Effect.flip(s3Adapter.clone(golden, sliceOf(fresh("dying_copy"), "bucket", url)))
+      const error = yield* Effect.flip(
+        s3Adapter.clone(golden, sliceOf(fresh("dying_copy"), "bucket", { adminUrl: url }))
+      )
       expect(copies).toBeGreaterThanOrEqual(10)
       expect(error.kind).toBe("unreachable")
       // the verb ends as soon as its requests fail: no retries, no waiting out a time limit

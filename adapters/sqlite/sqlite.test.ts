@@ -1,10 +1,10 @@
-import { afterAll, describe, expect, it } from "@effect/vitest"
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { describe, expect, it } from "@effect/vitest"
+import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Effect from "effect/Effect"
 import type { Slice } from "../contract.js"
+import { scratch, sliceMaker } from "../testing.js"
 import { spawnSync } from "node:child_process"
 import { beforeMove, sqliteAdapter } from "./index.js"
 
@@ -21,24 +21,13 @@ interface Database {
 }
 const Database = createRequire(import.meta.url)("better-sqlite3") as new (file: string) => Database
 
-const base = realpathSync(mkdtempSync(join(tmpdir(), "berth-sqlite-")))
-afterAll(() => rmSync(base, { recursive: true, force: true }))
+const { folder } = scratch("sqlite")
 
-let count = 0
 /** A fresh storage folder (not created yet: provision must make it). */
-const freshStorage = (): string => join(base, `storage-${count++}`, "acme")
+const freshStorage = (): string => join(folder("storage", false), "acme")
 
-const sliceOf = (storage: string, name: string): Slice => ({
-  adapter: "sqlite",
-  project: "acme",
-  world: name,
-  service: "db",
-  name,
-  storage,
-  adminUrl: undefined,
-  options: {},
-  owner: "t"
-})
+const slice = sliceMaker({ adapter: "sqlite", service: "db" })
+const sliceOf = (storage: string, name: string): Slice => slice(name, { storage })
 
 const withDb = <A>(file: string, f: (db: Database) => A): A => {
   const db = new Database(file)
