@@ -16,7 +16,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type { Adapter, AdapterError, ListScope, Slice } from "./contract.js"
-import { runNames, runOwner, sliceMaker } from "./testing.js"
+import { runNames, runOwner, sliceMaker, titled } from "./testing.js"
 
 /** Writes and reads one value through a slice's resolved URL, with the server's own client. */
 export interface Probe {
@@ -198,11 +198,7 @@ export const conformance = (subject: Subject): void => {
     rmSync(base, { recursive: true, force: true })
   })
 
-  const title =
-    subject.skip === undefined
-      ? `${subject.label} conformance`
-      : `${subject.label} conformance — skipped: ${subject.skip}`
-  describe.skipIf(subject.skip !== undefined)(title, () => {
+  describe.skipIf(subject.skip !== undefined)(titled(`${subject.label} conformance`, subject.skip), () => {
     it.live("provisions once, lists it, tears down idempotently, and can provision again", () =>
       Effect.gen(function* () {
         const slice = sliceOf(fresh("main"))

@@ -66,3 +66,10 @@ export const scratch = (label: string) => {
   }
   return { base, folder }
 }
+
+/**
+ * A test's title that says why it is skipped, when it is: vitest prints a skipped test's title only, so the reason
+ * (no such server on this machine, say) has to be in it.
+ */
+export const titled = (title: string, skip: string | undefined): string =>
+  skip === undefined ? title : `${title} — skipped: ${skip}`

@@ -6,7 +6,7 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import pg from "pg"
-import { runNames, runOwner, sliceMaker } from "../testing.js"
+import { runNames, runOwner, sliceMaker, titled } from "../testing.js"
 import { beforeMark, postgresAdapter } from "./index.js"
 
 /** A real server: `POSTGRES_ADMIN_URL`, or the local trust-auth one. */
@@ -19,6 +19,11 @@ const { prefix, fresh } = runNames()
 const owner = runOwner()
 
 const sliceOf = sliceMaker({ adapter: "postgres", service: "db", owner, adminUrl })
+
+/** the local server's unix socket, which the socket case needs */
+const noSocket = existsSync("/var/run/postgresql/.s.PGSQL.5432")
+  ? undefined
+  : "no PostgreSQL socket at /var/run/postgresql/.s.PGSQL.5432 on this machine"
 
 const urlOf = (database: string): string => {
   const url = new URL(adminUrl)
@@ -361,8 +366,11 @@ describe("postgresAdapter", () => {
     })
   )
 
-  it.live.skipIf(!existsSync("/var/run/postgresql/.s.PGSQL.5432"))(
-    "reaches a server over its unix socket, written in the URL's query; says how when written before an empty host",
+  it.live.skipIf(noSocket !== undefined)(
+    titled(
+      "reaches a server over its unix socket, written in the URL's query; says how when written before an empty host",
+      noSocket
+    ),
     () =>
       Effect.gen(function* () {
         const socket = "postgres:///postgres?host=/var/run/postgresql&user=postgres"
