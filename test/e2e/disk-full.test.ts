@@ -3,42 +3,13 @@
  * names what could not be written, the free space and the way out — never an internal error or a Node fragment — and
  * berth works again once there is room.
  */
-import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import {
-  eventually,
-  isAlive,
-  killAll,
-  portBlock,
-  type RunResult,
-  runBerth,
-  type Sandbox,
-  sandbox,
-  serverScript,
-  type WorldJson
-} from "./harness.js"
-import { fillDisk, freeDisk, mountTmpfs, unmount } from "./tmpfs.js"
+import { describe, expect, it } from "@effect/vitest"
+import { eventually, isAlive, type RunResult, runBerth, serverScript, type WorldJson } from "./harness.js"
+import { fillDisk, freeDisk, smallDisk } from "./tmpfs.js"
 
-let box: Sandbox
-let skipped: string | undefined
-
-beforeAll(async () => {
-  box = sandbox({
-    "server.mjs": serverScript,
-    "berth.toml": `[services.web]\ncmd = "node server.mjs"\nurl = "web"\n`
-  })
-  skipped = mountTmpfs(box.home, "8m")
-  if (skipped !== undefined) return
-  const range = await box.run(["port", "--range", portBlock()])
-  expect(range.code, range.stderr).toBe(0)
-  // the gate keeps 2 GB free by default: a disk of 8 MB would never admit a world
-  const reserve = await box.run(["reserve", "--disk", "0"])
-  expect(reserve.code, reserve.stderr).toBe(0)
-}, 60_000)
-
-afterAll(() => {
-  killAll(box.home)
-  unmount(box.home)
-  box.cleanup()
+const disk = smallDisk({
+  "server.mjs": serverScript,
+  "berth.toml": `[services.web]\ncmd = "node server.mjs"\nurl = "web"\n`
 })
 
 /** The `{ error }` document a failing `--json` command prints on stderr. */
@@ -51,61 +22,61 @@ const expectDiskFull = (r: RunResult, path: string) => {
   expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(1)
   expect(r.stderr).toContain(`the disk is full: berth cannot write ${path}`)
   expect(r.stderr).toContain("berth gc")
-  expect(r.stderr).toContain(`${box.home} (BERTH_HOME)`)
+  expect(r.stderr).toContain(`${disk.box.home} (BERTH_HOME)`)
   expect(r.stderr).not.toContain("internal error")
   expect(r.stderr).not.toContain("ENOSPC")
   expect(r.stderr).not.toContain("Node.js")
 }
 
 const daemonPid = async (): Promise<number> => {
-  const status = await box.run(["daemon", "status", "--json"])
+  const status = await disk.box.run(["daemon", "status", "--json"])
   return (JSON.parse(status.stdout) as { pid: number }).pid
 }
 
 describe("a full disk", () => {
   it("is a DiskFull naming the path, the free space and the fix, on every path, and berth works again once freed", async (ctx) => {
-    if (skipped !== undefined) return ctx.skip(skipped)
-    const up = await box.run(["up", "--yes"], { timeoutMs: 60_000 })
+    if (disk.skipped !== undefined) return ctx.skip(disk.skipped)
+    const up = await disk.box.run(["up", "--yes"], { timeoutMs: 60_000 })
     expect(up.code, up.stderr).toBe(0)
-    const database = `${box.home}/state.db`
+    const database = `${disk.box.home}/state.db`
 
-    fillDisk(box.home)
+    fillDisk(disk.box.home)
     try {
       // the lean path, the full CLI, and their --json forms
-      expectDiskFull(await box.run(["down"]), database)
+      expectDiskFull(await disk.box.run(["down"]), database)
       // a reload may well succeed (its services need no disk, and the world's row follows once it fits); if not, it
       // says why
-      const reload = await box.run(["reload"])
+      const reload = await disk.box.run(["reload"])
       if (reload.code !== 0) expectDiskFull(reload, database)
-      const removed = failure(await box.run(["remove", "--force", "--json"]))
+      const removed = failure(await disk.box.run(["remove", "--force", "--json"]))
       expect(removed.tag).toBe("DiskFull")
       expect(removed.message).toMatch(
         new RegExp(`^the disk is full: berth cannot write ${database} \\(\\d+ B free there\\)$`)
       )
       expect(removed.hint).toContain("berth gc")
-      const down = failure(await box.run(["down", "--json"]))
+      const down = failure(await disk.box.run(["down", "--json"]))
       expect(down.tag).toBe("DiskFull")
 
       // a daemon killed on a full disk cannot start again: the next command says why, in berth's words
       const pid = await daemonPid()
       process.kill(pid, "SIGKILL")
       while (isAlive(pid)) await new Promise((r) => setTimeout(r, 20))
-      expectDiskFull(await box.run(["status"]), box.home)
-      expect(failure(await box.run(["up", "--json"])).tag).toBe("DiskFull")
+      expectDiskFull(await disk.box.run(["status"]), disk.box.home)
+      expect(failure(await disk.box.run(["up", "--json"])).tag).toBe("DiskFull")
     } finally {
-      freeDisk(box.home)
+      freeDisk(disk.box.home)
     }
 
-    const down = await box.run(["down"], { timeoutMs: 60_000 })
+    const down = await disk.box.run(["down"], { timeoutMs: 60_000 })
     expect(down.code, down.stderr).toBe(0)
-    const again = await box.run(["up"], { timeoutMs: 60_000 })
+    const again = await disk.box.run(["up"], { timeoutMs: 60_000 })
     expect(again.code, again.stderr).toBe(0)
     expect(again.stdout).toContain("web  healthy")
   }, 120_000)
 })
 
 const statusOf = async (): Promise<WorldJson | undefined> => {
-  const r = await box.run(["status", "--json"])
+  const r = await disk.box.run(["status", "--json"])
   if (r.code !== 0) return undefined
   return (JSON.parse(r.stdout) as { worlds: ReadonlyArray<WorldJson> }).worlds.find((w) => w.name === "main")
 }
@@ -122,25 +93,25 @@ const truthful = (w: WorldJson | undefined): boolean =>
 
 describe("a world whose up met a full disk", () => {
   it("converges once space is back: its state and its services' processes are true again within seconds", async (ctx) => {
-    if (skipped !== undefined) return ctx.skip(skipped)
+    if (disk.skipped !== undefined) return ctx.skip(disk.skipped)
     // down after the test before (none when run alone)
-    await box.run(["down"], { timeoutMs: 60_000 })
+    await disk.box.run(["down"], { timeoutMs: 60_000 })
     // a service slow to answer: the disk fills while its world starts
-    box.write(
+    disk.box.write(
       "berth.toml",
       `[services.web]\ncmd = "sleep 1.5 && exec node server.mjs"\nurl = "web"\nrestart = "always"\n`
     )
-    box.git("commit", "-qam", "a slow web")
-    const up = runBerth(["up", "--yes", "--json"], box.dir, box.home, { timeoutMs: 60_000 })
+    disk.box.git("commit", "-qam", "a slow web")
+    const up = runBerth(["up", "--yes", "--json"], disk.box.dir, disk.box.home, { timeoutMs: 60_000 })
     const starting = await eventually(statusOf, (w) => w?.state === "starting")
     expect(starting?.state).toBe("starting")
-    fillDisk(box.home)
+    fillDisk(disk.box.home)
     try {
       await up
       // whatever it answered, the services go on as they do (a restart, a stop) while the disk is full
       await new Promise((r) => setTimeout(r, 2_500))
     } finally {
-      freeDisk(box.home)
+      freeDisk(disk.box.home)
     }
     const settled = await eventually(statusOf, truthful, 15_000)
     expect(truthful(settled), JSON.stringify(settled)).toBe(true)
@@ -154,15 +125,15 @@ describe("a world whose up met a full disk", () => {
 
     // the daemon killed on a full disk and the world's processes gone meanwhile: the next daemon starts them again
     const before = await statusOf()
-    fillDisk(box.home)
+    fillDisk(disk.box.home)
     try {
       const pid = await daemonPid()
       process.kill(pid, "SIGKILL")
       for (const s of before?.services ?? []) if (s.pid !== null) process.kill(-s.pid, "SIGKILL")
       while (isAlive(pid)) await new Promise((r) => setTimeout(r, 20))
-      expect((await box.run(["status"])).code).toBe(1)
+      expect((await disk.box.run(["status"])).code).toBe(1)
     } finally {
-      freeDisk(box.home)
+      freeDisk(disk.box.home)
     }
     const restarted = await eventually(
       statusOf,

@@ -5,6 +5,8 @@
 import { execFileSync } from "node:child_process"
 import { closeSync, mkdirSync, openSync, rmSync, writeSync } from "node:fs"
 import { join } from "node:path"
+import { afterAll, beforeAll, expect } from "@effect/vitest"
+import { killAll, portBlock, type Sandbox, sandbox } from "./harness.js"
 
 /** Mounts a tmpfs of `size` (`8m`) at `dir`; the reason it cannot, when it cannot (not root, no mount). */
 export const mountTmpfs = (dir: string, size: string): string | undefined => {
@@ -46,3 +48,27 @@ export const fillDisk = (dir: string): void => {
 }
 
 export const freeDisk = (dir: string): void => rmSync(join(dir, FILLER), { force: true })
+
+/**
+ * A sandbox holding `files` whose BERTH_HOME is a tmpfs of `size`, made before the file's tests (its own port range,
+ * and a gate that keeps no disk free: the default 2 GB would admit no world on a few MB) and gone after them. `skipped`
+ * is why there is none, when the tmpfs cannot be mounted.
+ */
+export const smallDisk = (files: Readonly<Record<string, string>>, size = "8m") => {
+  const made: { box: Sandbox; skipped: string | undefined } = { box: undefined as never, skipped: undefined }
+  beforeAll(async () => {
+    made.box = sandbox(files)
+    made.skipped = mountTmpfs(made.box.home, size)
+    if (made.skipped !== undefined) return
+    const range = await made.box.run(["port", "--range", portBlock()])
+    expect(range.code, range.stderr).toBe(0)
+    const reserve = await made.box.run(["reserve", "--disk", "0"])
+    expect(reserve.code, reserve.stderr).toBe(0)
+  }, 60_000)
+  afterAll(() => {
+    killAll(made.box.home)
+    unmount(made.box.home)
+    made.box.cleanup()
+  })
+  return made
+}
