@@ -42,6 +42,11 @@ const echo = (who: string): http.RequestListener => {
       res.end("released")
       return
     }
+    // how many requests it holds now: a test waits for its request to arrive rather than for a time
+    if (req.url === "/holding") {
+      res.end(String(held.length))
+      return
+    }
     onBody(req, (length, sha256) => {
       const send = () => {
         const body = JSON.stringify({
@@ -421,8 +426,10 @@ describe.each(modes)("proxy over HTTP ($name)", ({ fastPath }) => {
       // pin a keep-alive connection to a
       expect(json(await request(proxy.port, host("web"), { agent })).who).toBe("a")
       const held = request(proxy.port, host("web"), { path: "/hold" })
-      // wait until a holds it
-      await new Promise((r) => setTimeout(r, 50))
+      // until a holds it
+      while ((await request(a.port, "holding", { path: "/holding" })).body.toString() === "0") {
+        await new Promise((r) => setTimeout(r, 5))
+      }
       proxy.setRoutes(targets.map((t) => (t.world === "w1" && t.service === "web" ? { ...t, port: b.port } : t)))
       expect(json(await request(proxy.port, host("web"))).who).toBe("b")
       // the pinned connection moves too, at the next request
@@ -603,8 +610,10 @@ describe("backend framing and connection edge cases (fast path)", () => {
 
   it("dials again when the backend closes an idle pinned connection", async () => {
     let connections = 0
+    let closed = 0
     const backend = await rawBackend((socket) => {
       connections++
+      socket.once("close", () => closed++)
       // answers, then closes the connection without saying so, as an idle timeout would
       socket.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", () => setTimeout(() => socket.destroy(), 20))
     })
@@ -616,7 +625,9 @@ describe("backend framing and connection edge cases (fast path)", () => {
         const answer = await request(proxy.port, "web.w1.demo.localhost", { agent })
         expect(answer.body.toString()).toBe("ok")
         clientPorts.add(answer.socket.localPort)
-        await new Promise((r) => setTimeout(r, 60))
+        // the backend has closed it (and the proxy has had a moment to hear so), however long its timer took
+        while (closed <= i) await new Promise((r) => setTimeout(r, 5))
+        await new Promise((r) => setTimeout(r, 20))
       }
       // one client connection, three backend connections
       expect(clientPorts.size).toBe(1)
