@@ -5,16 +5,13 @@
 import { createHash } from "node:crypto"
 import { closeSync, openSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync, writeSync } from "node:fs"
 import * as net from "node:net"
-import { isDefunct, parseStat } from "../domain/proc.js"
+import * as Effect from "effect/Effect"
+import { platformHere } from "../services/Platform.js"
 
 /** The start time of a live process (a zombie is not alive: a killed daemon may linger as one, unreaped). */
 const startTimeOf = (pid: number): string | undefined => {
-  try {
-    const stat = parseStat(readFileSync(`/proc/${pid}/stat`, "utf8"))
-    return stat === undefined || isDefunct(stat) ? undefined : stat.startTime
-  } catch {
-    return undefined
-  }
+  const entry = Effect.runSync(platformHere.process(pid))
+  return entry === undefined || entry.defunct ? undefined : entry.startTime
 }
 
 export type LockResult =

@@ -158,3 +158,14 @@ export const judgeListener = (facts: ListenerFacts): ListenerVerdict => {
     ? { _tag: "Foreign", holder }
     : { _tag: "Unknown" }
 }
+
+/** MemTotal and MemAvailable from the text of `/proc/meminfo` (kB) in bytes, or undefined when it lacks either. */
+export const parseMeminfo = (text: string): { readonly total: number; readonly available: number } | undefined => {
+  const field = (name: string) => {
+    const m = new RegExp(`^${name}:\\s+(\\d+) kB$`, "m").exec(text)
+    return m?.[1] === undefined ? undefined : Number(m[1]) * 1024
+  }
+  const total = field("MemTotal")
+  const available = field("MemAvailable")
+  return total === undefined || available === undefined ? undefined : { total, available }
+}

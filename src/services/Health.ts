@@ -22,13 +22,13 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import { defaults, type HealthCheck } from "../domain/config/model.js"
+import { Platform } from "./Platform.js"
 import {
   judgeListener,
   leadingListeners,
   type ListenerHolder,
   type ListenerVerdict,
   listeningInodes,
-  listeningSockets,
   parseStat,
   socketInode
 } from "../domain/proc.js"
@@ -361,19 +361,6 @@ const findHolder = async (
   return undefined
 }
 
-/**
- * A judge of whose listener answers on `port`, for a service whose leader started at `serviceStartTime`; call it with
- * the pids of the service's group each time its check passes. Finding the holder of a socket outside the group scans
- * every process's fds, so it is remembered per socket: a service waiting behind another's listener costs one scan.
- */
-const groupListeningPorts = (group: ReadonlyArray<number>): Effect.Effect<ReadonlyArray<number>> =>
-  Effect.promise(async () => {
-    const tables = await Promise.all(["/proc/net/tcp", "/proc/net/tcp6"].map(readText))
-    const sockets = tables.flatMap((t) => (t === undefined ? [] : listeningSockets(t)))
-    const owned = new Set((await Promise.all(group.map(socketsOf))).flatMap((s) => s ?? []))
-    return sockets.filter((s) => owned.has(s.inode)).map((s) => s.port)
-  })
-
 /** `socketsOf`, read synchronously: the few processes of one service, where the thread pool costs more than the reading. */
 const socketsOfSync = (pid: number): ReadonlyArray<string> => {
   try {
@@ -482,6 +469,11 @@ const makeListenerWait = () => {
     })
 }
 
+/**
+ * A judge of whose listener answers on `port`, for a service whose leader started at `serviceStartTime`; call it with
+ * the pids of the service's group each time its check passes. Finding the holder of a socket outside the group scans
+ * every process's fds, so it is remembered per socket: a service waiting behind another's listener costs one scan.
+ */
 const makeListenerJudge = (port: number, serviceStartTime: string) =>
   Effect.sync(() => {
     const holders = new Map<string, ListenerHolder | undefined>()
@@ -595,13 +587,14 @@ export interface HealthService {
   ) => Effect.Effect<
     (group: ReadonlyArray<number>, options?: { readonly partial?: boolean }) => Effect.Effect<ListenerVerdict>
   >
-  /** The TCP ports the processes `group` listen on (from /proc; none where it cannot tell). */
+  /** The TCP ports the processes `group` listen on (from the Platform; none where it cannot tell). */
   readonly listeningPorts: (group: ReadonlyArray<number>) => Effect.Effect<ReadonlyArray<number>>
 }
 
 export class Health extends Context.Tag("berth/Health")<Health, HealthService>() {}
 
-const make = Effect.sync((): HealthService => {
+const make = Effect.gen(function* () {
+  const platform = yield* Platform
   const listenerOn = makeListenerWait()
   const probe = Effect.fn("Health.probe")(function* (check: HealthCheck, ctx: ProbeContext) {
     return yield* attempt(check, ctx)
@@ -637,8 +630,9 @@ const make = Effect.sync((): HealthService => {
     defaultCheck,
     makeLogWatcher,
     listenerJudge: makeListenerJudge,
-    listeningPorts: groupListeningPorts
-  }
+    listeningPorts: platform.listeningPorts
+  } satisfies HealthService
 })
 
-export const HealthLive: Layer.Layer<Health> = Layer.effect(Health, make)
+/** Health on the Platform it is given (see layers/index.ts). */
+export const HealthLive: Layer.Layer<Health, never, Platform> = Layer.effect(Health, make)

@@ -1,15 +1,15 @@
 /**
  * What the machine has room for: available memory and the free space of the filesystems worlds live on. Read from
- * Linux's /proc/meminfo and statfs; elsewhere memory comes from `os` (macOS can follow with its own reading). Tests
+ * the Platform (on Linux /proc/meminfo; `os` where it cannot tell) and statfs. Tests
  * and benchmarks point `BERTH_READINGS_FILE` at a JSON file of readings instead, so pressure can be staged without
  * filling a real machine.
  */
 import { readFileSync, statfsSync, statSync } from "node:fs"
-import * as os from "node:os"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { Readings } from "../domain/admission.js"
+import { type MemoryReading, memoryOrFallback, Platform } from "./Platform.js"
 
 /** `{ "memTotalBytes", "memAvailableBytes" }` or `{ "memAvailablePercent" }`, and optionally `"diskFreeBytes"`. */
 interface StagedReadings {
@@ -17,27 +17,6 @@ interface StagedReadings {
   readonly memAvailableBytes?: number
   readonly memAvailablePercent?: number
   readonly diskFreeBytes?: number
-}
-
-/** MemTotal and MemAvailable from /proc/meminfo (kB), or undefined where there is none. */
-export const parseMeminfo = (text: string): { total: number; available: number } | undefined => {
-  const field = (name: string) => {
-    const m = new RegExp(`^${name}:\\s+(\\d+) kB$`, "m").exec(text)
-    return m?.[1] === undefined ? undefined : Number(m[1]) * 1024
-  }
-  const total = field("MemTotal")
-  const available = field("MemAvailable")
-  return total === undefined || available === undefined ? undefined : { total, available }
-}
-
-const memory = (): { total: number; available: number } => {
-  try {
-    const parsed = parseMeminfo(readFileSync("/proc/meminfo", "utf8"))
-    if (parsed !== undefined) return parsed
-  } catch {
-    // not Linux
-  }
-  return { total: os.totalmem(), available: os.freemem() }
 }
 
 const freeBytes = (path: string): number | undefined => {
@@ -82,42 +61,53 @@ const deviceOf = (path: string, now: number): number | undefined => {
   }
 }
 
-export const MachineLive: Layer.Layer<Machine> = Layer.succeed(Machine, {
-  read: (paths: ReadonlyArray<string>): Effect.Effect<Readings> =>
-    Effect.sync(() => {
-      const staged = process.env.BERTH_READINGS_FILE
-      if (staged !== undefined && staged !== "") {
-        try {
-          const r = JSON.parse(readFileSync(staged, "utf8")) as StagedReadings
-          const total = r.memTotalBytes ?? 16 * 1024 ** 3
-          const available =
-            r.memAvailableBytes ?? (r.memAvailablePercent === undefined ? total : (total * r.memAvailablePercent) / 100)
-          const disk = r.diskFreeBytes
-          return {
-            memTotalBytes: total,
-            memAvailableBytes: available,
-            disks: disk === undefined ? [] : paths.slice(0, 1).map((path) => ({ path, freeBytes: disk }))
+/** The machine's readings, its memory from the Platform it is given (see layers/index.ts). */
+export const MachineLive: Layer.Layer<Machine, never, Platform> = Layer.effect(
+  Machine,
+  Effect.map(
+    Platform,
+    (platform): MachineService => ({
+      read: (paths: ReadonlyArray<string>): Effect.Effect<Readings> =>
+        Effect.suspend(() => {
+          const staged = process.env.BERTH_READINGS_FILE
+          if (staged !== undefined && staged !== "") {
+            try {
+              const r = JSON.parse(readFileSync(staged, "utf8")) as StagedReadings
+              const total = r.memTotalBytes ?? 16 * 1024 ** 3
+              const available =
+                r.memAvailableBytes ??
+                (r.memAvailablePercent === undefined ? total : (total * r.memAvailablePercent) / 100)
+              const disk = r.diskFreeBytes
+              return Effect.succeed({
+                memTotalBytes: total,
+                memAvailableBytes: available,
+                disks: disk === undefined ? [] : paths.slice(0, 1).map((path) => ({ path, freeBytes: disk }))
+              })
+            } catch {
+              // a file being rewritten: read the machine this once
+            }
           }
-        } catch {
-          // a file being rewritten: read the machine this once
-        }
-      }
-      const mem = memory()
-      const now = Date.now()
-      const seen = new Set<number>()
-      const disks: Array<{ path: string; freeBytes: number }> = []
-      for (const path of paths) {
-        // paths on one filesystem report the same free space: each filesystem is read, and listed, once
-        const dev = deviceOf(path, now)
-        if (dev === undefined || seen.has(dev)) continue
-        const free = freeBytes(path)
-        if (free === undefined) {
-          devices.set(path, { goneAt: now })
-          continue
-        }
-        seen.add(dev)
-        disks.push({ path, freeBytes: free })
-      }
-      return { memTotalBytes: mem.total, memAvailableBytes: mem.available, disks }
+          return Effect.map(memoryOrFallback(platform), (mem) => readDisks(paths, mem))
+        })
     })
-})
+  )
+)
+
+const readDisks = (paths: ReadonlyArray<string>, mem: MemoryReading): Readings => {
+  const now = Date.now()
+  const seen = new Set<number>()
+  const disks: Array<{ path: string; freeBytes: number }> = []
+  for (const path of paths) {
+    // paths on one filesystem report the same free space: each filesystem is read, and listed, once
+    const dev = deviceOf(path, now)
+    if (dev === undefined || seen.has(dev)) continue
+    const free = freeBytes(path)
+    if (free === undefined) {
+      devices.set(path, { goneAt: now })
+      continue
+    }
+    seen.add(dev)
+    disks.push({ path, freeBytes: free })
+  }
+  return { memTotalBytes: mem.total, memAvailableBytes: mem.available, disks }
+}

@@ -19,7 +19,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { MARK_VARIABLE, type MarkedProcess, markIn } from "../domain/marks.js"
-import { isDefunct, type ProcStat, parseStat } from "../domain/proc.js"
+import { Platform, type ProcessEntry } from "./Platform.js"
 
 export interface SpawnSpec {
   /** run by `/bin/sh -c`: the shell does the parsing, berth quotes what it puts into it */
@@ -36,7 +36,7 @@ export interface ProcessHandle {
   readonly pid: number
   /** equals pid: the child is a session and group leader */
   readonly pgid: number
-  /** field 22 of /proc/<pid>/stat: tells our process from a later one given the same pid */
+  /** as the Platform reads it (on Linux field 22 of /proc/<pid>/stat): tells our process from a later one of its pid */
   readonly startTime: string
 }
 
@@ -62,7 +62,7 @@ const POLL_MS = 50
 /** after the final SIGKILL: how long to wait for the kernel to finish the group off before giving up */
 const KILL_SETTLE_MS = 2_000
 /**
- * awaitExit on a process this daemon did not spawn can only watch /proc: one poller looks at every adopted process
+ * awaitExit on a process this daemon did not spawn can only watch the Platform: one poller looks at every adopted process
  * together (after a daemon restart with dozens of worlds up, one fiber per process was most of the daemon's idle CPU)
  */
 const ADOPTED_POLL_MS = 500
@@ -85,53 +85,8 @@ const reasonOf = (e: unknown): string => {
   return text
 }
 
-const readStatSync = (pid: number): ProcStat | undefined => {
-  try {
-    return parseStat(fs.readFileSync(`/proc/${pid}/stat`, "utf8"))
-  } catch {
-    return undefined
-  }
-}
-
-/** One /proc file is read synchronously: the kernel answers at once, and it spares four thread-pool round trips. */
-const readStat = (pid: number): Effect.Effect<ProcStat | undefined> => Effect.sync(() => readStatSync(pid))
-
 /** Marks the one-off commands of a world in their environment, so a later daemon can find what a crash left running. */
 export const ONESHOT_VARIABLE = "BERTH_ONESHOT"
-
-/** how many /proc entries one synchronous stretch of `scanProc` reads before it lets other fibers run */
-const SCAN_BATCH = 256
-
-/**
- * Every process in /proc; a process that vanishes between listing and reading is skipped. Read synchronously, in
- * batches: through the thread pool each /proc file costs four round trips and a 64 KiB buffer (its size reads as 0),
- * about ten times the CPU of reading it at once, and stopping a world scans several times. A batch stalls the event
- * loop for a few milliseconds at most.
- */
-const scanProc = (): Effect.Effect<ReadonlyArray<ProcStat>> =>
-  Effect.suspend(() => {
-    let names: ReadonlyArray<string>
-    try {
-      names = fs.readdirSync("/proc")
-    } catch {
-      names = []
-    }
-    const pids = names.filter((n) => /^\d+$/.test(n)).map(Number)
-    const stats: Array<ProcStat> = []
-    const from = (start: number): Effect.Effect<ReadonlyArray<ProcStat>> => {
-      for (const pid of pids.slice(start, start + SCAN_BATCH)) {
-        const stat = readStatSync(pid)
-        if (stat !== undefined) stats.push(stat)
-      }
-      return start + SCAN_BATCH >= pids.length
-        ? Effect.succeed(stats)
-        : Effect.zipRight(
-            Effect.yieldNow(),
-            Effect.suspend(() => from(start + SCAN_BATCH))
-          )
-    }
-    return from(0)
-  })
 
 /**
  * False only when no process at all is in the group (kill(-pgid, 0) finds none): then there is nothing to scan for.
@@ -147,8 +102,8 @@ const groupMayLive = (pgid: number): boolean => {
 }
 
 /** True when the pid currently names the very process that was recorded, and it still runs code. */
-const isSame = (stat: ProcStat | undefined, pid: number, startTime: string): boolean =>
-  stat !== undefined && stat.pid === pid && stat.startTime === startTime && !isDefunct(stat)
+const isSame = (entry: ProcessEntry | undefined, pid: number, startTime: string): boolean =>
+  entry !== undefined && entry.pid === pid && entry.startTime === startTime && !entry.defunct
 
 /** Signals that never fail: ESRCH means it is already gone; anything else (EPERM) is logged, not raised. */
 const signal = (target: number, sig: NodeJS.Signals): Effect.Effect<void> =>
@@ -195,7 +150,7 @@ export interface ProcessesService {
   /** Pids of the live processes of a group. */
   readonly groupMembers: (pgid: number) => Effect.Effect<ReadonlyArray<number>>
   /**
-   * The live leader and its descendants still in its group, found from the leader down through /proc's children
+   * The live leader and its descendants still in its group, found from the leader down through its children
    * lists: part of the group (a member whose parent left is missed), read in a few files where `groupMembers` reads
    * every process's. Empty once the leader is gone.
    */
@@ -212,11 +167,16 @@ export interface ProcessesService {
 
 export class Processes extends Context.Tag("berth/Processes")<Processes, ProcessesService>() {}
 
-const make = Effect.sync((): ProcessesService => {
+const make = Effect.gen(function* () {
+  const platform = yield* Platform
+  /** one process, read at once (every implementation reads synchronously) */
+  const readStatSync = (pid: number): ProcessEntry | undefined => Effect.runSync(platform.process(pid))
+  const readStat = platform.process
+  const scanProc = () => platform.processes
   /** exits of the children this daemon spawned, by pid; a later spawn reusing the pid replaces the entry */
   const spawned = new Map<number, Spawned>()
   /** never signal our own group, nor init's (nor kill(-1): everything): a bad handle must not take the machine down */
-  const ownGroup = readStatSync(process.pid)?.pgrp ?? process.pid
+  const ownGroup = readStatSync(process.pid)?.pgid ?? process.pid
   const signalable = (pgid: number) => Number.isSafeInteger(pgid) && pgid > 1 && pgid !== ownGroup
   /** set once the daemon is letting go: from then on no process is stopped, whatever scope closes */
   let detached = false
@@ -295,46 +255,30 @@ const make = Effect.sync((): ProcessesService => {
     return isSame(yield* readStat(handle.pid), handle.pid, handle.startTime)
   })
 
-  const isLiveMember = (pgid: number) => (s: ProcStat) => s.pgrp === pgid && !isDefunct(s)
+  const isLiveMember = (pgid: number) => (s: ProcessEntry) => s.pgid === pgid && !s.defunct
 
   /** Pids of the live processes of a group: what still runs after the leader forked and exited. */
   const groupMembers = Effect.fn("Processes.groupMembers")(function* (pgid: number) {
-    return (yield* scanProc()).filter(isLiveMember(pgid)).map((s) => s.pid)
+    return yield* platform.groupMembers(pgid)
   })
 
-  /** The children of `pid` its main thread forked (a service's shell and what it starts), by /proc; none if unreadable. */
-  const childrenOf = (pid: number): ReadonlyArray<number> => {
-    try {
-      return fs
-        .readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
-        .split(" ")
-        .flatMap((n) => (/^\d+$/.test(n) ? [Number(n)] : []))
-    } catch {
-      return []
-    }
-  }
-
-  /** Read synchronously: a handful of /proc files, where going through the thread pool costs more than reading them. */
+  /** The leader, if it is still the recorded process, and its descendants still in its group. */
   const family = (handle: ProcessHandle): Effect.Effect<ReadonlyArray<number>> =>
-    Effect.sync(() => {
-      if (!isSame(readStatSync(handle.pid), handle.pid, handle.startTime)) return []
-      const found = [handle.pid]
-      const pending = [...childrenOf(handle.pid)]
-      // bounded: a service that forks a crowd is left to `groupMembers`
-      for (let pid = pending.pop(); pid !== undefined && found.length < 64; pid = pending.pop()) {
-        const stat = readStatSync(pid)
-        if (stat === undefined || stat.pgrp !== handle.pgid || isDefunct(stat) || found.includes(pid)) continue
-        found.push(pid)
-        pending.push(...childrenOf(pid))
-      }
-      return found
-    })
+    Effect.flatMap(readStat(handle.pid), (leader) =>
+      isSame(leader, handle.pid, handle.startTime)
+        ? Effect.map(
+            // bounded: a service that forks a crowd is left to `groupMembers`
+            platform.descendants(handle.pid, { within: handle.pgid, limit: 63 }),
+            (below) => [handle.pid, ...below]
+          )
+        : Effect.succeed([])
+    )
 
   /**
    * The group number names our group unless a different process now leads a group of that number. While any
    * member lives the kernel keeps the number taken, so a leaderless group with members is still ours.
    */
-  const groupIsOurs = (handle: ProcessHandle, members: ReadonlyArray<ProcStat>) =>
+  const groupIsOurs = (handle: ProcessHandle, members: ReadonlyArray<ProcessEntry>) =>
     signalable(handle.pgid) &&
     members.every((s) => s.pid !== handle.pgid || (s.pid === handle.pid && s.startTime === handle.startTime))
 
@@ -365,12 +309,12 @@ const make = Effect.sync((): ProcessesService => {
       (s) => (ours && inGroup(s)) || (s.pid === handle.pid && isSame(s, handle.pid, handle.startTime))
     )
     // descendants by parent pid: a child that called setsid is out of the group but not out of the tree
-    const children = new Map<number, Array<ProcStat>>()
+    const children = new Map<number, Array<ProcessEntry>>()
     for (const s of all) children.set(s.ppid, [...(children.get(s.ppid) ?? []), s])
-    const tracked = new Map<number, ProcStat>()
+    const tracked = new Map<number, ProcessEntry>()
     const pending = [...roots]
     for (let s = pending.pop(); s !== undefined; s = pending.pop()) {
-      if (tracked.has(s.pid) || isDefunct(s)) continue
+      if (tracked.has(s.pid) || s.defunct) continue
       tracked.set(s.pid, s)
       pending.push(...(children.get(s.pid) ?? []))
     }
@@ -473,7 +417,7 @@ const make = Effect.sync((): ProcessesService => {
     Effect.promise(() =>
       Promise.all(
         stats
-          .filter((stat) => !isDefunct(stat) && signalable(stat.pgrp))
+          .filter((stat) => !stat.defunct && signalable(stat.pgid))
           .map((stat) =>
             fsp.readFile(`/proc/${stat.pid}/environ`, "latin1").then(
               (text) => ({ stat, environ: `\u0000${text}` }),
@@ -491,7 +435,7 @@ const make = Effect.sync((): ProcessesService => {
    */
   const sweepOneShots = Effect.fn("Processes.sweepOneShots")(function* (marker: string) {
     const needle = `\u0000${ONESHOT_VARIABLE}=${marker}\u0000`
-    const groups = new Set((yield* environs).filter((p) => p.environ.includes(needle)).map((p) => p.stat.pgrp))
+    const groups = new Set((yield* environs).filter((p) => p.environ.includes(needle)).map((p) => p.stat.pgid))
     for (const pgid of groups) yield* signal(-pgid, "SIGKILL")
     return groups.size
   })
@@ -499,7 +443,7 @@ const make = Effect.sync((): ProcessesService => {
   const marked = Effect.map(environs, (all) =>
     all.flatMap(({ environ, stat }) => {
       const mark = environ.includes(`\u0000${MARK_VARIABLE}=`) ? markIn(environ) : undefined
-      return mark === undefined ? [] : [{ pid: stat.pid, pgid: stat.pgrp, mark }]
+      return mark === undefined ? [] : [{ pid: stat.pid, pgid: stat.pgid, mark }]
     })
   )
 
@@ -509,7 +453,7 @@ const make = Effect.sync((): ProcessesService => {
     for (const pgid of targets) yield* signal(-pgid, "SIGTERM")
     const alive = Effect.suspend(() =>
       targets.some(groupMayLive)
-        ? Effect.map(scanProc(), (now) => now.some((s) => !isDefunct(s) && targets.includes(s.pgrp)))
+        ? Effect.map(scanProc(), (now) => now.some((s) => !s.defunct && targets.includes(s.pgid)))
         : Effect.succeed(false)
     )
     const deadline = Date.now() + Math.max(0, graceMs)
@@ -517,7 +461,7 @@ const make = Effect.sync((): ProcessesService => {
     for (const pgid of targets) yield* signal(-pgid, "SIGKILL")
   })
 
-  return {
+  const service: ProcessesService = {
     detach: Effect.sync(() => {
       detached = true
     }),
@@ -537,6 +481,8 @@ const make = Effect.sync((): ProcessesService => {
     exits: awaitExit,
     exitStatus
   }
+  return service
 })
 
-export const ProcessesLive: Layer.Layer<Processes> = Layer.effect(Processes, make)
+/** Processes on the Platform it is given (see layers/index.ts). */
+export const ProcessesLive: Layer.Layer<Processes, never, Platform> = Layer.effect(Processes, make)

@@ -38,6 +38,7 @@ import { GitLive } from "../../src/services/Git.js"
 import { Health } from "../../src/services/Health.js"
 import { Home, type HomePaths, homePaths } from "../../src/services/Home.js"
 import { Machine } from "../../src/services/Machine.js"
+import { PlatformLive } from "../../src/services/Platform.js"
 import { Ports, PortsLive, type PortsService } from "../../src/services/Ports.js"
 import { Processes, type ProcessesService } from "../../src/services/Processes.js"
 import { Registry, RegistryLive, type RegistryService } from "../../src/services/Registry.js"
@@ -278,6 +279,8 @@ const engineLayer = (
         Layer.succeed(Machine, fakes.machine)
       )
     ),
+    // as in layers/index.ts, though every service here that would ask it is a fake
+    Layer.provideMerge(PlatformLive),
     Layer.provideMerge(NodeContext.layer),
     Layer.provideMerge(Home.layerAt(home)),
     Layer.provide(Layer.setConfigProvider(KNOBS))

@@ -5,8 +5,10 @@ import * as net from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Fiber from "effect/Fiber"
 import type { HealthCheck } from "../../src/domain/config/model.js"
+import { PlatformLive } from "../../src/services/Platform.js"
 import {
   defaultCheck,
   Health,
@@ -119,7 +121,7 @@ const waitUntil = (condition: () => boolean, ms = 2_000) =>
     return condition()
   })
 
-layer(HealthLive, { excludeTestServices: true })("Health", (it) => {
+layer(HealthLive.pipe(Layer.provide(PlatformLive)), { excludeTestServices: true })("Health", (it) => {
   describe("http", () => {
     it.scoped("is healthy on 2xx only", () =>
       Effect.gen(function* () {

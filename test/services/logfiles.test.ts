@@ -4,9 +4,11 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
+import { PlatformLive } from "../../src/services/Platform.js"
 import * as LogFiles from "../../src/services/LogFiles.js"
 import { type ProcessHandle, Processes, ProcessesLive } from "../../src/services/Processes.js"
 
@@ -95,7 +97,7 @@ describe("rotateIfLarger", () => {
       const firstNew = Number(/^line (\d+)\n/.exec(now.toString("utf8"))?.[1])
       expect(firstNew).toBeGreaterThan(lastOld)
       expect(now.toString("utf8")).toMatch(/^(line \d+\n)+$/)
-    }).pipe(Effect.provide(ProcessesLive))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
   )
 })
 

@@ -3,6 +3,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { PlatformLive } from "../../src/services/Platform.js"
 import { Machine, MachineLive } from "../../src/services/Machine.js"
 
 const base = mkdtempSync(join(tmpdir(), "berth-machine-"))
@@ -20,6 +22,6 @@ describe("the machine's readings", () => {
       expect(readings.memTotalBytes).toBeGreaterThan(0)
       // read again: the same answer from what was learned
       expect((yield* machine.read([...worktrees, base])).disks.map((d) => d.path)).toEqual([worktrees[0]])
-    }).pipe(Effect.provide(MachineLive))
+    }).pipe(Effect.provide(MachineLive.pipe(Layer.provide(PlatformLive))))
   )
 })

@@ -4,9 +4,11 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import { isDefunct, type ProcStat, parseStat } from "../../src/domain/proc.js"
+import { PlatformLive } from "../../src/services/Platform.js"
 import { type ProcessHandle, Processes, ProcessesLive, type SpawnSpec } from "../../src/services/Processes.js"
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "berth-processes-"))
@@ -99,7 +101,7 @@ describe("Processes", () => {
       expect(yield* p.exits(second)).toEqual({ code: 0, signal: null })
       expect(fs.readFileSync(s.logFile, "utf8")).toBe("out\nerr\nout\nerr\n")
       expect(fs.statSync(s.logFile).mode & 0o777).toBe(0o600)
-    }).pipe(Effect.provide(ProcessesLive))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
   )
 
   it.live("applies cwd and env, passes env values as data and inherits nothing from the daemon", () =>
@@ -116,7 +118,7 @@ describe("Processes", () => {
       expect(yield* p.awaitExit(h)).toEqual({ code: 3, signal: null })
       expect(fs.readFileSync(s.logFile, "utf8")).toBe(`${fs.realpathSync(cwd)}\n${tricky}\n[]\n`)
       expect(Option.getOrThrow(yield* p.exitStatus(h))).toEqual({ code: 3, signal: null })
-    }).pipe(Effect.provide(ProcessesLive))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
   )
 
   it.live("fails with SpawnFailed when the cwd is missing or the log file cannot be written", () =>
@@ -133,7 +135,7 @@ describe("Processes", () => {
       const badLog = yield* Effect.flip(spawn(spec("true", { logFile: path.join(notAFolder, "x.log") })))
       expect(badLog._tag).toBe("SpawnFailed")
       expect(badLog.message).toMatch(/^cannot start `true` in .*: log file .*x\.log: /)
-    }).pipe(Effect.provide(ProcessesLive))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
   )
 
   it.live("kills a group that ignores SIGTERM, grandchildren included, once the grace ends", () =>
@@ -156,7 +158,7 @@ describe("Processes", () => {
       expect(yield* p.isAlive(h)).toBe(false)
       expect(yield* p.isRunning(h)).toBe(false)
       expect(yield* p.awaitExit(h)).toEqual({ code: null, signal: "SIGKILL" })
-    }).pipe(Effect.provide(ProcessesLive))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
   )
 
   it.live("family: the leader and its descendants in its group, read from the leader down; none once it is gone", () =>
@@ -175,7 +177,7 @@ describe("Processes", () => {
       expect([...family].sort()).toEqual([...members].sort())
       yield* p.stop(h, 200)
       expect(yield* p.family(h)).toEqual([])
-    }).pipe(Effect.provide(ProcessesLive))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
   )
 
   it.live("also kills a descendant that moved to a session of its own", () =>
@@ -205,7 +207,7 @@ describe("Processes", () => {
       expect(yield* p.stop(h, 200)).toEqual({ _tag: "Killed" })
       expect(lives(shell.pid, shell.startTime)).toBe(false)
       expect(lives(sleeper.pid, sleeper.startTime)).toBe(false)
-    }).pipe(Effect.provide(ProcessesLive))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
   )
 
   it.live("a command that forks and exits 0 is still running through its group, and stop kills the orphan", () =>
@@ -229,7 +231,7 @@ describe("Processes", () => {
       expect(yield* p.stop(h, 2_000)).toEqual({ _tag: "Exited" })
       expect(yield* p.groupMembers(h.pgid)).toEqual([])
       expect(yield* p.isRunning(h)).toBe(false)
-    }).pipe(Effect.provide(ProcessesLive))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
   )
 
   it.live("isAlive is false for a start time that does not match, a dead pid and a pid that never was", () =>
@@ -252,7 +254,7 @@ describe("Processes", () => {
       expect(yield* p.isRunning(never)).toBe(false)
       expect(yield* p.stop(never, 100)).toEqual({ _tag: "Exited" })
       expect(yield* p.stop(h, 1_000)).toEqual({ _tag: "Exited" })
-    }).pipe(Effect.provide(ProcessesLive))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
   )
 
   it.live("a service outlives the scope that spawned it", () =>
@@ -263,7 +265,7 @@ describe("Processes", () => {
       // its own session and group: no terminal hang-up or Ctrl-C of the daemon's group reaches it
       expect(statOf(h.pid)).toMatchObject({ session: h.pid, pgrp: h.pid })
       expect(yield* p.stop(h, 1_000)).toEqual({ _tag: "Exited" })
-    }).pipe(Effect.provide(ProcessesLive))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
   )
 
   it.live(
@@ -274,10 +276,12 @@ describe("Processes", () => {
         const logFile = path.join(root, "logs", "outlive.log")
         const script = `
         import * as Effect from "effect/Effect"
+        import * as Layer from "effect/Layer"
+        import { PlatformLive } from "./src/services/Platform.js"
         import { Processes, ProcessesLive } from "./src/services/Processes.js"
         const spawn = Effect.flatMap(Processes, (p) =>
           p.spawn({ command: "sleep 1000", cwd: ${JSON.stringify(root)}, env: {}, logFile: ${JSON.stringify(logFile)} }))
-        const h = await Effect.runPromise(spawn.pipe(Effect.provide(ProcessesLive)))
+        const h = await Effect.runPromise(spawn.pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive)))))
         console.log(JSON.stringify(h))
       `
         const out = yield* Effect.promise(
@@ -299,7 +303,7 @@ describe("Processes", () => {
         const exit = yield* Effect.fork(p.awaitExit(h))
         expect(yield* p.stop(h, 1_000)).toEqual({ _tag: "Exited" })
         expect(yield* exit.await).toEqual(Exit.succeed({ code: null, signal: null }))
-      }).pipe(Effect.provide(ProcessesLive)),
+      }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive)))),
     30_000
   )
 
@@ -311,7 +315,7 @@ describe("Processes", () => {
       )
       expect(yield* p.isRunning(h)).toBe(false)
       expect(yield* p.awaitExit(h)).toEqual({ code: null, signal: "SIGTERM" })
-    }).pipe(Effect.provide(ProcessesLive))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
   )
 
   // a TestClock nobody advances, inside an uninterruptible region: stop must end on its own deadline
@@ -333,6 +337,6 @@ describe("Processes", () => {
       expect(yield* p.awaitExit(h)).toEqual({ code: null, signal: "SIGKILL" })
       // a process already gone: stop answers at once, without waiting out the grace on a clock nobody advances
       expect(yield* Effect.uninterruptible(p.stop(h, 200))).toEqual({ _tag: "Exited" })
-    }).pipe(Effect.provide(ProcessesLive))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
   )
 })

@@ -23,6 +23,7 @@ import {
 } from "../../src/actors/ServiceActor.js"
 import type { HealthCheck, ProcessService } from "../../src/domain/config/model.js"
 import type { ServiceState } from "../../src/domain/service-state.js"
+import { PlatformLive } from "../../src/services/Platform.js"
 import { HealthLive } from "../../src/services/Health.js"
 import { ProcessesLive } from "../../src/services/Processes.js"
 
@@ -136,129 +137,135 @@ const node = (script: string) => `'${process.execPath}' -e '${script.replaceAll(
 
 const listenScript = `require("node:net").createServer((s) => s.end()).listen(Number(process.env.PORT), "127.0.0.1")`
 
-layer(Layer.mergeAll(ProcessesLive, HealthLive), { excludeTestServices: true })("ServiceActor", (it) => {
-  describe("readiness", () => {
-    it.scoped("a service that dies with EADDRINUSE behind another listener is not healthy: up fails with its log", () =>
-      Effect.gen(function* () {
-        const { port } = yield* squat
-        const running = yield* start(planOf("web", node(listenScript), { port }))
-        const ready = yield* readiness(running)
-        expect(ready._tag).toBe("Left")
-        if (ready._tag === "Left") {
-          expect(ready.left.service).toBe("web")
-          expect(ready.left.logTail.join("\n")).toContain("EADDRINUSE")
-          // the holder is named: it is this test process
-          expect(ready.left.reason).toContain(`pid ${process.pid}`)
-        }
-        expect(running.states).not.toContain("healthy")
-        expect(running.states.at(-1)).toBe("failed")
-      })
-    )
+layer(Layer.mergeAll(ProcessesLive, HealthLive).pipe(Layer.provide(PlatformLive)), { excludeTestServices: true })(
+  "ServiceActor",
+  (it) => {
+    describe("readiness", () => {
+      it.scoped(
+        "a service that dies with EADDRINUSE behind another listener is not healthy: up fails with its log",
+        () =>
+          Effect.gen(function* () {
+            const { port } = yield* squat
+            const running = yield* start(planOf("web", node(listenScript), { port }))
+            const ready = yield* readiness(running)
+            expect(ready._tag).toBe("Left")
+            if (ready._tag === "Left") {
+              expect(ready.left.service).toBe("web")
+              expect(ready.left.logTail.join("\n")).toContain("EADDRINUSE")
+              // the holder is named: it is this test process
+              expect(ready.left.reason).toContain(`pid ${process.pid}`)
+            }
+            expect(running.states).not.toContain("healthy")
+            expect(running.states.at(-1)).toBe("failed")
+          })
+      )
 
-    it.scoped("a live service behind another process's older listener never passes: the timeout names the holder", () =>
-      Effect.gen(function* () {
-        const { port } = yield* squat
-        const health: HealthCheck = { kind: "tcp", target: "", timeoutMs: 800, intervalMs: 50 }
-        const running = yield* start(planOf("quiet", "sleep 1000", { port, health }))
-        const ready = yield* readiness(running)
-        expect(ready._tag).toBe("Left")
-        if (ready._tag === "Left") {
-          expect(ready.left.reason).toMatch(/a tcp connection on port \d+ passed, but port \d+ is held by pid \d+/)
-          expect(ready.left.reason).toContain(`pid ${process.pid}`)
-        }
-        expect(running.states).not.toContain("healthy")
-      })
-    )
+      it.scoped(
+        "a live service behind another process's older listener never passes: the timeout names the holder",
+        () =>
+          Effect.gen(function* () {
+            const { port } = yield* squat
+            const health: HealthCheck = { kind: "tcp", target: "", timeoutMs: 800, intervalMs: 50 }
+            const running = yield* start(planOf("quiet", "sleep 1000", { port, health }))
+            const ready = yield* readiness(running)
+            expect(ready._tag).toBe("Left")
+            if (ready._tag === "Left") {
+              expect(ready.left.reason).toMatch(/a tcp connection on port \d+ passed, but port \d+ is held by pid \d+/)
+              expect(ready.left.reason).toContain(`pid ${process.pid}`)
+            }
+            expect(running.states).not.toContain("healthy")
+          })
+      )
 
-    it.scoped("a listener started after the service, outside its group, still counts (a daemonized helper)", () =>
-      Effect.gen(function* () {
-        const port = yield* freePort
-        const health: HealthCheck = { kind: "tcp", target: "", timeoutMs: 20_000, intervalMs: 50 }
-        const running = yield* start(planOf("helped", "sleep 1000", { port, health }))
-        expect(yield* until(() => running.states.includes("running"))).toBe(true)
-        // its own session and group, like docker-proxy or rootlessport forwarding a published port
-        const helper = spawn(process.execPath, ["-e", listenScript], {
-          detached: true,
-          stdio: "ignore",
-          env: { PORT: String(port) }
-        })
-        yield* Effect.addFinalizer(() => Effect.sync(() => helper.kill("SIGKILL")))
-        expect((yield* readiness(running))._tag).toBe("Right")
-        expect(running.states.at(-1)).toBe("healthy")
-      })
-    )
-
-    it.scoped("a service whose forked child listens (the group owns the listener) is healthy", () =>
-      Effect.gen(function* () {
-        const port = yield* freePort
-        const parent = `require("node:child_process").spawn(process.execPath, ["-e", ${JSON.stringify(listenScript)}], { stdio: "inherit" }); setInterval(() => {}, 1 << 30)`
-        const running = yield* start(planOf("forks", node(parent), { port }))
-        expect((yield* readiness(running))._tag).toBe("Right")
-        expect(running.states.at(-1)).toBe("healthy")
-      })
-    )
-
-    it.scoped("a service that forks a listener and exits 0 is healthy: its group lives on", () =>
-      Effect.gen(function* () {
-        const port = yield* freePort
-        const running = yield* start(planOf("detach", `${node(listenScript)} & exit 0`, { port }))
-        expect((yield* readiness(running))._tag).toBe("Right")
-        expect(running.states.at(-1)).toBe("healthy")
-      })
-    )
-
-    it.scoped(
-      "a service that exits right after its check passed is failed with its log lines, once the up answered",
-      () =>
+      it.scoped("a listener started after the service, outside its group, still counts (a daemonized helper)", () =>
         Effect.gen(function* () {
           const port = yield* freePort
-          // it dies 20 ms after the first connection (the check's): inside the confirmation window however loaded the
-          // machine is, where a fixed delay after listening raced the window when the check itself came late
-          const script = `require("node:net").createServer((s) => { s.end(); setTimeout(() => process.exit(0), 20) }).listen(Number(process.env.PORT), "127.0.0.1"); console.log("listening, then dying")`
-          const running = yield* start(planOf("brief", node(script), { port }))
-          // ready at its pass: the up that waits hears so at once
+          const health: HealthCheck = { kind: "tcp", target: "", timeoutMs: 20_000, intervalMs: 50 }
+          const running = yield* start(planOf("helped", "sleep 1000", { port, health }))
+          expect(yield* until(() => running.states.includes("running"))).toBe(true)
+          // its own session and group, like docker-proxy or rootlessport forwarding a published port
+          const helper = spawn(process.execPath, ["-e", listenScript], {
+            detached: true,
+            stdio: "ignore",
+            env: { PORT: String(port) }
+          })
+          yield* Effect.addFinalizer(() => Effect.sync(() => helper.kill("SIGKILL")))
           expect((yield* readiness(running))._tag).toBe("Right")
-          expect(yield* until(() => running.states.at(-1) === "failed")).toBe(true)
-          expect(running.states.slice(-2)).toEqual(["healthy", "failed"])
-          const failed = yield* SubscriptionRef.get(running.rt.snapshot)
-          expect(failed.reason).toMatch(/exited \(exit code 0\) right after its health check passed/)
-          expect(failed.logTail).toContain("listening, then dying")
+          expect(running.states.at(-1)).toBe("healthy")
         })
-    )
+      )
 
-    it.scoped("a service without a port that exits after 100 ms is not ready", () =>
-      Effect.gen(function* () {
-        const crash = yield* start(planOf("crash", "echo short-lived; sleep 0.1; exit 1"))
-        const ready = yield* readiness(crash)
-        expect(ready._tag).toBe("Left")
-        if (ready._tag === "Left") {
-          expect(ready.left.service).toBe("crash")
-          expect(ready.left.logTail).toContain("short-lived")
-        }
-        expect(crash.states).not.toContain("healthy")
-        // a clean exit stays a finished one-off task: `exited`, never `healthy`
-        const task = yield* start(planOf("task", "sleep 0.1"))
-        yield* readiness(task)
-        expect(task.states).not.toContain("healthy")
-        expect(task.states.at(-1)).toBe("exited")
-      })
-    )
+      it.scoped("a service whose forked child listens (the group owns the listener) is healthy", () =>
+        Effect.gen(function* () {
+          const port = yield* freePort
+          const parent = `require("node:child_process").spawn(process.execPath, ["-e", ${JSON.stringify(listenScript)}], { stdio: "inherit" }); setInterval(() => {}, 1 << 30)`
+          const running = yield* start(planOf("forks", node(parent), { port }))
+          expect((yield* readiness(running))._tag).toBe("Right")
+          expect(running.states.at(-1)).toBe("healthy")
+        })
+      )
 
-    it.scoped("a service without a port is healthy once it stayed up for the settle time", () =>
-      Effect.gen(function* () {
-        const running = yield* start(planOf("idle", "sleep 1000"))
-        expect((yield* readiness(running))._tag).toBe("Right")
-        expect(running.states.slice(running.states.indexOf("starting"))).toEqual(["starting", "running", "healthy"])
-      })
-    )
-  })
+      it.scoped("a service that forks a listener and exits 0 is healthy: its group lives on", () =>
+        Effect.gen(function* () {
+          const port = yield* freePort
+          const running = yield* start(planOf("detach", `${node(listenScript)} & exit 0`, { port }))
+          expect((yield* readiness(running))._tag).toBe("Right")
+          expect(running.states.at(-1)).toBe("healthy")
+        })
+      )
 
-  describe("liveness", () => {
-    /**
-     * Answers /healthz at once, or after 1.5 s (longer than both the old 400 ms attempt and the test's) for the next
-     * N requests whenever the control file names a new N; each answer is recorded as `fast` or `slow`.
-     */
-    const slowServer = `
+      it.scoped(
+        "a service that exits right after its check passed is failed with its log lines, once the up answered",
+        () =>
+          Effect.gen(function* () {
+            const port = yield* freePort
+            // it dies 20 ms after the first connection (the check's): inside the confirmation window however loaded the
+            // machine is, where a fixed delay after listening raced the window when the check itself came late
+            const script = `require("node:net").createServer((s) => { s.end(); setTimeout(() => process.exit(0), 20) }).listen(Number(process.env.PORT), "127.0.0.1"); console.log("listening, then dying")`
+            const running = yield* start(planOf("brief", node(script), { port }))
+            // ready at its pass: the up that waits hears so at once
+            expect((yield* readiness(running))._tag).toBe("Right")
+            expect(yield* until(() => running.states.at(-1) === "failed")).toBe(true)
+            expect(running.states.slice(-2)).toEqual(["healthy", "failed"])
+            const failed = yield* SubscriptionRef.get(running.rt.snapshot)
+            expect(failed.reason).toMatch(/exited \(exit code 0\) right after its health check passed/)
+            expect(failed.logTail).toContain("listening, then dying")
+          })
+      )
+
+      it.scoped("a service without a port that exits after 100 ms is not ready", () =>
+        Effect.gen(function* () {
+          const crash = yield* start(planOf("crash", "echo short-lived; sleep 0.1; exit 1"))
+          const ready = yield* readiness(crash)
+          expect(ready._tag).toBe("Left")
+          if (ready._tag === "Left") {
+            expect(ready.left.service).toBe("crash")
+            expect(ready.left.logTail).toContain("short-lived")
+          }
+          expect(crash.states).not.toContain("healthy")
+          // a clean exit stays a finished one-off task: `exited`, never `healthy`
+          const task = yield* start(planOf("task", "sleep 0.1"))
+          yield* readiness(task)
+          expect(task.states).not.toContain("healthy")
+          expect(task.states.at(-1)).toBe("exited")
+        })
+      )
+
+      it.scoped("a service without a port is healthy once it stayed up for the settle time", () =>
+        Effect.gen(function* () {
+          const running = yield* start(planOf("idle", "sleep 1000"))
+          expect((yield* readiness(running))._tag).toBe("Right")
+          expect(running.states.slice(running.states.indexOf("starting"))).toEqual(["starting", "running", "healthy"])
+        })
+      )
+    })
+
+    describe("liveness", () => {
+      /**
+       * Answers /healthz at once, or after 1.5 s (longer than both the old 400 ms attempt and the test's) for the next
+       * N requests whenever the control file names a new N; each answer is recorded as `fast` or `slow`.
+       */
+      const slowServer = `
 const fs = require("node:fs")
 let seen = ""
 let left = 0
@@ -273,46 +280,47 @@ require("node:http").createServer((req, res) => {
   else res.end("ok")
 }).listen(Number(process.env.PORT), "127.0.0.1")
 `
-    const answers = (dir: string) =>
-      existsSync(join(dir, "answers")) ? readFileSync(join(dir, "answers"), "utf8").trim().split("\n") : []
-    const slowAnswers = (dir: string) => answers(dir).filter((a) => a === "slow").length
+      const answers = (dir: string) =>
+        existsSync(join(dir, "answers")) ? readFileSync(join(dir, "answers"), "utf8").trim().split("\n") : []
+      const slowAnswers = (dir: string) => answers(dir).filter((a) => a === "slow").length
 
-    it.scoped("one or two slow answers leave it healthy; three in a row make it unhealthy; recovery heals it", () =>
-      Effect.gen(function* () {
-        const dir = fresh("slow")
-        mkdirSync(dir)
-        const port = yield* freePort
-        const health: HealthCheck = { kind: "http", target: "/healthz", timeoutMs: 10_000, intervalMs: 50 }
-        // the number of slow answers the server had given at each change of state
-        const slowAt: Array<readonly [ServiceState, number]> = []
-        const running = yield* start(planOf("api", node(slowServer), { port, health, cwd: dir }), quick, (s) =>
-          slowAt.push([s, slowAnswers(dir)])
-        )
-        expect((yield* readiness(running))._tag).toBe("Right")
+      it.scoped("one or two slow answers leave it healthy; three in a row make it unhealthy; recovery heals it", () =>
+        Effect.gen(function* () {
+          const dir = fresh("slow")
+          mkdirSync(dir)
+          const port = yield* freePort
+          const health: HealthCheck = { kind: "http", target: "/healthz", timeoutMs: 10_000, intervalMs: 50 }
+          // the number of slow answers the server had given at each change of state
+          const slowAt: Array<readonly [ServiceState, number]> = []
+          const running = yield* start(planOf("api", node(slowServer), { port, health, cwd: dir }), quick, (s) =>
+            slowAt.push([s, slowAnswers(dir)])
+          )
+          expect((yield* readiness(running))._tag).toBe("Right")
 
-        // two slow answers, then fast ones: it never leaves `healthy`
-        writeFileSync(join(dir, "control"), "2 first")
-        expect(yield* until(() => answers(dir).lastIndexOf("slow") !== -1 && fastAfterSlow(answers(dir)) >= 3)).toBe(
-          true
-        )
-        expect(slowAnswers(dir)).toBe(2)
-        expect(running.states).not.toContain("unhealthy")
-        expect(running.states.at(-1)).toBe("healthy")
+          // two slow answers, then fast ones: it never leaves `healthy`
+          writeFileSync(join(dir, "control"), "2 first")
+          expect(yield* until(() => answers(dir).lastIndexOf("slow") !== -1 && fastAfterSlow(answers(dir)) >= 3)).toBe(
+            true
+          )
+          expect(slowAnswers(dir)).toBe(2)
+          expect(running.states).not.toContain("unhealthy")
+          expect(running.states.at(-1)).toBe("healthy")
 
-        // three in a row: unhealthy only at the third, then healthy again on the next pass
-        writeFileSync(join(dir, "control"), "3 second")
-        expect(yield* until(() => running.states.includes("unhealthy") && running.states.at(-1) === "healthy")).toBe(
-          true
-        )
-        const turned = slowAt.find(([s]) => s === "unhealthy")
-        expect(turned?.[1]).toBe(5)
-        expect(running.states.slice(-2)).toEqual(["unhealthy", "healthy"])
-        const snapshot = yield* running.rt.snapshot.get
-        expect(snapshot.reason).toBeUndefined()
-      })
-    )
-  })
-})
+          // three in a row: unhealthy only at the third, then healthy again on the next pass
+          writeFileSync(join(dir, "control"), "3 second")
+          expect(yield* until(() => running.states.includes("unhealthy") && running.states.at(-1) === "healthy")).toBe(
+            true
+          )
+          const turned = slowAt.find(([s]) => s === "unhealthy")
+          expect(turned?.[1]).toBe(5)
+          expect(running.states.slice(-2)).toEqual(["unhealthy", "healthy"])
+          const snapshot = yield* running.rt.snapshot.get
+          expect(snapshot.reason).toBeUndefined()
+        })
+      )
+    })
+  }
+)
 
 /** fast answers since the last slow one */
 const fastAfterSlow = (all: ReadonlyArray<string>) => all.length - 1 - all.lastIndexOf("slow")
