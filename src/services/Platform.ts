@@ -1,7 +1,9 @@
 /**
  * What berth asks of the operating system about processes, sockets and memory: the one seam between the engine and
- * the platform it runs on. Linux answers from /proc (`PlatformProcLive`). Parsing lives in src/domain as pure functions
- * (`proc.ts` for /proc); this module only reads.
+ * the platform it runs on. Linux answers from /proc (`PlatformProcLive`, the default there); the same questions can be
+ * answered from `ps` and `lsof` (`platformPs.ts`), the way macOS must, and Linux can be asked that way too
+ * (`psPlatformLinux`) so the path is exercised where berth is tested. Parsing lives in src/domain as pure functions
+ * (`proc.ts` for /proc, `psText.ts` for the commands' output); this module only reads.
  *
  * A start time is opaque: compare it for equality with one read by the same implementation, never across them (/proc
  * gives clock ticks since boot, `ps` the second it started).
@@ -11,6 +13,7 @@ import * as os from "node:os"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import { makePsPlatform } from "./platformPs.js"
 import { isDefunct, listeningSockets, type ProcStat, parseMeminfo, parseStat, socketInode } from "../domain/proc.js"
 
 /** One process as the platform sees it now. */
@@ -199,6 +202,13 @@ const fallbackMemory: Effect.Effect<MemoryReading> = Effect.sync(() => ({
 }))
 
 export const PlatformProcLive: Layer.Layer<Platform> = Layer.succeed(Platform, procPlatform)
+
+/** Linux answered by `ps` and `lsof` with the flags macOS takes; memory still from /proc/meminfo. */
+export const psPlatformLinux: PlatformService = makePsPlatform({
+  name: "linux ps/lsof",
+  memory: procPlatform.memory,
+  socketPathLimit: 108
+})
 
 /** The implementation for the platform berth runs on, for code outside the layers (the daemon's lock). */
 export const platformHere: PlatformService = procPlatform
