@@ -1,7 +1,8 @@
 /**
  * Pure parsing of what `ps` and `lsof` print, the way berth reads processes and listeners where there is no /proc
  * (macOS) — and on Linux too, through the same commands and flags, so that path is exercised where berth is tested.
- * The commands run with `LC_ALL=C` and `TZ=UTC`, so dates are English and in UTC.
+ * The commands run with `LC_ALL=C` and `TZ=UTC`, so dates are English and in UTC. Also macOS's memory readings
+ * (`sysctl -n hw.memsize`, `vm_stat`). Tested against recordings under test/fixtures/{linux,darwin}.
  */
 
 /** One row of `ps -A -o pid=,ppid=,pgid=,stat=,lstart=`. */
@@ -84,3 +85,44 @@ export const parseLsofListen = (text: string): ReadonlyArray<LsofListener> =>
     if (m === null) return []
     return [{ command: cols[0], pid, address: m[1] ?? "", port: Number(m[2]) }]
   })
+
+// macOS memory: there is no /proc/meminfo there
+
+/**
+ * `sysctl -n hw.memsize` → the machine's memory in bytes; the form without `-n` (`hw.memsize: 17179869184`) is read too.
+ * Undefined when it is not one.
+ */
+export const parseMemsize = (text: string): number | undefined => {
+  const m = /^(?:hw\.memsize:\s*)?(\d+)\s*$/m.exec(text.trim())
+  const bytes = m?.[1] === undefined ? undefined : Number(m[1])
+  return bytes !== undefined && Number.isSafeInteger(bytes) && bytes > 0 ? bytes : undefined
+}
+
+/** The page counts `vm_stat` prints (`Pages free: 10069.`), by name, and its page size. */
+export const parseVmStat = (
+  text: string
+): { readonly pageSize: number; readonly pages: ReadonlyMap<string, number> } | undefined => {
+  const size = /page size of (\d+) bytes/.exec(text)?.[1]
+  if (size === undefined) return undefined
+  const pages = new Map<string, number>()
+  for (const line of text.split("\n")) {
+    const m = /^"?([^":]+)"?:\s+(\d+)\.?\s*$/.exec(line.trim())
+    if (m?.[1] !== undefined && m[2] !== undefined) pages.set(m[1], Number(m[2]))
+  }
+  return { pageSize: Number(size), pages }
+}
+
+/**
+ * Memory that can be had without swapping, from `vm_stat`: free pages, and the inactive and speculative ones the
+ * kernel hands out as readily (file cache). Free pages alone (what `os.freemem()` gives there) read far too low: a Mac
+ * at rest keeps little free. Undefined when the counts are not there.
+ */
+export const availableFromVmStat = (text: string): number | undefined => {
+  const parsed = parseVmStat(text)
+  if (parsed === undefined) return undefined
+  const count = (name: string) => parsed.pages.get(name)
+  const free = count("Pages free")
+  const inactive = count("Pages inactive")
+  if (free === undefined || inactive === undefined) return undefined
+  return (free + inactive + (count("Pages speculative") ?? 0)) * parsed.pageSize
+}

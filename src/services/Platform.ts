@@ -2,7 +2,8 @@
  * What berth asks of the operating system about processes, sockets and memory: the one seam between the engine and
  * the platform it runs on. Linux answers from /proc (`PlatformProcLive`, the default there); the same questions can be
  * answered from `ps` and `lsof` (`platformPs.ts`), the way macOS must, and Linux can be asked that way too
- * (`psPlatformLinux`) so the path is exercised where berth is tested. Parsing lives in src/domain as pure functions
+ * (`psPlatformLinux`) so the path is exercised where berth is tested. `PlatformLive` picks /proc on Linux and the
+ * commands on macOS (`psPlatformDarwin`). Parsing lives in src/domain as pure functions
  * (`proc.ts` for /proc, `psText.ts` for the commands' output); this module only reads.
  *
  * A start time is opaque: compare it for equality with one read by the same implementation, never across them (/proc
@@ -13,7 +14,7 @@ import * as os from "node:os"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { makePsPlatform } from "./platformPs.js"
+import { darwinMemory, makePsPlatform } from "./platformPs.js"
 import { isDefunct, listeningSockets, type ProcStat, parseMeminfo, parseStat, socketInode } from "../domain/proc.js"
 
 /** One process as the platform sees it now. */
@@ -210,8 +211,18 @@ export const psPlatformLinux: PlatformService = makePsPlatform({
   socketPathLimit: 108
 })
 
+/**
+ * macOS, answered by `ps`, `lsof`, `sysctl` and `vm_stat` (it has no /proc). Its parsers are tested against recordings
+ * of those commands on Macs; the whole has not been run on one.
+ */
+export const psPlatformDarwin: PlatformService = makePsPlatform({
+  name: "macos ps/lsof",
+  memory: darwinMemory,
+  socketPathLimit: 104
+})
+
 /** The implementation for the platform berth runs on, for code outside the layers (the daemon's lock). */
-export const platformHere: PlatformService = procPlatform
+export const platformHere: PlatformService = process.platform === "darwin" ? psPlatformDarwin : procPlatform
 
 /** The platform berth runs on. */
 export const PlatformLive: Layer.Layer<Platform> = Layer.succeed(Platform, platformHere)

@@ -6,7 +6,14 @@
  */
 import { execFileSync } from "node:child_process"
 import * as Effect from "effect/Effect"
-import { type PsRow, parseLsofListen, parsePsRows, psDefunct } from "../domain/psText.js"
+import {
+  availableFromVmStat,
+  type PsRow,
+  parseLsofListen,
+  parseMemsize,
+  parsePsRows,
+  psDefunct
+} from "../domain/psText.js"
 import type { MemoryReading, PlatformService, ProcessEntry } from "./Platform.js"
 
 /** the columns read from `ps`: the same keywords on procps (Linux) and BSD ps (macOS) */
@@ -104,3 +111,10 @@ export const makePsPlatform = (options: {
     socketPathLimit: options.socketPathLimit
   }
 }
+
+/** macOS's memory: the total from `sysctl -n hw.memsize`, what can be had from `vm_stat` (free, inactive, speculative). */
+export const darwinMemory: Effect.Effect<MemoryReading | undefined> = Effect.sync(() => {
+  const total = parseMemsize(run("sysctl", ["-n", "hw.memsize"]))
+  const available = availableFromVmStat(run("vm_stat", []))
+  return total === undefined || available === undefined ? undefined : { total, available: Math.min(total, available) }
+})

@@ -1,9 +1,23 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { parseLsofListen, parseLstart, parsePsRows, psDefunct } from "../../src/domain/psText.js"
+import {
+  availableFromVmStat,
+  parseLsofListen,
+  parseLstart,
+  parseMemsize,
+  parsePsRows,
+  parseVmStat,
+  psDefunct
+} from "../../src/domain/psText.js"
 
-const fixture = (name: string) => fs.readFileSync(path.join(import.meta.dirname, "../fixtures", name), "utf8")
+/** A fixture's text without its header (the `#` lines saying where it came from): what the command printed. */
+const fixture = (name: string) =>
+  fs
+    .readFileSync(path.join(import.meta.dirname, "../fixtures", name), "utf8")
+    .split("\n")
+    .filter((line) => !line.startsWith("#"))
+    .join("\n")
 
 describe("parseLstart", () => {
   it("reads ps's lstart in the C locale as UTC seconds", () => {
@@ -50,5 +64,55 @@ describe("parseLsofListen on Linux", () => {
         "a 1 u 3u IPv4 0x1 0t0 TCP *:* (LISTEN)\nb 2 u 3u IPv4 0x1 0t0 TCP 1.2.3.4:5->6.7.8.9:10 (ESTABLISHED)\n"
       )
     ).toEqual([])
+  })
+})
+
+describe("macOS (test/fixtures/darwin: see each file's header for where it came from)", () => {
+  it("lsof: every listener of a recorded output, IPv4 and IPv6, a command with an escaped space", () => {
+    const listeners = parseLsofListen(fixture("darwin/lsof-listen.txt"))
+    expect(listeners).toHaveLength(18)
+    expect(listeners[0]).toEqual({ command: "rapportd", pid: 621, address: "*", port: 61119 })
+    expect(listeners.filter((l) => l.pid === 18884).map((l) => l.port)).toEqual([16607, 49788, 49789])
+    expect(listeners.find((l) => l.pid === 19097)).toEqual({
+      command: "Code\\x20H",
+      pid: 19097,
+      address: "127.0.0.1",
+      port: 52399
+    })
+    expect(new Set(listeners.filter((l) => l.pid === 67297).map((l) => l.port))).toEqual(new Set([5000, 7000]))
+  })
+
+  it("vm_stat: the page size and every count of a recorded output; available is free + inactive + speculative", () => {
+    const text = fixture("darwin/vm_stat.txt")
+    const parsed = parseVmStat(text)
+    expect(parsed?.pageSize).toBe(16384)
+    expect(parsed?.pages.get("Pages free")).toBe(10069)
+    expect(parsed?.pages.get("Translation faults")).toBe(1935466161)
+    expect(parsed?.pages.get("Tagged decompressions")).toBe(888026)
+    expect(availableFromVmStat(text)).toBe((10069 + 426177 + 5899) * 16384)
+    expect(availableFromVmStat("Pages free: 12.\n")).toBeUndefined()
+    expect(availableFromVmStat("Mach Virtual Memory Statistics: (page size of 4096 bytes)\nPages free: 12.\n")).toBe(
+      undefined
+    )
+  })
+
+  it("sysctl hw.memsize: a recorded output with its name, and the bare number -n prints", () => {
+    expect(parseMemsize(fixture("darwin/sysctl-hw-memsize.txt"))).toBe(17179869184)
+    expect(parseMemsize("17179869184\n")).toBe(17179869184)
+    expect(parseMemsize("sysctl: unknown oid 'hw.memsize'\n")).toBeUndefined()
+    expect(parseMemsize("")).toBeUndefined()
+  })
+
+  it("ps: rows in the layout of BSD ps (constructed, not recorded: see the fixture), a zombie among them", () => {
+    const rows = parsePsRows(fixture("darwin/ps-lstart.txt"))
+    expect(rows.map((r) => r.pid)).toEqual([1, 387, 5120, 5121, 5133])
+    expect(rows[0]).toEqual({
+      pid: 1,
+      ppid: 0,
+      pgid: 1,
+      stat: "Ss",
+      startSeconds: Date.UTC(2026, 10, 30, 8, 1, 12) / 1000
+    })
+    expect(rows.filter((r) => r.pgid === 5120 && !psDefunct(r.stat)).map((r) => r.pid)).toEqual([5120, 5121])
   })
 })
