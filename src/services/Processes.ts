@@ -169,14 +169,14 @@ export class Processes extends Context.Tag("berth/Processes")<Processes, Process
 
 const make = Effect.gen(function* () {
   const platform = yield* Platform
-  /** one process, read at once (every implementation reads synchronously) */
+  /** one process, read at once: in `spawn`, in the very tick the child is born (every implementation can) */
   const readStatSync = (pid: number): ProcessEntry | undefined => Effect.runSync(platform.process(pid))
   const readStat = platform.process
   const scanProc = () => platform.processes
   /** exits of the children this daemon spawned, by pid; a later spawn reusing the pid replaces the entry */
   const spawned = new Map<number, Spawned>()
   /** never signal our own group, nor init's (nor kill(-1): everything): a bad handle must not take the machine down */
-  const ownGroup = readStatSync(process.pid)?.pgid ?? process.pid
+  const ownGroup = (yield* readStat(process.pid))?.pgid ?? process.pid
   const signalable = (pgid: number) => Number.isSafeInteger(pgid) && pgid > 1 && pgid !== ownGroup
   /** set once the daemon is letting go: from then on no process is stopped, whatever scope closes */
   let detached = false
@@ -384,7 +384,7 @@ const make = Effect.gen(function* () {
     while (adopted.size > 0) {
       yield* sleepMs(ADOPTED_POLL_MS)
       for (const [key, w] of adopted) {
-        if (isSame(readStatSync(w.handle.pid), w.handle.pid, w.handle.startTime)) continue
+        if (isSame(yield* readStat(w.handle.pid), w.handle.pid, w.handle.startTime)) continue
         adopted.delete(key)
         yield* Deferred.succeed(w.exit, undefined)
       }
