@@ -13,6 +13,7 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import { DaemonClient, ensureDaemon } from "../../daemon/client.js"
+import { PlatformLive } from "../../services/Platform.js"
 import { ProcessesLive } from "../../services/Processes.js"
 import { downWithoutDaemon } from "./offline.js"
 import { Home } from "../../services/Home.js"
@@ -323,7 +324,7 @@ export const down = Command.make(
           yield* Console.log(renderDown(worlds))
         })
       ).pipe(askedBy("down", Option.getOrUndefined(name)), Effect.provide(DaemonClient.Default))
-    }).pipe(Effect.provide(ProcessesLive))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
 ).pipe(
   Command.withDescription("Stop a world's processes (or, with -s, some services); keep its files, ports and data"),
   Command.provide(Home.layer)
