@@ -386,8 +386,9 @@ describe("a peer that takes no connection", () => {
         expect(answer.body.toString()).toContain("machine-silent")
       }
       const took = Date.now() - started
+      // the peer's time is waited out (the contract), and the wait ends (a bound far from a hang, not a window)
       expect(took).toBeGreaterThanOrEqual(1_900)
-      expect(took).toBeLessThan(3_500)
+      expect(took).toBeLessThan(10_000)
     } finally {
       silent.stop()
       for (const a of [aFast, aSlow]) a.setRoutes(aTargets())
@@ -431,8 +432,8 @@ describe("a peer that drops off while requests wait", () => {
         expect(answer.headers["retry-after"]).toBe("2")
         expect(answer.body.toString()).toContain("machine-c")
       }
-      // they would wait for ever; a few seconds allow for a loaded machine
-      expect(Date.now() - gone).toBeLessThan(5_000)
+      // they would wait for ever: a bound far from a hang, not a window a loaded machine overruns
+      expect(Date.now() - gone).toBeLessThan(10_000)
     } finally {
       for (const f of fronts) await f.close()
       await owner.close()
@@ -506,7 +507,8 @@ describe("the cluster listener", () => {
       expect(answer.status).toBe(503)
       expect(answer.headers["retry-after"]).toBe("2")
       expect(answer.body.toString()).toContain("machine-a")
-      expect(Date.now() - started).toBeLessThan(2_000)
+      // a loop would never end: a bound far from a hang
+      expect(Date.now() - started).toBeLessThan(10_000)
     } finally {
       b.setRoutes([target("demo", "w1", "web", backend.port)])
     }
