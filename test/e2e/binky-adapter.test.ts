@@ -95,9 +95,17 @@ env = { DRAWER = "\${slices.drawer.address}" }
       input: JSON.stringify({ slice: "left_behind", owner, data_dir, settings: {} })
     })
     const dry = JSON.parse((await box.run(["gc", "--dry-run", "--json"], { env })).stdout) as GcJson
-    expect(dry.entries).toEqual([
-      expect.objectContaining({ reason: "unrecorded", adapter: "drawer", name: "left_behind" })
-    ])
+    if (dry.entries.length > 0) {
+      expect(dry.entries).toEqual([
+        expect.objectContaining({ reason: "unrecorded", adapter: "drawer", name: "left_behind" })
+      ])
+    } else {
+      // the daemon's own sweep, two seconds after its start, got there first (a loaded machine): it found it the same
+      // way, through binky's list, and says so in its log
+      expect(readFileSync(join(box.home, "daemon.log"), "utf8")).toContain(
+        "gc: dropped drawer left_behind (unrecorded)"
+      )
+    }
     expect((await box.run(["gc"], { env })).code).toBe(0)
     expect(existsSync(join(data_dir, "left_behind.drawer"))).toBe(false)
     expect(existsSync(fileURLToPath(address))).toBe(true)
