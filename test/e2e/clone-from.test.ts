@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { join, resolve } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import pg from "pg"
+import { pgQuery } from "./pg.js"
 import { type Sandbox, sandboxes, varsFrom } from "./harness.js"
 
 const boxes = sandboxes()
@@ -9,16 +9,7 @@ const adminUrl = process.env.POSTGRES_ADMIN_URL ?? "postgres://postgres@127.0.0.
 /** every database of this file holds it, so afterAll finds them all */
 const tag = `cf${randomBytes(3).toString("hex")}`
 
-const sql = async (text: string, url = adminUrl) => {
-  const client = new pg.Client({ connectionString: url })
-  client.on("error", () => undefined)
-  await client.connect()
-  try {
-    return (await client.query<Record<string, unknown>>(text)).rows
-  } finally {
-    await client.end().catch(() => undefined)
-  }
-}
+const sql = pgQuery
 
 const databases = async () =>
   (await sql(`SELECT datname FROM pg_database WHERE strpos(datname, '${tag}') > 0`)).map((r) => String(r.datname))

@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process"
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import pg from "pg"
+import { pgQuery } from "./pg.js"
 import { eventually, type Sandbox, sandboxes, varsFrom } from "./harness.js"
 
 const boxes = sandboxes()
@@ -10,16 +10,7 @@ afterAll(() => boxes.cleanup())
 
 const adminUrl = process.env.POSTGRES_ADMIN_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 
-const query = async (text: string, url = adminUrl) => {
-  const client = new pg.Client({ connectionString: url })
-  client.on("error", () => undefined)
-  await client.connect()
-  try {
-    return (await client.query<Record<string, unknown>>(text)).rows
-  } finally {
-    await client.end().catch(() => undefined)
-  }
-}
+const query = pgQuery
 const rows = (url: string, text: string) => query(text, url)
 
 /** every database whose name holds `part`, with its comment */

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import pg from "pg"
+import { pgQuery } from "./pg.js"
 import { fetchJson, sandboxes, varsFrom, worldFrom } from "./harness.js"
 
 const boxes = sandboxes()
@@ -9,16 +9,7 @@ afterAll(() => boxes.cleanup())
 
 const adminUrl = process.env.POSTGRES_ADMIN_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 
-const query = async (text: string, url = adminUrl) => {
-  const client = new pg.Client({ connectionString: url })
-  client.on("error", () => undefined)
-  await client.connect()
-  try {
-    return (await client.query<Record<string, unknown>>(text)).rows
-  } finally {
-    await client.end().catch(() => undefined)
-  }
-}
+const query = pgQuery
 
 const withDatabase = (url: string, database: string) => {
   const parsed = new URL(url)
