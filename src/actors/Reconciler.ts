@@ -12,7 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import { ANYWHERE_SETTING, anywhereIds, isAnywhereCheckout } from "../domain/cluster.js"
-import { type LogFileFacts, logBudget, logTrim } from "../domain/log-budget.js"
+import { LOG_CHECK_MIN_MS, type LogFileFacts, logBudget, logTrim, nextLogCheckMs } from "../domain/log-budget.js"
 import { strayGroups } from "../domain/marks.js"
 import { diskBytesAt } from "../services/disk.js"
 import { Home } from "../services/Home.js"
@@ -23,8 +23,6 @@ import { monitorPressure, PressureTargetsLive } from "./PressureMonitor.js"
 import { Worlds } from "./Worlds.js"
 
 export const RECONCILE_EVERY = Duration.seconds(3)
-/** how often the logs are measured against the budget: a chatty service must not fill a small disk in between */
-export const ROTATE_EVERY = Duration.seconds(2)
 /** the slice sweep: rare, since a slice is only left behind by a crash or a server that was down at `remove` */
 const gcEvery = (): Duration.Duration => {
   const ms = Number(process.env.BERTH_GC_INTERVAL_MS)
@@ -58,16 +56,19 @@ const logFiles = (root: string): ReadonlyArray<LogFileFacts> => {
  * is rotated (two older copies kept), then the oldest copies go, and a live log is emptied only when that is not
  * enough — a service that writes without pause never fills the disk its world's state lives on.
  */
+/** Answers how long until the next look: as late as the room left allows (`nextLogCheckMs`). */
 const rotateLogs = Effect.gen(function* () {
   const home = yield* Home
   const budget = logBudget(yield* Effect.sync(() => diskBytesAt(home.logs)))
-  yield* Effect.forEach(
-    logFiles(home.logs).filter((f) => f.live),
-    (f) => LogFiles.rotateIfLarger(f.path, budget.rotateAtBytes, 2).pipe(Effect.ignore),
-    { discard: true }
+  const before = logFiles(home.logs)
+  // rotateIfLarger reads the size again itself: only a log past its size is worth the call
+  const rotated = yield* Effect.forEach(
+    before.filter((f) => f.live && f.bytes > budget.rotateAtBytes),
+    (f) => LogFiles.rotateIfLarger(f.path, budget.rotateAtBytes, 2).pipe(Effect.orElseSucceed(() => false))
   )
-  const trim = logTrim(logFiles(home.logs), budget)
-  if (trim.drop.length === 0 && trim.truncate.length === 0) return
+  const files = rotated.some((r) => r) ? logFiles(home.logs) : before
+  const trim = logTrim(files, budget)
+  if (trim.drop.length === 0 && trim.truncate.length === 0) return nextLogCheckMs(files, budget)
   yield* Effect.sync(() => {
     for (const file of trim.drop) rmSync(file, { force: true })
     for (const file of trim.truncate) {
@@ -83,6 +84,8 @@ const rotateLogs = Effect.gen(function* () {
       `logs over their budget (${budget.perWorldBytes} bytes a world, ${budget.perHomeBytes} in all): emptied ${trim.truncate.join(", ")}`
     )
   }
+  // it was over: look again soon
+  return LOG_CHECK_MIN_MS
 })
 
 /** how long a process a crash left unrecorded gets to end on SIGTERM before it is killed */
@@ -140,7 +143,13 @@ const loops = Effect.gen(function* () {
     Effect.repeat(Schedule.spaced(RECONCILE_EVERY)),
     Effect.forkScoped
   )
-  yield* rotateLogs.pipe(Effect.repeat(Schedule.spaced(ROTATE_EVERY)), Effect.forkScoped)
+  // each look says when the next is due: every 2 s while the logs are near their budget, up to 30 s with room to spare
+  yield* rotateLogs.pipe(
+    Effect.catchAllCause((cause) => Effect.as(Effect.logWarning("log budget", cause), LOG_CHECK_MIN_MS)),
+    Effect.flatMap((ms) => Effect.sleep(Duration.millis(ms))),
+    Effect.forever,
+    Effect.forkScoped
+  )
   yield* monitorPressure
   const every = gcEvery()
   const sweep = worlds.gc(false, {}, true).pipe(

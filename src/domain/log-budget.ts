@@ -77,3 +77,27 @@ export const logTrim = (files: ReadonlyArray<LogFileFacts>, budget: LogBudget): 
     truncate: chosen.filter((f) => f.live).map((f) => f.path)
   }
 }
+
+/** The fastest a service is taken to write: the next look at the logs comes before one could pass its budget. */
+export const FASTEST_WRITE_BYTES_PER_S = 8 * MiB
+export const LOG_CHECK_MIN_MS = 2_000
+export const LOG_CHECK_MAX_MS = 30_000
+
+/**
+ * When to look at the logs next: as late as the room left allows at the fastest writing (the tighter of a world's
+ * and the home's), between 2 and 30 s. A small disk (8 MB: 2 MB of logs) is looked at every 2 s; a home with room to
+ * spare every 30 s — each look reads every log file's size, which at a hundred idle worlds is most of what the daemon
+ * does. Rotation at `rotateAtBytes` may then come a little late; the budget, which protects the disk, does not.
+ */
+export const nextLogCheckMs = (files: ReadonlyArray<LogFileFacts>, budget: LogBudget): number => {
+  const perWorld = new Map<string, number>()
+  let total = 0
+  for (const f of files) {
+    total += f.bytes
+    perWorld.set(f.world, (perWorld.get(f.world) ?? 0) + f.bytes)
+  }
+  const fullestWorld = Math.max(0, ...perWorld.values())
+  const room = Math.min(budget.perHomeBytes - total, budget.perWorldBytes - fullestWorld)
+  const ms = (Math.max(0, room) / FASTEST_WRITE_BYTES_PER_S) * 1000
+  return Math.round(Math.min(LOG_CHECK_MAX_MS, Math.max(LOG_CHECK_MIN_MS, ms)))
+}

@@ -1,6 +1,14 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as FastCheck from "effect/FastCheck"
-import { type LogFileFacts, logBudget, logTrim } from "../../src/domain/log-budget.js"
+import {
+  FASTEST_WRITE_BYTES_PER_S,
+  LOG_CHECK_MAX_MS,
+  LOG_CHECK_MIN_MS,
+  type LogFileFacts,
+  logBudget,
+  logTrim,
+  nextLogCheckMs
+} from "../../src/domain/log-budget.js"
 
 const MiB = 1024 * 1024
 const file = (path: string, world: string, bytes: number, modifiedMs: number, live = false): LogFileFacts => ({
@@ -86,6 +94,41 @@ describe("logTrim", () => {
           expect(left.filter((o) => o.world === f.world && !o.live && o.bytes > 0)).toEqual([])
         }
       })
+    )
+  })
+})
+
+describe("nextLogCheckMs", () => {
+  const live = (world: string, bytes: number) => file(`/l/${world}/a.log`, world, bytes, 0, true)
+
+  it("looks again in 30 s with room to spare, every 2 s on a small disk or near the budget", () => {
+    const roomy = logBudget(100 * 1024 * MiB)
+    expect(nextLogCheckMs([live("1", MiB)], roomy)).toBe(LOG_CHECK_MAX_MS)
+    const small = logBudget(8 * MiB)
+    expect(nextLogCheckMs([], small)).toBe(LOG_CHECK_MIN_MS)
+    // a world near its share: as soon as the fastest writer could reach it
+    expect(nextLogCheckMs([live("1", roomy.perWorldBytes - 40 * MiB)], roomy)).toBe(5_000)
+    expect(nextLogCheckMs([live("1", roomy.perWorldBytes + MiB)], roomy)).toBe(LOG_CHECK_MIN_MS)
+  })
+
+  it("is never sooner than 2 s nor later than 30 s, and never later than the fastest writer needs to fill the room", () => {
+    FastCheck.assert(
+      FastCheck.property(
+        FastCheck.integer({ min: MiB, max: 2 ** 40 }),
+        FastCheck.array(FastCheck.tuple(FastCheck.constantFrom("1", "2", "3"), FastCheck.nat(2 ** 30)), {
+          maxLength: 20
+        }),
+        (disk, sizes) => {
+          const budget = logBudget(disk)
+          const files = sizes.map(([w, b]) => live(w, b))
+          const ms = nextLogCheckMs(files, budget)
+          expect(ms).toBeGreaterThanOrEqual(LOG_CHECK_MIN_MS)
+          expect(ms).toBeLessThanOrEqual(LOG_CHECK_MAX_MS)
+          const total = files.reduce((a, f) => a + f.bytes, 0)
+          const room = budget.perHomeBytes - total
+          if (ms > LOG_CHECK_MIN_MS) expect((ms / 1000) * FASTEST_WRITE_BYTES_PER_S).toBeLessThanOrEqual(room + 4096)
+        }
+      )
     )
   })
 })
