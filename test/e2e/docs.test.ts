@@ -5,7 +5,8 @@
  * - every ```toml berth.toml block passes `berth check` with no error and no warning;
  * - every relative link and #anchor resolves;
  * - every figure (a number followed by ms, s, MiB, req/s or ×) in README.md and docs/benchmarks.md has a command that
- *   measures it again (`npm run bench:…` or `node bench/…`) in its section.
+ *   measures it again (`npm run bench:…`, `node bench/…`, or for the suite's own time `time npm test` and
+ *   `time npm run test:fast`) in its section.
  * README.md's first command, the demo, is run by test/e2e/demo.test.ts; here only its presence is checked.
  */
 import { spawn } from "node:child_process"
@@ -198,7 +199,7 @@ describe("the docs", () => {
 
   it("gives every figure in README.md and docs/benchmarks.md the command that measures it again, in its section", () => {
     const figure = /\d(?:[\d.,]*\d)?k?\s?(?:ms|s|MiB|req\/s|×)(?![\p{L}\p{N}])/gu
-    const command = /npm run bench:|node bench\//
+    const command = /npm run bench:|node bench\/|time npm (test|run test:fast)/
     const orphans: Array<string> = []
     for (const page of ["README.md", "docs/benchmarks.md"]) {
       for (const section of read(page).split(/^(?=#{1,6} )/m)) {
