@@ -41,32 +41,43 @@ export class Machine extends Context.Tag("berth/Machine")<Machine, MachineServic
  * is gone (a removed world's worktree) is looked at again only once a minute.
  */
 const GONE_RETRY_MS = 60_000
-const devices = new Map<string, { readonly dev: number } | { readonly goneAt: number }>()
 
-const deviceOf = (path: string, now: number): number | undefined => {
-  const known = devices.get(path)
-  if (known !== undefined) {
-    if ("dev" in known) return known.dev
-    if (now - known.goneAt < GONE_RETRY_MS) return undefined
-  }
-  // bounded: worktrees come and go over a daemon's life
-  if (devices.size > 10_000) devices.clear()
-  try {
-    const dev = statSync(path).dev
-    devices.set(path, { dev })
-    return dev
-  } catch {
-    devices.set(path, { goneAt: now })
-    return undefined
+type DeviceEntry = { readonly dev: number } | { readonly goneAt: number }
+
+/** One Machine's knowledge of which filesystem holds each path it was asked about. */
+const deviceCache = () => {
+  const devices = new Map<string, DeviceEntry>()
+  return {
+    of: (path: string, now: number): number | undefined => {
+      const known = devices.get(path)
+      if (known !== undefined) {
+        if ("dev" in known) return known.dev
+        if (now - known.goneAt < GONE_RETRY_MS) return undefined
+      }
+      // bounded: worktrees come and go over a daemon's life
+      if (devices.size > 10_000) devices.clear()
+      try {
+        const dev = statSync(path).dev
+        devices.set(path, { dev })
+        return dev
+      } catch {
+        devices.set(path, { goneAt: now })
+        return undefined
+      }
+    },
+    gone: (path: string, now: number) => {
+      devices.set(path, { goneAt: now })
+    }
   }
 }
+type DeviceCache = ReturnType<typeof deviceCache>
 
 /** The machine's readings, its memory from the Platform it is given (see layers/index.ts). */
 export const MachineLive: Layer.Layer<Machine, never, Platform> = Layer.effect(
   Machine,
-  Effect.map(
-    Platform,
-    (platform): MachineService => ({
+  Effect.map(Platform, (platform): MachineService => {
+    const devices = deviceCache()
+    return {
       read: (paths: ReadonlyArray<string>): Effect.Effect<Readings> =>
         Effect.suspend(() => {
           const staged = process.env.BERTH_READINGS_FILE
@@ -87,23 +98,23 @@ export const MachineLive: Layer.Layer<Machine, never, Platform> = Layer.effect(
               // a file being rewritten: read the machine this once
             }
           }
-          return Effect.map(memoryOrFallback(platform), (mem) => readDisks(paths, mem))
+          return Effect.map(memoryOrFallback(platform), (mem) => readDisks(devices, paths, mem))
         })
-    })
-  )
+    }
+  })
 )
 
-const readDisks = (paths: ReadonlyArray<string>, mem: MemoryReading): Readings => {
+const readDisks = (devices: DeviceCache, paths: ReadonlyArray<string>, mem: MemoryReading): Readings => {
   const now = Date.now()
   const seen = new Set<number>()
   const disks: Array<{ path: string; freeBytes: number }> = []
   for (const path of paths) {
     // paths on one filesystem report the same free space: each filesystem is read, and listed, once
-    const dev = deviceOf(path, now)
+    const dev = devices.of(path, now)
     if (dev === undefined || seen.has(dev)) continue
     const free = freeBytes(path)
     if (free === undefined) {
-      devices.set(path, { goneAt: now })
+      devices.gone(path, now)
       continue
     }
     seen.add(dev)
