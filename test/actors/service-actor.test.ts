@@ -562,6 +562,26 @@ describe("ServiceActor", () => {
       })
     )
 
+    it.effect("a service that answers steadily is probed less often, and a miss brings the interval back", () =>
+      Effect.gen(function* () {
+        const { h, plan } = yield* ready
+        const probes = () => h.health.attempts(plan.logFile)
+        // the first three passes come an interval apart, the fourth too; then twice the interval
+        for (let pass = 1; pass <= 4; pass++) yield* TestClock.adjust(WATCH_INTERVAL_MS)
+        expect(yield* probes()).toBe(1 + 4)
+        yield* TestClock.adjust(WATCH_INTERVAL_MS)
+        expect(yield* probes()).toBe(1 + 4)
+        yield* TestClock.adjust(WATCH_INTERVAL_MS)
+        expect(yield* probes()).toBe(1 + 5)
+        // five passes in a row: four intervals until the next, which misses — the next comes an interval later
+        yield* h.health.setHealthy(plan.logFile, false)
+        yield* TestClock.adjust(WATCH_INTERVAL_MS * 4)
+        expect(yield* probes()).toBe(1 + 6)
+        yield* TestClock.adjust(WATCH_INTERVAL_MS)
+        expect(yield* probes()).toBe(1 + 7)
+      })
+    )
+
     it.effect("probes stop with the process: no verdict after it exited", () =>
       Effect.gen(function* () {
         const { h, plan, s } = yield* ready
