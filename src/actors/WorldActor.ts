@@ -9,9 +9,12 @@
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs"
 import { basename, dirname, join, resolve } from "node:path"
 import * as Deferred from "effect/Deferred"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -71,24 +74,71 @@ export type WorldError = Protocol.WorldError
 /** One move of a world's observed state, as `Worlds.changes` tells it. */
 export type WorldChange = Protocol.WorldChange
 
-interface Envelope {
-  readonly command: WorldCommand
-  readonly reply: Deferred.Deferred<void, WorldError>
-}
+/**
+ * What the world's mailbox holds: a command (someone may wait for its answer), or what the world's own start fiber
+ * tells it. That fiber never writes the world's state: it posts, and the actor, on its one fiber, moves the state.
+ */
+type Message =
+  | { readonly _tag: "Command"; readonly command: WorldCommand; readonly reply: Deferred.Deferred<void, WorldError> }
+  /** the start `token` got its permit after waiting in line */
+  | { readonly _tag: "Admitted"; readonly token: number; readonly resuming: boolean }
+  /** the start `token` ended: its generation runs whole, or it failed */
+  | { readonly _tag: "Settled"; readonly token: number; readonly exit: Exit.Exit<void, WorldError> }
 
+/**
+ * One run of the world's processes: a scoped resource. Closing `scope` is its release, written once (in
+ * `newGeneration`): services stop in reverse dependency order, a layer at a time, then what they left is written, and
+ * a start that never completed takes back the `env_file`s it wrote.
+ */
 interface Generation {
   readonly scope: Scope.CloseableScope
+  /** where the service fibers (and their row writers) live: closed after the services were stopped, layer by layer */
+  readonly fibers: Scope.CloseableScope
   readonly config: Model.Config
   /** the berth.toml it started from: its folder and digest, to tell an edit made since */
   readonly source: { readonly root: string; readonly digest: string }
   readonly layers: ReadonlyArray<ReadonlyArray<string>>
   readonly services: Map<string, { readonly rt: ServiceRuntime; readonly fiber: Fiber.RuntimeFiber<never, unknown> }>
+  /** env_files as they were before this generation first wrote them (undefined: the file did not exist) */
+  readonly envBefore: Map<string, string | undefined>
 }
+
+/**
+ * What runs of a world besides its observed state: nothing; a start on its way (in line for a permit, or starting),
+ * as a fiber the actor can interrupt; or a generation that started whole.
+ */
+export type Run =
+  | { readonly _tag: "Idle" }
+  | {
+      readonly _tag: "Launching"
+      /** tells this start's messages from those of a start cancelled since */
+      readonly token: number
+      readonly generation: Generation
+      /** the start's own fiber; undefined while the actor runs it itself (adopting what outlived a daemon) */
+      readonly fiber: Fiber.RuntimeFiber<void, never> | undefined
+    }
+  | { readonly _tag: "Running"; readonly generation: Generation }
+
+/**
+ * A world's life, in one value with one writer (the actor's fiber): its observed state and why, what runs, and the
+ * outcome of its last start (what a waiting `up` hears).
+ */
+export interface Life {
+  readonly state: WorldState
+  readonly reason: string | null
+  readonly run: Run
+  readonly outcome: Deferred.Deferred<void, WorldError> | undefined
+}
+
+const IDLE: Run = { _tag: "Idle" }
+
+/** The generation that runs or is starting, if any. */
+const generationOf = (run: Run): Generation | undefined => (run._tag === "Idle" ? undefined : run.generation)
 
 export interface WorldActor {
   readonly worldId: number
-  /** the world's observed state and why, as `apply` last moved it */
-  readonly state: SubscriptionRef.SubscriptionRef<{ readonly state: WorldState; readonly reason: string | null }>
+  /** the world's life: its observed state and why (as `apply` last moved it), what runs, its last start's outcome */
+  readonly state: SubscriptionRef.SubscriptionRef<Life>
   readonly send: (command: WorldCommand) => Effect.Effect<void, WorldError>
   /** the outcome of the world's current start (queue, then ports, slices, services, ready); void when none runs */
   readonly started: Effect.Effect<void, WorldError>
@@ -232,9 +282,8 @@ export const makeWorldActor = (
     const admission = yield* Admission
     const fence = yield* Fence
     const context = yield* Effect.context<Processes | Health>()
-    const mailbox = yield* Queue.unbounded<Envelope>()
+    const mailbox = yield* Queue.unbounded<Message>()
     const done = yield* Deferred.make<void>()
-    let generation: Generation | undefined
     // what the last `up` asked for; after a daemon restart, the persisted selection and the daemon's own environment
     // (inherited from the CLI that started it) stand in
     const initial = yield* registry.world(worldId)
@@ -254,10 +303,16 @@ export const makeWorldActor = (
         : Effect.succeed(w)
     )
 
-    const observed = yield* SubscriptionRef.make<{ readonly state: WorldState; readonly reason: string | null }>({
+    const life = yield* SubscriptionRef.make<Life>({
       state: initial?.observed ?? "stopped",
-      reason: initial?.reason ?? null
+      reason: initial?.reason ?? null,
+      run: IDLE,
+      outcome: undefined
     })
+    const currentRun = Effect.map(SubscriptionRef.get(life), (l) => l.run)
+    const currentGeneration = Effect.map(currentRun, generationOf)
+    /** What runs changes (on the actor's fiber only), the state staying where it is. */
+    const setRun = (run: Run) => SubscriptionRef.update(life, (l) => ({ ...l, run }))
 
     /**
      * What could not be written when it happened (the disk was full): the world's observed state (its latest is always
@@ -290,7 +345,7 @@ export const makeWorldActor = (
       })
     const flush = Effect.gen(function* () {
       if (unwritten.world) {
-        const now = yield* SubscriptionRef.get(observed)
+        const now = yield* SubscriptionRef.get(life)
         const written = yield* Effect.exit(registry.setObserved(worldId, now.state, now.reason))
         if (Exit.isSuccess(written)) unwritten.world = false
       }
@@ -302,25 +357,32 @@ export const makeWorldActor = (
 
     /**
      * The only writer of the world's observed state: the event moves it as `transition` allows, or is ignored (so a
-     * late verdict never undoes what a user asked for). Answers whether it moved.
+     * late verdict never undoes what a user asked for). The move, its registry write and what runs (`run`, when given)
+     * change in one step: nothing reads the state between them. Answers whether it moved.
      */
-    const apply = (event: WorldEvent, reason: string | null = null) =>
+    const apply = (event: WorldEvent, reason: string | null = null, run?: Run) =>
       Effect.gen(function* () {
-        const from = (yield* SubscriptionRef.get(observed)).state
-        const to = transition(from, event)
-        if (to === undefined) return false
-        // the world moves whether or not its row can be written now (a full disk): the row follows at the next
-        // `flush`, so that a command cut short never leaves the world where it was, with nothing to move it on
-        const written = yield* Effect.exit(registry.setObserved(worldId, to, reason))
-        unwritten.world = Exit.isFailure(written)
-        yield* SubscriptionRef.set(observed, { state: to, reason })
-        const w = initial
+        const moved = yield* SubscriptionRef.modifyEffect(life, (now) => {
+          const to = transition(now.state, event)
+          const next = run === undefined ? now : { ...now, run }
+          if (to === undefined) return Effect.succeed([undefined, next] as const)
+          // the world moves whether or not its row can be written now (a full disk): the row follows at the next
+          // `flush`, so that a command cut short never leaves the world where it was, with nothing to move it on
+          return Effect.map(Effect.exit(registry.setObserved(worldId, to, reason)), (written) => {
+            unwritten.world = Exit.isFailure(written)
+            return [
+              { from: now.state, to },
+              { ...next, state: to, reason }
+            ] as const
+          })
+        })
+        if (moved === undefined) return false
         yield* onChange({
           worldId,
-          project: w?.projectName ?? "",
-          world: w?.name ?? `#${worldId}`,
-          from,
-          to,
+          project: initial?.projectName ?? "",
+          world: initial?.name ?? `#${worldId}`,
+          from: moved.from,
+          to: moved.to,
           event: event._tag,
           reason,
           at: Date.now()
@@ -335,30 +397,85 @@ export const makeWorldActor = (
       path: w.path
     })
 
-    /** A world's processes, then services, stopped in reverse dependency order, one layer at a time. */
-    const stopGeneration = Effect.gen(function* () {
-      const g = generation
-      if (g === undefined) return
-      generation = undefined
-      // a daemon letting go leaves processes and their rows as they are, exactly as a crash would; but its supervisors
-      // go now, not with the process: one left running would restart a service that exits meanwhile, beside the copy
-      // the next daemon starts (stopping a process is a no-op once detached, and nothing here writes a row)
-      if (yield* processes.detached) {
-        yield* Fiber.interruptAll([...g.services.values()].map((s) => s.fiber))
-        return yield* Scope.close(g.scope, Exit.void)
+    /**
+     * A new generation for a start of `ready`'s config: its scope holds the release, written once here. Closing it
+     * stops the services in reverse dependency order, a layer at a time, ends their fibers, keeps what their rows last
+     * said, and takes back the env_files of a start that never completed.
+     */
+    const newGeneration = (ready: Prepared) =>
+      Effect.gen(function* () {
+        const scope = yield* Scope.make()
+        const fibers = yield* Scope.fork(scope, ExecutionStrategy.sequential)
+        const g: Generation = {
+          scope,
+          fibers,
+          config: ready.config,
+          source: { root: ready.loaded.root, digest: ready.loaded.digest },
+          layers: ready.config.graph.layers,
+          services: new Map(),
+          envBefore: new Map()
+        }
+        // added last, so it runs first: the services stop before their fibers' scope closes
+        yield* Scope.addFinalizer(scope, releaseGeneration(g))
+        return g
+      })
+
+    const releaseGeneration = (g: Generation) =>
+      Effect.gen(function* () {
+        const all = [...g.services]
+        // a daemon letting go leaves processes and their rows as they are, exactly as a crash would; but its
+        // supervisors go now, not with the process: one left running would restart a service that exits meanwhile,
+        // beside the copy the next daemon starts (stopping a process is a no-op once detached; no row is written)
+        if (yield* processes.detached) {
+          yield* Fiber.interruptAll(all.map(([, s]) => s.fiber))
+          return yield* Scope.close(g.fibers, Exit.void)
+        }
+        yield* stopServices(
+          g,
+          all.map(([name]) => name)
+        )
+        yield* Scope.close(g.fibers, Exit.void)
+        for (const [name, s] of all)
+          yield* Effect.flatMap(SubscriptionRef.get(s.rt.snapshot), (snap) => keepFinal(name, snap))
+        // a start that never completed leaves the env_files as they were before it
+        for (const [path, before] of g.envBefore) {
+          yield* Effect.sync(() => {
+            try {
+              rewriteFile(path, () => before, { create: false })
+            } catch {
+              // a file berth cannot write now (or a link put there since): it keeps what berth wrote
+            }
+          })
+        }
+      })
+
+    /**
+     * Whatever runs or is on its way stops: a start is cancelled (its permit given back, its waiting `up` told), a
+     * generation is released. The world's permit stays with a running world (a reload is the same world again).
+     */
+    const stopRun = Effect.gen(function* () {
+      const run = yield* currentRun
+      if (run._tag === "Idle") return
+      yield* setRun(IDLE)
+      if (run._tag === "Launching") {
+        const name = initial?.name ?? `#${worldId}`
+        if (run.fiber !== undefined) yield* Fiber.interrupt(run.fiber)
+        yield* Scope.close(run.generation.scope, Exit.void)
+        yield* admission.release(worldId)
+        const outcome = (yield* SubscriptionRef.get(life)).outcome
+        if (outcome !== undefined) {
+          yield* Deferred.fail(outcome, new InvalidRequest({ reason: `world ${name} was stopped before it was ready` }))
+        }
+        return
       }
-      for (const layer of [...g.layers].reverse()) {
-        const running = layer.flatMap((name) => {
-          const s = g.services.get(name)
-          return s === undefined ? [] : [s]
-        })
-        yield* Effect.forEach(running, (s) => markStopping(s.rt), { discard: true })
-        yield* Fiber.interruptAll(running.map((s) => s.fiber))
-        yield* Effect.forEach(running, (s) => markStopped(s.rt), { discard: true })
-      }
-      yield* Scope.close(g.scope, Exit.void)
-      for (const [name, s] of g.services)
-        yield* Effect.flatMap(SubscriptionRef.get(s.rt.snapshot), (snap) => keepFinal(name, snap))
+      yield* Scope.close(run.generation.scope, Exit.void)
+    })
+
+    /** Everything of the world stops and its permit goes back: down, suspend, remove. */
+    const halt = Effect.gen(function* () {
+      yield* stopRun
+      yield* stopOrphans
+      yield* admission.release(worldId)
     })
 
     /**
@@ -367,7 +484,12 @@ export const makeWorldActor = (
      * worktree (`..`, or a link the repository holds: `.env -> ~/.bashrc`) is refused before anything is written, and
      * the write never follows a link put in its place since.
      */
-    const writeEnvFiles = (w: WorldRow, service: Model.ProcessService, env: Readonly<Record<string, string>>) =>
+    const writeEnvFiles = (
+      g: Generation,
+      w: WorldRow,
+      service: Model.ProcessService,
+      env: Readonly<Record<string, string>>
+    ) =>
       Effect.forEach(
         envFileLandings(w.path, service),
         ({ file, landing: l }) =>
@@ -382,10 +504,15 @@ export const makeWorldActor = (
             yield* Effect.try({
               try: () => {
                 mkdirSync(dirname(l.resolved), { recursive: true })
-                rewriteFile(l.resolved, (existing) => renderEnvFile(existing, vars, w.name), {
-                  create: true,
-                  mode: 0o600
-                })
+                rewriteFile(
+                  l.resolved,
+                  (existing) => {
+                    // what it held before this generation's first write: a start that never completes puts it back
+                    if (!g.envBefore.has(l.resolved)) g.envBefore.set(l.resolved, existing)
+                    return renderEnvFile(existing, vars, w.name)
+                  },
+                  { create: true, mode: 0o600 }
+                )
               },
               catch: (e) =>
                 asDiskFull(e, l.resolved, home.root) ??
@@ -704,29 +831,28 @@ export const makeWorldActor = (
       })
 
     /**
-     * Starts a generation — ports, slices, then every selected service in dependency order, waiting for all to be
-     * ready — or, when one runs already, starts the selected services it lacks beside the running ones.
+     * Acquires generation `g` — ports, slices, then every selected service in dependency order, waiting for all to be
+     * ready — or, `adding` to a generation that runs, starts the selected services it lacks beside the running ones.
+     * It moves no state: whoever runs it does (the actor, from what the start fiber posts). What it started stays in
+     * `g`, released when `g`'s scope closes.
      */
     const start = (
-      sel: Selection,
-      givenEnv: Readonly<Record<string, string>>,
-      adopt: ReadonlyMap<string, ProcessHandle>,
-      died: ReadonlySet<string> = new Set(),
-      ready?: Prepared
+      g: Generation,
+      adding: boolean,
+      ready: Prepared,
+      adopt: ReadonlyMap<string, ProcessHandle> = new Map(),
+      died: ReadonlySet<string> = new Set()
     ) =>
       Effect.gen(function* () {
-        const { w, loaded, config, dotenv, names, routing, userEnv, lookup } = ready ?? (yield* prepare(sel, givenEnv))
-        const running = generation
-        // services added beside running ones: the world stays running while they start
-        if (running === undefined) yield* apply(WorldEvent.Start())
-        if (!w.setupDone && config.project.setup !== undefined && adopt.size === 0 && running === undefined) {
+        const { w, config, dotenv, names, routing, userEnv, lookup } = ready
+        if (!w.setupDone && config.project.setup !== undefined && adopt.size === 0 && !adding) {
           const portsSoFar = groupPorts(yield* registry.leases(worldId))
           const setupCoords = coordinates(config, portsSoFar, yield* slices.addresses(worldId), routing)
           yield* runSetup(w, config.project.setup, userEnv, tokenContext(w, setupCoords, lookup))
         }
         // every port of the world is leased before anything starts (all services, so they stay stable)
         const leased =
-          adopt.size > 0 || running !== undefined
+          adopt.size > 0 || adding
             ? (yield* registry.leases(worldId)).map((l) => ({ service: l.service, name: l.name, port: l.port }))
             : yield* allocatePorts(w, config)
         const portMap = groupPorts(leased)
@@ -735,15 +861,6 @@ export const makeWorldActor = (
           coordinates(config, portMap, urls, routing)
         )
         trace("actor: slices ready")
-        const scope = running?.scope ?? (yield* Scope.make())
-        const g: Generation = running ?? {
-          scope,
-          config,
-          source: { root: loaded.root, digest: loaded.digest },
-          layers: config.graph.layers,
-          services: new Map()
-        }
-        generation = g
         const runtimes = new Map<string, ServiceRuntime>()
         const commands = new Map<string, string>()
         /** services not started this time whose rows stay (ended while the daemon was down) */
@@ -771,7 +888,7 @@ export const makeWorldActor = (
           }
           const cwd = yield* serviceFolder(w, service)
           const l = launch(service, identity(w), coords, userEnv, dotenv, yield* packageScripts(cwd))
-          yield* writeEnvFiles(w, service, l.env)
+          yield* writeEnvFiles(g, w, service, l.env)
           // status shows what was started (the command berth gave a dev server's flags to, say), secrets masked
           const shown = redact(l.command, [...l.secrets, ...secretsOf(userEnv)])
           commands.set(name, shown)
@@ -827,15 +944,15 @@ export const makeWorldActor = (
               })
             )
           )
-          yield* Effect.forkIn(persist, scope)
+          yield* Effect.forkIn(persist, g.fibers)
           const fiber = yield* runService(rt, {
             adopt: adopt.get(name),
             dependencies: Effect.all(deps, { discard: true })
-          }).pipe(Effect.provide(context), Effect.forkIn(scope))
+          }).pipe(Effect.provide(context), Effect.forkIn(g.fibers))
           g.services.set(name, { rt, fiber })
         }
         trace("actor: services forked")
-        if (running === undefined) yield* registry.dropServicesExcept(worldId, [...runtimes.keys(), ...kept])
+        if (!adding) yield* registry.dropServicesExcept(worldId, [...runtimes.keys(), ...kept])
         // ready when every selected service is healthy; the first failure fails the up
         // a service fiber that ends before its service is ready (a defect, say) fails the start: nothing waits forever
         const readiness = yield* Effect.all(
@@ -854,29 +971,11 @@ export const makeWorldActor = (
           }),
           { concurrency: "unbounded", discard: true }
         ).pipe(Effect.either)
-        if (readiness._tag === "Left" && running !== undefined) {
-          // a service added to a running world failed: it goes, the rest keeps running
-          const added = [...runtimes.keys()].flatMap((name) => {
-            const s = g.services.get(name)
-            g.services.delete(name)
-            return s === undefined ? [] : [s]
-          })
-          yield* Effect.forEach(added, (s) => markStopping(s.rt), { discard: true })
-          yield* Fiber.interruptAll(added.map((s) => s.fiber))
-          yield* Effect.forEach(added, (s) => markStopped(s.rt), { discard: true })
-          const failure = readiness.left
-          return yield* new StartFailed({
-            world: w.name,
-            service: failure.service,
-            reason: failure.reason,
-            logTail: failure.logTail
-          })
-        }
         if (readiness._tag === "Left") {
-          yield* stopGeneration
+          // a service added to a running world failed: it goes, the rest keeps running (a new generation's failure
+          // releases all of it, through its scope)
+          if (adding) yield* stopServices(g, [...runtimes.keys()])
           const failure = readiness.left
-          const why = `${failure.service}: ${failure.reason}`
-          yield* apply(WorldEvent.Fail({ reason: why }), why)
           return yield* new StartFailed({
             world: w.name,
             service: failure.service,
@@ -885,23 +984,12 @@ export const makeWorldActor = (
             logTail: failure.logTail
           })
         }
-        yield* apply(WorldEvent.Started())
-        // a service may have failed while the world was still starting: the world's state follows it now
-        yield* post(new Protocol.ServicesChanged())
         trace("actor: started")
       })
 
-    /** Whatever stops a start half-way leaves nothing running and the world `failed` with the first line of why. */
-    const failedOnError = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
-      effect.pipe(
-        Effect.tapError((e) => {
-          const reason = e instanceof StartFailed ? `${e.service}: ${e.reason}` : (e.message.split("\n")[0] ?? null)
-          return Effect.zipRight(stopGeneration, apply(WorldEvent.Fail({ reason: reason ?? "" }), reason)).pipe(
-            Effect.ignore
-          )
-        }),
-        Effect.onInterrupt(() => stopGeneration)
-      )
+    /** The first line of why a start failed, as the world's reason says it. */
+    const failureReason = (e: WorldError): string =>
+      e instanceof StartFailed ? `${e.service}: ${e.reason}` : (e.message.split("\n")[0] ?? "")
 
     /** The union of two selections: an `up -s b` after `up -s a` runs both (none selected means all). */
     const widen = (a: Selection, b: Selection): Selection =>
@@ -911,30 +999,33 @@ export const makeWorldActor = (
           ? b
           : { services: [...new Set([...a.services, ...b.services])], groups: [...new Set([...a.groups, ...b.groups])] }
 
-    /** the world's current start, forked so that the mailbox stays free for a `down` while it waits or starts */
-    let launching: Fiber.RuntimeFiber<void, never> | undefined
-    let outcome: Deferred.Deferred<void, WorldError> | undefined
-
-    /** Stops the current start, wherever it is (in line for a permit, provisioning, waiting for health). */
-    const cancelLaunch = Effect.suspend(() => {
-      const f = launching
-      launching = undefined
-      return f === undefined ? Effect.void : Fiber.interrupt(f)
-    })
+    /** numbers each start, so that what a cancelled one posts late is told from the current one's */
+    let tokens = 0
 
     /**
      * Starts the world through the gate: in line for a permit (state `queued`, or `suspended` for a world coming back),
-     * then the start itself. Runs as a child fiber that `down`, `suspend` and `remove` interrupt; its outcome is what a
-     * waiting `up` hears. A start that fails or is stopped gives its permit back.
+     * then the start itself, on a fiber of its own so that the mailbox stays free for a `down` while it waits or
+     * starts. That fiber moves no state: it posts `Admitted` and `Settled` to the mailbox, where `admitted` and
+     * `settled` move it. `down`, `suspend`, `remove` (and a reload) cancel it through `stopRun`.
      */
     const launchStart = (
-      start_: Effect.Effect<void, WorldError>,
-      options: { readonly since: number; readonly resuming: boolean }
+      ready: Prepared,
+      options: {
+        readonly since: number
+        readonly resuming: boolean
+        readonly adopt?: ReadonlyMap<string, ProcessHandle>
+        readonly died?: ReadonlySet<string>
+        /**
+         * run on the actor's own fiber, to its end, before the next message: adopting what outlived a daemon, so no
+         * command acts on the world before it is watched again
+         */
+        readonly here?: boolean
+      }
     ) =>
       Effect.gen(function* () {
-        yield* cancelLaunch
-        const done = yield* Deferred.make<void, WorldError>()
-        outcome = done
+        yield* stopRun
+        const outcome = yield* Deferred.make<void, WorldError>()
+        yield* SubscriptionRef.update(life, (l) => ({ ...l, outcome }))
         const w = yield* row
         if (w.wakesOnRequest) yield* registry.setWakesOnRequest(worldId, false)
         // the place in line is taken (and the state moved) before the command is answered, so a caller that does not
@@ -955,61 +1046,92 @@ export const makeWorldActor = (
         } else {
           yield* apply(WorldEvent.Start())
         }
+        const token = ++tokens
+        const g = yield* newGeneration(ready)
+        const defectAsError = Effect.catchAllDefect((d) =>
+          Effect.fail(new InternalError({ reason: `world ${w.name}: ${d instanceof Error ? d.message : String(d)}` }))
+        )
+        if (options.here === true) {
+          yield* setRun({ _tag: "Launching", token, generation: g, fiber: undefined })
+          const exit = yield* Effect.exit(defectAsError(start(g, false, ready, options.adopt, options.died)))
+          return yield* settled(token, exit)
+        }
         const run = Effect.gen(function* () {
           if (granted !== undefined && waits) {
             yield* Deferred.await(granted)
-            yield* apply(options.resuming ? WorldEvent.Start() : WorldEvent.Admit())
-            yield* registry.addEvent({
-              worldId,
-              service: null,
-              kind: options.resuming ? "resumed" : "admitted",
-              message: options.resuming ? "memory is back: resuming" : "admitted"
-            })
-            if (options.resuming) yield* admission.resumed
+            yield* post({ _tag: "Admitted", token, resuming: options.resuming })
           }
-          yield* start_
+          yield* start(g, false, ready, options.adopt, options.died)
         }).pipe(
-          // the start itself may be interrupted (down, suspend, remove); what follows may not
+          // the start itself may be interrupted (by `stopRun`, which tells its waiting `up`); telling how it ended
+          // may not
           Effect.interruptible,
-          // in a finalizer: an interrupted fiber runs no further steps, but its waiting `up` must still hear of it
-          Effect.onExit((exit) =>
-            Effect.zipRight(
-              Exit.isSuccess(exit) ? Effect.void : admission.release(worldId),
-              Deferred.done(
-                done,
-                Exit.isInterrupted(exit)
-                  ? Exit.fail<WorldError>(
-                      new InvalidRequest({ reason: `world ${w.name} was stopped before it was ready` })
-                    )
-                  : exit
-              )
-            )
-          ),
-          Effect.ignore,
-          Effect.ensuring(
-            Effect.sync(() => {
-              if (launching !== undefined && outcome === done) launching = undefined
-            })
-          )
+          defectAsError,
+          Effect.exit,
+          Effect.flatMap((exit) => (Exit.isInterrupted(exit) ? Effect.void : post({ _tag: "Settled", token, exit })))
         )
-        // forked uninterruptible, so the finalizer above is in place before an interruption can land: a `down` taken
-        // from the mailbox right after this `up` would otherwise interrupt the fiber before its first step, skipping
-        // the finalizer, and the waiting `up` would never hear
-        launching = yield* Effect.uninterruptible(Effect.forkDaemon(run))
+        const fiber = yield* Effect.uninterruptible(Effect.forkDaemon(run))
+        // set before the mailbox takes its next message: what the fiber posts is read against it
+        yield* setRun({ _tag: "Launching", token, generation: g, fiber })
+      })
+
+    /** The start `token` has its permit: it moves from the line to starting (a suspended world resumes). */
+    const admitted = (token: number, resuming: boolean) =>
+      Effect.gen(function* () {
+        const run = yield* currentRun
+        if (run._tag !== "Launching" || run.token !== token) return
+        yield* apply(resuming ? WorldEvent.Start() : WorldEvent.Admit())
+        yield* registry.addEvent({
+          worldId,
+          service: null,
+          kind: resuming ? "resumed" : "admitted",
+          message: resuming ? "memory is back: resuming" : "admitted"
+        })
+        if (resuming) yield* admission.resumed
+      })
+
+    /**
+     * The start `token` ended. Whole: its generation runs, and the world with it. Failed: what it started is
+     * released, its permit goes back, and the world is `failed` with the first line of why. Either way its waiting
+     * `up` hears it only now, with the state already moved. A start cancelled since is no longer the world's: ignored.
+     */
+    const settled = (token: number, exit: Exit.Exit<void, WorldError>) =>
+      Effect.gen(function* () {
+        const { run, outcome } = yield* SubscriptionRef.get(life)
+        if (run._tag !== "Launching" || run.token !== token) return
+        const g = run.generation
+        if (Exit.isSuccess(exit)) {
+          // it started whole: its env_files are the world's now
+          g.envBefore.clear()
+          yield* apply(WorldEvent.Started(), null, { _tag: "Running", generation: g })
+          // a service may have failed while the world was still starting: the world's state follows it now
+          yield* followServices
+        } else {
+          const error = Option.getOrElse(
+            Cause.failureOption(exit.cause),
+            () => new InternalError({ reason: `world ${worldId}: ${Cause.pretty(exit.cause)}` })
+          )
+          yield* setRun(IDLE)
+          yield* Scope.close(g.scope, Exit.void)
+          yield* admission.release(worldId)
+          const reason = failureReason(error)
+          yield* apply(WorldEvent.Fail({ reason }), reason)
+        }
+        if (outcome !== undefined) yield* Deferred.done(outcome, exit)
       })
 
     const up = (sel: Selection, env: Readonly<Record<string, string>>) =>
       Effect.gen(function* () {
+        const run = yield* currentRun
         // asked again while on its way up: the same start answers
-        if (launching !== undefined && generation === undefined) return
-        if (generation !== undefined) {
+        if (run._tag === "Launching") return
+        if (run._tag === "Running") {
           // a running world: an unknown name is still an error, and a selection starts only what is missing
+          const g = run.generation
           const w = yield* row
           const { loaded, config } = yield* loadConfig(w)
           const names = yield* selected(config, sel)
           yield* registry.setDesired(worldId, "up")
-          const g = generation
-          if (g === undefined) return
           // a service that failed after the start is started again, as one that is missing
           const failed = yield* failedAmong(g, names)
           const missing = names.some((n) => !g.services.has(n) && Model.processes(config).some((s) => s.name === n))
@@ -1027,7 +1149,7 @@ export const makeWorldActor = (
           if (names.every((n) => g.services.has(n) || !Model.processes(config).some((s) => s.name === n))) return
           selection = widen(selection, sel)
           yield* registry.setSelection(worldId, selection)
-          return yield* start(sel, lastEnv, new Map()).pipe(Effect.ensuring(Effect.ignore(followServices)))
+          return yield* addServices(g, sel)
         }
         // checked before anything is recorded: an up that cannot resolve its tokens changes nothing
         trace("actor: up")
@@ -1038,19 +1160,24 @@ export const makeWorldActor = (
         hasOwnEnv = true
         yield* registry.setSelection(worldId, sel)
         yield* registry.setEnv(worldId, env)
-        yield* launchStart(start(sel, env, new Map(), new Set(), ready).pipe(failedOnError), {
-          since: Date.now(),
-          resuming: false
-        })
+        yield* launchStart(ready, { since: Date.now(), resuming: false })
       })
+
+    /**
+     * Services a running generation lacks, started beside the others on the actor's own fiber (the world stays
+     * `running`); one that fails to start goes again, and the rest keeps running.
+     */
+    const addServices = (g: Generation, sel: Selection) =>
+      Effect.gen(function* () {
+        const ready = yield* prepare(sel, lastEnv)
+        yield* start(g, true, ready)
+        g.envBefore.clear()
+      }).pipe(Effect.ensuring(Effect.ignore(followServices)))
 
     const down = Effect.gen(function* () {
       yield* registry.setDesired(worldId, "down")
       yield* apply(WorldEvent.Stop())
-      yield* cancelLaunch
-      yield* stopGeneration
-      yield* stopOrphans
-      yield* admission.release(worldId)
+      yield* halt
       yield* apply(WorldEvent.Stopped())
     })
 
@@ -1058,12 +1185,9 @@ export const makeWorldActor = (
     const suspend = (reason: string, requeue: boolean) =>
       Effect.gen(function* () {
         const w = yield* row
-        if (w.desired !== "up" || (generation === undefined && launching === undefined)) return
+        if (w.desired !== "up" || (yield* currentRun)._tag === "Idle") return
         if (!(yield* apply(WorldEvent.Suspend(), reason))) return
-        yield* cancelLaunch
-        yield* stopGeneration
-        yield* stopOrphans
-        yield* admission.release(worldId)
+        yield* halt
         if (requeue) yield* admission.suspended
         // asleep for idleness: it stays so (a new daemon too) until a request or an `up` wakes it
         else yield* registry.setWakesOnRequest(worldId, true)
@@ -1077,10 +1201,7 @@ export const makeWorldActor = (
     const resume = (since: number) =>
       Effect.gen(function* () {
         const ready = yield* prepare(selection, lastEnv)
-        yield* launchStart(start(selection, lastEnv, new Map(), new Set(), ready).pipe(failedOnError), {
-          since,
-          resuming: true
-        })
+        yield* launchStart(ready, { since, resuming: true })
       })
 
     /**
@@ -1088,14 +1209,14 @@ export const makeWorldActor = (
      * generation is failed, `running` again once none is. Runs on the mailbox, so the state keeps one writer.
      */
     const followServices = Effect.gen(function* () {
-      const g = generation
+      const g = yield* currentGeneration
       if (g === undefined) return
       const failed: Array<string> = []
       for (const [name, s] of g.services) {
         const snap = yield* SubscriptionRef.get(s.rt.snapshot)
         if (snap.state === "failed") failed.push(`${name}: ${snap.reason ?? "failed"}`)
       }
-      const now = (yield* SubscriptionRef.get(observed)).state
+      const now = (yield* SubscriptionRef.get(life)).state
       if (failed.length > 0 && now === "running") {
         const why = failed.join("; ")
         yield* apply(WorldEvent.Degrade({ reason: why }), why)
@@ -1132,10 +1253,7 @@ export const makeWorldActor = (
         // a removal a crash cuts short is finished by the next daemon, whatever started it
         yield* registry.setDesired(worldId, "removed")
         yield* apply(WorldEvent.Remove())
-        yield* cancelLaunch
-        yield* stopGeneration
-        yield* admission.release(worldId)
-        yield* stopOrphans
+        yield* halt
         yield* ports.release(worldId)
         // slices are dropped as the registry recorded them; one whose server is down now stays recorded for gc when the
         // world goes anyway (forced, or its worktree vanished)
@@ -1248,20 +1366,15 @@ export const makeWorldActor = (
           })
         }
         const chosen = names.length === 0 ? all : [...new Set(names)]
-        const wasUp = generation !== undefined || launching !== undefined
+        const wasUp = (yield* currentRun)._tag !== "Idle"
         // what the new start needs is checked first: a reset that could not start again stops nothing
         const ready = yield* prepare(selection, env)
-        yield* cancelLaunch
-        yield* stopGeneration
+        yield* stopRun
         yield* slices.teardown(sliceWorld(w), { only: new Set(chosen) })
         yield* registry.addEvent({ worldId, service: null, kind: "reset", message: `reset ${chosen.join(", ")}` })
         if (wasUp) {
           // it keeps its permit: the same world, started again
-          yield* launchStart(start(selection, env, new Map(), new Set(), ready).pipe(failedOnError), {
-            since: Date.now(),
-            resuming: false
-          })
-          return
+          return yield* launchStart(ready, { since: Date.now(), resuming: false })
         }
         const portMap = groupPorts(yield* registry.leases(worldId))
         yield* provisionSlices(ready.w, ready.config, ready.userEnv, ready.lookup, (urls) =>
@@ -1281,14 +1394,11 @@ export const makeWorldActor = (
       Effect.gen(function* () {
         const w = yield* row
         const env = envFor(callerEnv)
-        const wasUp = generation !== undefined || launching !== undefined
+        const wasUp = (yield* currentRun)._tag !== "Idle"
         // a copy that cannot be made, or after which the world could not start again, stops nothing
         yield* slices.canCopy(sliceWorld(w), to.name, env.PATH)
         const ready = wasUp ? yield* prepare(selection, env) : undefined
-        if (ready !== undefined) {
-          yield* cancelLaunch
-          yield* stopGeneration
-        }
+        if (ready !== undefined) yield* stopRun
         const copied = yield* Effect.either(
           slices.copyWorld(sliceWorld(w), { ...to, project: w.projectName }, env.PATH)
         )
@@ -1303,10 +1413,7 @@ export const makeWorldActor = (
         })
         if (ready !== undefined) {
           // it keeps its permit: the same world, started again
-          yield* launchStart(start(selection, env, new Map(), new Set(), ready).pipe(failedOnError), {
-            since: Date.now(),
-            resuming: false
-          })
+          yield* launchStart(ready, { since: Date.now(), resuming: false })
         }
         if (copied._tag === "Left") return yield* copied.left
       })
@@ -1317,9 +1424,10 @@ export const makeWorldActor = (
      */
     const withDependents = (names: ReadonlyArray<string>, groups: ReadonlyArray<string> = []) =>
       Effect.gen(function* () {
-        const g = generation
+        const run = yield* currentRun
         const w = yield* row
-        if (g === undefined) return yield* new InvalidRequest({ reason: `world ${w.name} is not running` })
+        if (run._tag !== "Running") return yield* new InvalidRequest({ reason: `world ${w.name} is not running` })
+        const g = run.generation
         const processes = Model.processes(g.config)
         const known = processes.map((s) => s.name)
         const unknown = names.filter((n) => !known.includes(n))
@@ -1378,9 +1486,7 @@ export const makeWorldActor = (
           kind: "restarted",
           message: `restarted ${order.join(", ")}`
         })
-        yield* start({ services: order, groups: [] }, lastEnv, new Map()).pipe(
-          Effect.ensuring(Effect.ignore(followServices))
-        )
+        yield* addServices(g, { services: order, groups: [] })
       })
 
     const rebuildGolden = (name: string, callerEnv: Readonly<Record<string, string>>) =>
@@ -1418,7 +1524,7 @@ export const makeWorldActor = (
 
     const adopt = Effect.gen(function* () {
       // a command queued before this one may have started the world already
-      if (generation !== undefined) return
+      if ((yield* currentRun)._tag !== "Idle") return
       const { handles, died, leaving } = yield* recorded
       // what the start needs is checked before anything is touched: if the world's config or environment cannot be
       // used now, its processes keep running unwatched and the world says why; the user's next `up` tries again
@@ -1453,14 +1559,11 @@ export const makeWorldActor = (
       )
       if (handles.size === 0) {
         // nothing survived: it comes back through the gate like any start
-        return yield* launchStart(start(selection, lastEnv, handles, died, ready).pipe(failedOnError), {
-          since: Date.now(),
-          resuming: true
-        })
+        return yield* launchStart(ready, { since: Date.now(), resuming: true, adopt: handles, died })
       }
       // it runs: it keeps its place; the live ones are watched, those that died are restarted by their policy
       yield* admission.claim(worldId)
-      yield* start(selection, lastEnv, handles, died, ready).pipe(failedOnError)
+      yield* launchStart(ready, { since: Date.now(), resuming: false, adopt: handles, died, here: true })
     })
 
     /**
@@ -1523,8 +1626,7 @@ export const makeWorldActor = (
             // what the new start needs is checked first: a reload that cannot start leaves the world running; it keeps
             // its permit (the same world, started again)
             yield* prepare(selection, command.env)
-            yield* cancelLaunch
-            yield* stopGeneration
+            yield* stopRun
             yield* up(selection, command.env)
           })
         case "Remove":
@@ -1538,7 +1640,8 @@ export const makeWorldActor = (
         case "Wake":
           return Effect.gen(function* () {
             const w = yield* row
-            if (w.desired === "up" && w.observed === "suspended" && launching === undefined) yield* resume(Date.now())
+            const launching = (yield* currentRun)._tag === "Launching"
+            if (w.desired === "up" && w.observed === "suspended" && !launching) yield* resume(Date.now())
           })
         case "Reset":
           return reset(command.slices, command.env)
@@ -1553,7 +1656,7 @@ export const makeWorldActor = (
         case "Withdraw":
           return Effect.gen(function* () {
             // only a world still in line: one already starting keeps starting
-            if (launching === undefined || generation !== undefined || admission.holds(worldId)) return
+            if ((yield* currentRun)._tag !== "Launching" || admission.holds(worldId)) return
             const w = yield* row
             if (w.observed !== "queued") return
             yield* down
@@ -1561,15 +1664,24 @@ export const makeWorldActor = (
       }
     }
 
+    /** A failure while moving the state on a start fiber's word: a defect of berth's, logged; the actor goes on. */
+    const logInternal = (what: string) => (cause: Cause.Cause<unknown>) =>
+      Effect.logError(`world ${worldId}: ${what}`, cause)
+
     const ended = (command: WorldCommand) => command._tag === "Remove" || command._tag === "Vanished"
 
     /** set once the loop has ended: later commands are answered at once, never queued to no one */
     let closed = false
     /** Tells the world's own mailbox something (no one waits for the answer); nothing once the actor has ended. */
-    function post(command: WorldCommand) {
+    function post(message: WorldCommand | Exclude<Message, { readonly _tag: "Command" }>) {
       return Effect.flatMap(Deferred.make<void, WorldError>(), (reply) =>
         Effect.sync(() => {
-          if (!closed) mailbox.unsafeOffer({ command, reply })
+          if (closed) return
+          mailbox.unsafeOffer(
+            message._tag === "Admitted" || message._tag === "Settled"
+              ? message
+              : { _tag: "Command", command: message, reply }
+          )
         })
       )
     }
@@ -1591,20 +1703,31 @@ export const makeWorldActor = (
         closed = true
       })
       const rest = yield* Queue.takeAll(mailbox)
-      yield* Effect.forEach(rest, (e: Envelope) => Deferred.completeWith(e.reply, gone), { discard: true })
+      yield* Effect.forEach(rest, (m) => (m._tag === "Command" ? Deferred.completeWith(m.reply, gone) : Effect.void), {
+        discard: true
+      })
     })
 
     const loop = Effect.gen(function* () {
-      const settled = yield* settle.pipe(
+      const removed = yield* settle.pipe(
         Effect.catchAllCause((cause) => Effect.as(Effect.logWarning(`world ${worldId}: settling`, cause), false))
       )
-      if (settled) {
+      if (removed) {
         yield* end
         yield* onEnd
         return
       }
       for (;;) {
         const envelope = yield* Queue.take(mailbox)
+        // what the world's start fiber tells: only the actor moves the state
+        if (envelope._tag === "Admitted") {
+          yield* admitted(envelope.token, envelope.resuming).pipe(Effect.catchAllCause(logInternal("admitting")))
+          continue
+        }
+        if (envelope._tag === "Settled") {
+          yield* settled(envelope.token, envelope.exit).pipe(Effect.catchAllCause(logInternal("settling its start")))
+          continue
+        }
         const exit = yield* Effect.exit(
           handle(envelope.command).pipe(
             Effect.catchAllDefect((d) =>
@@ -1626,8 +1749,8 @@ export const makeWorldActor = (
     }).pipe(
       Effect.ensuring(
         Effect.all([
-          Effect.flatMap(processes.detached, (d) => (d ? Effect.void : cancelLaunch)),
-          stopGeneration,
+          // a detached daemon's release writes nothing and stops no process (`releaseGeneration`)
+          stopRun,
           Effect.ignore(end),
           Deferred.succeed(done, undefined)
         ])
@@ -1637,18 +1760,19 @@ export const makeWorldActor = (
 
     const actor: WorldActor = {
       worldId,
-      state: observed,
+      state: life,
       send: (command) =>
         Effect.gen(function* () {
           const reply = yield* Deferred.make<void, WorldError>()
           // checked and queued in one step: the loop's end drains the mailbox in one step too, so nothing slips between
-          const queued = yield* Effect.sync(() => !closed && mailbox.unsafeOffer({ command, reply }))
+          const queued = yield* Effect.sync(() => !closed && mailbox.unsafeOffer({ _tag: "Command", command, reply }))
           if (!queued) return yield* gone
           return yield* Deferred.await(reply)
         }),
-      started: Effect.suspend(() => (outcome === undefined ? Effect.void : Deferred.await(outcome))),
-      snapshots: Effect.suspend(() => {
-        const g = generation
+      started: Effect.flatMap(SubscriptionRef.get(life), ({ outcome }) =>
+        outcome === undefined ? Effect.void : Deferred.await(outcome)
+      ),
+      snapshots: Effect.flatMap(currentGeneration, (g) => {
         if (g === undefined) return Effect.succeed(new Map<string, ServiceSnapshot>())
         return Effect.map(
           Effect.forEach([...g.services], ([name, s]) =>
@@ -1659,8 +1783,7 @@ export const makeWorldActor = (
       }),
       done: Deferred.await(done),
       flush,
-      configNote: Effect.suspend(() => {
-        const g = generation
+      configNote: Effect.flatMap(currentGeneration, (g) => {
         if (g === undefined) return Effect.succeed(undefined)
         const name = initial?.name ?? `#${worldId}`
         return configs.load(g.source.root).pipe(

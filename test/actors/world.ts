@@ -87,11 +87,13 @@ const gitEnv = {
 /** one committed repository per berth.toml, made once per test process: a copy costs no git process */
 const templates = new Map<string, string>()
 
-const template = (toml: string): string => {
-  const known = templates.get(toml)
+const template = (toml: string, files: Readonly<Record<string, string>>): string => {
+  const key = JSON.stringify([toml, files])
+  const known = templates.get(key)
   if (known !== undefined) return known
   const dir = mkdtempSync(join(tmpdir(), "berth-actors-template-"))
   writeFileSync(join(dir, "berth.toml"), toml)
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text)
   for (const args of [
     ["init", "-q", "-b", "main"],
     ["add", "-A"],
@@ -99,17 +101,17 @@ const template = (toml: string): string => {
   ]) {
     execFileSync("git", args, { cwd: dir, env: gitEnv })
   }
-  templates.set(toml, dir)
+  templates.set(key, dir)
   return dir
 }
 
 /** A fresh git repository (one commit) holding `berth.toml`, and a BERTH_HOME beside it; removed with the scope. */
-const repository = (toml: string) =>
+const repository = (toml: string, files: Readonly<Record<string, string>>) =>
   Effect.acquireRelease(
     Effect.sync(() => {
       const base = mkdtempSync(join(tmpdir(), "berth-actors-"))
       const dir = join(base, "app")
-      cpSync(template(toml), dir, { recursive: true })
+      cpSync(template(toml, files), dir, { recursive: true })
       return { base, dir, home: join(base, "home") }
     }),
     ({ base }) => Effect.sync(() => rmSync(base, { recursive: true, force: true }))
@@ -286,10 +288,13 @@ const engineLayer = (
     Layer.provide(Layer.setConfigProvider(KNOBS))
   )
 
-/** A repository with `toml` as its berth.toml and an engine over it, for the rest of the scope. */
-export const worldHarness = (toml: string) =>
+/**
+ * A repository with `toml` as its berth.toml (and `options.files` committed beside it) and an engine over it, for the
+ * rest of the scope.
+ */
+export const worldHarness = (toml: string, options: { readonly files?: Readonly<Record<string, string>> } = {}) =>
   Effect.gen(function* () {
-    const repo = yield* repository(toml)
+    const repo = yield* repository(toml, options.files ?? {})
     const processes = yield* makeFakeProcesses
     const health = yield* makeFakeHealth
     const machine = yield* makeFakeMachine()
