@@ -319,7 +319,10 @@ export const makeWorldActor = (
      * in `observed`) and each service's latest row. `flush`, on every reconciler pass, writes them once it can.
      */
     const unwritten = { world: false, services: new Map<string, ServiceRow>() }
-    /** Saves a service's row now, or keeps it for `flush` when it cannot be written. */
+    /**
+     * The one writer of the world's service rows (each service's snapshot as it changes, and what the actor settles
+     * of a service no generation runs): saves the row now, or keeps it for `flush` when it cannot be written.
+     */
     const saveRow = (row: ServiceRow) =>
       Effect.flatMap(Effect.exit(registry.saveService(row)), (written) =>
         Effect.sync(() => {
@@ -871,7 +874,7 @@ export const makeWorldActor = (
           if (service === undefined || service._tag !== "Process") continue
           if (died.has(name) && service.restart === "no") {
             // it ended while no daemon watched, and its policy does not restart it
-            yield* registry.saveService({
+            yield* saveRow({
               worldId,
               name,
               observed: "exited",
@@ -1243,7 +1246,7 @@ export const makeWorldActor = (
           if (yield* processes.isRunning(handle)) yield* processes.stop(handle, 10_000)
         } else if (!IN_FLIGHT.has(s.observed)) continue
         // a row a crash left mid-way (`stopping`, `starting`, …) settles too: nothing of it runs now
-        yield* registry.saveService({ ...s, observed: "stopped", pid: null, pgid: null, startTime: null })
+        yield* saveRow({ ...s, observed: "stopped", pid: null, pgid: null, startTime: null })
       }
     })
 

@@ -1,6 +1,6 @@
 /**
  * One world against a model of it (fast-check's model runner): random sequences of up, down, reload, suspend (and the
- * resume that follows), a service crash and a daemon restart, run on the in-process engine (`test/actors/world.ts`:
+ * resume that follows), a service crash, remove (and the up that makes the world again) and a daemon restart, run on the in-process engine (`test/actors/world.ts`:
  * the real Worlds, actors, Registry, Ports and Admission over fake processes, health and slices, under a TestClock).
  * After every step, once the world has settled, what every part of berth holds must agree with the model and with
  * each other: the state the world reports and the one the registry keeps, what is desired (the user's last ask), the
@@ -32,6 +32,8 @@ const restartDelay = (n: number) => backoffDelay(n, { ...defaultRestartLimits, b
 const WORLD = "alpha"
 
 interface Model {
+  /** the world exists (a remove ends it; the next up makes it again) */
+  exists: boolean
   running: boolean
   /** what the user last asked for */
   desired: "up" | "down"
@@ -47,6 +49,8 @@ interface Real {
   readonly run: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>
   /** the steps so far, for the failure's message */
   readonly steps: Array<string>
+  /** worlds removed since this engine started: each later up makes one actor more */
+  removals: number
 }
 
 /** the world's api processes alive now */
@@ -61,6 +65,15 @@ const alive = (r: Real) =>
 /** After every step: every part of berth agrees with the model and with each other. */
 const agree = (m: Model, r: Real) =>
   Effect.gen(function* () {
+    expect(yield* r.engine.worlds.actorsStarted, "one actor per engine (and world made)").toBeLessThanOrEqual(
+      1 + r.removals
+    )
+    if (!m.exists) {
+      expect(yield* r.h.status(WORLD), `no world after ${r.steps.join(", ")}`).toBeUndefined()
+      expect((yield* alive(r)).length, "processes alive").toBe(0)
+      expect(yield* r.engine.admission.running, "no permit").toBe(0)
+      return
+    }
     const id = yield* r.h.idOf(WORLD)
     const status = yield* r.h.status(WORLD)
     const row = yield* r.engine.registry.world(id)
@@ -76,7 +89,6 @@ const agree = (m: Model, r: Real) =>
       if (m.port === undefined) m.port = api?.port ?? undefined
       expect(api?.port, "the port is kept").toBe(m.port)
     }
-    expect(yield* r.engine.worlds.actorsStarted, "one actor per engine").toBeLessThanOrEqual(1)
   })
 
 /** the world runs again once its (new) process passed its check and stayed up CONFIRM_MS */
@@ -116,12 +128,13 @@ const up = command(
       }
       m.running = true
       m.desired = "up"
+      m.exists = true
     })
 )
 
 const down = command(
   "down",
-  () => true,
+  (m) => m.exists,
   (m, r) =>
     Effect.gen(function* () {
       yield* r.engine.worlds.down(r.h.ref(WORLD), false)
@@ -181,6 +194,22 @@ const crash = command(
     })
 )
 
+/** the world and everything of it goes; the next up makes it again, with ports of its own */
+const remove = command(
+  "remove",
+  (m) => m.exists,
+  (m, r) =>
+    Effect.gen(function* () {
+      yield* r.engine.worlds.remove(r.h.ref(WORLD), false)
+      r.removals++
+      m.exists = false
+      m.running = false
+      m.desired = "down"
+      m.port = undefined
+      m.restarts = 0
+    })
+)
+
 /** `daemon stop` and a new daemon over the same home: a running world is adopted, a stopped one stays stopped */
 const restartDaemon = command(
   "daemon restart",
@@ -189,6 +218,7 @@ const restartDaemon = command(
     Effect.gen(function* () {
       const moves = (yield* r.h.moves(WORLD)).length
       r.engine = yield* r.h.restartDaemon
+      r.removals = 0
       yield* r.engine.worlds.reconcile()
       // adoption checks the services again: running>starting, starting>running
       if (m.running) {
@@ -201,7 +231,7 @@ const restartDaemon = command(
 
 describe("one world against its model", () => {
   it.scoped(
-    "agrees with the model after every step of random up, down, reload, suspend, crash and daemon restart",
+    "agrees with the model after every step of random up, down, reload, suspend, crash, remove and daemon restart",
     () =>
       Effect.gen(function* () {
         const runtime = yield* Effect.runtime<never>()
@@ -209,7 +239,7 @@ describe("one world against its model", () => {
           FastCheck.assert(
             FastCheck.asyncProperty(
               FastCheck.commands(
-                [up, down, reload, suspend, crash, restartDaemon].map((c) => FastCheck.constant(c)),
+                [up, down, reload, suspend, crash, remove, restartDaemon].map((c) => FastCheck.constant(c)),
                 {
                   maxCommands: 10
                 }
@@ -226,9 +256,16 @@ describe("one world against its model", () => {
                         h,
                         engine: h.engine,
                         run: (effect) => Runtime.runPromise(inner)(effect),
-                        steps: []
+                        steps: [],
+                        removals: 0
                       }
-                      const model: Model = { running: false, desired: "down", port: undefined, restarts: 0 }
+                      const model: Model = {
+                        exists: true,
+                        running: false,
+                        desired: "down",
+                        port: undefined,
+                        restarts: 0
+                      }
                       // the world exists before the first step: made by an up, then taken down
                       yield* Effect.promise(() => up.run(model, real))
                       yield* Effect.promise(() => down.run(model, real))
