@@ -1,10 +1,13 @@
 /**
  * One world's life: a fiber with a mailbox, so commands on one world run one at a time while different worlds run
- * in parallel. It owns the world's current "generation" — the scope its service fibers (and so their process groups)
- * live in. Ports are leased for the world's whole life (they survive `down`); processes for one generation.
+ * in parallel. It owns the world's current "generation" — a scoped resource: its service fibers (and so their process
+ * groups) live in its scope, and closing the scope is its one release. Ports are leased for the world's whole life
+ * (they survive `down`); processes for one generation.
  *
- * Its observed state has one writer, `apply`, which moves it only along `domain/world-state.ts`'s `transition` (an
- * illegal event is ignored) and announces every move to whoever watches (`Worlds.changes`).
+ * Its life (observed state, what runs, its last start's outcome) is one value with one writer, the actor's fiber:
+ * `apply` moves the state only along `domain/world-state.ts`'s `transition` (an illegal event is ignored) and announces
+ * every move to whoever watches (`Worlds.changes`). A start runs on a fiber of its own, which writes nothing: it posts
+ * `Admitted` and `Settled` to the mailbox.
  */
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs"
 import { basename, dirname, join, resolve } from "node:path"
