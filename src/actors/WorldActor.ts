@@ -9,7 +9,7 @@
  * every move to whoever watches (`Worlds.changes`). A start runs on a fiber of its own, which writes nothing: it posts
  * `Admitted` and `Settled` to the mailbox.
  */
-import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, rmSync } from "node:fs"
 import { basename, dirname, join, resolve } from "node:path"
 import * as Deferred from "effect/Deferred"
 import * as Cause from "effect/Cause"
@@ -35,18 +35,27 @@ import {
 } from "../domain/coordinates.js"
 import { resolveTemplate, type ServiceCoordinates, type TokenContext, unresolvedIn } from "../domain/tokens.js"
 import { redact } from "../domain/coordinates.js"
-import { createdByBerth, renderEnvFile, withoutEnvBlock } from "../domain/env-file.js"
 import { secretsOf, urlSecrets } from "../domain/redact.js"
-import { InternalError, InvalidRequest, StartFailed, WorktreeDirty, WorldNotFound } from "../domain/errors.js"
+import {
+  InternalError,
+  InvalidRequest,
+  StartFailed,
+  StartInterrupted,
+  UnknownGroup,
+  UnknownService,
+  UnknownSlice,
+  UnsetVariable,
+  WorldNotFound,
+  WorldNotRunning,
+  WorktreeDirty
+} from "../domain/errors.js"
 import { definedEnv } from "../domain/environment.js"
 import { closure, dependentsClosure } from "../domain/graph.js"
 import { decide, finishesRemoval, transition, WorldEvent, type WorldState } from "../domain/world-state.js"
 import { ConfigFiles, type LoadedConfig } from "../services/ConfigFiles.js"
 import { requireConsent } from "../services/Consent.js"
-import { bringIntoWorktree } from "../services/worktree/files.js"
-import { LandsOutside, landInside, landing, outsideWorktree, rewriteFile } from "../services/worktree/paths.js"
+import { checkPaths, serviceFolder, WorktreeFiles } from "../services/worktree/WorktreeFiles.js"
 import { Git } from "../services/Git.js"
-import { asDiskFull } from "../services/disk.js"
 import { Home } from "../services/Home.js"
 import { trace } from "../services/trace.js"
 import * as LogFiles from "../services/LogFiles.js"
@@ -163,83 +172,6 @@ const IN_FLIGHT: ReadonlySet<string> = new Set(["starting", "stopping", "restart
 
 const daemonEnv = () => definedEnv(process.env)
 
-/** A path berth would use that lands outside the worktree: the refusal, or (never expected) what else went wrong. */
-const outsideOr = (w: WorldRow, what: string) => (e: unknown) =>
-  e instanceof LandsOutside
-    ? outsideWorktree(w.name, e)
-    : new InvalidRequest({ reason: `world ${w.name}: ${what}: ${e instanceof Error ? e.message : String(e)}` })
-
-/**
- * The folder a service runs in: its `dir` under the worktree, every link on the way followed (`worktree/paths.ts`),
- * or the worktree. A `dir` that lands outside it (a committed `sub -> /elsewhere`, or `..`) is refused.
- */
-const serviceFolder = (w: WorldRow, service: Model.ProcessService) =>
-  Effect.try({
-    try: () => (service.dir === undefined ? w.path : landInside(`services.${service.name}.dir`, w.path, service.dir)),
-    catch: outsideOr(w, `services.${service.name}.dir`)
-  })
-
-/** Where each of a service's `env_file`s lands, every link followed; relative to its folder as written. */
-const envFileLandings = (worktree: string, service: Model.ProcessService) =>
-  service.envFiles.map((file) => ({
-    file,
-    landing: landing(worktree, file.startsWith("/") ? file : join(service.dir ?? "", file))
-  }))
-
-/** The files a config's `env_file`s name in a worktree, those that land inside it only: absolute, and relative to it. */
-const envFilePaths = (
-  worktree: string,
-  config: Model.Config
-): ReadonlyArray<{ readonly path: string; readonly relative: string }> =>
-  Model.processes(config).flatMap((service) =>
-    envFileLandings(worktree, service).flatMap(({ landing: l }) =>
-      l.inside ? [{ path: l.resolved, relative: l.relative ?? "" }] : []
-    )
-  )
-
-/**
- * What a start may not do, checked before anything is touched: run a selected service in (or write its env_file to)
- * a place outside the worktree.
- */
-const checkPaths = (w: WorldRow, config: Model.Config, names: ReadonlyArray<string>) =>
-  Effect.forEach(
-    Model.processes(config).filter((s) => names.includes(s.name)),
-    (service) =>
-      Effect.gen(function* () {
-        yield* serviceFolder(w, service)
-        for (const { file, landing: l } of envFileLandings(w.path, service)) {
-          if (!l.inside) {
-            return yield* outsideWorktree(
-              w.name,
-              new LandsOutside({ field: `services.${service.name}.env_file`, path: file, landing: l })
-            )
-          }
-        }
-      }),
-    { discard: true }
-  )
-
-/** An env_file berth made itself (its first line says so): berth's, not the user's work. */
-const madeByBerth = (path: string): boolean => {
-  try {
-    return createdByBerth(readFileSync(path, "utf8"))
-  } catch {
-    return false
-  }
-}
-
-/** The scripts of `folder`'s package.json, where a dev server may be named (`domain/frameworks.ts`); none if unreadable. */
-const packageScripts = (folder: string) =>
-  Effect.sync((): Readonly<Record<string, string>> => {
-    try {
-      const scripts = (JSON.parse(readFileSync(join(folder, "package.json"), "utf8")) as { scripts?: unknown }).scripts
-      if (typeof scripts !== "object" || scripts === null) return {}
-      return Object.fromEntries(Object.entries(scripts).filter((e): e is [string, string] => typeof e[1] === "string"))
-    } catch {
-      return {}
-    }
-  })
-
 /**
  * The recorded processes of a world: those still alive (pid and start time match) and those that died. Only a service
  * that was up and ended unwatched "died" (its restart policy decides); one berth itself was stopping or starting when
@@ -284,6 +216,7 @@ export const makeWorldActor = (
     const processes = yield* Processes
     const admission = yield* Admission
     const fence = yield* Fence
+    const worktreeFiles = yield* WorktreeFiles
     const context = yield* Effect.context<Processes | Health>()
     const mailbox = yield* Queue.unbounded<Message>()
     const done = yield* Deferred.make<void>()
@@ -444,15 +377,7 @@ export const makeWorldActor = (
         for (const [name, s] of all)
           yield* Effect.flatMap(SubscriptionRef.get(s.rt.snapshot), (snap) => keepFinal(name, snap))
         // a start that never completed leaves the env_files as they were before it
-        for (const [path, before] of g.envBefore) {
-          yield* Effect.sync(() => {
-            try {
-              rewriteFile(path, () => before, { create: false })
-            } catch {
-              // a file berth cannot write now (or a link put there since): it keeps what berth wrote
-            }
-          })
-        }
+        yield* worktreeFiles.restoreEnv(g.envBefore)
       })
 
     /**
@@ -470,7 +395,7 @@ export const makeWorldActor = (
         yield* admission.release(worldId)
         const outcome = (yield* SubscriptionRef.get(life)).outcome
         if (outcome !== undefined) {
-          yield* Deferred.fail(outcome, new InvalidRequest({ reason: `world ${name} was stopped before it was ready` }))
+          yield* Deferred.fail(outcome, new StartInterrupted({ world: name }))
         }
         return
       }
@@ -485,69 +410,13 @@ export const makeWorldActor = (
     })
 
     /**
-     * `env_file`: the service's own variables (its `env`, resolved, and PORT) written into each file's berth block
-     * before it starts, so tools that read `.env` themselves see the world's database. A path that lands outside the
-     * worktree (`..`, or a link the repository holds: `.env -> ~/.bashrc`) is refused before anything is written, and
-     * the write never follows a link put in its place since.
-     */
-    const writeEnvFiles = (
-      g: Generation,
-      w: WorldRow,
-      service: Model.ProcessService,
-      env: Readonly<Record<string, string>>
-    ) =>
-      Effect.forEach(
-        envFileLandings(w.path, service),
-        ({ file, landing: l }) =>
-          Effect.gen(function* () {
-            const field = `services.${service.name}.env_file`
-            if (!l.inside) return yield* outsideWorktree(w.name, new LandsOutside({ field, path: file, landing: l }))
-            const vars = Object.fromEntries(
-              [...Object.keys(service.env), "PORT"].flatMap((k) =>
-                env[k] === undefined ? [] : [[k, env[k]!] as const]
-              )
-            )
-            yield* Effect.try({
-              try: () => {
-                mkdirSync(dirname(l.resolved), { recursive: true })
-                rewriteFile(
-                  l.resolved,
-                  (existing) => {
-                    // what it held before this generation's first write: a start that never completes puts it back
-                    if (!g.envBefore.has(l.resolved)) g.envBefore.set(l.resolved, existing)
-                    return renderEnvFile(existing, vars, w.name)
-                  },
-                  { create: true, mode: 0o600 }
-                )
-              },
-              catch: (e) =>
-                asDiskFull(e, l.resolved, home.root) ??
-                new InvalidRequest({
-                  reason: `services.${service.name}.env_file ${l.resolved}: ${e instanceof Error ? e.message : String(e)}`
-                })
-            })
-          }),
-        { discard: true }
-      )
-
-    /**
      * What `env_file` wrote, taken back where the files stay (the main checkout): a file berth made goes. Only files
      * that land inside the worktree: one a link leads out to is not berth's to touch.
      */
     const retractEnvFiles = (w: WorldRow) =>
-      Effect.gen(function* () {
-        const loaded = yield* Effect.either(loadConfig(w))
-        if (loaded._tag === "Left") return
-        for (const { path } of envFilePaths(w.path, loaded.right.config)) {
-          yield* Effect.sync(() => {
-            try {
-              rewriteFile(path, (text) => (text === undefined ? undefined : withoutEnvBlock(text)), { create: false })
-            } catch {
-              // a file berth cannot read (or a link put there since): nothing of berth's to take back
-            }
-          })
-        }
-      })
+      Effect.flatMap(Effect.either(loadConfig(w)), (loaded) =>
+        loaded._tag === "Left" ? Effect.void : worktreeFiles.retractEnv(w, loaded.right.config)
+      )
 
     /**
      * A new worktree first gets what `[project] copy` and `link` bring from the main checkout (its gitignored `.env`,
@@ -557,10 +426,7 @@ export const makeWorldActor = (
       Effect.gen(function* () {
         if (w.worktreeReady) return
         if (!w.isMain && project.copy.length + project.link.length > 0) {
-          const brought = yield* Effect.try({
-            try: () => bringIntoWorktree(w.mainRoot, w.path, project),
-            catch: outsideOr(w, `bringing [project] copy/link files from ${w.mainRoot}`)
-          })
+          const brought = yield* worktreeFiles.bring(w, project)
           const said = [
             brought.copied.length === 0 ? [] : [`copied ${brought.copied.join(", ")}`],
             brought.linked.length === 0 ? [] : [`linked ${brought.linked.join(", ")}`]
@@ -577,30 +443,17 @@ export const makeWorldActor = (
         yield* registry.markWorktreeReady(worldId)
       })
 
-    /**
-     * The world's worktree, made when it is missing. A folder already at its path is the world only if it is a real
-     * worktree of this repository: anything else (a folder made by hand, with a berth.toml of its own, say) would have
-     * berth run what it holds as the world, and `remove` could never remove it.
-     */
+    /** The world's worktree, made when it is missing (and the world's history says what it branched from). */
     const ensureWorktreeFolder = (w: WorldRow) =>
       Effect.gen(function* () {
-        if (existsSync(w.path)) {
-          if (w.isMain || (yield* git.isWorktreeOf(w.mainRoot, w.path))) return
-          return yield* new InvalidRequest({
-            reason: `world ${w.name}: ${w.path} is not a worktree of ${w.mainRoot}, though it stands where the world's worktree goes; berth takes no folder it did not make for a world\n  hint: move that folder away and run berth up ${w.name} again, or name another branch`
-          })
-        }
-        if (w.isMain) return yield* new InvalidRequest({ reason: `the main checkout ${w.path} is missing` })
-        const added = yield* git
-          .addWorktree(w.mainRoot, w.path, w.branch ?? w.name)
-          .pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
+        const { madeBranch } = yield* worktreeFiles.ensure(w)
         // what a new world holds, said once: the main checkout's last commit, not what is uncommitted there
-        if (added.created) {
+        if (madeBranch !== undefined) {
           yield* registry.addEvent({
             worldId: w.id,
             service: null,
             kind: "worktree_created",
-            message: `branch ${added.branch} made from the last commit of the main checkout (${w.mainRoot}); what is not committed there is not carried`
+            message: `branch ${madeBranch} made from the last commit of the main checkout (${w.mainRoot}); what is not committed there is not carried`
           })
         }
       })
@@ -623,18 +476,15 @@ export const makeWorldActor = (
       Effect.gen(function* () {
         if (sel.services.length === 0 && sel.groups.length === 0) return config.graph.order
         const known = new Set(config.services.map((s) => s.name))
-        for (const s of sel.services) {
-          if (!known.has(s)) {
-            return yield* new InvalidRequest({
-              reason: `no service ${JSON.stringify(s)} in ${config.file}; services: ${[...known].join(", ")}`
-            })
-          }
+        const unknown = sel.services.filter((s) => !known.has(s))
+        if (unknown.length > 0) {
+          return yield* new UnknownService({ world: null, names: unknown, file: config.file, known: [...known] })
         }
         const inGroups = config.services.filter((s) => s.groups.some((g) => sel.groups.includes(g))).map((s) => s.name)
-        for (const g of sel.groups) {
-          if (!config.services.some((s) => s.groups.includes(g))) {
-            return yield* new InvalidRequest({ reason: `no service is in group ${JSON.stringify(g)}` })
-          }
+        const empty = sel.groups.filter((g) => !config.services.some((s) => s.groups.includes(g)))
+        if (empty.length > 0) {
+          const groups = [...new Set(config.services.flatMap((s) => s.groups))].sort()
+          return yield* new UnknownGroup({ world: null, names: empty, file: config.file, known: groups })
         }
         return closure(config.graph, [...sel.services, ...inGroups])
       })
@@ -806,9 +656,7 @@ export const makeWorldActor = (
           if (s.adminUrl === undefined) continue
           const missing = unresolvedIn(resolveTemplate(s.adminUrl, { services: new Map(), env: lookup }))
           if (missing.length > 0) {
-            return yield* new InvalidRequest({
-              reason: `world ${w.name}: slice ${s.name}: ${missing.map((t) => `${t} is not set`).join(", ")} (admin_url in ${config.file})`
-            })
+            return yield* new UnsetVariable({ world: w.name, slice: s.name, variables: missing, file: config.file })
           }
         }
         return { w, loaded, config, dotenv, names, routing, userEnv, lookup }
@@ -893,8 +741,16 @@ export const makeWorldActor = (
             continue
           }
           const cwd = yield* serviceFolder(w, service)
-          const l = launch(service, identity(w), coords, userEnv, dotenv, yield* packageScripts(cwd))
-          yield* writeEnvFiles(g, w, service, l.env)
+          const l = launch(service, identity(w), coords, userEnv, dotenv, yield* worktreeFiles.packageScripts(cwd))
+          // the service's own variables (its `env`, resolved, and PORT), for tools that read `.env` themselves
+          yield* worktreeFiles.writeEnv(
+            w,
+            service,
+            Object.fromEntries(
+              [...Object.keys(service.env), "PORT"].flatMap((k) => (l.env[k] === undefined ? [] : [[k, l.env[k]!]]))
+            ),
+            g.envBefore
+          )
           // status shows what was started (the command berth gave a dev server's flags to, say), secrets masked
           const shown = redact(l.command, [...l.secrets, ...secretsOf(userEnv)])
           commands.set(name, shown)
@@ -1273,9 +1129,7 @@ export const makeWorldActor = (
           })
         }
         if (removeFiles && !w.isMain) {
-          const removed = yield* git
-            .removeWorktree(w.mainRoot, w.path, force)
-            .pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
+          const removed = yield* worktreeFiles.remove(w, force)
           if (!removed && existsSync(w.path)) {
             // a folder that is no worktree of this repository stood at the world's path: not berth's to delete
             yield* registry.addEvent({
@@ -1287,7 +1141,7 @@ export const makeWorldActor = (
           }
         } else if (!w.isMain && w.path !== "" && !existsSync(w.path)) {
           // its folder was deleted outside berth: git's record of it goes too (only a prune: nothing is there)
-          yield* git.removeWorktree(w.mainRoot, w.path, true).pipe(Effect.ignore)
+          yield* worktreeFiles.remove(w, true).pipe(Effect.ignore)
         }
         yield* apply(WorldEvent.Removed())
         yield* registry.deleteWorld(worldId)
@@ -1295,53 +1149,14 @@ export const makeWorldActor = (
         yield* Effect.sync(() => rmSync(dirname(home.serviceLog(worldId, SETUP_LOG)), { recursive: true, force: true }))
       })
 
-    /** The file differs from git's index only by what `env_file` wrote into it. */
-    const onlyBerthsBlock = (worktree: string, file: string) =>
-      Effect.gen(function* () {
-        const committed = yield* git.indexed(worktree, file).pipe(Effect.orElseSucceed(() => undefined))
-        if (committed === undefined) return false
-        const text = yield* Effect.sync(() => {
-          try {
-            return readFileSync(join(worktree, file), "utf8")
-          } catch {
-            return undefined
-          }
-        })
-        return text !== undefined && withoutEnvBlock(text) === committed
-      })
-
     const remove = (force: boolean) =>
       Effect.gen(function* () {
         const w = yield* row
         // a folder that is no worktree of this repository has no changes of the world's: remove leaves it (`forget`)
         if (!force && existsSync(w.path) && !w.isMain && (yield* git.isWorktreeOf(w.mainRoot, w.path))) {
-          const all = yield* git.changes(w.path).pipe(Effect.orElseSucceed(() => []))
-          // an env_file berth made is berth's, not the user's work: it goes with the worktree
           const loaded = yield* Effect.either(loadConfig(w))
-          const berths = new Set(
-            loaded._tag === "Left"
-              ? []
-              : envFilePaths(w.path, loaded.right.config)
-                  .filter((f) => madeByBerth(f.path))
-                  .map((f) => f.relative)
-          )
-          const envFiles = new Set(
-            loaded._tag === "Left" ? [] : envFilePaths(w.path, loaded.right.config).map((f) => f.relative)
-          )
-          const changes: Array<(typeof all)[number]> = []
-          for (const c of all) {
-            if (c.status === "??" && berths.has(c.file)) continue
-            // a tracked env_file whose only change is berth's block: berth's too
-            if (c.status === " M" && envFiles.has(c.file) && (yield* onlyBerthsBlock(w.path, c.file))) continue
-            changes.push(c)
-          }
-          if (changes.length > 0) {
-            return yield* new WorktreeDirty({
-              world: w.name,
-              path: w.path,
-              files: changes.map((c) => `${c.status} ${c.file}`)
-            })
-          }
+          const changes = yield* worktreeFiles.userChanges(w, loaded._tag === "Left" ? undefined : loaded.right.config)
+          if (changes.length > 0) return yield* new WorktreeDirty({ world: w.name, path: w.path, files: changes })
         }
         yield* registry.setDesired(worldId, "removed")
         // the main checkout's files stay: only what env_file wrote into them is taken back. A worktree's are taken
@@ -1362,14 +1177,9 @@ export const makeWorldActor = (
         const env = envFor(callerEnv)
         const { config } = yield* loadConfig(w)
         const all = Model.slices(config).map((s) => s.name)
-        if (all.length === 0) {
-          return yield* new InvalidRequest({ reason: `world ${w.name} has no slices to reset (${config.file})` })
-        }
         const unknown = names.filter((n) => !all.includes(n))
-        if (unknown.length > 0) {
-          return yield* new InvalidRequest({
-            reason: `world ${w.name}: no slice ${unknown.map((n) => JSON.stringify(n)).join(", ")} in ${config.file}; slices: ${all.join(", ")}`
-          })
+        if (all.length === 0 || unknown.length > 0) {
+          return yield* new UnknownSlice({ world: w.name, names: unknown, file: config.file, known: all })
         }
         const chosen = names.length === 0 ? all : [...new Set(names)]
         const wasUp = (yield* currentRun)._tag !== "Idle"
@@ -1432,23 +1242,19 @@ export const makeWorldActor = (
       Effect.gen(function* () {
         const run = yield* currentRun
         const w = yield* row
-        if (run._tag !== "Running") return yield* new InvalidRequest({ reason: `world ${w.name} is not running` })
+        if (run._tag !== "Running") return yield* new WorldNotRunning({ world: w.name })
         const g = run.generation
         const processes = Model.processes(g.config)
         const known = processes.map((s) => s.name)
         const unknown = names.filter((n) => !known.includes(n))
         if (unknown.length > 0 || names.length + groups.length === 0) {
-          return yield* new InvalidRequest({
-            reason: `world ${w.name}: ${names.length === 0 ? "name a service" : `no service ${unknown.map((n) => JSON.stringify(n)).join(", ")}`} in ${g.config.file}; services: ${known.join(", ")}`
-          })
+          return yield* new UnknownService({ world: w.name, names: unknown, file: g.config.file, known })
         }
         const inGroups = processes.filter((s) => s.groups.some((x) => groups.includes(x))).map((s) => s.name)
         const empty = groups.filter((x) => !processes.some((s) => s.groups.includes(x)))
         if (empty.length > 0) {
           const all = [...new Set(processes.flatMap((s) => s.groups))].sort()
-          return yield* new InvalidRequest({
-            reason: `world ${w.name}: no service is in group ${empty.map((x) => JSON.stringify(x)).join(", ")} in ${g.config.file}; groups: ${all.join(", ") || "none"}`
-          })
+          return yield* new UnknownGroup({ world: w.name, names: empty, file: g.config.file, known: all })
         }
         const affected = new Set(dependentsClosure(g.config.graph, [...names, ...inGroups]))
         return { g, w, order: g.config.graph.order.filter((n) => affected.has(n)) }
@@ -1507,8 +1313,12 @@ export const makeWorldActor = (
           const goldens = Model.slices(config)
             .filter((s) => s.cloneFrom === "golden")
             .map((s) => s.name)
-          return yield* new InvalidRequest({
-            reason: `world ${w.name}: ${JSON.stringify(name)} is not a slice service with clone_from = "golden" in ${config.file}${goldens.length === 0 ? "" : `; those are: ${goldens.join(", ")}`}`
+          return yield* new UnknownSlice({
+            world: w.name,
+            names: [name],
+            file: config.file,
+            known: goldens,
+            golden: true
           })
         }
         const portMap = groupPorts(yield* registry.leases(worldId))

@@ -36,6 +36,7 @@ import * as LogFiles from "../services/LogFiles.js"
 import { Ports } from "../services/Ports.js"
 import { Processes } from "../services/Processes.js"
 import { type EventRow, type ProjectRow, Registry, type ServiceRow, type WorldRow } from "../services/Registry.js"
+import type { WorktreeFiles } from "../services/worktree/WorktreeFiles.js"
 import { Router } from "../services/proxy/Router.js"
 import { Slices } from "../services/slices/Slices.js"
 import type { Fence } from "../services/Fence.js"
@@ -83,7 +84,18 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
     const slices = yield* Slices
     const router = yield* Router
     const context = yield* Effect.context<
-      Registry | ConfigFiles | Git | Ports | Home | Processes | Health | Slices | Router | Admission | Fence
+      | Registry
+      | ConfigFiles
+      | Git
+      | Ports
+      | Home
+      | Processes
+      | Health
+      | Slices
+      | Router
+      | Admission
+      | Fence
+      | WorktreeFiles
     >()
     const admission = yield* Admission
     /** the actors that run, for what needs one now without waiting (status, the reconciler's facts) */

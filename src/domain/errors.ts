@@ -239,6 +239,104 @@ export class DaemonUnavailable extends Schema.TaggedError<DaemonUnavailable>()("
   }
 }
 
+const quoted = (names: ReadonlyArray<string>) => names.map((n) => JSON.stringify(n)).join(", ")
+const inWorld = (world: string | null) => (world === null ? "" : `world ${world}: `)
+
+/** A command named a service the world's berth.toml does not have (or named none where one is needed). */
+export class UnknownService extends Schema.TaggedError<UnknownService>()("UnknownService", {
+  world: Schema.NullOr(Schema.String),
+  /** what was named and is not there; empty: nothing was named */
+  names: Schema.Array(Schema.String),
+  file: Schema.String,
+  known: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    const what = this.names.length === 0 ? "name a service" : `no service ${quoted(this.names)}`
+    return `${inWorld(this.world)}${what} in ${this.file}; services: ${this.known.join(", ")}`
+  }
+}
+
+/** A command named a group no service of the world's berth.toml is in. */
+export class UnknownGroup extends Schema.TaggedError<UnknownGroup>()("UnknownGroup", {
+  world: Schema.NullOr(Schema.String),
+  names: Schema.Array(Schema.String),
+  file: Schema.String,
+  known: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    return `${inWorld(this.world)}no service is in group ${quoted(this.names)} in ${this.file}; groups: ${this.known.join(", ") || "none"}`
+  }
+}
+
+/** A command named a slice the world's berth.toml does not have (with `golden`: no slice that clones a golden). */
+export class UnknownSlice extends Schema.TaggedError<UnknownSlice>()("UnknownSlice", {
+  world: Schema.String,
+  names: Schema.Array(Schema.String),
+  file: Schema.String,
+  known: Schema.Array(Schema.String),
+  golden: Schema.optional(Schema.Boolean)
+}) {
+  override get message(): string {
+    if (this.golden === true) {
+      const those = this.known.length === 0 ? "" : `; those are: ${this.known.join(", ")}`
+      return `world ${this.world}: ${quoted(this.names)} is not a slice service with clone_from = "golden" in ${this.file}${those}`
+    }
+    if (this.known.length === 0) return `world ${this.world} has no slices (${this.file})`
+    return `world ${this.world}: no slice ${quoted(this.names)} in ${this.file}; slices: ${this.known.join(", ")}`
+  }
+}
+
+/** A command that acts on running services, asked of a world that does not run. */
+export class WorldNotRunning extends Schema.TaggedError<WorldNotRunning>()("WorldNotRunning", {
+  world: Schema.String
+}) {
+  override get message(): string {
+    return `world ${this.world} is not running\n  hint: berth up ${shellQuote(this.world)} starts it`
+  }
+}
+
+/** The world's start was stopped (a down, a remove, a suspension, a reload) before every service was ready. */
+export class StartInterrupted extends Schema.TaggedError<StartInterrupted>()("StartInterrupted", {
+  world: Schema.String
+}) {
+  override get message(): string {
+    return `world ${this.world} was stopped before it was ready`
+  }
+}
+
+/** A variable a slice's admin_url needs is not set: berth would act on the wrong server. */
+export class UnsetVariable extends Schema.TaggedError<UnsetVariable>()("UnsetVariable", {
+  world: Schema.String,
+  slice: Schema.String,
+  variables: Schema.Array(Schema.String),
+  file: Schema.String
+}) {
+  override get message(): string {
+    return `world ${this.world}: slice ${this.slice}: ${this.variables.map((t) => `${t} is not set`).join(", ")} (admin_url in ${this.file})`
+  }
+}
+
+/** Something that is not a worktree of the repository stands where the world's worktree goes. */
+export class FolderInTheWay extends Schema.TaggedError<FolderInTheWay>()("FolderInTheWay", {
+  world: Schema.String,
+  path: Schema.String,
+  mainRoot: Schema.String
+}) {
+  override get message(): string {
+    return `world ${this.world}: ${this.path} is not a worktree of ${this.mainRoot}, though it stands where the world's worktree goes; berth takes no folder it did not make for a world\n  hint: move that folder away and run berth up ${shellQuote(this.world)} again, or name another branch`
+  }
+}
+
+/** git refused or failed what berth asked of it for a world (its worktree made or removed). */
+export class GitCommandFailed extends Schema.TaggedError<GitCommandFailed>()("GitCommandFailed", {
+  /** git's own error, with berth's hint when it has one */
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return this.reason
+  }
+}
+
 export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", {
   reason: Schema.String
 }) {

@@ -25,10 +25,13 @@ import { AdmissionLive } from "../services/Admission.js"
 import { FenceLive } from "../services/Fence.js"
 import { MachineLive } from "../services/Machine.js"
 import { PlatformLive } from "../services/Platform.js"
+import { WorktreeFilesLive } from "../services/worktree/WorktreeFiles.js"
 
 /** The engine: worlds and every service they use, without Home (so a caller picks BERTH_HOME), on this machine only. */
 export const EngineLive = Worlds.Default.pipe(
-  Layer.provideMerge(Layer.mergeAll(PortsLive, SlicesLive, Router.Default, AdmissionLive, FenceLive)),
+  Layer.provideMerge(
+    Layer.mergeAll(PortsLive, SlicesLive, Router.Default, AdmissionLive, FenceLive, WorktreeFilesLive)
+  ),
   Layer.provideMerge(Layer.merge(RegistryLive, SliceLedgerLive)),
   Layer.provideMerge(Layer.mergeAll(ConfigFilesLive, GitLive, HealthLive, ProcessesLive, MachineLive)),
   // the seam to the operating system: processes, listeners and memory are asked of it, never read directly

@@ -8,6 +8,7 @@ import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import type { FakeProcess } from "./fakes.js"
 import { eventually, type WorldHarness, worldHarness } from "./world.js"
 
@@ -108,9 +109,13 @@ describe("a start interrupted at any stage", () => {
         const h = yield* worldHarness(STAGED, { files: { ".env.api": COMMITTED } })
         yield* stage.reach(h)
         const id = yield* h.idOf("alpha")
+        // the up that waits for this start hears why it ended, with its own tag
+        const waiting = yield* Effect.fork(Effect.either(h.engine.worlds.waitReady(h.ref("alpha"))))
         const path = (yield* h.status("alpha"))?.path ?? ""
 
         yield* h.engine.worlds.down(h.ref("alpha"), false)
+        const heard = yield* Fiber.join(waiting)
+        expect(heard._tag === "Left" ? heard.left._tag : "ready").toBe("StartInterrupted")
 
         expect((yield* h.status("alpha"))?.state).toBe("stopped")
         expect(h.engine.admission.holds(id), "no permit held").toBe(false)

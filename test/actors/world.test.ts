@@ -438,6 +438,25 @@ describe("a world driven in-process", () => {
     })
   )
 
+  it.scoped("remove refuses a worktree holding the user's work, and the world keeps running as it was", () =>
+    Effect.gen(function* () {
+      // the worktree's files through a fake: it holds an edit of the user's, whatever git would say
+      const h = yield* worldHarness(SHOP, {
+        worktreeFiles: (real) => ({ ...real, userChanges: () => Effect.succeed([" M src/app.ts"]) })
+      })
+      yield* h.fakes.health.setDefault(true)
+      yield* bringUp(h, "alpha")
+      const path = (yield* h.status("alpha"))?.path ?? ""
+
+      const refused = yield* Effect.flip(h.engine.worlds.remove(h.ref("alpha"), false))
+      expect(refused._tag).toBe("WorktreeDirty")
+      expect(refused.message).toContain("src/app.ts")
+      expect((yield* h.status("alpha"))?.state).toBe("running")
+      expect((yield* h.fakes.processes.all).filter((p) => p.alive).length).toBe(3)
+      expect(existsSync(path)).toBe(true)
+    })
+  )
+
   it.scoped("stop -s stops a service and what depends on it; the rest runs and the world stays running", () =>
     Effect.gen(function* () {
       const h = yield* worldHarness(SHOP)
@@ -461,7 +480,12 @@ describe("a world driven in-process", () => {
       expect(yield* h.moves("alpha")).toEqual(["stopped>starting", "starting>running"])
       // an unknown name is an error naming the services
       const wrong = yield* Effect.flip(h.engine.worlds.stopServices(h.ref("alpha"), ["nope"]))
+      expect(wrong._tag).toBe("UnknownService")
       expect(wrong.message).toMatch(/no service "nope".*services: api, mail, worker/)
+      // a world that does not run has no services to stop, and says so with its own tag
+      yield* h.engine.worlds.down(h.ref("alpha"), false)
+      const notRunning = yield* Effect.flip(h.engine.worlds.stopServices(h.ref("alpha"), ["api"]))
+      expect(notRunning._tag).toBe("WorldNotRunning")
     })
   )
 
@@ -505,6 +529,7 @@ describe("a world driven in-process", () => {
         "starting>running"
       ])
       const wrong = yield* Effect.flip(h.engine.worlds.reset(h.ref("alpha"), ["cache"], {}))
+      expect(wrong._tag).toBe("UnknownSlice")
       expect(wrong.message).toMatch(/no slice "cache".*slices: db/)
     })
   )

@@ -45,6 +45,11 @@ import { Registry, RegistryLive, type RegistryService } from "../../src/services
 import { Router } from "../../src/services/proxy/Router.js"
 import { Slices } from "../../src/services/slices/Slices.js"
 import {
+  WorktreeFiles,
+  WorktreeFilesLive,
+  type WorktreeFilesService
+} from "../../src/services/worktree/WorktreeFiles.js"
+import {
   awaitRef,
   type FakeHealthControl,
   type FakeProcess,
@@ -265,11 +270,25 @@ const engineLayer = (
     readonly health: Context.Tag.Service<Health>
     readonly machine: Context.Tag.Service<Machine>
     readonly slices: Context.Tag.Service<Slices>
+    /** what the test puts in place of (or around) the worktree's files */
+    readonly worktreeFiles?: (real: WorktreeFilesService) => WorktreeFilesService
   }
 ) =>
   Worlds.Default.pipe(
     Layer.provideMerge(
-      Layer.mergeAll(PortsLive, Layer.succeed(Slices, fakes.slices), Router.Default, AdmissionLive, FenceLive)
+      Layer.mergeAll(
+        PortsLive,
+        Layer.succeed(Slices, fakes.slices),
+        Router.Default,
+        AdmissionLive,
+        FenceLive,
+        fakes.worktreeFiles === undefined
+          ? WorktreeFilesLive
+          : Layer.effect(
+              WorktreeFiles,
+              Effect.map(Effect.provide(WorktreeFiles, WorktreeFilesLive), fakes.worktreeFiles)
+            )
+      )
     ),
     Layer.provideMerge(RegistryLive),
     Layer.provideMerge(
@@ -292,7 +311,14 @@ const engineLayer = (
  * A repository with `toml` as its berth.toml (and `options.files` committed beside it) and an engine over it, for the
  * rest of the scope.
  */
-export const worldHarness = (toml: string, options: { readonly files?: Readonly<Record<string, string>> } = {}) =>
+export const worldHarness = (
+  toml: string,
+  options: {
+    readonly files?: Readonly<Record<string, string>>
+    /** the worktree's files as the test wants them seen (a fake around the real service) */
+    readonly worktreeFiles?: (real: WorktreeFilesService) => WorktreeFilesService
+  } = {}
+) =>
   Effect.gen(function* () {
     const repo = yield* repository(toml, options.files ?? {})
     const processes = yield* makeFakeProcesses
@@ -309,7 +335,8 @@ export const worldHarness = (toml: string, options: { readonly files?: Readonly<
           engineLayer(repo.home, view, {
             health: health.service,
             machine: machine.service,
-            slices: slices.service
+            slices: slices.service,
+            ...(options.worktreeFiles === undefined ? {} : { worktreeFiles: options.worktreeFiles })
           }),
           scope
         )
