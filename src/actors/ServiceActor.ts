@@ -16,6 +16,7 @@ import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import { readText } from "../domain/knobs.js"
 import * as Exit from "effect/Exit"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import type * as Model from "../domain/config/model.js"
@@ -222,7 +223,7 @@ export const runService = (
               .pipe(Effect.catchTag("SpawnFailed", (e) => giveUp(e.reason))))
           trace(`service ${name}: spawned`)
           // the chaos tests' way to stop the daemon in the one gap where a started process is recorded nowhere yet
-          if (adopt === undefined && process.env.BERTH_TEST_CRASH_AFTER_SPAWN === name)
+          if (adopt === undefined && (yield* readText("BERTH_TEST_CRASH_AFTER_SPAWN")) === name)
             process.kill(process.pid, "SIGKILL")
           yield* Effect.addFinalizer(() => processes.stop(handle, plan.service.stopGraceMs))
           adopt = undefined

@@ -5,6 +5,7 @@
  */
 import * as http from "node:http"
 import * as Effect from "effect/Effect"
+import { readText } from "../domain/knobs.js"
 import * as Runtime from "effect/Runtime"
 import { describeWait } from "../domain/admission.js"
 import { InternalError, InvalidRequest } from "../domain/errors.js"
@@ -22,13 +23,12 @@ const GB = 1024 ** 3
 const envSource = (variable: string) => (process.env[variable] !== undefined ? "environment" : undefined)
 
 /** How long a project's goldens outlive its last world, as written (`BERTH_GOLDEN_GRACE`), else the default. */
-const goldenGrace = (): string => {
-  const text = process.env.BERTH_GOLDEN_GRACE
+const goldenGrace = Effect.map(readText("BERTH_GOLDEN_GRACE"), (text): string => {
   if (text === undefined) return `${GOLDEN_GRACE_MS / 3_600_000}h`
   return parseGrace(text) === undefined
     ? `${GOLDEN_GRACE_MS / 3_600_000}h (BERTH_GOLDEN_GRACE "${text}" is not a duration)`
-    : text.trim()
-}
+    : text
+})
 
 /** Every machine-global setting: reserves, ports, the lease range, the proxy. */
 export const config = Effect.gen(function* () {
@@ -72,12 +72,12 @@ export const config = Effect.gen(function* () {
     },
     {
       key: "golden_grace",
-      value: goldenGrace(),
+      value: yield* goldenGrace,
       source: envSource("BERTH_GOLDEN_GRACE") ?? "default"
     },
     {
       key: "metrics_port",
-      value: process.env.BERTH_METRICS_PORT ?? String((yield* registry.getSetting(METRICS_SETTING)) ?? "off"),
+      value: (yield* readText("BERTH_METRICS_PORT")) ?? String((yield* registry.getSetting(METRICS_SETTING)) ?? "off"),
       source:
         envSource("BERTH_METRICS_PORT") ??
         ((yield* registry.getSetting(METRICS_SETTING)) === undefined ? "default" : "set")
@@ -215,7 +215,7 @@ export const METRICS_SETTING = "metrics-port"
 export const serveMetrics = Effect.gen(function* () {
   const registry = yield* Registry
   const stored = yield* registry.getSetting(METRICS_SETTING)
-  const port = Number(process.env.BERTH_METRICS_PORT ?? stored)
+  const port = Number((yield* readText("BERTH_METRICS_PORT")) ?? stored)
   if (!Number.isInteger(port) || port < 1 || port > 65_535) return
   const runPromise = Runtime.runPromise(yield* Effect.runtime<Admission | Registry | Router>())
   const server = http.createServer((req, res) => {

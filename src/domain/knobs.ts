@@ -4,6 +4,7 @@
  * change `process.env` to turn one. A value that is missing, not a number or out of range is the default.
  */
 import * as Config from "effect/Config"
+import * as Effect from "effect/Effect"
 
 /** A number of at least `min` (milliseconds, a count), or `fallback`. */
 export const numberKnob = (name: string, fallback: number, min = 0): Config.Config<number> =>
@@ -18,3 +19,7 @@ export const textKnob = (name: string): Config.Config<string | undefined> =>
     Config.map((s) => (s.trim() === "" ? undefined : s.trim())),
     Config.orElse(() => Config.succeed(undefined))
   )
+
+/** `textKnob` read now: it never fails (what cannot be read is unset). */
+export const readText = (name: string): Effect.Effect<string | undefined> =>
+  Effect.orElseSucceed(textKnob(name), () => undefined)

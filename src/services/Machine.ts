@@ -7,6 +7,7 @@
 import { readFileSync, statfsSync, statSync } from "node:fs"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import { readText } from "../domain/knobs.js"
 import * as Layer from "effect/Layer"
 import type { Readings } from "../domain/admission.js"
 import { type MemoryReading, memoryOrFallback, Platform } from "./Platform.js"
@@ -79,9 +80,9 @@ export const MachineLive: Layer.Layer<Machine, never, Platform> = Layer.effect(
     const devices = deviceCache()
     return {
       read: (paths: ReadonlyArray<string>): Effect.Effect<Readings> =>
-        Effect.suspend(() => {
-          const staged = process.env.BERTH_READINGS_FILE
-          if (staged !== undefined && staged !== "") {
+        Effect.flatMap(readText("BERTH_READINGS_FILE"), (staged) => {
+          // readings staged in a file (the end-to-end tests' way to make memory or disk short), read each time
+          if (staged !== undefined) {
             try {
               const r = JSON.parse(readFileSync(staged, "utf8")) as StagedReadings
               const total = r.memTotalBytes ?? 16 * 1024 ** 3

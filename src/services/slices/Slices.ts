@@ -10,6 +10,7 @@ import { dirname, join } from "node:path"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import { readText } from "../../domain/knobs.js"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as FiberSet from "effect/FiberSet"
@@ -1008,7 +1009,7 @@ const make = Effect.gen(function* () {
       usedAt: row.usedAt
     })
     const now = Date.now()
-    const graceMs = parseGrace(process.env.BERTH_GOLDEN_GRACE) ?? GOLDEN_GRACE_MS
+    const graceMs = parseGrace(yield* readText("BERTH_GOLDEN_GRACE")) ?? GOLDEN_GRACE_MS
     const draw = (rows: ReadonlyArray<SliceRow>, worlds: ReadonlyArray<WorldRow>) =>
       gcPlan({
         idle: {
