@@ -50,7 +50,8 @@ import {
   WorktreeDirty
 } from "../domain/errors.js"
 import { definedEnv } from "../domain/environment.js"
-import { closure, dependentsClosure } from "../domain/graph.js"
+import { dependentsClosure } from "../domain/graph.js"
+import { selectedServices, widen } from "../domain/selection.js"
 import { decide, finishesRemoval, transition, WorldEvent, type WorldState } from "../domain/world-state.js"
 import { ConfigFiles, type LoadedConfig } from "../services/ConfigFiles.js"
 import { requireConsent } from "../services/Consent.js"
@@ -472,22 +473,7 @@ export const makeWorldActor = (
       })
 
     /** The services an `up` starts: the selection and everything it depends on, or all of them. */
-    const selected = (config: Model.Config, sel: Selection) =>
-      Effect.gen(function* () {
-        if (sel.services.length === 0 && sel.groups.length === 0) return config.graph.order
-        const known = new Set(config.services.map((s) => s.name))
-        const unknown = sel.services.filter((s) => !known.has(s))
-        if (unknown.length > 0) {
-          return yield* new UnknownService({ world: null, names: unknown, file: config.file, known: [...known] })
-        }
-        const inGroups = config.services.filter((s) => s.groups.some((g) => sel.groups.includes(g))).map((s) => s.name)
-        const empty = sel.groups.filter((g) => !config.services.some((s) => s.groups.includes(g)))
-        if (empty.length > 0) {
-          const groups = [...new Set(config.services.flatMap((s) => s.groups))].sort()
-          return yield* new UnknownGroup({ world: null, names: empty, file: config.file, known: groups })
-        }
-        return closure(config.graph, [...sel.services, ...inGroups])
-      })
+    const selected = (config: Model.Config, sel: Selection) => selectedServices(config, sel)
 
     /**
      * Runs a one-off command of the world (setup, migrate, seed) to its end; its output goes to `<label>.log`. What a
@@ -852,14 +838,6 @@ export const makeWorldActor = (
     /** The first line of why a start failed, as the world's reason says it. */
     const failureReason = (e: WorldError): string =>
       e instanceof StartFailed ? `${e.service}: ${e.reason}` : (e.message.split("\n")[0] ?? "")
-
-    /** The union of two selections: an `up -s b` after `up -s a` runs both (none selected means all). */
-    const widen = (a: Selection, b: Selection): Selection =>
-      a.services.length === 0 && a.groups.length === 0
-        ? a
-        : b.services.length === 0 && b.groups.length === 0
-          ? b
-          : { services: [...new Set([...a.services, ...b.services])], groups: [...new Set([...a.groups, ...b.groups])] }
 
     /** numbers each start, so that what a cancelled one posts late is told from the current one's */
     let tokens = 0
