@@ -405,6 +405,9 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
       key: fallback.keyPem,
       cert: fallback.certPem + ca.certPem,
       settings: { enableConnectProtocol: true },
+      // Without it a response's HEADERS and DATA frames, two small writes, wait on the client's delayed ACK (Nagle):
+      // tens of milliseconds a request on an HTTP/2 connection
+      noDelay: true,
       handshakeTimeout: headMs,
       SNICallback: (servername: string, callback: (error: Error | null, context?: tls.SecureContext) => void) => {
         const name = servername.toLowerCase()
