@@ -346,7 +346,7 @@ const wrk = (protocol, t, seconds, c) => {
   const out = execFileSync(
     "wrk",
     [`-t${threads}`, `-c${c}`, `-d${seconds}s`, "--latency", "-H", `Host: ${HOST}`, url],
-    { encoding: "utf8" }
+    { encoding: "utf8", timeout: (seconds + 60) * 1000 }
   )
   const percentile = (p) => {
     const m = new RegExp(`^\\s+${p}%\\s+([\\d.]+)(us|ms|s)\\s*$`, "m").exec(out)
@@ -375,7 +375,8 @@ const h2load = (t, seconds, c) => {
   const out = execFileSync(
     "h2load",
     [`-t${threads}`, `-c${c}`, "-m1", `-D${seconds}`, "--warm-up-time=1", `--log-file=${log}`, ...args],
-    { encoding: "utf8" }
+    // h2load waits for every stream it started; one never answered would hold it for ever
+    { encoding: "utf8", timeout: (seconds + 60) * 1000 }
   )
   const m = /requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored/.exec(out)
   if (
@@ -420,82 +421,89 @@ try {
   for (const t of targets) if (t.tlsPort !== undefined) await waitForPort(t.tlsPort)
   for (const protocol of protocols) {
     for (const c of connectionCounts) {
-      const caseTargets = targets.filter((t) => protocol === "http" || t.direct || t.tlsPort !== undefined)
-      const loadBefore = load()
-      for (const t of caseTargets) measure(protocol, t, 2, c)
-      const samples = new Map(caseTargets.map((t) => [t.name, []]))
-      const berth = caseTargets.find((t) => t.berth)
-      const nginx1 = caseTargets.find((t) => t.nginx1)
-      const ratios = []
-      for (let r = 0; r < rounds; r++) {
-        const order = caseTargets.map((_, i) => caseTargets[(i + r) % caseTargets.length])
-        for (const t of order) samples.get(t.name).push(measure(protocol, t, duration, c))
-        const direct = samples.get("direct")[r]
-        const parts = caseTargets.map((t) => {
-          const s = samples.get(t.name)[r]
-          const added = t.direct ? "" : ` (${signed(s.p99 - direct.p99)})`
-          const cpu = Number.isFinite(s.cpuUs) ? `, ${s.cpuUs.toFixed(1)} µs CPU` : ""
-          return `${t.name} ${kilo(s.rps)}/s p99 ${s.p99.toFixed(2)} ms${added}${cpu}`
+      // a client that fails or hangs loses its case, not the run
+      try {
+        const caseTargets = targets.filter((t) => protocol === "http" || t.direct || t.tlsPort !== undefined)
+        const loadBefore = load()
+        for (const t of caseTargets) measure(protocol, t, 2, c)
+        const samples = new Map(caseTargets.map((t) => [t.name, []]))
+        const berth = caseTargets.find((t) => t.berth)
+        const nginx1 = caseTargets.find((t) => t.nginx1)
+        const ratios = []
+        for (let r = 0; r < rounds; r++) {
+          const order = caseTargets.map((_, i) => caseTargets[(i + r) % caseTargets.length])
+          for (const t of order) samples.get(t.name).push(measure(protocol, t, duration, c))
+          const direct = samples.get("direct")[r]
+          const parts = caseTargets.map((t) => {
+            const s = samples.get(t.name)[r]
+            const added = t.direct ? "" : ` (${signed(s.p99 - direct.p99)})`
+            const cpu = Number.isFinite(s.cpuUs) ? `, ${s.cpuUs.toFixed(1)} µs CPU` : ""
+            return `${t.name} ${kilo(s.rps)}/s p99 ${s.p99.toFixed(2)} ms${added}${cpu}`
+          })
+          let ratio = ""
+          if (berth !== undefined && nginx1 !== undefined) {
+            ratios.push(samples.get(berth.name)[r].rps / samples.get(nginx1.name)[r].rps)
+            ratio = ` · berth/nginx ${ratios[r].toFixed(2)}×`
+          }
+          say(
+            `${protocolName[protocol]} c=${c} round ${r + 1}/${rounds}: ${parts.join(" · ")}${ratio} · load ${load()[0]}`
+          )
+        }
+        const loadAfter = load()
+        const direct = samples.get("direct")
+        const rows = caseTargets.map((t) => {
+          const s = samples.get(t.name)
+          const added = s.map((x, i) => x.p99 - direct[i].p99)
+          const cpu = s.map((x) => x.cpuUs).filter((x) => Number.isFinite(x))
+          return {
+            target: t.name,
+            rps: Math.round(median(s.map((x) => x.rps))),
+            rpsRange: range(s.map((x) => x.rps)),
+            perDirect: Number((median(s.map((x) => x.rps)) / median(direct.map((x) => x.rps))).toFixed(2)),
+            p50Ms: Number(median(s.map((x) => x.p50)).toFixed(2)),
+            p99Ms: Number(median(s.map((x) => x.p99)).toFixed(2)),
+            p99Range: range(
+              s.map((x) => x.p99),
+              1
+            ),
+            p99AddedMs: t.direct ? undefined : Number(median(added).toFixed(2)),
+            p99AddedRange: t.direct ? undefined : range(added, 1, (v) => signed(v, 1)),
+            cpuUsPerRequest: cpu.length === 0 ? undefined : Number(median(cpu).toFixed(1)),
+            cpuRange: cpu.length === 0 ? undefined : range(cpu, 1),
+            userUsPerRequest: cpu.length === 0 ? undefined : Number(median(s.map((x) => x.userUs)).toFixed(1)),
+            systemUsPerRequest: cpu.length === 0 ? undefined : Number(median(s.map((x) => x.systemUs)).toFixed(1))
+          }
         })
-        let ratio = ""
-        if (berth !== undefined && nginx1 !== undefined) {
-          ratios.push(samples.get(berth.name)[r].rps / samples.get(nginx1.name)[r].rps)
-          ratio = ` · berth/nginx ${ratios[r].toFixed(2)}×`
-        }
-        say(
-          `${protocolName[protocol]} c=${c} round ${r + 1}/${rounds}: ${parts.join(" · ")}${ratio} · load ${load()[0]}`
-        )
+        const b = rows.find((r) => r.target === berth?.name)
+        const n = rows.find((r) => r.target === nginx1?.name)
+        const comparison =
+          b === undefined || n === undefined
+            ? undefined
+            : {
+                berthPerNginx1: Number(median(ratios).toFixed(2)),
+                berthPerNginx1Range: range(ratios, 2),
+                berthP99AddedMs: b.p99AddedMs,
+                berthP99AddedRange: b.p99AddedRange,
+                nginx1P99AddedMs: n.p99AddedMs,
+                nginx1P99AddedRange: n.p99AddedRange,
+                met: median(ratios) >= 0.95 && b.p99AddedMs <= n.p99AddedMs + 0.5
+              }
+        cases.push({
+          protocol: protocolName[protocol],
+          client: client[protocol],
+          connections: c,
+          rows,
+          comparison,
+          berth: berth?.name,
+          nginx: nginx1?.name,
+          loadBefore,
+          loadAfter
+        })
+      } catch (error) {
+        const first = String(error instanceof Error ? error.message : error).split("\n")[0]
+        say(`${protocolName[protocol]} c=${c}: failed, skipped: ${first}`)
+        notes.push(`${protocolName[protocol]} c=${c}: failed (${first})`)
       }
-      const loadAfter = load()
-      const direct = samples.get("direct")
-      const rows = caseTargets.map((t) => {
-        const s = samples.get(t.name)
-        const added = s.map((x, i) => x.p99 - direct[i].p99)
-        const cpu = s.map((x) => x.cpuUs).filter((x) => Number.isFinite(x))
-        return {
-          target: t.name,
-          rps: Math.round(median(s.map((x) => x.rps))),
-          rpsRange: range(s.map((x) => x.rps)),
-          perDirect: Number((median(s.map((x) => x.rps)) / median(direct.map((x) => x.rps))).toFixed(2)),
-          p50Ms: Number(median(s.map((x) => x.p50)).toFixed(2)),
-          p99Ms: Number(median(s.map((x) => x.p99)).toFixed(2)),
-          p99Range: range(
-            s.map((x) => x.p99),
-            1
-          ),
-          p99AddedMs: t.direct ? undefined : Number(median(added).toFixed(2)),
-          p99AddedRange: t.direct ? undefined : range(added, 1, (v) => signed(v, 1)),
-          cpuUsPerRequest: cpu.length === 0 ? undefined : Number(median(cpu).toFixed(1)),
-          cpuRange: cpu.length === 0 ? undefined : range(cpu, 1),
-          userUsPerRequest: cpu.length === 0 ? undefined : Number(median(s.map((x) => x.userUs)).toFixed(1)),
-          systemUsPerRequest: cpu.length === 0 ? undefined : Number(median(s.map((x) => x.systemUs)).toFixed(1))
-        }
-      })
-      const b = rows.find((r) => r.target === berth?.name)
-      const n = rows.find((r) => r.target === nginx1?.name)
-      const comparison =
-        b === undefined || n === undefined
-          ? undefined
-          : {
-              berthPerNginx1: Number(median(ratios).toFixed(2)),
-              berthPerNginx1Range: range(ratios, 2),
-              berthP99AddedMs: b.p99AddedMs,
-              berthP99AddedRange: b.p99AddedRange,
-              nginx1P99AddedMs: n.p99AddedMs,
-              nginx1P99AddedRange: n.p99AddedRange,
-              met: median(ratios) >= 0.95 && b.p99AddedMs <= n.p99AddedMs + 0.5
-            }
-      cases.push({
-        protocol: protocolName[protocol],
-        client: client[protocol],
-        connections: c,
-        rows,
-        comparison,
-        berth: berth?.name,
-        nginx: nginx1?.name,
-        loadBefore,
-        loadAfter
-      })
     }
   }
 } finally {
