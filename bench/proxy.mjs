@@ -345,7 +345,8 @@ const wrk = (protocol, t, seconds, c) => {
   const url = protocol === "https" && !t.direct ? `https://127.0.0.1:${t.tlsPort}/` : `http://127.0.0.1:${t.port}/`
   const out = execFileSync(
     "wrk",
-    [`-t${threads}`, `-c${c}`, `-d${seconds}s`, "--latency", "-H", `Host: ${HOST}`, url],
+    // wrk counts an answer slower than --timeout (2 s by default) as an error; 10 s leaves that to a stall
+    [`-t${threads}`, `-c${c}`, `-d${seconds}s`, "--timeout", "10s", "--latency", "-H", `Host: ${HOST}`, url],
     { encoding: "utf8", timeout: (seconds + 60) * 1000 }
   )
   const percentile = (p) => {
