@@ -147,6 +147,31 @@ describe("the proxy over HTTPS", () => {
     expect(got.headers["x-forwarded-proto"]).toBe("https")
   })
 
+  it("keeps an HTTP/1.1 connection over TLS across requests and hosts, with https in pages and X-Forwarded-Proto", async () => {
+    const socket = await tlsTo(web, ["http/1.1"])
+    expect(socket.alpnProtocol).toBe("http/1.1")
+    const received: Array<Buffer> = []
+    socket.on("data", (c: Buffer) => received.push(c))
+    const ended = new Promise<void>((resolve) => socket.once("end", () => resolve()))
+    // pipelined: one host, another, an unknown one, and an absolute-form target (node:http's to answer), which closes
+    socket.write(
+      `GET /one HTTP/1.1\r\nHost: ${web}:${port}\r\n\r\n` +
+        `GET /two HTTP/1.1\r\nHost: ${api}:${port}\r\nX-Forwarded-Proto: http\r\n\r\n` +
+        `GET / HTTP/1.1\r\nHost: nope.w1.demo.localhost:${port}\r\nAccept: text/html\r\n\r\n` +
+        `GET https://${web}:${port}/abs HTTP/1.1\r\nHost: ${web}:${port}\r\nConnection: close\r\n\r\n`
+    )
+    await ended
+    const text = Buffer.concat(received).toString("latin1")
+    const statuses = [...text.matchAll(/^HTTP\/1\.1 (\d{3})/gm)].map((m) => m[1])
+    expect(statuses).toEqual(["200", "200", "404", "200"])
+    const bodies = [...text.matchAll(/\{"url".*?"sha256":"[0-9a-f]+"\}/g)].map((m) => JSON.parse(m[0]))
+    // node:http passes an absolute-form target on as it came
+    expect(bodies.map((b) => b.url)).toEqual(["/one", "/two", `https://${web}:${port}/abs`])
+    for (const b of bodies) expect(b.headers["x-forwarded-proto"]).toBe("https")
+    expect(bodies[1].headers.host).toBe(`${api}:${port}`)
+    expect(text).toContain(`https://web.w1.demo.localhost:${port}/`)
+  })
+
   it("sends the CA in the chain and a leaf per host name", async () => {
     const socket = await tlsTo(api, ["http/1.1"])
     try {

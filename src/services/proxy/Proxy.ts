@@ -2,9 +2,10 @@
  * berth's machine-wide proxy: `http://<service>.<world>.<project>.<domain>[:port]` → the service's port, and the
  * same over HTTPS (h2 and HTTP/1.1 by ALPN) with leaf certificates from berth's CA minted on SNI.
  *
- * Plain HTTP takes the fast path (`fast.ts`): a raw `net` server that reads request heads itself and pins each
- * client connection to one backend connection, which is what makes it fast. HTTPS, and the rare plain request the
- * fast path does not take, go through `node:http`/`node:http2` (`slow.ts`). Both read the route table the daemon
+ * HTTP/1.1 takes the fast path (`fast.ts`): it reads request heads itself and pins each client connection to one
+ * backend connection, which is what makes it fast — on a raw `net` server for plain HTTP, and on the TLS socket once
+ * ALPN chose HTTP/1.1 (or the client offered nothing). h2, and the rare HTTP/1.1 request the fast path does not take,
+ * go through `node:http`/`node:http2` (`slow.ts`). Both read the route table the daemon
  * last gave `setRoutes`: one `Map` lookup per request, no disk.
  *
  * The HTTP and the HTTPS listener stand or fall separately: each is bound, moved or closed on its own
@@ -361,10 +362,20 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
       slowHttp.emit("connection", socket)
       socket.resume()
     },
-    cluster: false
+    cluster: false,
+    scheme: "http" as const
   }
   // peers' connections: always the fast path, which never hands them on
   const clusterContext = { ...fastContext, cluster: true }
+  /** HTTP/1.1 over TLS: the fast path, handing what it does not take to node:http2's HTTP/1.1 fallback. */
+  const tlsContext = (h1: (socket: tls.TLSSocket) => void) => ({
+    ...fastContext,
+    scheme: "https" as const,
+    handOff: (socket: net.Socket) => {
+      h1(socket as tls.TLSSocket)
+      socket.resume()
+    }
+  })
   const onHttpConnection = (socket: net.Socket) => {
     track(socket)
     if (fast) new FastConnection(socket, fastContext)
@@ -394,6 +405,9 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
       key: fallback.keyPem,
       cert: fallback.certPem + ca.certPem,
       settings: { enableConnectProtocol: true },
+      // Without it a response's HEADERS and DATA frames, two small writes, wait on the client's delayed ACK (Nagle):
+      // tens of milliseconds a request on an HTTP/2 connection
+      noDelay: true,
       handshakeTimeout: headMs,
       SNICallback: (servername: string, callback: (error: Error | null, context?: tls.SecureContext) => void) => {
         const name = servername.toLowerCase()
@@ -425,6 +439,17 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
         refuseConnect(second as stream.Duplex)
       }
     })
+    // node:http2 hands an HTTP/1.1 connection to node:http; the fast path takes it instead, and gives node what it
+    // does not take (CONNECT, absolute-form targets) through that same listener
+    const [onSecure] = server.listeners("secureConnection") as Array<(socket: tls.TLSSocket) => void>
+    if (fast && onSecure !== undefined) {
+      const context = tlsContext((socket) => onSecure.call(server, socket))
+      server.removeListener("secureConnection", onSecure)
+      server.on("secureConnection", (socket: tls.TLSSocket) => {
+        if (socket.alpnProtocol === "h2") onSecure.call(server, socket)
+        else new FastConnection(socket, context)
+      })
+    }
     server.on("connection", track)
     server.on("session", onSession)
     server.on("sessionError", () => {})

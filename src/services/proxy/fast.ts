@@ -1,5 +1,6 @@
 /**
- * The plain-HTTP fast path: one client connection pinned to one backend connection.
+ * The HTTP/1.1 fast path: one client connection pinned to one backend connection. Plain HTTP, and HTTPS once the
+ * TLS handshake settled on HTTP/1.1 (h2 goes through node:http2).
  *
  * Browsers keep a connection to one origin, so after a request's head is read the proxy can pass bytes through
  * almost untouched. Each request head is still read, routed and rewritten (hop-by-hop headers out, X-Forwarded-*
@@ -10,7 +11,8 @@
  *
  * What is answered here: malformed heads (400), heads over the limit (431), heads too slow to arrive (408), loops
  * (508), unknown hosts (404) and unavailable services (502), as pages. What is not usual (CONNECT, absolute-form
- * targets) is handed to the node:http server of the slow path with the bytes read so far.
+ * targets) is handed to the node:http server of the slow path (for TLS, node:http2's HTTP/1.1 fallback) with the bytes
+ * read so far.
  *
  * A world another machine runs is the same exchange with that machine's proxy as the backend (its cluster
  * listener, Host kept). Connections a peer made to this machine's cluster listener take the same path, with two
@@ -65,6 +67,8 @@ export interface FastContext {
    * elsewhere is answered rather than forwarded again, and nothing is handed to the slow path.
    */
   readonly cluster: boolean
+  /** How clients reach this listener: what X-Forwarded-Proto says (peers' connections say it themselves). */
+  readonly scheme: "http" | "https"
 }
 
 /**
@@ -427,12 +431,12 @@ export class FastConnection {
   /** Where page links point: this listener, or for a peer's forwarded request, where its client came in. */
   private origin(head: RequestHead | undefined): Origin {
     if (this.ctx.cluster && head !== undefined) return forwardedOrigin(head.host, head.forwardedProto)
-    return { scheme: "http", port: this.localPort }
+    return { scheme: this.ctx.scheme, port: this.localPort }
   }
 
   private forward(head: RequestHead, headLength: number, host: string, target: RouteTarget): void {
     // a peer's proxy says whether its client came over TLS; anyone else's claim is dropped
-    const proto = this.ctx.cluster && head.forwardedProto === "https" ? "https" : "http"
+    const proto = this.ctx.cluster ? (head.forwardedProto === "https" ? "https" : "http") : this.ctx.scheme
     const out = rewriteRequestHead(head, this.clientAddress, proto, head.hops + 1)
     const bodyless = !head.chunked && head.contentLength <= 0
     const pending: Pending = {
