@@ -17,11 +17,15 @@ import type { ServiceStatus, WorldStatus } from "../daemon/api.js"
 import { coordinates, groupPorts, portRequests, redact, routeUrl, worldVariables } from "../domain/coordinates.js"
 import * as Model from "../domain/config/model.js"
 import {
+  type ConfigInvalid,
+  type ConfigNotFound,
+  type ConfigUnreadable,
   type DiskFull,
   InternalError,
   InvalidRequest,
   InvalidWorldName,
   NotARepository,
+  type PortRangeExhausted,
   WorldNotFound
 } from "../domain/errors.js"
 import { closestName, projectLabel } from "../domain/names.js"
@@ -35,10 +39,17 @@ import { trace } from "../services/trace.js"
 import * as LogFiles from "../services/LogFiles.js"
 import { Ports } from "../services/Ports.js"
 import { Processes } from "../services/Processes.js"
-import { type EventRow, type ProjectRow, Registry, type ServiceRow, type WorldRow } from "../services/Registry.js"
+import {
+  type EventRow,
+  type ProjectRow,
+  Registry,
+  type RegistryError,
+  type ServiceRow,
+  type WorldRow
+} from "../services/Registry.js"
 import type { WorktreeFiles } from "../services/worktree/WorktreeFiles.js"
 import { Router } from "../services/proxy/Router.js"
-import { Slices } from "../services/slices/Slices.js"
+import { type GcReport, Slices } from "../services/slices/Slices.js"
 import type { Fence } from "../services/Fence.js"
 import { Admission } from "../services/Admission.js"
 import { describeWait } from "../domain/admission.js"
@@ -74,6 +85,121 @@ const logNames = (folder: string) =>
       return []
     }
   })
+
+/** What naming a world can fail with: its repository, its config, its name. */
+export type ResolveError =
+  | ConfigNotFound
+  | ConfigUnreadable
+  | ConfigInvalid
+  | NotARepository
+  | InvalidWorldName
+  | WorldNotFound
+  | RegistryError
+
+/** What a world's command can fail with: naming the world, or the command itself (`Protocol.WorldError`). */
+export type CommandError = Protocol.WorldError | ResolveError
+
+/** What reading a project's worlds can fail with. */
+export type ProjectError = ConfigNotFound | ConfigUnreadable | ConfigInvalid | NotARepository | RegistryError
+
+/** A world as a watcher acts on it: its status, its id, its project's main checkout and its last selection. */
+export interface WorldView {
+  readonly id: number
+  readonly mainRoot: string
+  readonly selection: Selection
+  readonly status: WorldStatus
+}
+
+/**
+ * The engine's public shape: everything the CLI can do to worlds, a program can do through this (see
+ * `src/layers/index.ts` for the layers that provide it). Written out, so a change to it is a change seen here.
+ */
+export interface WorldsService {
+  /** Brings a world up; unless `wait` is false, waits until it runs (or its start fails). */
+  readonly up: (
+    ref: WorldRef,
+    selection: Selection,
+    env: Readonly<Record<string, string>>,
+    wait?: boolean,
+    options?: { readonly from?: string | undefined }
+  ) => Effect.Effect<WorldStatus, CommandError>
+  /** Waits until the world runs and answers its status; fails with the start's own error when it failed. */
+  readonly waitReady: (ref: WorldRef) => Effect.Effect<WorldStatus, CommandError>
+  /** Every move of every world's observed state from now on. */
+  readonly changes: Stream.Stream<WorldChange>
+  /** One of the actor protocol's requests, to the world of this id as it is (what the cluster's entity hands on). */
+  readonly tell: (worldId: number, command: Protocol.WorldCommand) => Effect.Effect<void, Protocol.WorldError>
+  readonly idOf: (project: string, slug: string) => Effect.Effect<number | undefined, RegistryError>
+  readonly refOf: (project: string, slug: string) => Effect.Effect<WorldRef | undefined, RegistryError>
+  /** A line in the world's history (an MCP tool's note). */
+  readonly recordEvent: (ref: WorldRef, kind: string, message: string) => Effect.Effect<void, ResolveError>
+  readonly reset: (
+    ref: WorldRef,
+    slices: ReadonlyArray<string>,
+    env: Readonly<Record<string, string>>
+  ) => Effect.Effect<WorldStatus, CommandError>
+  readonly stopServices: (ref: WorldRef, services: ReadonlyArray<string>) => Effect.Effect<WorldStatus, CommandError>
+  readonly restartServices: (
+    ref: WorldRef,
+    services: ReadonlyArray<string>,
+    groups?: ReadonlyArray<string>
+  ) => Effect.Effect<WorldStatus, CommandError>
+  /** The world down (or, with `all`, every world of the project `ref.cwd` is in, or of the machine). */
+  readonly down: (ref: WorldRef, all: boolean) => Effect.Effect<ReadonlyArray<WorldStatus>, CommandError>
+  readonly reload: (
+    ref: WorldRef,
+    env: Readonly<Record<string, string>>,
+    wait?: boolean
+  ) => Effect.Effect<WorldStatus, CommandError>
+  readonly remove: (
+    ref: WorldRef,
+    force: boolean
+  ) => Effect.Effect<{ readonly project: string; readonly name: string; readonly path: string }, CommandError>
+  /** Every world (of the project `cwd` is in, when given). */
+  readonly status: (
+    cwd: string | undefined
+  ) => Effect.Effect<{ readonly worlds: ReadonlyArray<WorldStatus> }, ProjectError>
+  readonly views: (cwd: string | undefined) => Effect.Effect<ReadonlyArray<WorldView>, ProjectError>
+  /** The world's coordinates (ports leased now if it never ran) and the commands its processes last started with. */
+  readonly env: (ref: WorldRef) => Effect.Effect<
+    {
+      readonly world: string
+      readonly vars: Readonly<Record<string, string>>
+      readonly commands: Readonly<Record<string, string>>
+    },
+    ResolveError | PortRangeExhausted
+  >
+  readonly logs: (
+    ref: WorldRef,
+    options: { readonly service?: string | undefined; readonly follow: boolean; readonly lines: number }
+  ) => Stream.Stream<{ readonly service: string; readonly line: string }, ResolveError | InvalidRequest>
+  /** One pass of the reconciler: every world that needs an actor gets one. */
+  readonly reconcile: () => Effect.Effect<void, WorldNotFound | RegistryError>
+  /** how many world actors this engine has started: one per world, however many ask at once */
+  readonly actorsStarted: Effect.Effect<number>
+  readonly rebuildGolden: (
+    ref: WorldRef,
+    service: string,
+    env: Readonly<Record<string, string>>
+  ) => Effect.Effect<WorldStatus, CommandError>
+  readonly gc: (
+    dryRun: boolean,
+    env?: Readonly<Record<string, string>>,
+    automatic?: boolean,
+    goldens?: boolean
+  ) => Effect.Effect<GcReport, InvalidRequest | InternalError | DiskFull>
+  /** Memory is short: the world's processes stop, everything else stays, and it queues to come back. */
+  readonly suspend: (worldId: number, reason: string, requeue?: boolean) => Effect.Effect<void, Protocol.WorldError>
+  /** A request reached a suspended world: queue its resume now. */
+  readonly wake: (worldId: number) => Effect.Effect<void, Protocol.WorldError>
+  /** What berth calls the project `cwd` is in (registering it), and the other repositories of the same name. */
+  readonly projectInfo: (
+    cwd: string
+  ) => Effect.Effect<
+    { readonly name: string; readonly label: string; readonly others: ReadonlyArray<string> },
+    ProjectError
+  >
+}
 
 export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
   scoped: Effect.gen(function* () {
@@ -771,7 +897,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
     /** Every move of every world's observed state from now on (process-compose's state stream, for embedders). */
     const changes: Stream.Stream<WorldChange> = Stream.fromPubSub(moves)
 
-    return {
+    const service: WorldsService = {
       up,
       waitReady,
       changes,
@@ -801,6 +927,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       suspend,
       wake,
       projectInfo
-    } as const
+    }
+    return service
   })
 }) {}
