@@ -415,7 +415,8 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
 
     /**
      * The copies the watchdog fenced while this daemon was frozen or cut off are stopped, whatever their actors saw
-     * (a service killed from outside may be listed failed, or wait to restart): each is taken down here, with an event
+     * (a service killed from outside may be listed failed, or wait to restart; a start the fence cut short leaves the
+     * world failed, still wanted up): each is taken down here, with an event
      * that says why, so that the world's entity starts it again once this machine holds it again, or the cluster runs
      * it elsewhere. A copy left listed as running would never be started again.
      */
@@ -433,7 +434,9 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
       fencedSince = record.at
       for (const id of ids) {
         const w = yield* registry.world(id)
-        if (w === undefined || isAtRest(w.observed)) continue
+        // a copy already stopped and wanted down is counted; one that failed (its start was fenced) is wanted up
+        // still, and would be left failed for good
+        if (w === undefined || (w.desired !== "up" && isAtRest(w.observed))) continue
         yield* registry.addEvent({ worldId: id, service: null, kind: "fenced", message: fencedMessage(record.at) })
         yield* worlds.tell(id, new Down()).pipe(Effect.ignore)
         yield* Effect.logWarning(

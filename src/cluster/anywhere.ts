@@ -122,9 +122,10 @@ export const anywhereLayer = (host: AnywhereHost) =>
 
       // the entity stops here (its shard moved, the daemon stops, the machine leaves): so does its world
       yield* Effect.addFinalizer(() =>
-        stopHere(false, `${host.machine} stopped running it (its daemon stopped, or it left the cluster)`).pipe(
-          Effect.catchAllCause((cause) => Effect.logWarning(`berth cluster: stopping ${entityId} here`, cause))
-        )
+        stopHere(
+          false,
+          `${host.machine} handed it over (its daemon stopped, it left the cluster, or the cluster moved its shard)`
+        ).pipe(Effect.catchAllCause((cause) => Effect.logWarning(`berth cluster: stopping ${entityId} here`, cause)))
       )
 
       /**
