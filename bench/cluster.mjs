@@ -2,12 +2,16 @@
 // test/cluster/netns.mjs) form a cluster on a fresh PostgreSQL database and run --worlds worlds each; then how long
 // `berth status` takes on one machine to list every world of all three, beside the same command before the cluster
 // formed (its own worlds only); the extra latency of a request through another machine's proxy; and failover: --kills
-// times, the daemon of the machine that runs the most of --anywhere worlds brought up with `up --anywhere` is killed
-// (kill -9), timed until every one of them answers through another machine's proxy again, then started again and
-// left to settle. Needs root, iproute2 and PostgreSQL's socket in /var/run/postgresql; `npm run build` first.
-// Usage: node bench/cluster.mjs [--worlds 50] [--runs 20] [--kills 10] [--anywhere 3] [--json]
+// times for each of the --faults, the machine that runs the most of --anywhere worlds brought up with `up --anywhere`
+// suffers the fault, timed until every one of them answers through another machine's proxy again from a process
+// started since (on whichever machine), then is started again and left to settle; meanwhile a sampler (a process of
+// its own) looks at /proc every 50 ms for copies of one world on two machines at once, and reports the longest
+// overlap. Faults: `kill` (kill -9 of the daemon), `freeze` (the daemon stopped 4.5 s: fenced, not given up),
+// `killall` (the daemon and everything else of berth on the machine killed at once, as `pkill -9 -f berth` does,
+// leaving the services). Needs root, iproute2 and PostgreSQL's socket in /var/run/postgresql; `npm run build` first.
+// Usage: node bench/cluster.mjs [--worlds 50] [--runs 20] [--kills 10] [--anywhere 3] [--faults kill,freeze,killall] [--json]
 import { execFileSync, spawn } from "node:child_process"
-import { mkdirSync, writeFileSync } from "node:fs"
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
@@ -21,6 +25,7 @@ const { values: options } = parseArgs({
     runs: { type: "string", default: "20" },
     kills: { type: "string", default: "10" },
     anywhere: { type: "string", default: "3" },
+    faults: { type: "string", default: "kill,freeze,killall" },
     json: { type: "boolean" }
   }
 })
@@ -28,6 +33,13 @@ const worldCount = Number(options.worlds)
 const runs = Number(options.runs)
 const kills = Number(options.kills)
 const anywhereCount = Number(options.anywhere)
+const faults = options.faults.split(",").filter((f) => f !== "")
+for (const f of faults) {
+  if (!["kill", "freeze", "killall"].includes(f)) {
+    console.error(`bench/cluster: no fault ${f} (kill, freeze, killall)`)
+    process.exit(2)
+  }
+}
 const cli = fileURLToPath(new URL("../dist/berth", import.meta.url))
 
 const why = hostsUnavailable()
@@ -45,7 +57,7 @@ const berth = (host, args) =>
   new Promise((resolve, reject) => {
     const child = spawn("ip", ["netns", "exec", host.ns, cli, ...args], {
       cwd: host.repo,
-      env: { ...process.env, BERTH_HOME: host.home, NO_COLOR: "1", BERTH_HTTPS_PORT: "off" },
+      env: { ...process.env, BERTH_HOME: host.home, NO_COLOR: "1", BERTH_HTTPS_PORT: "off", BERTH_YES: "1" },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let out = ""
@@ -73,7 +85,7 @@ const hosts = net.hosts.map((h) => {
   )
   writeFileSync(
     join(repo, "api.js"),
-    `require("node:http").createServer((q, s) => s.end("ok")).listen(Number(process.env.PORT), "127.0.0.1")`
+    `require("node:http").createServer((q, s) => s.end(String(process.pid))).listen(Number(process.env.PORT), "127.0.0.1")`
   )
   commitRepo(repo)
   return { ...h, repo }
@@ -162,22 +174,88 @@ const get = (i, host) => new Promise((resolve, reject) => {
 )
 const [localMs, remoteMs] = JSON.parse(hop)
 
-/** A GET through `host`'s proxy: its status, 0 when nothing answered. */
-const probe = (host, hostname) =>
-  Number(
-    execFileSync(
-      "ip",
-      [
-        "netns",
-        "exec",
-        host.ns,
-        process.execPath,
-        "-e",
-        `require("node:http").get({ host: "127.0.0.1", port: ${proxyPort}, path: "/", headers: { host: "${hostname}" }, timeout: 2000 }, (r) => { r.resume(); console.log(r.statusCode) }).on("error", () => console.log(0)).on("timeout", function () { this.destroy() })`
-      ],
-      { encoding: "utf8" }
-    ).trim() || "0"
+/** A GET through `host`'s proxy: its status (0 when nothing answered) and body (the api's pid). */
+const probe = (host, hostname) => {
+  const [status, body] = execFileSync(
+    "ip",
+    [
+      "netns",
+      "exec",
+      host.ns,
+      process.execPath,
+      "-e",
+      `require("node:http").get({ host: "127.0.0.1", port: ${proxyPort}, path: "/", headers: { host: "${hostname}" }, timeout: 2000 }, (r) => { let b = ""; r.on("data", (d) => (b += d)); r.on("end", () => console.log(r.statusCode + " " + b)) }).on("error", () => console.log("0 -")).on("timeout", function () { this.destroy() })`
+    ],
+    { encoding: "utf8" }
   )
+    .trim()
+    .split(" ")
+  return { status: Number(status) || 0, body: body ?? "" }
+}
+
+/**
+ * A process of its own (the bench's loop blocks on its probes) that looks at /proc every 50 ms for the processes of
+ * each world that runs anywhere (marked by berth, working in a checkout of that name) and counts the machines (homes)
+ * that run one; `stop` answers the longest stretch any world ran on two machines at once (ms) and the samples taken.
+ */
+const startSampler = () => {
+  const script = `
+const fs = require("node:fs")
+const names = ${JSON.stringify(anywhereNames)}
+const since = new Map()
+let longest = 0
+let samples = 0
+const look = () => {
+  samples++
+  const homes = new Map(names.map((n) => [n, new Set()]))
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\\d+$/.test(entry)) continue
+    try {
+      const cwd = fs.readlinkSync("/proc/" + entry + "/cwd")
+      const name = names.find((n) => cwd.endsWith("/" + n))
+      if (name === undefined) continue
+      const mark = fs.readFileSync("/proc/" + entry + "/environ", "latin1").split("\\u0000").find((e) => e.startsWith("BERTH_MARK="))
+      if (mark !== undefined) homes.get(name).add(mark.split(" ").slice(3).join(" "))
+    } catch {}
+  }
+  const now = Date.now()
+  for (const n of names) {
+    if (homes.get(n).size > 1) {
+      if (!since.has(n)) since.set(n, now)
+      longest = Math.max(longest, now - since.get(n) + 50)
+    } else since.delete(n)
+  }
+}
+const timer = setInterval(look, 50)
+process.stdin.on("data", () => { clearInterval(timer); look(); console.log(JSON.stringify({ longest, samples })); process.exit(0) })
+`
+  const child = spawn(process.execPath, ["-e", script], { stdio: ["pipe", "pipe", "inherit"] })
+  let out = ""
+  child.stdout.on("data", (d) => (out += d))
+  return {
+    stop: () =>
+      new Promise((resolve) => {
+        child.on("close", () => resolve(JSON.parse(out)))
+        child.stdin.write("stop\n")
+      })
+  }
+}
+
+/** The pids of the home's processes that are berth's own (the daemon, its watchdog): as `pkill -9 -f berth` finds them. */
+const berthProcesses = (home) => {
+  const found = []
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      if (!readFileSync(`/proc/${entry}/cmdline`, "latin1").includes("berth")) continue
+      if (!readFileSync(`/proc/${entry}/environ`, "latin1").split("\u0000").includes(`BERTH_HOME=${home}`)) continue
+      found.push(Number(entry))
+    } catch {
+      // gone
+    }
+  }
+  return found
+}
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 /** Where each world that runs anywhere runs now, as `observer` sees it; undefined for one that runs nowhere. */
@@ -196,33 +274,66 @@ const settled = async (observer) => {
   }
 }
 
-const failover = []
-if (kills > 0 && anywhereCount > 0) {
-  console.error(`failover: ${anywhereCount} worlds up --anywhere, ${kills} kills…`)
-  for (const name of anywhereNames) await berth(h1, ["up", name, "--anywhere", "-s", "api", "--json"])
-  for (let k = 0; k < kills; k++) {
-    const where = await settled(hosts[(k + 1) % 3])
-    const counts = hosts.map((h) => where.filter((m) => m === h.name).length)
-    const victim = hosts[counts.indexOf(Math.max(...counts))]
-    const observer = hosts.find((h) => h !== victim)
-    const moving = anywhereNames.filter((_, i) => where[i] === victim.name)
-    const pid = Number(
-      execFileSync("cat", [join(victim.home, "daemon.pid")], { encoding: "utf8" })
-        .trim()
-        .split(/\s+/)[0]
-    )
-    const killed = process.hrtime.bigint()
+/** One fault on `victim`'s machine; answers what brings the machine back once its worlds run elsewhere. */
+const inflict = async (fault, victim, pid) => {
+  if (fault === "kill") {
     process.kill(pid, "SIGKILL")
-    // every world it ran answers again through another machine's proxy (the dead machine's proxy died with it)
-    for (const name of moving) while (probe(observer, `api.${name}.shop.localhost`) !== 200) await sleep(50)
-    failover.push(Number(process.hrtime.bigint() - killed) / 1e6)
-    console.error(
-      `  kill ${k + 1}: ${victim.name} ran ${moving.length}; serving again after ${(failover.at(-1) / 1000).toFixed(2)} s`
-    )
-    // the machine comes back (any command starts its daemon) and the cluster settles before the next kill
-    await berth(victim, ["cluster", "status", "--json"])
-    await settled(observer)
-    await sleep(3000)
+    return () => berth(victim, ["cluster", "status", "--json"])
+  }
+  if (fault === "killall") {
+    for (const p of berthProcesses(victim.home)) process.kill(p, "SIGKILL")
+    return () => berth(victim, ["cluster", "status", "--json"])
+  }
+  process.kill(pid, "SIGSTOP")
+  // thawed 4.5 s later, whatever the loop is doing then: fenced by its watchdog, not yet given up by the cluster
+  const thawed = sleep(4_500).then(() => process.kill(pid, "SIGCONT"))
+  return () => thawed
+}
+
+const failover = new Map(faults.map((f) => [f, []]))
+const overlaps = new Map(faults.map((f) => [f, 0]))
+const sampled = new Map(faults.map((f) => [f, 0]))
+if (kills > 0 && anywhereCount > 0) {
+  console.error(
+    `failover: ${anywhereCount} worlds up --anywhere, ${kills} trials of each fault (${faults.join(", ")})…`
+  )
+  for (const name of anywhereNames) await berth(h1, ["up", name, "--anywhere", "-s", "api", "--json"])
+  for (const fault of faults) {
+    for (let k = 0; k < kills; k++) {
+      const where = await settled(hosts[(k + 1) % 3])
+      const counts = hosts.map((h) => where.filter((m) => m === h.name).length)
+      const victim = hosts[counts.indexOf(Math.max(...counts))]
+      const observer = hosts.find((h) => h !== victim)
+      const moving = anywhereNames.filter((_, i) => where[i] === victim.name)
+      const before = new Map(moving.map((name) => [name, probe(observer, `api.${name}.shop.localhost`).body]))
+      const pid = Number(
+        execFileSync("cat", [join(victim.home, "daemon.pid")], { encoding: "utf8" })
+          .trim()
+          .split(/\s+/)[0]
+      )
+      const sampler = startSampler()
+      const started = process.hrtime.bigint()
+      const back = await inflict(fault, victim, pid)
+      // every world it ran answers again through another machine's proxy, from a process started since the fault
+      for (const name of moving) {
+        for (;;) {
+          const r = probe(observer, `api.${name}.shop.localhost`)
+          if (r.status === 200 && r.body !== before.get(name)) break
+          await sleep(50)
+        }
+      }
+      failover.get(fault).push(Number(process.hrtime.bigint() - started) / 1e6)
+      // the machine comes back (any command starts its daemon) and the cluster settles before the next trial
+      await back()
+      await settled(observer)
+      await sleep(3000)
+      const seen = await sampler.stop()
+      overlaps.set(fault, Math.max(overlaps.get(fault), seen.longest))
+      sampled.set(fault, sampled.get(fault) + seen.samples)
+      console.error(
+        `  ${fault} ${k + 1}: ${victim.name} ran ${moving.length}; serving again after ${(failover.get(fault).at(-1) / 1000).toFixed(2)} s; longest overlap ${seen.longest} ms`
+      )
+    }
   }
 }
 
@@ -232,11 +343,14 @@ const rows = [
   summarize("cluster status --json, 3 machines", clusterStatus),
   summarize("a request through this machine's proxy to its own world", localMs),
   summarize("the same to a world of another machine (one hop more)", remoteMs),
-  ...(failover.length === 0
-    ? []
-    : [
-        summarize(`failover: kill -9 until its --anywhere worlds answer elsewhere (${failover.length} kills)`, failover)
-      ])
+  ...faults
+    .filter((f) => failover.get(f).length > 0)
+    .map((f) =>
+      summarize(
+        `failover after ${f}: until its --anywhere worlds answer again (${failover.get(f).length} trials; longest overlap ${overlaps.get(f)} ms in ${sampled.get(f)} samples)`,
+        failover.get(f)
+      )
+    )
 ]
 if (options.json) console.log(JSON.stringify({ worlds: worldCount, runs, rows }, null, 2))
 else {
@@ -244,8 +358,15 @@ else {
   console.log(
     `\nthe hop costs ${(median(remoteMs) - median(localMs)).toFixed(2)} ms at the median (goal ≤ 1 ms); goal for status across 3 machines and 150 worlds: ≤ 200 ms`
   )
-  if (failover.length > 0)
-    console.log(`failover per kill, s: ${failover.map((ms) => (ms / 1000).toFixed(2)).join(", ")} (goal ≤ 10 s)`)
+  for (const f of faults) {
+    if (failover.get(f).length === 0) continue
+    console.log(
+      `failover per ${f}, s: ${failover
+        .get(f)
+        .map((ms) => (ms / 1000).toFixed(2))
+        .join(", ")} (goal ≤ 10 s); longest overlap: ${overlaps.get(f)} ms (goal: none)`
+    )
+  }
 }
 for (const name of anywhereNames) await berth(h1, ["remove", name, "--force"]).catch(() => undefined)
 await Promise.all(hosts.map((h) => berth(h, ["down", "--all"]).catch(() => undefined)))

@@ -18,6 +18,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { readText } from "../domain/knobs.js"
 import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import type * as Model from "../domain/config/model.js"
 import { redact } from "../domain/coordinates.js"
@@ -32,6 +33,7 @@ import {
   transition,
   UNHEALTHY_AFTER_MISSES
 } from "../domain/service-state.js"
+import { Fence } from "../services/Fence.js"
 import { defaultCheck, Health, livenessAttemptMs } from "../services/Health.js"
 import * as LogFiles from "../services/LogFiles.js"
 import { trace } from "../services/trace.js"
@@ -146,6 +148,8 @@ export const runService = (
   Effect.gen(function* () {
     const processes = yield* Processes
     const health = yield* Health
+    // optional: a daemon's worlds have one (a world that runs anywhere ties its groups to the daemon), a test may not
+    const fence = yield* Effect.serviceOption(Fence)
     const { plan } = rt
     const name = plan.service.name
     const check = plan.service.health ?? defaultCheck(plan.port !== undefined)
@@ -225,6 +229,8 @@ export const runService = (
           // the chaos tests' way to stop the daemon in the one gap where a started process is recorded nowhere yet
           if (adopt === undefined && (yield* readText("BERTH_TEST_CRASH_AFTER_SPAWN")) === name)
             process.kill(process.pid, "SIGKILL")
+          // tied before the stop is added: the group is let go of only once it is stopped
+          if (plan.owner !== undefined && Option.isSome(fence)) yield* fence.value.tie(plan.owner.worldId, handle.pgid)
           yield* Effect.addFinalizer(() => processes.stop(handle, plan.service.stopGraceMs))
           adopt = undefined
           yield* apply({ _tag: "Spawned" }, { handle })

@@ -9,6 +9,7 @@
  * a daemon that is not a member works exactly as on one machine.
  */
 import { randomUUID } from "node:crypto"
+import { readFileSync } from "node:fs"
 import { networkInterfaces, hostname } from "node:os"
 import type * as Sharding from "@effect/cluster/Sharding"
 import * as PgClient from "@effect/sql-pg/PgClient"
@@ -58,6 +59,7 @@ import {
   InvalidWorldName,
   MachineUnreachable
 } from "../domain/errors.js"
+import { fencedMessage, fencedReason, newlyFenced, parseFenced } from "../domain/fence.js"
 import { hidePassword } from "../domain/redact.js"
 import { isAtRest } from "../domain/world-state.js"
 import { slugify } from "../domain/names.js"
@@ -192,7 +194,9 @@ const publishable =
   (status: WorldStatus): WorldStatus => ({
     ...status,
     services: status.services.map((s) => ({ ...s, logTail: [] })),
-    ...(anywhere.has(`${status.project}/${status.slug}`) ? { placement: "anywhere" as const } : {})
+    ...(anywhere.has(`${status.project}/${status.slug}`)
+      ? { placement: "anywhere" as const, reason: status.reason ?? fencedReason(status, isAtRest(status.state)) }
+      : {})
   })
 
 export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
@@ -372,6 +376,7 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
             view = { ...view, anywhere }
             // the hold renews only now that what this machine owns is known afresh (the fence's rule reads it)
             hold.beatAt = startedAt
+            yield* countFenced
             yield* tidy(anywhere, settings.name, store)
             const now = Date.now()
             if (dirty || now - lastFull >= FULL_PUBLISH_MS) {
@@ -405,6 +410,41 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
         })
       )
 
+    /** when the last fenced record this daemon counted was made (`domain/fence.ts`) */
+    let fencedSince = 0
+
+    /**
+     * The copies the watchdog fenced while this daemon was frozen or cut off are stopped, whatever their actors saw
+     * (a service killed from outside may be listed failed, or wait to restart; a start the fence cut short leaves the
+     * world failed, still wanted up): each is taken down here, with an event
+     * that says why, so that the world's entity starts it again once this machine holds it again, or the cluster runs
+     * it elsewhere. A copy left listed as running would never be started again.
+     */
+    const countFenced = Effect.gen(function* () {
+      const text = yield* Effect.sync(() => {
+        try {
+          return readFileSync(home.fencedFile, "utf8")
+        } catch {
+          return ""
+        }
+      })
+      const record = parseFenced(text)
+      const ids = newlyFenced(record, process.pid, fencedSince)
+      if (record === undefined || ids.length === 0) return
+      fencedSince = record.at
+      for (const id of ids) {
+        const w = yield* registry.world(id)
+        // a copy already stopped and wanted down is counted; one that failed (its start was fenced) is wanted up
+        // still, and would be left failed for good
+        if (w === undefined || (w.desired !== "up" && isAtRest(w.observed))) continue
+        yield* registry.addEvent({ worldId: id, service: null, kind: "fenced", message: fencedMessage(record.at) })
+        yield* worlds.tell(id, new Down()).pipe(Effect.ignore)
+        yield* Effect.logWarning(
+          `berth cluster: world ${w.name} was fenced here while this daemon was frozen or cut off: it is stopped, and starts again once the cluster gives it back`
+        )
+      }
+    }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("berth cluster: counting fenced copies", cause)))
+
     /**
      * This machine's copies of worlds that run anywhere which it no longer runs and nobody wants here: the world was
      * removed, or another machine took it over while this daemon was away (its copy was stopped, never adopted). They
@@ -429,7 +469,7 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
             if (moveWaiting(Date.now() - waiting.since, view.machines, machine)) {
               // another machine would start it now: it leaves this machine's line, and the placer gives it that one
               yield* worlds.tell(id, new Down()).pipe(Effect.ignore)
-              yield* store.letGo(row.project, row.slug, machine)
+              yield* store.letGo(row.project, row.slug, machine, `it waited in line on ${machine}`)
               yield* Effect.logInfo(`berth cluster: world ${w.name} waited here; another machine has room for it`)
             }
             continue
@@ -890,7 +930,12 @@ export class Cluster extends Effect.Service<Cluster>()("berth/Cluster", {
             const ref = yield* worlds.refOf(row.project, row.slug)
             if (ref === undefined) return
             yield* worlds.down(ref, false)
-            yield* store.letGo(row.project, row.slug, machine)
+            yield* store.letGo(
+              row.project,
+              row.slug,
+              machine,
+              row.desired === "up" ? `${machine}'s daemon stopped` : undefined
+            )
           }).pipe(Effect.ignore),
         { concurrency: "unbounded", discard: true }
       )

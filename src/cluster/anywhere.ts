@@ -70,6 +70,10 @@ export interface AnywhereHost {
 
 const internal = (e: { readonly message: string }) => new InternalError({ reason: e.message })
 
+/** What a world's history says on the machine it moved to. */
+export const movedMessage = (moved: { readonly from: string; readonly at: number; readonly why: string }, to: string) =>
+  `moved to ${to} from ${moved.from} at ${new Date(moved.at).toISOString().slice(11, 19)} UTC: ${moved.why}`
+
 /**
  * Marks (or unmarks) worlds of this machine as copies of worlds that run anywhere: what its fence stops when it is cut
  * off, and what it tidies once the world moved or was removed.
@@ -92,8 +96,11 @@ export const anywhereLayer = (host: AnywhereHost) =>
       const address = parseAnywhereEntityId(entityId)
       let started = false
 
-      /** Stops (or removes) this machine's copy, and says the world no longer runs here. */
-      const stopHere = (remove: boolean) =>
+      /**
+       * Stops (or removes) this machine's copy, and says the world no longer runs here (`why`: it is still wanted up,
+       * and runs elsewhere next: a move its next machine tells of).
+       */
+      const stopHere = (remove: boolean, why?: string) =>
         Effect.gen(function* () {
           if (address === undefined) return
           const id = yield* worlds.idOf(address.project, address.slug)
@@ -110,14 +117,15 @@ export const anywhereLayer = (host: AnywhereHost) =>
             }
           }
           started = false
-          yield* host.store.letGo(address.project, address.slug, host.machine).pipe(Effect.mapError(internal))
+          yield* host.store.letGo(address.project, address.slug, host.machine, why).pipe(Effect.mapError(internal))
         })
 
       // the entity stops here (its shard moved, the daemon stops, the machine leaves): so does its world
       yield* Effect.addFinalizer(() =>
-        stopHere(false).pipe(
-          Effect.catchAllCause((cause) => Effect.logWarning(`berth cluster: stopping ${entityId} here`, cause))
-        )
+        stopHere(
+          false,
+          `${host.machine} handed it over (its daemon stopped, it left the cluster, or the cluster moved its shard)`
+        ).pipe(Effect.catchAllCause((cause) => Effect.logWarning(`berth cluster: stopping ${entityId} here`, cause)))
       )
 
       /**
@@ -154,11 +162,29 @@ export const anywhereLayer = (host: AnywhereHost) =>
           return { cwd: checkout, world: row.name }
         })
 
+      /** The world's history says it moved here, when and from where (once: the row forgets it then). */
+      const tellMove = (id: number, row: AnywhereRow) =>
+        Effect.gen(function* () {
+          const moved = row.moved
+          if (moved === null || moved === undefined || moved.from === host.machine) return
+          yield* registry.addEvent({
+            worldId: id,
+            service: null,
+            kind: "moved",
+            message: movedMessage(moved, host.machine)
+          })
+          yield* host.store.toldMove(row.project, row.slug, moved.from)
+        }).pipe(
+          Effect.catchAllCause((cause) => Effect.logWarning(`berth cluster: telling of ${entityId}'s move`, cause))
+        )
+
       const start = (row: AnywhereRow) =>
         Effect.gen(function* () {
           if (host.draining()) {
             // given to this machine as it stops: it goes back to the placer
-            yield* host.store.letGo(row.project, row.slug, host.machine).pipe(Effect.mapError(internal))
+            yield* host.store
+              .letGo(row.project, row.slug, host.machine, `${host.machine} was stopping`)
+              .pipe(Effect.mapError(internal))
             return yield* new InvalidRequest({
               reason: `machine ${host.machine} is stopping: world ${row.name} runs on another machine shortly`
             })
@@ -172,6 +198,7 @@ export const anywhereLayer = (host: AnywhereHost) =>
             const first = yield* worlds.up(ref, row.selection, row.env, false)
             const id = yield* worlds.idOf(first.project, first.slug)
             if (id !== undefined) yield* markAnywhere(registry, [id], true)
+            if (id !== undefined) yield* tellMove(id, row)
             return yield* worlds.waitReady(ref)
           }).pipe(
             Effect.tapError((e) =>
@@ -253,7 +280,9 @@ export const settle = <A, E, R>(
           yield* store.note(row.project, row.slug, "no machine of the cluster can take it now")
           return undefined
         }
-        if (!(yield* store.reassign(row.project, row.slug, row.owner, to.name))) return undefined
+        // from a machine given up (not from none): a move the next machine tells of
+        const why = row.owner === null ? undefined : `${row.owner} stopped answering the cluster`
+        if (!(yield* store.reassign(row.project, row.slug, row.owner, to.name, why))) return undefined
         owned.set(to.name, (owned.get(to.name) ?? 0) + 1)
         return yield* ask({ ...row, owner: to.name }, to)
       }

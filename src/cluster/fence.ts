@@ -14,11 +14,16 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import { ANYWHERE_SETTING, anywhereIds, timings } from "../domain/cluster.js"
-import { type FenceLease, formatLease, holdUntil } from "../domain/fence.js"
+import { FENCE_GRACE_MS, type FenceLease, formatLease, holdUntil } from "../domain/fence.js"
 import { isAtRest } from "../domain/world-state.js"
 import { Fence } from "../services/Fence.js"
 import { Home } from "../services/Home.js"
 import { Registry } from "../services/Registry.js"
+import { makeHolder } from "./holder.js"
+
+/** How long a service of a world not (yet) marked as one that runs anywhere is looked at again, to be tied then. */
+const TIE_LOOKS = 20
+const TIE_LOOK_MS = 500
 
 /** How often the lease file is brought up to date (it changes with each renewal, every lock refresh). */
 const WRITE_EVERY_MS = 250
@@ -171,6 +176,32 @@ export const installRule = (
       Effect.gen(function* () {
         if (!(yield* anywhere(worldId))) return
         while (!(yield* mayRun(worldId))) yield* Effect.sleep(Duration.millis(100))
+      })
+    )
+    // each service of a world that runs anywhere ends with this daemon, even with nothing of berth left to stop it
+    const home = yield* Home
+    const holder = makeHolder({
+      graceMs: FENCE_GRACE_MS,
+      // BERTH_HOME names whose it is, as the watchdog's does
+      env: { PATH: process.env.PATH ?? "", BERTH_HOME: home.root }
+    })
+    const tie = (pgid: number) =>
+      Effect.acquireRelease(
+        Effect.sync(() => holder.hold(pgid)),
+        () => Effect.sync(() => holder.release(pgid))
+      )
+    yield* fence.installTie((worldId, pgid) =>
+      Effect.gen(function* () {
+        if (!cluster.member()) return
+        if (yield* anywhere(worldId)) return yield* tie(pgid)
+        // a new world is marked as one that runs anywhere once it exists, which its first services may beat: looked
+        // at again for a while, beside the service
+        yield* Effect.gen(function* () {
+          for (let i = 0; i < TIE_LOOKS; i++) {
+            yield* Effect.sleep(Duration.millis(TIE_LOOK_MS))
+            if (yield* anywhere(worldId)) return yield* tie(pgid)
+          }
+        }).pipe(Effect.forkScoped)
       })
     )
   })

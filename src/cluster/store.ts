@@ -36,6 +36,11 @@ export interface AnywhereRow {
   readonly owner: string | null
   /** why the last machine that tried could not start it, until one does */
   readonly reason: string | null
+  /**
+   * the machine it last left without a user asking (given up, stopped, left the cluster), until the next machine to
+   * run it has said so in the world's history (`status`: when it moved, and from where)
+   */
+  readonly moved?: { readonly from: string; readonly at: number; readonly why: string } | null
 }
 
 export interface Machine {
@@ -163,6 +168,9 @@ export const makeStore = Effect.gen(function* () {
         updated_at timestamptz NOT NULL DEFAULT now(),
         PRIMARY KEY (project, slug)
       )`
+      // where a world moved from, until its next machine has said so (a member of an older berth ignores them)
+      yield* sql`ALTER TABLE berth_anywhere ADD COLUMN IF NOT EXISTS moved_from text,
+        ADD COLUMN IF NOT EXISTS moved_at timestamptz, ADD COLUMN IF NOT EXISTS moved_why text`
       yield* sql`CREATE TABLE IF NOT EXISTS berth_slices (
         project text NOT NULL,
         slug text NOT NULL,
@@ -201,6 +209,9 @@ export const makeStore = Effect.gen(function* () {
     generation: string | number
     owner: string | null
     reason: string | null
+    moved_from?: string | null
+    moved_at?: Date | string | null
+    moved_why?: string | null
   }): AnywhereRow => {
     const selection = parsed(r.selection) as AnywhereRow["selection"] | undefined
     const env = parsed(r.env) as AnywhereRow["env"] | undefined
@@ -215,7 +226,15 @@ export const makeStore = Effect.gen(function* () {
       desired: r.desired === "down" || r.desired === "removed" ? r.desired : "up",
       generation: Number(r.generation),
       owner: r.owner,
-      reason: r.reason
+      reason: r.reason,
+      moved:
+        r.moved_from === null || r.moved_from === undefined
+          ? null
+          : {
+              from: r.moved_from,
+              at: r.moved_at === null || r.moved_at === undefined ? 0 : new Date(r.moved_at).getTime(),
+              why: r.moved_why ?? ""
+            }
     }
   }
 
@@ -231,7 +250,7 @@ export const makeStore = Effect.gen(function* () {
 
   /** What a user asked of a world that runs anywhere: a new one, or its desired state, selection and environment. */
   const want = (
-    w: Omit<AnywhereRow, "generation" | "owner" | "desired" | "reason"> & { readonly desired: "up" }
+    w: Omit<AnywhereRow, "generation" | "owner" | "desired" | "reason" | "moved"> & { readonly desired: "up" }
   ): Effect.Effect<void, SqlError> =>
     sql`INSERT INTO berth_anywhere (project, slug, name, branch, remote, selection, env, desired)
       VALUES (${w.project}, ${w.slug}, ${w.name}, ${w.branch}, ${w.remote}, ${JSON.stringify(w.selection)}::jsonb,
@@ -239,21 +258,36 @@ export const makeStore = Effect.gen(function* () {
       ON CONFLICT (project, slug) DO UPDATE SET selection = excluded.selection, env = excluded.env,
         branch = excluded.branch, remote = excluded.remote, desired = 'up', updated_at = now()`.pipe(Effect.asVoid)
 
+  // taken down or removed by a user: where it ran before is no move to tell of
   const setDesired = (project: string, slug: string, desired: AnywhereDesired) =>
-    sql`UPDATE berth_anywhere SET desired = ${desired}, updated_at = now()
-      WHERE project = ${project} AND slug = ${slug}`.pipe(Effect.asVoid)
+    (desired === "up"
+      ? sql`UPDATE berth_anywhere SET desired = ${desired}, updated_at = now()
+          WHERE project = ${project} AND slug = ${slug}`
+      : sql`UPDATE berth_anywhere SET desired = ${desired}, updated_at = now(), moved_from = NULL
+          WHERE project = ${project} AND slug = ${slug}`
+    ).pipe(Effect.asVoid)
 
   /**
    * The placer gives the world to `to` (a new generation), or to no machine (null), if its owner is still `from`: two
    * placers deciding at once (a singleton that moves) cannot both win. True when this one did.
    */
-  const reassign = (project: string, slug: string, from: string | null, to: string | null) =>
+  const reassign = (project: string, slug: string, from: string | null, to: string | null, why?: string) =>
     Effect.map(
-      sql<{ generation: string | number }>`UPDATE berth_anywhere
-        SET owner = ${to}, generation = generation + ${to === null ? 0 : 1}, updated_at = now()
-        WHERE project = ${project} AND slug = ${slug} AND owner IS NOT DISTINCT FROM ${from} RETURNING generation`,
+      from !== null && why !== undefined
+        ? sql<{ generation: string | number }>`UPDATE berth_anywhere
+            SET owner = ${to}, generation = generation + ${to === null ? 0 : 1}, updated_at = now(),
+              moved_from = ${from}, moved_at = now(), moved_why = ${why}
+            WHERE project = ${project} AND slug = ${slug} AND owner = ${from} RETURNING generation`
+        : sql<{ generation: string | number }>`UPDATE berth_anywhere
+            SET owner = ${to}, generation = generation + ${to === null ? 0 : 1}, updated_at = now()
+            WHERE project = ${project} AND slug = ${slug} AND owner IS NOT DISTINCT FROM ${from} RETURNING generation`,
       (rows) => rows.length > 0
     )
+
+  /** The machine that runs the world now has told of its move (`moved`) in the world's history. */
+  const toldMove = (project: string, slug: string, from: string) =>
+    sql`UPDATE berth_anywhere SET moved_from = NULL
+      WHERE project = ${project} AND slug = ${slug} AND moved_from = ${from}`.pipe(Effect.asVoid)
 
   /** A world wanted removed that no machine holds any more goes. */
   const forget = (project: string, slug: string) =>
@@ -285,11 +319,16 @@ export const makeStore = Effect.gen(function* () {
     sql`UPDATE berth_anywhere SET reason = ${reason} WHERE project = ${project} AND slug = ${slug}`.pipe(Effect.asVoid)
 
   /** `machine` no longer runs the world (it stopped it); a row wanted removed goes with it. */
-  const letGo = (project: string, slug: string, machine: string) =>
+  const letGo = (project: string, slug: string, machine: string, why?: string) =>
     sql.withTransaction(
       Effect.gen(function* () {
-        yield* sql`UPDATE berth_anywhere SET owner = NULL, updated_at = now()
-          WHERE project = ${project} AND slug = ${slug} AND owner = ${machine}`
+        // `why`: the machine let go of a world still wanted up, which runs elsewhere next (a move to tell of)
+        yield* why === undefined
+          ? sql`UPDATE berth_anywhere SET owner = NULL, updated_at = now()
+              WHERE project = ${project} AND slug = ${slug} AND owner = ${machine}`
+          : sql`UPDATE berth_anywhere SET owner = NULL, updated_at = now(), moved_from = ${machine}, moved_at = now(),
+                moved_why = ${why}
+              WHERE project = ${project} AND slug = ${slug} AND owner = ${machine}`
         yield* forget(project, slug)
       })
     )
@@ -510,6 +549,7 @@ export const makeStore = Effect.gen(function* () {
     want,
     setDesired,
     reassign,
+    toldMove,
     forget,
     sliceOrphans,
     clearOrphan,

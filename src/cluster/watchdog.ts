@@ -6,8 +6,8 @@
  *
  * Plain Node on purpose: no Effect, no bundle of berth's, so it starts in milliseconds and costs little memory.
  */
-import { appendFileSync, readdirSync, readFileSync } from "node:fs"
-import { FENCE_GRACE_MS, parseLease, watchStep } from "../domain/fence.js"
+import { appendFileSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs"
+import { FENCE_GRACE_MS, formatFenced, parseLease, watchStep } from "../domain/fence.js"
 import { MARK_VARIABLE, markIn } from "../domain/marks.js"
 import { isDefunct, parseStat } from "../domain/proc.js"
 import { homePaths } from "../services/homePaths.js"
@@ -73,6 +73,19 @@ const main = async (home: string, serves: { readonly daemon: number; readonly se
         for (const pgid of groups) signalGroup(pgid, "SIGTERM")
         await sleep(FENCE_GRACE_MS)
         for (const pgid of groups) signalGroup(pgid, "SIGKILL")
+        // for the daemon, when it thaws: these copies are stopped, whatever its actors last saw
+        try {
+          const text = formatFenced({
+            daemon: serves.daemon,
+            session: serves.session,
+            at: Date.now(),
+            worlds: step.worlds
+          })
+          writeFileSync(`${paths.fencedFile}.${serves.session}`, text, { mode: 0o600 })
+          renameSync(`${paths.fencedFile}.${serves.session}`, paths.fencedFile)
+        } catch {
+          // the daemon then sees its services exit, as any exit
+        }
         log(
           `stopped the processes of worlds ${step.worlds.join(", ")} (groups ${groups.join(", ")}): the daemon (pid ${serves.daemon}) ` +
             `last renewed its hold on them in the cluster too long ago (it is frozen, cut off or gone), and another ` +

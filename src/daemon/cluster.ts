@@ -10,6 +10,8 @@ import type { Cluster, RemoteWorld } from "../cluster/Cluster.js"
 import type { AnywhereRow } from "../cluster/store.js"
 import type { ProxyInfo, Router } from "../services/proxy/Router.js"
 import { currentCopies, machineState, UNREACHABLE } from "../domain/cluster.js"
+import { fencedReason } from "../domain/fence.js"
+import { isAtRest } from "../domain/world-state.js"
 import type { ClusterStatus, WorldStatus } from "./api.js"
 
 /** How long a command to another machine's world waits to see the outcome published, and how often it looks. */
@@ -130,7 +132,9 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster, router: Route
       const anywhere = new Set((yield* cluster.view).anywhere.map((r) => `${r.project}/${r.slug}`))
       if (others.length === 0 && anywhere.size === 0) return local
       const here = local.worlds.map((w) =>
-        anywhere.has(`${w.project}/${w.slug}`) ? { ...w, placement: "anywhere" as const } : w
+        anywhere.has(`${w.project}/${w.slug}`)
+          ? { ...w, placement: "anywhere" as const, reason: w.reason ?? fencedReason(w, isAtRest(w.state)) }
+          : w
       )
       return { worlds: [...here, ...others] }
     })

@@ -106,3 +106,57 @@ export const watchStep = (input: {
   if (now >= lease.until) return { _tag: "Fence", worlds: lease.worlds, home: lease.home, thenExit: !daemonAlive }
   return { _tag: "Wait" }
 }
+
+/**
+ * What a watchdog fenced: the worlds whose processes it stopped, when, for which daemon and session. The daemon reads
+ * it when it thaws (or is back on the network): those copies are stopped, whatever its actors last saw of them, and
+ * are started again only once this machine holds the worlds again (or given up, to run elsewhere).
+ */
+export interface FencedRecord {
+  readonly daemon: number
+  readonly session: string
+  /** epoch ms */
+  readonly at: number
+  readonly worlds: ReadonlyArray<number>
+}
+
+export const formatFenced = (record: FencedRecord): string => `${JSON.stringify(record)}\n`
+
+export const parseFenced = (text: string): FencedRecord | undefined => {
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    return undefined
+  }
+  if (typeof value !== "object" || value === null) return undefined
+  const v = value as Record<string, unknown>
+  if (!isInt(v.daemon) || typeof v.session !== "string" || !isInt(v.at)) return undefined
+  if (!Array.isArray(v.worlds) || !v.worlds.every(isInt)) return undefined
+  return { daemon: v.daemon, session: v.session, at: v.at, worlds: v.worlds }
+}
+
+/**
+ * The worlds of a fenced record that a daemon (`daemon`, whose last handled record was made at `since`) has still to
+ * count as stopped: another daemon's record, or one already handled, asks nothing.
+ */
+export const newlyFenced = (record: FencedRecord | undefined, daemon: number, since: number): ReadonlyArray<number> =>
+  record === undefined || record.daemon !== daemon || record.at <= since ? [] : record.worlds
+
+/** What a world's history says of a copy the watchdog fenced at `at` (its local time, for `status`). */
+export const fencedMessage = (at: number): string =>
+  `this machine's copy was fenced at ${new Date(at).toISOString().slice(11, 19)} UTC: the daemon had not renewed its hold in the cluster in time (frozen, or cut off), so the watchdog stopped the world's processes; it starts again here once the cluster gives the world back, or runs on another machine`
+
+/**
+ * Why a copy of a world that runs anywhere is stopped, when the watchdog fenced it: its latest event but the stop that
+ * followed is the fence's (`Cluster` records it). Null otherwise. (Plain: the watchdog's bundle includes this module.)
+ */
+export const fencedReason = (
+  w: { readonly events: ReadonlyArray<{ readonly kind: string; readonly message: string }> },
+  /** the world is at rest (stopped, failed, …): a copy that runs again is no longer the fenced one */
+  atRest: boolean
+): string | null => {
+  if (!atRest) return null
+  const last = w.events.find((e) => e.kind !== "stopped")
+  return last?.kind === "fenced" ? last.message : null
+}

@@ -13,6 +13,8 @@ export interface HomePaths {
   readonly daemonLog: string
   /** a cluster member's lease on its worlds that run anywhere, for its watchdog (`domain/fence.ts`) */
   readonly fenceFile: string
+  /** what the watchdog last fenced (`domain/fence.ts`): the daemon counts those copies as stopped when it thaws */
+  readonly fencedFile: string
   readonly logs: string
   /** the berth.toml contents allowed to run commands */
   readonly consentFile: string
@@ -27,6 +29,7 @@ export const homePaths = (root: string): HomePaths => ({
   pidFile: join(root, "daemon.pid"),
   daemonLog: join(root, "daemon.log"),
   fenceFile: join(root, "fence.json"),
+  fencedFile: join(root, "fenced.json"),
   logs: join(root, "logs"),
   consentFile: join(root, "allowed"),
   serviceLog: (worldId, service) => join(root, "logs", String(worldId), `${service}.log`)

@@ -2,6 +2,11 @@ import { describe, expect, it } from "@effect/vitest"
 import * as FastCheck from "effect/FastCheck"
 import {
   BEAT_HOLD_MS,
+  fencedMessage,
+  fencedReason,
+  formatFenced,
+  newlyFenced,
+  parseFenced,
   holdUntil,
   FENCE_MARGIN_MS,
   type FenceLease,
@@ -92,5 +97,40 @@ describe("the fence", () => {
         }
       )
     )
+  })
+
+  it("reads back what the watchdog fenced, and nothing that is not a record", () => {
+    const record = { daemon: 4242, session: "a1b2", at: 1_700_000_000_000, worlds: [3, 7] }
+    expect(parseFenced(formatFenced(record))).toEqual(record)
+    for (const text of [
+      "",
+      "{",
+      "null",
+      JSON.stringify({ ...record, worlds: ["3"] }),
+      JSON.stringify({ ...record, at: 1.5 })
+    ]) {
+      expect(parseFenced(text)).toBeUndefined()
+    }
+  })
+
+  it("counts a fenced record once, and only for the daemon it was made for", () => {
+    const record = { daemon: 4242, session: "a1b2", at: 5_000, worlds: [3, 7] }
+    expect(newlyFenced(record, 4242, 0)).toEqual([3, 7])
+    // handled already (a later session of the same daemon reads it again)
+    expect(newlyFenced(record, 4242, 5_000)).toEqual([])
+    // a daemon before this one was fenced: its copies were never this daemon's
+    expect(newlyFenced(record, 4243, 0)).toEqual([])
+    expect(newlyFenced(undefined, 4242, 0)).toEqual([])
+  })
+
+  it("says a stopped copy was fenced while the fence's event is its latest but the stop", () => {
+    const fenced = { kind: "fenced", message: fencedMessage(0) }
+    const stopped = { kind: "stopped", message: "stopped api" }
+    expect(fencedReason({ events: [stopped, fenced] }, true)).toBe(fenced.message)
+    expect(fenced.message).toContain("fenced at 00:00:00 UTC")
+    // running again, or started since: no longer the fenced copy
+    expect(fencedReason({ events: [stopped, fenced] }, false)).toBeNull()
+    expect(fencedReason({ events: [stopped, { kind: "restarted", message: "" }, fenced] }, true)).toBeNull()
+    expect(fencedReason({ events: [] }, true)).toBeNull()
   })
 })
