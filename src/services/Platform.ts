@@ -73,7 +73,7 @@ export interface MemoryReading {
 export interface PortListeners {
   /** every socket listening on the port this user can see; undefined when the platform cannot tell */
   readonly listening: ReadonlyArray<string> | undefined
-  /** those of them the group's processes hold */
+  /** sockets the group's processes hold: at least those of `listening` they hold (/proc lists all they have open) */
   readonly groupSockets: ReadonlyArray<string>
   /** a member's sockets could not be read (a setuid program): it may hold the listener */
   readonly groupUnreadable: boolean
