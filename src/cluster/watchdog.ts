@@ -6,12 +6,13 @@
  *
  * Plain Node on purpose: no Effect, no bundle of berth's, so it starts in milliseconds and costs little memory.
  */
-import { appendFileSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs"
+import { appendFileSync, readFileSync, renameSync, writeFileSync } from "node:fs"
 import { FENCE_GRACE_MS, formatFenced, parseLease, watchStep } from "../domain/fence.js"
-import { MARK_VARIABLE, markIn } from "../domain/marks.js"
-import { isDefunct, parseStat } from "../domain/proc.js"
+import { MARK_VARIABLE, parseMark } from "../domain/marks.js"
 import { homePaths } from "../services/homePaths.js"
 import { pidAlive } from "../services/pids.js"
+import { procEnvirons } from "../services/platformProc.js"
+import { psEnvirons } from "../services/platformPs.js"
 
 const TICK_MS = 200
 /** while a lease stays stale, the machine is looked through again this often (a process may have been forked since) */
@@ -25,19 +26,16 @@ const read = (path: string, encoding: "utf8" | "latin1"): string | undefined => 
   }
 }
 
-/** The process groups of every live process marked as one of `worlds` of `home`. */
+/** The process groups of every live process marked as one of `worlds` of `home`, read as the Platform would. */
 const groupsOf = (worlds: ReadonlyArray<number>, home: string): ReadonlyArray<number> => {
   const groups = new Set<number>()
-  const own = process.pid
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry) || Number(entry) === own) continue
-    const environ = read(`/proc/${entry}/environ`, "latin1")
-    if (environ === undefined || !environ.includes(`${MARK_VARIABLE}=`)) continue
-    const mark = markIn(environ)
+  const marked = process.platform === "linux" ? procEnvirons([MARK_VARIABLE]) : psEnvirons([MARK_VARIABLE])
+  for (const p of marked) {
+    if (p.pid === process.pid || p.pgid <= 1) continue
+    const value = p.values.get(MARK_VARIABLE)
+    const mark = value === undefined ? undefined : parseMark(value)
     if (mark === undefined || mark.home !== home || !worlds.includes(mark.world)) continue
-    const stat = parseStat(read(`/proc/${entry}/stat`, "utf8") ?? "")
-    if (stat === undefined || isDefunct(stat) || stat.pgrp <= 1) continue
-    groups.add(stat.pgrp)
+    groups.add(p.pgid)
   }
   return [...groups]
 }

@@ -1,26 +1,20 @@
 /**
  * The daemon's state stream (`Watch`): a snapshot of the worlds, the line and the machine, then one message per
  * observed change. It follows what already announces change — the registry's writes, the gate's line, every world's
- * moves — and reads the machine, and each world's CPU and memory from /proc, every few seconds only while someone
+ * moves — and reads the machine, and each world's CPU and memory from the Platform, every few seconds only while someone
  * watches. A burst of changes (an `up` writes many rows) is read once, 100 ms after it began.
  */
-import { readdirSync, readFileSync } from "node:fs"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import { Worlds } from "../actors/Worlds.js"
 import { Cluster } from "../cluster/Cluster.js"
 import { describeWait } from "../domain/admission.js"
 import { remoteWorldId } from "../domain/cluster.js"
-import {
-  diffWorlds,
-  type ProcUsage,
-  parseUsage,
-  sampleUsage,
-  type UsageSample,
-  usageBetween
-} from "../domain/dashboard.js"
+import { diffWorlds, type ProcUsage, sampleUsage, type UsageSample, usageBetween } from "../domain/dashboard.js"
 import { Admission } from "../services/Admission.js"
+import { Platform, platformHere } from "../services/Platform.js"
 import { Registry } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
 import {
@@ -42,30 +36,9 @@ import { makeClusterViews } from "./cluster.js"
 export const READINGS_EVERY_MS = 2_000
 /** How long a burst of changes is gathered before the worlds are read again. */
 const GATHER_MS = 100
-/** Linux's USER_HZ and page size on the machines berth runs on (x86-64, arm64 with 4 KiB pages). */
-const TICKS_PER_SECOND = 100
-const PAGE_SIZE = 4096
-
-/** Every process's cost, from /proc (nothing where there is no /proc). */
-const readProcesses = (): Array<ProcUsage> => {
-  let entries: Array<string>
-  try {
-    entries = readdirSync("/proc")
-  } catch {
-    return []
-  }
-  const out: Array<ProcUsage> = []
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      const usage = parseUsage(readFileSync(`/proc/${entry}/stat`, "utf8"))
-      if (usage !== undefined) out.push(usage)
-    } catch {
-      // gone since the listing
-    }
-  }
-  return out
-}
+/** The Platform reads CPU in milliseconds and memory in bytes: the units `usageBetween` is given. */
+const MS_PER_SECOND = 1000
+const BYTE = 1
 
 /** The stream of one watcher: of every world, or of the project `cwd` is in. */
 export const watch = (cwd: string | undefined) =>
@@ -75,6 +48,13 @@ export const watch = (cwd: string | undefined) =>
       const registry = yield* Registry
       const admission = yield* Admission
       const router = yield* Router
+      // the Platform when the caller's context holds it, else the one of the machine (the daemon's RPC context is
+      // narrowed to what the other streams need, and both are the machine's Platform there)
+      const platform = Option.getOrElse(yield* Effect.serviceOption(Platform), () => platformHere)
+      /** every process's cost, in the units of `ProcUsage` the dashboard sums (ticks of 1 ms, pages of 1 byte) */
+      const readProcesses: Effect.Effect<ReadonlyArray<ProcUsage>> = Effect.map(platform.costs, (costs) =>
+        costs.map((c) => ({ pid: c.pid, pgrp: c.pgid, ticks: c.cpuMs, rssPages: c.rssBytes }))
+      )
 
       // an engine without the cluster (EmbedLive) watches its own worlds only
       const cluster = yield* Effect.serviceOption(Cluster)
@@ -135,14 +115,15 @@ export const watch = (cwd: string | undefined) =>
 
       /** The shown worlds' process groups, read from their services' rows: pgid → world id. */
       const readUsage = (shown: ReadonlyArray<WatchedWorld>, before: UsageSample | undefined) =>
-        Effect.map(registry.services(), (rows) => {
+        Effect.gen(function* () {
+          const rows = yield* registry.services()
           const ids = new Set(shown.map((w) => w.id))
           const groups = new Map<number, number>()
           for (const s of rows) if (s.pgid !== null && ids.has(s.worldId)) groups.set(s.pgid, s.worldId)
-          const sample = sampleUsage(Date.now(), groups.size === 0 ? [] : readProcesses(), groups)
+          const sample = sampleUsage(Date.now(), groups.size === 0 ? [] : yield* readProcesses, groups)
           return {
             sample,
-            usage: usageBetween(before, sample, TICKS_PER_SECOND, PAGE_SIZE).map((u) => new WorldUsage(u))
+            usage: usageBetween(before, sample, MS_PER_SECOND, BYTE).map((u) => new WorldUsage(u))
           }
         })
 

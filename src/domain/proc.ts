@@ -1,7 +1,7 @@
 /**
- * Pure parsing of Linux `/proc` text. Reading the files is the job of `services/Processes` (and of `services/Health`
- * for sockets); keeping the parsing here lets the tricky cases (a comm holding spaces, parentheses or a newline) be
- * tested without a process to match.
+ * Pure parsing of Linux `/proc` text. Reading the files is the job of `services/platformProc.ts`, the Linux
+ * implementation of the Platform and the only module that reads /proc; keeping the parsing here lets the tricky cases
+ * (a comm holding spaces, parentheses or a newline) be tested without a process to match.
  */
 
 /** The fields of `/proc/<pid>/stat` berth needs to tell a process, its group and its identity over time. */

@@ -64,6 +64,11 @@ export const psDefunct = (stat: string): boolean => stat.startsWith("Z") || stat
 export interface LsofListener {
   readonly command: string
   readonly pid: number
+  /**
+   * the socket, as the DEVICE column names it: its inode on Linux (the number /proc names it by), a kernel address
+   * (`0x…`) on macOS. It tells two listeners on one port apart and finds who else holds the same socket.
+   */
+  readonly socket: string
   /** the local address as lsof names it: `*`, `127.0.0.1`, `[::1]`, … */
   readonly address: string
   readonly port: number
@@ -83,8 +88,109 @@ export const parseLsofListen = (text: string): ReadonlyArray<LsofListener> =>
     if (pid === undefined || state !== "(LISTEN)" || name === undefined || cols[0] === undefined) return []
     const m = /^(.*):(\d{1,5})$/.exec(name)
     if (m === null) return []
-    return [{ command: cols[0], pid, address: m[1] ?? "", port: Number(m[2]) }]
+    return [{ command: unescapeLsof(cols[0]), pid, socket: cols[5] ?? "", address: m[1] ?? "", port: Number(m[2]) }]
   })
+
+/** lsof prints a byte it will not show as `\xHH` (a space in a command name is `\x20`). */
+const unescapeLsof = (text: string): string =>
+  text.replace(/\\x([0-9a-fA-F]{2})/g, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)))
+
+// environments: `ps eww`
+
+/** One row of `ps eww -A -o pid=,pgid=,stat=,command=`: the command line, then the environment. */
+export interface PsEnvironRow {
+  readonly pid: number
+  readonly pgid: number
+  readonly stat: string
+  /** the arguments followed by the environment's `NAME=value` entries, separated by single spaces */
+  readonly text: string
+}
+
+/** The rows of `ps eww -A -o pid=,pgid=,stat=,command=`; a line that does not read as one is skipped. */
+export const parsePsEnvironRows = (text: string): ReadonlyArray<PsEnvironRow> =>
+  text.split("\n").flatMap((line) => {
+    const m = /^\s*(\d+)\s+(\d+)\s+([A-Za-z][^\s]*)\s(.*)$/.exec(line)
+    if (m === null) return []
+    return [{ pid: Number(m[1]), pgid: Number(m[2]), stat: m[3] ?? "", text: m[4] ?? "" }]
+  })
+
+/**
+ * The value of variable `name` in what `ps eww` prints for a process: its command line, then `NAME=value` entries
+ * separated by spaces, with nothing quoted. A value runs to the next ` OTHER=`, so one that itself holds a space
+ * followed by something shaped like `WORD=` reads short — the nearest `ps` comes to /proc's NUL-separated environ.
+ * The last occurrence wins: the environment follows the arguments, which may mention the name too. Undefined when the
+ * text does not carry it.
+ */
+export const psEnvironValue = (text: string, name: string): string | undefined => {
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) return undefined
+  const last = [...text.matchAll(new RegExp(`(?:^|\\s)${name}=`, "g"))].at(-1)
+  if (last === undefined) return undefined
+  const rest = text.slice(last.index + last[0].length)
+  const next = /\s[A-Za-z_][A-Za-z0-9_]*=/.exec(rest)
+  return next === null ? rest.trimEnd() : rest.slice(0, next.index)
+}
+
+// cost: `ps -o time=,rss=`
+
+/** One row of `ps -A -o pid=,pgid=,time=,rss=`. */
+export interface PsCostRow {
+  readonly pid: number
+  readonly pgid: number
+  /** CPU used so far, user and system */
+  readonly cpuMs: number
+  /** resident memory (`rss` is in KiB on both procps and macOS) */
+  readonly rssBytes: number
+}
+
+/**
+ * `time` as `ps` prints it → milliseconds: procps `[DD-]HH:MM:SS` (whole seconds), macOS `MM:SS.cc` (minutes may pass
+ * 59, hundredths of a second). Undefined when it is not one.
+ */
+export const parsePsTime = (text: string): number | undefined => {
+  const m = /^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$/.exec(text.trim())
+  if (m === null) return undefined
+  const [days, hours, minutes, seconds] = [m[1], m[2], m[3], m[4]].map((x) => Number(x ?? 0)) as [
+    number,
+    number,
+    number,
+    number
+  ]
+  return Math.round((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
+}
+
+/** The rows of `ps -A -o pid=,pgid=,time=,rss=`; a line that does not read as one is skipped. */
+export const parsePsCost = (text: string): ReadonlyArray<PsCostRow> =>
+  text.split("\n").flatMap((line) => {
+    const [pidText, pgidText, time, rss] = line.trim().split(/\s+/)
+    const pid = integer(pidText)
+    const pgid = integer(pgidText)
+    const cpuMs = time === undefined ? undefined : parsePsTime(time)
+    const kib = integer(rss)
+    if (pid === undefined || pgid === undefined || cpuMs === undefined || kib === undefined) return []
+    return [{ pid, pgid, cpuMs, rssBytes: kib * 1024 }]
+  })
+
+/**
+ * The local port range from `sysctl -n`: Linux's `net.ipv4.ip_local_port_range` (`32768\t60999`), or macOS's
+ * `net.inet.ip.portrange.first` and `.last` asked together (one per line); the form without `-n`
+ * (`net.inet.ip.portrange.first: 49152`) is read too. Undefined unless two ordered ports.
+ */
+export const parsePortRange = (text: string): { readonly from: number; readonly to: number } | undefined => {
+  const numbers = text
+    .trim()
+    .split("\n")
+    .flatMap((line) =>
+      line
+        .replace(/^[\w.]+\s*[:=]\s*/, "")
+        .trim()
+        .split(/\s+/)
+    )
+    .filter((n) => n !== "")
+  const [from, to] = numbers.map(integer)
+  return numbers.length === 2 && from !== undefined && to !== undefined && from <= to && to <= 65_535
+    ? { from, to }
+    : undefined
+}
 
 // macOS memory: there is no /proc/meminfo there
 

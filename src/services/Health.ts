@@ -4,12 +4,11 @@
  * yet". Every attempt is bounded in time and releases what it opened (sockets, processes, file handles) even when it
  * is interrupted, so a caller may race `waitHealthy` against the process exiting.
  *
- * A check passing proves only that something answers: `listenerJudge` tells from /proc whose listener it was, so the
+ * A check passing proves only that something answers: `listenerJudge` asks the Platform whose listener it was, so the
  * ServiceActor does not take another process's answer for its service's.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { closeSync, openSync, readdirSync, readlinkSync, readSync } from "node:fs"
-import { open, readdir, readFile, readlink } from "node:fs/promises"
+import { open } from "node:fs/promises"
 import * as http from "node:http"
 import * as net from "node:net"
 import { StringDecoder } from "node:string_decoder"
@@ -22,16 +21,8 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import { defaults, type HealthCheck } from "../domain/config/model.js"
-import { Platform } from "./Platform.js"
-import {
-  judgeListener,
-  leadingListeners,
-  type ListenerHolder,
-  type ListenerVerdict,
-  listeningInodes,
-  parseStat,
-  socketInode
-} from "../domain/proc.js"
+import { Platform, type PlatformService } from "./Platform.js"
+import { judgeListener, type ListenerHolder, type ListenerVerdict } from "../domain/proc.js"
 
 export interface ProbeContext {
   /** the service's port: http and tcp checks need one */
@@ -321,90 +312,6 @@ const attempt = (check: HealthCheck, ctx: ProbeContext, attemptMs?: number): Eff
   }
 }
 
-const readText = (file: string): Promise<string | undefined> => readFile(file, "utf8").catch(() => undefined)
-
-const errorCode = (e: unknown): string | undefined =>
-  typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? e.code : undefined
-
-/**
- * The socket inodes a process holds open; undefined when its fds are not ours to read. A process that is gone, or
- * dying (the kernel drops its fd table before it turns zombie), holds nothing.
- */
-const socketsOf = async (pid: number): Promise<ReadonlyArray<string> | undefined> => {
-  let fds: Array<string>
-  try {
-    fds = await readdir(`/proc/${pid}/fd`)
-  } catch (e) {
-    const code = errorCode(e)
-    return code === "EACCES" || code === "EPERM" ? undefined : []
-  }
-  const links = await Promise.all(fds.map((fd) => readlink(`/proc/${pid}/fd/${fd}`).catch(() => "")))
-  return links.flatMap((link) => socketInode(link) ?? [])
-}
-
-/** Every readable process outside `group` that holds one of `inodes`, and its start time and command line. */
-const findHolder = async (
-  inodes: ReadonlyArray<string>,
-  group: ReadonlyArray<number>
-): Promise<ListenerHolder | undefined> => {
-  const pids = (await readdir("/proc").catch((): Array<string> => [])).filter((n) => /^\d+$/.test(n)).map(Number)
-  for (const pid of pids) {
-    if (group.includes(pid)) continue
-    const sockets = await socketsOf(pid)
-    if (sockets === undefined || !sockets.some((inode) => inodes.includes(inode))) continue
-    const stat = parseStat((await readText(`/proc/${pid}/stat`)) ?? "")
-    if (stat === undefined) continue
-    const cmdline = ((await readText(`/proc/${pid}/cmdline`)) ?? "").replaceAll("\u0000", " ").trim()
-    const command = cmdline.length > 80 ? `${cmdline.slice(0, 77)}...` : cmdline || stat.comm
-    return { pid, startTime: stat.startTime, command }
-  }
-  return undefined
-}
-
-/** `socketsOf`, read synchronously: the few processes of one service, where the thread pool costs more than the reading. */
-const socketsOfSync = (pid: number): ReadonlyArray<string> => {
-  try {
-    return readdirSync(`/proc/${pid}/fd`).flatMap((fd) => {
-      try {
-        return socketInode(readlinkSync(`/proc/${pid}/fd/${fd}`)) ?? []
-      } catch {
-        return []
-      }
-    })
-  } catch {
-    return []
-  }
-}
-
-/**
- * Whether one of a /proc/net/tcp table's listeners is `wanted`, reading it 4 KiB at a time and only as far as needed:
- * the listeners come first, and reading on into the connections makes the kernel walk its whole table of them (about
- * 10 ms a table here, however few it holds). Undefined when the table cannot be read.
- */
-const hasListener = (table: string, wanted: (s: { readonly inode: string; readonly port: number }) => boolean) => {
-  let fd: number
-  try {
-    fd = openSync(table, "r")
-  } catch {
-    return undefined
-  }
-  try {
-    const chunk = Buffer.allocUnsafe(4096)
-    let text = ""
-    for (;;) {
-      const n = readSync(fd, chunk, 0, chunk.length, null)
-      text += chunk.toString("latin1", 0, n)
-      const { sockets, complete } = leadingListeners(n === 0 ? `${text}\n` : text)
-      if (sockets.some(wanted)) return true
-      if (complete || n === 0) return false
-    }
-  } catch {
-    return undefined
-  } finally {
-    closeSync(fd)
-  }
-}
-
 /** how often a starting service's port is tried while it waits for something to listen there */
 const LISTENER_POLL_MS = 10
 
@@ -474,32 +381,19 @@ const makeListenerWait = () => {
  * the pids of the service's group each time its check passes. Finding the holder of a socket outside the group scans
  * every process's fds, so it is remembered per socket: a service waiting behind another's listener costs one scan.
  */
-const makeListenerJudge = (port: number, serviceStartTime: string) =>
+const makeListenerJudge = (platform: PlatformService, port: number, serviceStartTime: string) =>
   Effect.sync(() => {
     const holders = new Map<string, ListenerHolder | undefined>()
-    /** part of the group can prove the listener ours, never someone else's: cheap, so it is asked first */
-    const partOfGroup = (pids: ReadonlyArray<number>): ListenerVerdict => {
-      const sockets = new Set(pids.flatMap(socketsOfSync))
-      const mine = (s: { readonly inode: string; readonly port: number }) => s.port === port && sockets.has(s.inode)
-      return sockets.size > 0 && ["/proc/net/tcp", "/proc/net/tcp6"].some((t) => hasListener(t, mine) === true)
-        ? { _tag: "Ours" }
-        : { _tag: "Unknown" }
-    }
     return (group: ReadonlyArray<number>, options?: { readonly partial?: boolean }): Effect.Effect<ListenerVerdict> =>
+      // part of the group can prove the listener ours, never someone else's: cheap, so it is asked first
       options?.partial === true
-        ? Effect.sync(() => partOfGroup(group))
-        : Effect.promise(async () => {
-            const tables = await Promise.all(["/proc/net/tcp", "/proc/net/tcp6"].map(readText))
-            const listening = tables.every((t) => t === undefined)
-              ? undefined
-              : tables.flatMap((t) => (t === undefined ? [] : listeningInodes(t, port)))
-            const perMember = await Promise.all(group.map(socketsOf))
-            const groupSockets = perMember.flatMap((s) => s ?? [])
-            const groupUnreadable = perMember.some((s) => s === undefined)
+        ? Effect.map(platform.listensOn(group, port), (ours): ListenerVerdict => ({ _tag: ours ? "Ours" : "Unknown" }))
+        : Effect.gen(function* () {
+            const { listening, groupSockets, groupUnreadable } = yield* platform.portListeners(port, group)
             let holder: ListenerHolder | undefined
             if (listening !== undefined && listening.length > 0 && !listening.some((i) => groupSockets.includes(i))) {
               const key = [...listening].sort().join(",")
-              if (!holders.has(key)) holders.set(key, await findHolder(listening, group))
+              if (!holders.has(key)) holders.set(key, yield* platform.socketHolder(listening, group))
               holder = holders.get(key)
             }
             return judgeListener({ listening, groupSockets, groupUnreadable, holder, serviceStartTime })
@@ -629,7 +523,7 @@ const make = Effect.gen(function* () {
     waitHealthy,
     defaultCheck,
     makeLogWatcher,
-    listenerJudge: makeListenerJudge,
+    listenerJudge: (port: number, serviceStartTime: string) => makeListenerJudge(platform, port, serviceStartTime),
     listeningPorts: platform.listeningPorts
   } satisfies HealthService
 })

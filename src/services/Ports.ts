@@ -5,7 +5,6 @@
  * and persist through `down`; before reuse each is re-checked, and one taken from outside meanwhile is replaced (with
  * an event naming the holder) — never two processes on one port. One allocation runs at a time.
  */
-import { readdirSync, readFileSync, readlinkSync } from "node:fs"
 import * as net from "node:net"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -13,6 +12,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import { defaultPortRange, type PortRange, planPorts, portKey } from "../domain/ports.js"
 import { type DiskFull, type InternalError, PortRangeExhausted } from "../domain/errors.js"
+import { Platform, type PlatformService } from "./Platform.js"
 import { Registry } from "./Registry.js"
 
 const RANGE_SETTING = "ports.range"
@@ -34,45 +34,17 @@ export const canBindOn = (port: number, host: string) =>
 export const canBind = (port: number) =>
   Effect.zipWith(canBindOn(port, "127.0.0.1"), canBindOn(port, "::1"), (a, b) => a && b, { concurrent: true })
 
-/** Who listens on `port`, from /proc (Linux); undefined where the OS does not tell. */
-export const portHolder = (port: number): string | undefined => {
-  try {
-    const hex = port.toString(16).toUpperCase().padStart(4, "0")
-    const inodes = new Set<string>()
-    for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
-      for (const line of readFileSync(table, "utf8").split("\n").slice(1)) {
-        const cols = line.trim().split(/\s+/)
-        // local address is ADDR:PORT in hex; state 0A is LISTEN
-        if (cols[1]?.endsWith(`:${hex}`) && cols[3] === "0A" && cols[9] !== undefined) inodes.add(cols[9])
-      }
-    }
-    if (inodes.size === 0) return undefined
-    for (const pid of readdirSync("/proc")) {
-      if (!/^\d+$/.test(pid)) continue
-      let fds: Array<string>
-      try {
-        fds = readdirSync(`/proc/${pid}/fd`)
-      } catch {
-        continue
-      }
-      for (const fd of fds) {
-        try {
-          const target = readlinkSync(`/proc/${pid}/fd/${fd}`)
-          const inode = /^socket:\[(\d+)\]$/.exec(target)?.[1]
-          if (inode !== undefined && inodes.has(inode)) {
-            const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\u0000", " ").trim()
-            return `pid ${pid} (${cmd.length > 80 ? `${cmd.slice(0, 77)}...` : cmd})`
-          }
-        } catch {
-          // the process or fd went away meanwhile
-        }
-      }
-    }
-    return "a process berth cannot see"
-  } catch {
-    return undefined
-  }
-}
+/**
+ * Who listens on `port`, as the Platform tells it: `pid N (command)`, or that someone berth cannot see does;
+ * undefined when nothing is seen listening (the port may be bound without a listener, or the platform cannot tell).
+ */
+export const portHolder = (platform: PlatformService, port: number): Effect.Effect<string | undefined> =>
+  Effect.gen(function* () {
+    const { listening } = yield* platform.portListeners(port, [])
+    if (listening === undefined || listening.length === 0) return undefined
+    const holder = yield* platform.socketHolder(listening, [])
+    return holder === undefined ? "a process berth cannot see" : `pid ${holder.pid} (${holder.command})`
+  })
 
 export interface PortRequest {
   readonly service: string
@@ -90,7 +62,7 @@ export interface ReplacedLease {
   /** the port's name ("" for the service's main port) */
   readonly name: string
   readonly port: number
-  /** who holds the port now, where /proc tells */
+  /** who holds the port now, where the Platform tells */
   readonly holder: string | undefined
 }
 
@@ -117,6 +89,7 @@ export class Ports extends Context.Tag("berth/Ports")<Ports, PortsService>() {}
 
 const make = Effect.gen(function* () {
   const registry = yield* Registry
+  const platform = yield* Platform
   const lock = yield* Effect.makeSemaphore(1)
 
   const range = Effect.fn("Ports.range")(function* () {
@@ -165,7 +138,7 @@ const make = Effect.gen(function* () {
             taken.add(port)
             if (existing.get(key(q)) === port) {
               existing.delete(key(q))
-              replaced.push({ service: q.service, name: q.name, port, holder: portHolder(port) })
+              replaced.push({ service: q.service, name: q.name, port, holder: yield* portHolder(platform, port) })
             }
             retry = true
           }
@@ -190,4 +163,4 @@ const make = Effect.gen(function* () {
   return { range, setRange, allocate, release } satisfies PortsService
 })
 
-export const PortsLive: Layer.Layer<Ports, never, Registry> = Layer.effect(Ports, make)
+export const PortsLive: Layer.Layer<Ports, never, Registry | Platform> = Layer.effect(Ports, make)

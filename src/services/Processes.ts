@@ -8,7 +8,6 @@
  */
 import * as childProcess from "node:child_process"
 import * as fs from "node:fs"
-import * as fsp from "node:fs/promises"
 import * as nodePath from "node:path"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
@@ -18,7 +17,7 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import { MARK_VARIABLE, type MarkedProcess, markIn } from "../domain/marks.js"
+import { MARK_VARIABLE, type MarkedProcess, parseMark } from "../domain/marks.js"
 import { Platform, type ProcessEntry } from "./Platform.js"
 
 export interface SpawnSpec {
@@ -412,20 +411,12 @@ const make = Effect.gen(function* () {
   const spawnScoped = (spec: SpawnSpec, graceMs: number): Effect.Effect<ProcessHandle, SpawnFailed, Scope.Scope> =>
     Effect.acquireRelease(spawn(spec), (handle) => stop(handle, graceMs))
 
-  /** The live processes that could be a service's (not a zombie, not in our own group) with their environment. */
-  const environs = Effect.flatMap(scanProc(), (stats) =>
-    Effect.promise(() =>
-      Promise.all(
-        stats
-          .filter((stat) => !stat.defunct && signalable(stat.pgid))
-          .map((stat) =>
-            fsp.readFile(`/proc/${stat.pid}/environ`, "latin1").then(
-              (text) => ({ stat, environ: `\u0000${text}` }),
-              () => ({ stat, environ: "" })
-            )
-          )
-      )
-    )
+  /**
+   * The live processes that could be a service's (not a zombie, not in our own group) carrying a one-off command's
+   * marker or a service's mark, with those variables, as the Platform reads environments.
+   */
+  const environs = Effect.map(platform.environs([ONESHOT_VARIABLE, MARK_VARIABLE]), (all) =>
+    all.filter((p) => signalable(p.pgid))
   )
 
   /**
@@ -434,16 +425,18 @@ const make = Effect.gen(function* () {
    * this daemon starts any of its own.
    */
   const sweepOneShots = Effect.fn("Processes.sweepOneShots")(function* (marker: string) {
-    const needle = `\u0000${ONESHOT_VARIABLE}=${marker}\u0000`
-    const groups = new Set((yield* environs).filter((p) => p.environ.includes(needle)).map((p) => p.stat.pgid))
+    const groups = new Set(
+      (yield* environs).filter((p) => p.values.get(ONESHOT_VARIABLE) === marker).map((p) => p.pgid)
+    )
     for (const pgid of groups) yield* signal(-pgid, "SIGKILL")
     return groups.size
   })
 
   const marked = Effect.map(environs, (all) =>
-    all.flatMap(({ environ, stat }) => {
-      const mark = environ.includes(`\u0000${MARK_VARIABLE}=`) ? markIn(environ) : undefined
-      return mark === undefined ? [] : [{ pid: stat.pid, pgid: stat.pgid, mark }]
+    all.flatMap(({ pid, pgid, values }) => {
+      const value = values.get(MARK_VARIABLE)
+      const mark = value === undefined ? undefined : parseMark(value)
+      return mark === undefined ? [] : [{ pid, pgid, mark }]
     })
   )
 

@@ -8,7 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Fiber from "effect/Fiber"
 import type { HealthCheck } from "../../src/domain/config/model.js"
-import { PlatformLive } from "../../src/services/Platform.js"
+import { Platform, PlatformLive, procPlatform, psPlatformLinux } from "../../src/services/Platform.js"
 import {
   defaultCheck,
   Health,
@@ -186,37 +186,6 @@ layer(HealthLive.pipe(Layer.provide(PlatformLive)), { excludeTestServices: true 
         expect(yield* health.probe(slow, context({ port }))).toBe(false)
         const live = yield* health.prober(slow, context({ port }), { attemptMs: livenessAttemptMs(slow) })
         expect(yield* live).toBe(true)
-      })
-    )
-  })
-
-  describe("listener", () => {
-    it.scoped("tells the group's listener from another process's, and says when it cannot tell", () =>
-      Effect.gen(function* () {
-        const health = yield* Health
-        const port = yield* listen(tracked(net.createServer()), "127.0.0.1")
-        const self = readFileSync("/proc/self/stat", "utf8")
-        const selfStart = self.slice(self.lastIndexOf(")") + 2).split(" ")[19]!
-        // this process is the group: the listener is ours
-        const ours = yield* health.listenerJudge(port, selfStart)
-        expect(yield* ours([process.pid])).toEqual({ _tag: "Ours" })
-        // a service started after this process, whose group does not hold it: this process is the foreign holder
-        const later = yield* health.listenerJudge(port, `${BigInt(selfStart) + 1n}`)
-        const verdict = yield* later([])
-        expect(verdict._tag).toBe("Foreign")
-        if (verdict._tag === "Foreign") expect(verdict.holder.pid).toBe(process.pid)
-        // asked again: the same answer (from what it remembered)
-        expect((yield* later([]))._tag).toBe("Foreign")
-        // started before the holder: a helper it spawned may hold it
-        const earlier = yield* health.listenerJudge(port, "0")
-        expect(yield* earlier([])).toEqual({ _tag: "Unknown" })
-        // nobody listens
-        const none = yield* health.listenerJudge(yield* closedPort, selfStart)
-        expect(yield* none([process.pid])).toEqual({ _tag: "Unknown" })
-        // part of the group proves the listener ours, and never names a holder: one outside that part may be a member
-        expect(yield* ours([process.pid], { partial: true })).toEqual({ _tag: "Ours" })
-        expect(yield* later([], { partial: true })).toEqual({ _tag: "Unknown" })
-        expect(yield* none([process.pid], { partial: true })).toEqual({ _tag: "Unknown" })
       })
     )
   })
@@ -442,4 +411,48 @@ layer(HealthLive.pipe(Layer.provide(PlatformLive)), { excludeTestServices: true 
       })
     )
   })
+})
+
+/**
+ * The listener proof runs on both Linux implementations of the Platform: /proc (socket inodes) and `lsof` (the
+ * commands macOS answers with). They must reach the same verdicts here.
+ */
+describe.each([procPlatform, psPlatformLinux])("Health's listener proof on $name", (platform) => {
+  layer(HealthLive.pipe(Layer.provide(Layer.succeed(Platform, platform))), { excludeTestServices: true })(
+    "listener",
+    (it) => {
+      it.scoped("tells the group's listener from another process's, and says when it cannot tell", () =>
+        Effect.gen(function* () {
+          const health = yield* Health
+          const port = yield* listen(tracked(net.createServer()), "127.0.0.1")
+          // a start time as this Platform reads it (/proc's ticks since boot, ps's seconds since the epoch)
+          const selfStart = (yield* platform.startTime(process.pid)) ?? ""
+          // this process is the group: the listener is ours
+          const ours = yield* health.listenerJudge(port, selfStart)
+          expect(yield* ours([process.pid])).toEqual({ _tag: "Ours" })
+          // a service started after this process, whose group does not hold it: this process is the foreign holder
+          const later = yield* health.listenerJudge(port, `${BigInt(selfStart) + 1n}`)
+          const verdict = yield* later([])
+          expect(verdict._tag).toBe("Foreign")
+          if (verdict._tag === "Foreign") {
+            expect(verdict.holder.pid).toBe(process.pid)
+            expect(verdict.holder.startTime).toBe(selfStart)
+            expect(verdict.holder.command).toContain("node")
+          }
+          // asked again: the same answer (from what it remembered)
+          expect((yield* later([]))._tag).toBe("Foreign")
+          // started before the holder: a helper it spawned may hold it
+          const earlier = yield* health.listenerJudge(port, "0")
+          expect(yield* earlier([])).toEqual({ _tag: "Unknown" })
+          // nobody listens
+          const none = yield* health.listenerJudge(yield* closedPort, selfStart)
+          expect(yield* none([process.pid])).toEqual({ _tag: "Unknown" })
+          // part of the group proves the listener ours, and never names a holder: one outside that part may be a member
+          expect(yield* ours([process.pid], { partial: true })).toEqual({ _tag: "Ours" })
+          expect(yield* later([], { partial: true })).toEqual({ _tag: "Unknown" })
+          expect(yield* none([process.pid], { partial: true })).toEqual({ _tag: "Unknown" })
+        })
+      )
+    }
+  )
 })

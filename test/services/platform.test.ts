@@ -1,11 +1,13 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import * as childProcess from "node:child_process"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { Platform, type PlatformService, procPlatform, psPlatformLinux } from "../../src/services/Platform.js"
+import { portHolder } from "../../src/services/Ports.js"
 import { Processes, ProcessesLive } from "../../src/services/Processes.js"
 
 /**
@@ -42,12 +44,13 @@ afterAll(() => {
   fs.rmSync(root, { recursive: true, force: true })
 })
 
-/** A group of its own: a node leader listening on a port, with a `sleep` child. */
-const startGroup = (): Promise<Group> =>
+/** A group of its own: a node leader listening on a port, with a `sleep` child; `env` added to their environment. */
+const startGroup = (env: Record<string, string> = {}): Promise<Group> =>
   new Promise((resolve, reject) => {
     const leader = childProcess.spawn(process.execPath, ["-e", leaderScript], {
       detached: true,
-      stdio: ["ignore", "pipe", "inherit"]
+      stdio: ["ignore", "pipe", "inherit"],
+      env: { ...process.env, ...env }
     })
     if (leader.pid !== undefined) groups.push(leader.pid)
     leader.once("error", reject)
@@ -137,6 +140,75 @@ describe("the Platform on /proc and on ps/lsof", () => {
         members = await ask(platform, (p) => p.groupMembers(g.leader))
       }
       expect(members).toEqual([])
+    }
+  })
+
+  it("agree on listeners, their holders, environments, costs and the port range", async () => {
+    const mark = `k3x9 7 web ${root}/a home with spaces`
+    const g = await startGroup({ BERTH_MARK: mark, BERTH_ONESHOT: "7f3a" })
+    const closed = await new Promise<number>((resolve) => {
+      const server = net.createServer().listen(0, "127.0.0.1", () => {
+        const { port } = server.address() as net.AddressInfo
+        server.close(() => resolve(port))
+      })
+    })
+    const ours = [g.leader, g.child]
+    const answers = await Promise.all(
+      [procPlatform, psPlatformLinux].map((p) =>
+        ask(p, (platform) =>
+          Effect.gen(function* () {
+            const listening = yield* platform.portListeners(g.port, [g.leader])
+            return {
+              leaderListens: yield* platform.listensOn([g.leader], g.port),
+              childListens: yield* platform.listensOn([g.child], g.port),
+              listening,
+              holder: yield* platform.socketHolder(listening.listening ?? [], []),
+              heldByGroup: yield* platform.socketHolder(listening.listening ?? [], [g.leader]),
+              holderText: yield* portHolder(platform, g.port),
+              closedHolder: yield* portHolder(platform, closed),
+              listeners: (yield* platform.listeners).filter((l) => l.port === g.port),
+              environs: (yield* platform.environs(["BERTH_MARK", "BERTH_ONESHOT", "BERTH_NOT_SET"]))
+                .filter((e) => ours.includes(e.pid))
+                .map((e) => ({ pid: e.pid, pgid: e.pgid, values: Object.fromEntries(e.values) }))
+                .sort((a, b) => a.pid - b.pid),
+              costs: (yield* platform.costs).filter((c) => ours.includes(c.pid)).sort((a, b) => a.pid - b.pid),
+              ephemeral: yield* platform.ephemeralPorts,
+              start: yield* platform.startTime(g.leader)
+            }
+          })
+        )
+      )
+    )
+    const [proc, ps] = answers
+    if (proc === undefined || ps === undefined) throw new Error("both implementations answer")
+    for (const a of answers) {
+      expect(a.leaderListens).toBe(true)
+      expect(a.childListens).toBe(false)
+      // lsof names a socket on Linux by its inode, as /proc does
+      expect(a.listening.listening?.length).toBe(1)
+      // /proc lists every socket the group holds, lsof only its listeners: the listener is among them on both
+      expect(a.listening.groupSockets).toEqual(expect.arrayContaining([...(a.listening.listening ?? ["none"])]))
+      expect(a.listening.groupUnreadable).toBe(false)
+      expect(a.holder).toMatchObject({ pid: g.leader, startTime: a.start })
+      expect(a.holder?.command).toContain("node")
+      expect(a.heldByGroup).toBeUndefined()
+      expect(a.holderText?.startsWith(`pid ${g.leader} (`)).toBe(true)
+      expect(a.closedHolder).toBeUndefined()
+      expect(a.listeners).toEqual([{ port: g.port, pid: g.leader, pgid: g.leader, command: "node" }])
+      expect(a.environs).toEqual(
+        ours.map((pid) => ({ pid, pgid: g.leader, values: { BERTH_MARK: mark, BERTH_ONESHOT: "7f3a" } }))
+      )
+      expect(a.costs.map((c) => [c.pid, c.pgid])).toEqual(ours.map((pid) => [pid, g.leader]))
+      expect(a.costs[0]?.rssBytes).toBeGreaterThan(0)
+    }
+    expect(ps.listening.listening).toEqual(proc.listening.listening)
+    expect(ps.ephemeral).toEqual(proc.ephemeral)
+    expect(proc.ephemeral?.from).toBeGreaterThan(0)
+    // CPU to the second on ps, to the tick on /proc; memory read a moment apart
+    for (const [i, c] of proc.costs.entries()) {
+      expect(Math.abs((ps.costs[i]?.cpuMs ?? -1) - c.cpuMs)).toBeLessThanOrEqual(1_000)
+      expect(ps.costs[i]?.rssBytes).toBeGreaterThan(c.rssBytes / 2)
+      expect(ps.costs[i]?.rssBytes).toBeLessThan(c.rssBytes * 2)
     }
   })
 

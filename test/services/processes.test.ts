@@ -8,7 +8,7 @@ import * as Layer from "effect/Layer"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import { isDefunct, type ProcStat, parseStat } from "../../src/domain/proc.js"
-import { PlatformLive } from "../../src/services/Platform.js"
+import { Platform, procPlatform, psPlatformLinux } from "../../src/services/Platform.js"
 import { type ProcessHandle, Processes, ProcessesLive, type SpawnSpec } from "../../src/services/Processes.js"
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "berth-processes-"))
@@ -89,11 +89,24 @@ const waitFor = <E, R>(what: string, check: Effect.Effect<boolean, E, R>, ms = 5
 
 const commsOf = (pids: ReadonlyArray<number>) => pids.map((pid) => statOf(pid)?.comm)
 
-describe("Processes", () => {
+/**
+ * Every case runs on both Linux implementations of the Platform: /proc, and the `ps` commands macOS answers with. They
+ * must behave alike here, so the path macOS takes is exercised where berth is tested.
+ */
+const platforms = [
+  { name: "/proc", platform: procPlatform, exported: "procPlatform" },
+  { name: "ps", platform: psPlatformLinux, exported: "psPlatformLinux" }
+] as const
+
+describe.each(platforms)("Processes on $name", ({ platform, exported }) => {
+  // each implementation's cases write their own files
+  const own = (file: string) => `${exported}-${file}`
+  const PlatformHere = Layer.succeed(Platform, platform)
+
   it.live("writes stdout and stderr into the log file, appending, with mode 0600", () =>
     Effect.gen(function* () {
       const p = yield* Processes
-      const s = spec("echo out; echo err >&2", { logFile: path.join(root, "deep", "er", "svc.log") })
+      const s = spec("echo out; echo err >&2", { logFile: path.join(root, "deep", "er", own("svc.log")) })
       const first = yield* spawn(s)
       expect(first.pgid).toBe(first.pid)
       expect(yield* p.awaitExit(first)).toEqual({ code: 0, signal: null })
@@ -101,7 +114,7 @@ describe("Processes", () => {
       expect(yield* p.exits(second)).toEqual({ code: 0, signal: null })
       expect(fs.readFileSync(s.logFile, "utf8")).toBe("out\nerr\nout\nerr\n")
       expect(fs.statSync(s.logFile).mode & 0o777).toBe(0o600)
-    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformHere))))
   )
 
   it.live("applies cwd and env, passes env values as data and inherits nothing from the daemon", () =>
@@ -118,7 +131,7 @@ describe("Processes", () => {
       expect(yield* p.awaitExit(h)).toEqual({ code: 3, signal: null })
       expect(fs.readFileSync(s.logFile, "utf8")).toBe(`${fs.realpathSync(cwd)}\n${tricky}\n[]\n`)
       expect(Option.getOrThrow(yield* p.exitStatus(h))).toEqual({ code: 3, signal: null })
-    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformHere))))
   )
 
   it.live("fails with SpawnFailed when the cwd is missing or the log file cannot be written", () =>
@@ -135,7 +148,7 @@ describe("Processes", () => {
       const badLog = yield* Effect.flip(spawn(spec("true", { logFile: path.join(notAFolder, "x.log") })))
       expect(badLog._tag).toBe("SpawnFailed")
       expect(badLog.message).toMatch(/^cannot start `true` in .*: log file .*x\.log: /)
-    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformHere))))
   )
 
   it.live("kills a group that ignores SIGTERM, grandchildren included, once the grace ends", () =>
@@ -158,7 +171,7 @@ describe("Processes", () => {
       expect(yield* p.isAlive(h)).toBe(false)
       expect(yield* p.isRunning(h)).toBe(false)
       expect(yield* p.awaitExit(h)).toEqual({ code: null, signal: "SIGKILL" })
-    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformHere))))
   )
 
   it.live("family: the leader and its descendants in its group, read from the leader down; none once it is gone", () =>
@@ -177,7 +190,7 @@ describe("Processes", () => {
       expect([...family].sort()).toEqual([...members].sort())
       yield* p.stop(h, 200)
       expect(yield* p.family(h)).toEqual([])
-    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformHere))))
   )
 
   it.live("also kills a descendant that moved to a session of its own", () =>
@@ -207,7 +220,7 @@ describe("Processes", () => {
       expect(yield* p.stop(h, 200)).toEqual({ _tag: "Killed" })
       expect(lives(shell.pid, shell.startTime)).toBe(false)
       expect(lives(sleeper.pid, sleeper.startTime)).toBe(false)
-    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformHere))))
   )
 
   it.live("a command that forks and exits 0 is still running through its group, and stop kills the orphan", () =>
@@ -231,7 +244,7 @@ describe("Processes", () => {
       expect(yield* p.stop(h, 2_000)).toEqual({ _tag: "Exited" })
       expect(yield* p.groupMembers(h.pgid)).toEqual([])
       expect(yield* p.isRunning(h)).toBe(false)
-    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformHere))))
   )
 
   it.live("isAlive is false for a start time that does not match, a dead pid and a pid that never was", () =>
@@ -254,7 +267,7 @@ describe("Processes", () => {
       expect(yield* p.isRunning(never)).toBe(false)
       expect(yield* p.stop(never, 100)).toEqual({ _tag: "Exited" })
       expect(yield* p.stop(h, 1_000)).toEqual({ _tag: "Exited" })
-    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformHere))))
   )
 
   it.live("a service outlives the scope that spawned it", () =>
@@ -265,7 +278,7 @@ describe("Processes", () => {
       // its own session and group: no terminal hang-up or Ctrl-C of the daemon's group reaches it
       expect(statOf(h.pid)).toMatchObject({ session: h.pid, pgrp: h.pid })
       expect(yield* p.stop(h, 1_000)).toEqual({ _tag: "Exited" })
-    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformHere))))
   )
 
   it.live(
@@ -273,15 +286,15 @@ describe("Processes", () => {
     () =>
       Effect.gen(function* () {
         const p = yield* Processes
-        const logFile = path.join(root, "logs", "outlive.log")
+        const logFile = path.join(root, "logs", own("outlive.log"))
         const script = `
         import * as Effect from "effect/Effect"
         import * as Layer from "effect/Layer"
-        import { PlatformLive } from "./src/services/Platform.js"
+        import { Platform, ${exported} } from "./src/services/Platform.js"
         import { Processes, ProcessesLive } from "./src/services/Processes.js"
         const spawn = Effect.flatMap(Processes, (p) =>
           p.spawn({ command: "sleep 1000", cwd: ${JSON.stringify(root)}, env: {}, logFile: ${JSON.stringify(logFile)} }))
-        const h = await Effect.runPromise(spawn.pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive)))))
+        const h = await Effect.runPromise(spawn.pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(Layer.succeed(Platform, ${exported}))))))
         console.log(JSON.stringify(h))
       `
         const out = yield* Effect.promise(
@@ -303,7 +316,7 @@ describe("Processes", () => {
         const exit = yield* Effect.fork(p.awaitExit(h))
         expect(yield* p.stop(h, 1_000)).toEqual({ _tag: "Exited" })
         expect(yield* exit.await).toEqual(Exit.succeed({ code: null, signal: null }))
-      }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive)))),
+      }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformHere)))),
     30_000
   )
 
@@ -315,7 +328,7 @@ describe("Processes", () => {
       )
       expect(yield* p.isRunning(h)).toBe(false)
       expect(yield* p.awaitExit(h)).toEqual({ code: null, signal: "SIGTERM" })
-    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformHere))))
   )
 
   // a TestClock nobody advances, inside an uninterruptible region: stop must end on its own deadline
@@ -337,6 +350,6 @@ describe("Processes", () => {
       expect(yield* p.awaitExit(h)).toEqual({ code: null, signal: "SIGKILL" })
       // a process already gone: stop answers at once, without waiting out the grace on a clock nobody advances
       expect(yield* Effect.uninterruptible(p.stop(h, 200))).toEqual({ _tag: "Exited" })
-    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformLive))))
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformHere))))
   )
 })

@@ -6,9 +6,14 @@ import {
   parseLsofListen,
   parseLstart,
   parseMemsize,
+  parsePortRange,
+  parsePsCost,
+  parsePsEnvironRows,
   parsePsRows,
+  parsePsTime,
   parseVmStat,
-  psDefunct
+  psDefunct,
+  psEnvironValue
 } from "../../src/domain/psText.js"
 
 /** A fixture's text without its header (the `#` lines saying where it came from): what the command printed. */
@@ -54,8 +59,8 @@ describe("parsePsRows on Linux (procps)", () => {
 describe("parseLsofListen on Linux", () => {
   it("reads IPv4 and IPv6 listeners of a recorded output", () => {
     expect(parseLsofListen(fixture("linux/lsof-listen.txt"))).toEqual([
-      { command: "python3", pid: 23656, address: "127.0.0.1", port: 35811 },
-      { command: "python3", pid: 23657, address: "[::1]", port: 43191 }
+      { command: "python3", pid: 23656, socket: "599097", address: "127.0.0.1", port: 35811 },
+      { command: "python3", pid: 23657, socket: "599093", address: "[::1]", port: 43191 }
     ])
   })
   it("skips a socket with no port and a line that is not a listener", () => {
@@ -67,15 +72,76 @@ describe("parseLsofListen on Linux", () => {
   })
 })
 
+describe("environments from ps eww", () => {
+  it("reads a recorded Linux table: each variable's value, a value with spaces, a zombie's row", () => {
+    const rows = parsePsEnvironRows(fixture("linux/ps-environ.txt"))
+    expect(rows.map((r) => r.pid)).toEqual([14967, 14974, 15254, 15255, 15261, 15262])
+    const leader = rows.find((r) => r.pid === 15254)
+    expect(leader).toMatchObject({ pgid: 15254, stat: "Ss" })
+    expect(psEnvironValue(leader?.text ?? "", "BERTH_MARK")).toBe("k3x9 7 web /home/ada/My Projects/.berth")
+    expect(psEnvironValue(leader?.text ?? "", "BERTH_PROJECT")).toBe("shop")
+    expect(psEnvironValue(leader?.text ?? "", "BERTH_WORLD")).toBe("feature-x")
+    expect(psEnvironValue(leader?.text ?? "", "BERTH_ONESHOT")).toBeUndefined()
+    expect(psEnvironValue(rows.find((r) => r.pid === 15261)?.text ?? "", "BERTH_ONESHOT")).toBe("7f3a")
+    expect(psDefunct(rows.find((r) => r.pid === 15255)?.stat ?? "")).toBe(true)
+  })
+
+  it("takes the environment's value over the arguments' mention, and no longer name ending in it", () => {
+    expect(psEnvironValue("env BERTH_MARK=x sh BERTH_MARK=a 1 b /h PATH=/bin", "BERTH_MARK")).toBe("a 1 b /h")
+    expect(psEnvironValue("sh NOT_BERTH_MARK=a", "BERTH_MARK")).toBeUndefined()
+    expect(psEnvironValue("BERTH_MARK=last", "BERTH_MARK")).toBe("last")
+    expect(psEnvironValue("sh X=1", "BAD NAME")).toBeUndefined()
+  })
+})
+
+describe("cost from ps -o time=,rss=", () => {
+  it("reads procps's [DD-]HH:MM:SS and macOS's MM:SS.cc", () => {
+    expect(parsePsTime("00:04:18")).toBe(258_000)
+    expect(parsePsTime("2-01:00:05")).toBe((49 * 3600 + 5) * 1000)
+    expect(parsePsTime("123:45.67")).toBe((123 * 60 + 45.67) * 1000)
+    expect(parsePsTime("0:00.52")).toBe(520)
+    expect(parsePsTime("")).toBeUndefined()
+    expect(parsePsTime("1:2:3:4")).toBeUndefined()
+  })
+
+  it("reads a recorded Linux table", () => {
+    expect(parsePsCost(fixture("linux/ps-cost.txt"))).toEqual([
+      { pid: 1, pgid: 0, cpuMs: 39_000, rssBytes: 13412 * 1024 },
+      { pid: 83, pgid: 0, cpuMs: 258_000, rssBytes: 0 },
+      { pid: 2230, pgid: 2230, cpuMs: 0, rssBytes: 29784 * 1024 },
+      { pid: 2250, pgid: 2250, cpuMs: 4_000, rssBytes: 7288 * 1024 },
+      { pid: 15254, pgid: 15254, cpuMs: 0, rssBytes: 1480 * 1024 },
+      { pid: 15261, pgid: 15261, cpuMs: 0, rssBytes: 1508 * 1024 }
+    ])
+  })
+})
+
+describe("the local port range from sysctl", () => {
+  it("reads Linux's recorded range and refuses what is not one", () => {
+    expect(parsePortRange(fixture("linux/sysctl-port-range.txt"))).toEqual({ from: 32768, to: 60999 })
+    expect(parsePortRange("60999 32768")).toBeUndefined()
+    expect(parsePortRange("32768")).toBeUndefined()
+    expect(parsePortRange("sysctl: cannot stat /proc/sys/net/ipv4/ip_local_port_range")).toBeUndefined()
+  })
+})
+
 describe("macOS (test/fixtures/darwin: see each file's header for where it came from)", () => {
   it("lsof: every listener of a recorded output, IPv4 and IPv6, a command with an escaped space", () => {
     const listeners = parseLsofListen(fixture("darwin/lsof-listen.txt"))
     expect(listeners).toHaveLength(18)
-    expect(listeners[0]).toEqual({ command: "rapportd", pid: 621, address: "*", port: 61119 })
+    expect(listeners[0]).toEqual({
+      command: "rapportd",
+      pid: 621,
+      socket: "0xf234b11f7adef2b",
+      address: "*",
+      port: 61119
+    })
     expect(listeners.filter((l) => l.pid === 18884).map((l) => l.port)).toEqual([16607, 49788, 49789])
+    // lsof's `\x20` is a space in the name
     expect(listeners.find((l) => l.pid === 19097)).toEqual({
-      command: "Code\\x20H",
+      command: "Code H",
       pid: 19097,
+      socket: "0x1adc25a246ee8fb3",
       address: "127.0.0.1",
       port: 52399
     })
@@ -114,5 +180,30 @@ describe("macOS (test/fixtures/darwin: see each file's header for where it came 
       startSeconds: Date.UTC(2026, 10, 30, 8, 1, 12) / 1000
     })
     expect(rows.filter((r) => r.pgid === 5120 && !psDefunct(r.stat)).map((r) => r.pid)).toEqual([5120, 5121])
+  })
+
+  it("sysctl port range: a recorded output with the names, and the bare numbers -n prints", () => {
+    expect(parsePortRange(fixture("darwin/sysctl-portrange.txt"))).toEqual({ from: 49152, to: 65535 })
+    expect(parsePortRange("49152\n65535\n")).toEqual({ from: 49152, to: 65535 })
+  })
+
+  it("ps time and rss: rows in the layout of BSD ps (constructed, not recorded: see the fixture)", () => {
+    expect(parsePsCost(fixture("darwin/ps-cost.txt"))).toEqual([
+      { pid: 1, pgid: 1, cpuMs: 723_410, rssBytes: 14336 * 1024 },
+      { pid: 387, pgid: 387, cpuMs: 520, rssBytes: 6208 * 1024 },
+      { pid: 5120, pgid: 5120, cpuMs: 7_425_670, rssBytes: 412800 * 1024 },
+      { pid: 5121, pgid: 5120, cpuMs: 0, rssBytes: 1024 * 1024 }
+    ])
+  })
+
+  it("ps eww: rows in the layout of BSD ps (constructed, not recorded: see the fixture)", () => {
+    const rows = parsePsEnvironRows(fixture("darwin/ps-environ.txt"))
+    expect(rows.map((r) => r.pid)).toEqual([1, 5120, 5121, 5133, 6001])
+    const mark = (pid: number) => psEnvironValue(rows.find((r) => r.pid === pid)?.text ?? "", "BERTH_MARK")
+    expect(mark(5120)).toBe("k3x9 7 web /Users/ada/My Projects/.berth")
+    expect(mark(5121)).toBe("k3x9 7 web /Users/ada/My Projects/.berth")
+    expect(mark(1)).toBeUndefined()
+    expect(psEnvironValue(rows.find((r) => r.pid === 6001)?.text ?? "", "BERTH_ONESHOT")).toBe("7f3a")
+    expect(psDefunct(rows.find((r) => r.pid === 5133)?.stat ?? "")).toBe(true)
   })
 })

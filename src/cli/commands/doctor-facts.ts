@@ -5,11 +5,12 @@
  * plain facts; `domain/doctor.ts` judges them.
  */
 import { execFileSync } from "node:child_process"
-import { existsSync, readdirSync, readFileSync, readlinkSync } from "node:fs"
+import { existsSync, readFileSync } from "node:fs"
 import { createRequire } from "node:module"
+import * as Effect from "effect/Effect"
 import type { Listener, WorldProcess } from "../../domain/doctor.js"
 import { defaultPortRange, type PortRange } from "../../domain/ports.js"
-import { listeningSockets, parseStat, socketInode } from "../../domain/proc.js"
+import { platformHere } from "../../services/Platform.js"
 
 /** What the state database says, read-only. */
 export interface StateFacts {
@@ -77,14 +78,6 @@ export const readState = (file: string): StateFacts | string => {
   }
 }
 
-const pids = (): ReadonlyArray<number> => {
-  try {
-    return readdirSync("/proc").flatMap((e) => (/^\d+$/.test(e) ? [Number(e)] : []))
-  } catch {
-    return []
-  }
-}
-
 const read = (path: string): string | undefined => {
   try {
     return readFileSync(path, "utf8")
@@ -93,73 +86,24 @@ const read = (path: string): string | undefined => {
   }
 }
 
-/** Every listening TCP socket and, where this user may see it, the process holding it. */
-export const listeners = (): ReadonlyArray<Listener> => {
-  const sockets = [...listeningSockets(read("/proc/net/tcp") ?? ""), ...listeningSockets(read("/proc/net/tcp6") ?? "")]
-  if (sockets.length === 0) return []
-  const wanted = new Set(sockets.map((s) => s.inode))
-  const holders = new Map<string, { pid: number; pgid: number | undefined; command: string | undefined }>()
-  for (const pid of pids()) {
-    let fds: ReadonlyArray<string>
-    try {
-      fds = readdirSync(`/proc/${pid}/fd`)
-    } catch {
-      continue
-    }
-    for (const fd of fds) {
-      let inode: string | undefined
-      try {
-        inode = socketInode(readlinkSync(`/proc/${pid}/fd/${fd}`))
-      } catch {
-        continue
-      }
-      if (inode === undefined || !wanted.has(inode) || holders.has(inode)) continue
-      const stat = parseStat(read(`/proc/${pid}/stat`) ?? "")
-      holders.set(inode, { pid, pgid: stat?.pgrp, command: stat?.comm })
-    }
-  }
-  // a socket on both families, or held by several processes, is one listener per holder
-  const seen = new Set<string>()
-  return sockets.flatMap((s) => {
-    const h = holders.get(s.inode)
-    const key = `${s.port}:${h?.pid ?? "?"}`
-    if (seen.has(key)) return []
-    seen.add(key)
-    return [{ port: s.port, pid: h?.pid, pgid: h?.pgid, command: h?.command }]
-  })
-}
+/** Every listening TCP socket and, where this user may see it, the process holding it (from the Platform). */
+export const listeners = (): ReadonlyArray<Listener> => Effect.runSync(platformHere.listeners)
+
+const WORLD_VARIABLES = ["BERTH_PROJECT", "BERTH_WORLD", "BERTH_SERVICE"]
 
 /** The processes whose environment says which world and service they belong to. */
 export const worldProcesses = (): ReadonlyArray<WorldProcess> =>
-  pids().flatMap((pid) => {
+  Effect.runSync(platformHere.environs(WORLD_VARIABLES)).flatMap(({ pid, pgid, values }) => {
     if (pid === process.pid) return []
-    let environ: string
-    try {
-      environ = readFileSync(`/proc/${pid}/environ`, "latin1")
-    } catch {
-      return []
-    }
-    const vars = new Map(
-      environ.split("\u0000").flatMap((kv) => {
-        const eq = kv.indexOf("=")
-        return eq <= 0 ? [] : [[kv.slice(0, eq), kv.slice(eq + 1)] as const]
-      })
-    )
-    const project = vars.get("BERTH_PROJECT")
-    const world = vars.get("BERTH_WORLD")
-    const service = vars.get("BERTH_SERVICE")
-    const pgid = parseStat(read(`/proc/${pid}/stat`) ?? "")?.pgrp
-    if (project === undefined || world === undefined || service === undefined || pgid === undefined) return []
+    const project = values.get("BERTH_PROJECT")
+    const world = values.get("BERTH_WORLD")
+    const service = values.get("BERTH_SERVICE")
+    if (project === undefined || world === undefined || service === undefined) return []
     return [{ pid, pgid, project, world, service }]
   })
 
-/** The kernel's range for outgoing connections' local ports, where Linux tells it. */
-export const ephemeralRange = (): PortRange | undefined => {
-  const [from, to] = (read("/proc/sys/net/ipv4/ip_local_port_range") ?? "").trim().split(/\s+/).map(Number)
-  return from !== undefined && to !== undefined && Number.isInteger(from) && Number.isInteger(to)
-    ? { from, to }
-    : undefined
-}
+/** The kernel's range for outgoing connections' local ports, where the Platform can read it. */
+export const ephemeralRange = (): PortRange | undefined => Effect.runSync(platformHere.ephemeralPorts)
 
 /** The system's bundle of trusted CAs, where the distribution keeps one. */
 export const systemBundle = (): { readonly path: string; readonly text: string } | undefined => {
