@@ -5,14 +5,22 @@
  * machine leaves, and is taken down and removed from any machine.
  */
 import { execFileSync } from "node:child_process"
-import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { clusterOwner, remoteWorldId } from "../../src/domain/cluster.js"
 import { ownerOf } from "../../src/services/slices/Slices.js"
-import { markIn } from "../../src/domain/marks.js"
 import { eventually, isAlive, type Sandbox, sandbox, serverScript } from "../e2e/harness.js"
-import { type Host, hostsUnavailable, shop, type TestNetwork, testNetwork } from "./hosts.js"
+import {
+  endedAt,
+  type Host,
+  hostsUnavailable,
+  sampleCopies,
+  shop,
+  startedAt,
+  type TestNetwork,
+  testNetwork
+} from "./hosts.js"
 
 const unavailable = hostsUnavailable()
 const PROXY_PORT = 17365
@@ -127,56 +135,6 @@ const ask = (method, path, headers, body) => new Promise((resolve) => {
   console.log(JSON.stringify(r))
 })()`
   return JSON.parse(h.exec("node", ["-e", script])) as { status: number; body: string }
-}
-
-/** Seconds since boot now, as /proc counts them (the clock process start times are given in). */
-const uptime = () => Number(readFileSync("/proc/uptime", "utf8").split(" ")[0])
-
-/** When `pid` started, in seconds since boot (clock ticks of 10 ms). */
-const startedAt = (pid: number) => {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]) / 100
-}
-
-/** Waits for `pid` to end, looking every 20 ms; answers when (seconds since boot), at most 20 ms late. */
-const endedAt = async (pid: number, timeoutMs: number) => {
-  const until = Date.now() + timeoutMs
-  while (isAlive(pid)) {
-    if (Date.now() > until) throw new Error(`pid ${pid} still runs after ${timeoutMs} ms`)
-    await new Promise((r) => setTimeout(r, 20))
-  }
-  return uptime()
-}
-
-/**
- * How many machines run a copy of world `name` at once, sampled every 50 ms until `stop` (which answers the most seen):
- * every live process with a berth mark whose working directory is the world's checkout, counted by home.
- */
-const sampleCopies = (name: string) => {
-  let most = 0
-  const look = () => {
-    const homes = new Set<string>()
-    for (const entry of readdirSync("/proc")) {
-      if (!/^\d+$/.test(entry)) continue
-      try {
-        if (!readlinkSync(`/proc/${entry}/cwd`).endsWith(`/${name}`)) continue
-        const mark = markIn(readFileSync(`/proc/${entry}/environ`, "latin1"))
-        if (mark !== undefined) homes.add(mark.home)
-      } catch {
-        // gone, or not ours to read
-      }
-    }
-    most = Math.max(most, homes.size)
-  }
-  const timer = setInterval(look, 50)
-  look()
-  return {
-    stop: () => {
-      clearInterval(timer)
-      look()
-      return most
-    }
-  }
 }
 
 describe.skipIf(unavailable !== undefined)(

@@ -5,12 +5,20 @@
  * says after either (the copy that was fenced, the move and where from).
  */
 import { execFileSync } from "node:child_process"
-import { mkdirSync, readdirSync, readFileSync, readlinkSync } from "node:fs"
+import { mkdirSync, readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { markIn } from "../../src/domain/marks.js"
 import { eventually, isAlive, type Sandbox, sandbox, serverScript } from "../e2e/harness.js"
-import { type Host, hostsUnavailable, shop, type TestNetwork, testNetwork } from "./hosts.js"
+import {
+  endedAt,
+  type Host,
+  hostsUnavailable,
+  sampleCopies,
+  shop,
+  startedAt,
+  type TestNetwork,
+  testNetwork
+} from "./hosts.js"
 
 const unavailable = hostsUnavailable()
 const PROXY_PORT = 17366
@@ -55,50 +63,6 @@ const watchdogPids = (home: string): ReadonlyArray<number> => {
     }
   }
   return found
-}
-
-const uptime = () => Number(readFileSync("/proc/uptime", "utf8").split(" ")[0])
-
-const startedAt = (pid: number) => {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]) / 100
-}
-
-const endedAt = async (pid: number, timeoutMs: number) => {
-  const until = Date.now() + timeoutMs
-  while (isAlive(pid)) {
-    if (Date.now() > until) throw new Error(`pid ${pid} still runs after ${timeoutMs} ms`)
-    await sleep(20)
-  }
-  return uptime()
-}
-
-/** The most machines seen running a copy of world `name` at once, sampled every 50 ms until `stop`. */
-const sampleCopies = (name: string) => {
-  let most = 0
-  const look = () => {
-    const homes = new Set<string>()
-    for (const entry of readdirSync("/proc")) {
-      if (!/^\d+$/.test(entry)) continue
-      try {
-        if (!readlinkSync(`/proc/${entry}/cwd`).endsWith(`/${name}`)) continue
-        const mark = markIn(readFileSync(`/proc/${entry}/environ`, "latin1"))
-        if (mark !== undefined) homes.add(mark.home)
-      } catch {
-        // gone, or not ours to read
-      }
-    }
-    most = Math.max(most, homes.size)
-  }
-  const timer = setInterval(look, 50)
-  look()
-  return {
-    stop: () => {
-      clearInterval(timer)
-      look()
-      return most
-    }
-  }
 }
 
 describe.skipIf(unavailable !== undefined)(

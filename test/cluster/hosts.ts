@@ -6,9 +6,10 @@
  * process of every host) is removed by `cleanup`.
  */
 import { execFileSync } from "node:child_process"
-import { copyFileSync, existsSync, mkdirSync } from "node:fs"
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync } from "node:fs"
 import { join } from "node:path"
-import { type RunResult, runBerth } from "../e2e/harness.js"
+import { markIn } from "../../src/domain/marks.js"
+import { isAlive, type RunResult, runBerth } from "../e2e/harness.js"
 import { createHosts, type HostSpec, hostsUnavailable } from "./netns.mjs"
 
 export { hostsUnavailable }
@@ -66,4 +67,54 @@ export const testNetwork = (
     made.cleanup()
   }
   return { hosts, url: made.url, base: made.base, cleanup }
+}
+
+/** Seconds since boot now, as /proc counts them (the clock process start times are given in). */
+export const uptime = () => Number(readFileSync("/proc/uptime", "utf8").split(" ")[0])
+
+/** When `pid` started, in seconds since boot (clock ticks of 10 ms). */
+export const startedAt = (pid: number) => {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]) / 100
+}
+
+/** Waits for `pid` to end, looking every 20 ms; answers when (seconds since boot), at most 20 ms late. */
+export const endedAt = async (pid: number, timeoutMs: number) => {
+  const until = Date.now() + timeoutMs
+  while (isAlive(pid)) {
+    if (Date.now() > until) throw new Error(`pid ${pid} still runs after ${timeoutMs} ms`)
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  return uptime()
+}
+
+/**
+ * How many machines run a copy of world `name` at once, sampled every 50 ms until `stop` (which answers the most seen):
+ * every live process with a berth mark whose working directory is the world's checkout, counted by home.
+ */
+export const sampleCopies = (name: string) => {
+  let most = 0
+  const look = () => {
+    const homes = new Set<string>()
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue
+      try {
+        if (!readlinkSync(`/proc/${entry}/cwd`).endsWith(`/${name}`)) continue
+        const mark = markIn(readFileSync(`/proc/${entry}/environ`, "latin1"))
+        if (mark !== undefined) homes.add(mark.home)
+      } catch {
+        // gone, or not ours to read
+      }
+    }
+    most = Math.max(most, homes.size)
+  }
+  const timer = setInterval(look, 50)
+  look()
+  return {
+    stop: () => {
+      clearInterval(timer)
+      look()
+      return most
+    }
+  }
 }
