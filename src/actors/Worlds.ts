@@ -35,7 +35,15 @@ import { trace } from "../services/trace.js"
 import * as LogFiles from "../services/LogFiles.js"
 import { Ports } from "../services/Ports.js"
 import { Processes } from "../services/Processes.js"
-import { type EventRow, type ProjectRow, Registry, type ServiceRow, type WorldRow } from "../services/Registry.js"
+import {
+  type EventRow,
+  type LeaseRow,
+  type ProjectRow,
+  Registry,
+  type ServiceRow,
+  type SliceRow,
+  type WorldRow
+} from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
 import { Slices } from "../services/slices/Slices.js"
 import type { Fence } from "../services/Fence.js"
@@ -58,6 +66,8 @@ export interface WorldRef {
 }
 
 const REPO_CACHE_MS = 3_000
+/** how many of its latest events a world's status carries */
+const STATUS_EVENTS = 10
 
 /** The pseudo-service whose log is the world's history: `berth logs -s berth`. */
 const HISTORY = "berth"
@@ -224,11 +234,62 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       return { ...created, path }
     })
 
-    const serviceStatus = (w: WorldRow) =>
+    /** What a world's status is made of, as read from the registry: one world's, or every world's at once. */
+    interface WorldFacts {
+      readonly leases: ReadonlyArray<LeaseRow>
+      readonly services: ReadonlyArray<ServiceRow>
+      readonly slices: ReadonlyArray<SliceRow>
+      readonly events: ReadonlyArray<EventRow>
+    }
+    const factsOf = (worldId: number) =>
+      Effect.map(
+        Effect.all([
+          registry.leases(worldId),
+          registry.services(worldId),
+          registry.slices(worldId),
+          registry.events(worldId, STATUS_EVENTS)
+        ]),
+        ([leases, services, slices, events]): WorldFacts => ({ leases, services, slices, events })
+      )
+    /**
+     * Every world's facts in four reads, however many worlds there are: a status of all worlds (agents ask in loops)
+     * no longer costs four queries per world.
+     */
+    const allFacts = Effect.gen(function* () {
+      const [leases, services, slices, events] = yield* Effect.all([
+        registry.leases(),
+        registry.services(),
+        registry.slices(),
+        registry.recentEvents(STATUS_EVENTS)
+      ])
+      const by = <T>(rows: ReadonlyArray<T>, id: (row: T) => number | null) => {
+        const out = new Map<number, Array<T>>()
+        for (const row of rows) {
+          const key = id(row)
+          if (key === null) continue
+          const list = out.get(key)
+          if (list === undefined) out.set(key, [row])
+          else list.push(row)
+        }
+        return out
+      }
+      const leasesBy = by(leases, (l) => l.worldId)
+      const servicesBy = by(services, (s) => s.worldId)
+      const slicesBy = by(slices, (s) => s.worldId)
+      const eventsBy = by(events, (e) => e.worldId)
+      return (worldId: number): WorldFacts => ({
+        leases: leasesBy.get(worldId) ?? [],
+        services: servicesBy.get(worldId) ?? [],
+        slices: slicesBy.get(worldId) ?? [],
+        events: (eventsBy.get(worldId) ?? []).map(({ worldId: _, ...e }) => e)
+      })
+    })
+
+    const serviceStatus = (w: WorldRow, facts: WorldFacts) =>
       Effect.gen(function* () {
-        const leases = yield* registry.leases(w.id)
-        const rows = yield* registry.services(w.id)
-        const sliceRows = (yield* registry.slices(w.id)).map(
+        const leases = facts.leases
+        const rows = facts.services
+        const sliceRows = facts.slices.map(
           (s): ServiceStatus => ({
             name: s.service,
             kind: "slice",
@@ -320,15 +381,16 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       )
     }
 
-    const worldStatus = (w: WorldRow) =>
+    const worldStatus = (w: WorldRow, given?: WorldFacts) =>
       Effect.map(
         Effect.all([
-          serviceStatus(w),
-          registry.events(w.id, 10),
+          Effect.flatMap(given === undefined ? factsOf(w.id) : Effect.succeed(given), (facts) =>
+            Effect.map(serviceStatus(w, facts), (services) => [services, facts.events] as const)
+          ),
           projectNote(w),
           actors.get(w.id)?.configNote ?? Effect.succeed(undefined)
         ]).pipe(
-          Effect.flatMap(([services, events, note, configNote]) =>
+          Effect.flatMap(([[services, events], note, configNote]) =>
             Effect.map(setupTail(w, events), (tail) => [services, events, note, tail, configNote] as const)
           )
         ),
@@ -499,7 +561,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
         cwd === undefined
           ? yield* registry.worlds()
           : yield* Effect.flatMap(project(cwd), ({ row }) => registry.worlds(row.id))
-      return { worlds: yield* Effect.forEach(rows, worldStatus) }
+      const facts = yield* allFacts
+      return { worlds: yield* Effect.forEach(rows, (w) => worldStatus(w, facts(w.id))) }
     })
 
     /**
@@ -511,8 +574,14 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
         cwd === undefined
           ? yield* registry.worlds()
           : yield* Effect.flatMap(project(cwd), ({ row }) => registry.worlds(row.id))
+      const facts = yield* allFacts
       return yield* Effect.forEach(rows, (w) =>
-        Effect.map(worldStatus(w), (status) => ({ id: w.id, mainRoot: w.mainRoot, selection: w.selection, status }))
+        Effect.map(worldStatus(w, facts(w.id)), (status) => ({
+          id: w.id,
+          mainRoot: w.mainRoot,
+          selection: w.selection,
+          status
+        }))
       )
     })
 
