@@ -690,13 +690,18 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
      * One pass of reconciliation over every world: the decision is `decide` in `domain/world-state.ts`; acting on it is a command
      * to the world's actor, so it is serialised with whatever the user asks of that world.
      */
-    const reconcile = Effect.fn("Worlds.reconcile")(function* () {
-      // what an actor could not write when it happened (a full disk) is written first, now that it may fit
+    /** What any actor could not write when it happened (a full disk), written now that it may fit. */
+    const flush = Effect.fn("Worlds.flush")(function* () {
       for (const actor of [...actors.values()]) {
         yield* Effect.catchAllCause(actor.flush, (cause) =>
           Effect.logWarning(`world ${actor.worldId}: writing its state`, cause)
         )
       }
+    })
+
+    const reconcile = Effect.fn("Worlds.reconcile")(function* () {
+      // what an actor could not write when it happened is written first
+      yield* flush()
       for (const w of yield* registry.worlds()) {
         const pathExists = w.path !== "" && existsSync(w.path)
         const hasActor = actors.has(w.id)
@@ -851,6 +856,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       env,
       logs,
       reconcile,
+      flush,
       /** how many world actors this engine has started: one per world, however many ask at once */
       actorsStarted: Effect.sync(() => started),
       rebuildGolden,
