@@ -11,7 +11,6 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Schedule from "effect/Schedule"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import { ANYWHERE_SETTING, anywhereIds, isAnywhereCheckout } from "../domain/cluster.js"
 import { LOG_CHECK_MIN_MS, type LogFileFacts, logBudget, logTrim, nextLogCheckMs } from "../domain/log-budget.js"
@@ -138,40 +137,65 @@ export const sweepLeftovers = Effect.gen(function* () {
   yield* processes.stopGroups(stray, STRAY_GRACE_MS)
 })
 
+/** What the paced reconcile loop reads and runs: the engine's, or a test's. */
+export interface ReconcileSteps {
+  /** writes what actors could not write when it happened: on every look */
+  readonly flush: Effect.Effect<void>
+  /** the pass over every world */
+  readonly reconcile: Effect.Effect<void>
+  /** the registry's change counter */
+  readonly changes: Effect.Effect<number>
+  /** every world's worktree folder (empty: none yet) */
+  readonly worktrees: Effect.Effect<ReadonlyArray<string>>
+  /** whether a folder exists */
+  readonly exists: (path: string) => boolean
+}
+
 /**
  * The reconcile pass, paced (`domain/reconcile-pace.ts`): every few seconds a look — what actors could not write is
  * written, the registry's change counter read, every worktree seen at the last pass stat'ed — and the pass over every
  * world only when one of those says something changed, or, while nothing does, less and less often (30 s at most).
  * An idle swarm of a hundred worlds reads no rows between passes; a worktree deleted outside berth is still seen
- * within a look.
+ * within a look. Runs until interrupted.
  */
+export const pacedReconcile = (steps: ReconcileSteps): Effect.Effect<never> =>
+  Effect.suspend(() => {
+    /** the change counter as the last pass saw it: none yet, so the first look passes */
+    let seen: number | undefined
+    let quietPasses = 0
+    let lastPassMs = 0
+    /** the worktrees that existed at the last pass */
+    let worktrees: ReadonlyArray<string> = []
+    const look = Effect.gen(function* () {
+      yield* steps.flush
+      const changes = yield* steps.changes
+      const now = yield* Clock.currentTimeMillis
+      const vanished = worktrees.some((path) => !steps.exists(path))
+      const changed = changes !== seen
+      if (!passDue({ changed, vanished, sinceLastPassMs: now - lastPassMs, quietPasses })) return
+      yield* steps.reconcile
+      quietPasses = changed || vanished ? 0 : quietPasses + 1
+      seen = changes
+      lastPassMs = now
+      worktrees = (yield* steps.worktrees).filter((path) => path !== "" && steps.exists(path))
+    })
+    return look.pipe(
+      Effect.catchAllCause((cause) => Effect.logError("reconcile pass failed", cause)),
+      Effect.zipRight(Effect.sleep(RECONCILE_EVERY)),
+      Effect.forever
+    )
+  })
+
 const reconcileLoop = Effect.gen(function* () {
   const worlds = yield* Worlds
   const registry = yield* Registry
-  /** the change counter as the last pass saw it: none yet, so the first look passes */
-  let seen: number | undefined
-  let quietPasses = 0
-  let lastPassMs = 0
-  /** the worktrees that existed at the last pass */
-  let worktrees: ReadonlyArray<string> = []
-  const look = Effect.gen(function* () {
-    yield* worlds.flush()
-    const changes = yield* SubscriptionRef.get(registry.changes)
-    const now = yield* Clock.currentTimeMillis
-    const vanished = worktrees.some((path) => !existsSync(path))
-    const changed = changes !== seen
-    if (!passDue({ changed, vanished, sinceLastPassMs: now - lastPassMs, quietPasses })) return
-    yield* worlds.reconcile()
-    quietPasses = changed || vanished ? 0 : quietPasses + 1
-    seen = changes
-    lastPassMs = now
-    worktrees = (yield* registry.worlds()).flatMap((w) => (w.path !== "" && existsSync(w.path) ? [w.path] : []))
-  })
-  yield* look.pipe(
-    Effect.catchAllCause((cause) => Effect.logError("reconcile pass failed", cause)),
-    Effect.repeat(Schedule.spaced(RECONCILE_EVERY)),
-    Effect.forkScoped
-  )
+  yield* pacedReconcile({
+    flush: worlds.flush(),
+    reconcile: worlds.reconcile().pipe(Effect.orDie),
+    changes: SubscriptionRef.get(registry.changes),
+    worktrees: Effect.map(registry.worlds().pipe(Effect.orDie), (rows) => rows.map((w) => w.path)),
+    exists: existsSync
+  }).pipe(Effect.forkScoped)
 })
 
 /** The reconcile loop, log rotation, the pressure monitor and the slice sweep, all forked into the layer's scope. */
