@@ -7,7 +7,8 @@
 // - the daemon's CPU as a share of one core (from /proc/<pid>/stat), and its RSS at the end (/proc/<pid>/status)
 // - its system calls per second: reads and writes from /proc/<pid>/io (syscr + syscw); with --strace, every call
 //   `strace -c -f` counts over 10 s (needs strace and root)
-// - `berth status --json` beside `node -e 0`: the median and range of --status-runs runs each, taken in turn
+// - `berth status --json` beside `node -e 0`: the median and range of --status-runs runs each, taken in turn, and
+//   the daemon's CPU per answer (its mean over the runs)
 // --runs repeats the idle window and reports the median and range of the CPU readings.
 // Goals (issue of the idle swarm): < 1 % of one core and RSS ≤ 200 MiB at 100 × 3; status --json ≤ 1.2× node -e 0.
 // The last line is the summary: the figures, the machine (cores, load average before and after) and the date.
@@ -134,9 +135,13 @@ try {
     const straced = options.strace ? straceCounts(pid) : undefined
     const status = []
     const node = []
+    // the daemon's own CPU per answer: unlike the wall times, it hardly moves with the machine's load
+    let answerTicks = 0
     for (let i = 0; i < statusRuns; i++) {
       node.push(timed(process.execPath, ["-e", "0"]))
+      const before = cpuTicks(pid)
       status.push(timed(cli, ["status", "--json"]))
+      answerTicks += cpuTicks(pid) - before
     }
     results.push({
       worlds: count,
@@ -152,6 +157,7 @@ try {
       statusJsonRange: range(status),
       nodeMs: Number(median(node).toFixed(1)),
       statusRatio: Number((median(status) / median(node)).toFixed(2)),
+      statusDaemonCpuMs: Number(((answerTicks / TICKS_PER_SECOND / statusRuns) * 1000).toFixed(1)),
       statusRuns
     })
   }
@@ -179,7 +185,7 @@ else {
           ? ""
           : ` (${r.allSyscallsPerSecond} syscalls/s in all: ${r.topSyscalls.join(", ")})`) +
         `; status --json ${r.statusJsonMs} ms = ${r.statusRatio}× node -e 0 (median of ${r.statusRuns}, range ` +
-        `${r.statusJsonRange}) · ${machine.cores} cores, load ${machine.loadBefore[0]} → ${machine.loadAfter[0]}, ` +
+        `${r.statusJsonRange}; the daemon's CPU ${r.statusDaemonCpuMs} ms an answer) · ${machine.cores} cores, load ${machine.loadBefore[0]} → ${machine.loadAfter[0]}, ` +
         `${machine.date} · node bench/idle.mjs --worlds ${r.worlds} --services ${r.services} --seconds ${r.seconds}`
     )
   }

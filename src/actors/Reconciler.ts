@@ -1,19 +1,21 @@
 /**
  * The one fiber that drives what is true toward what is wanted: at daemon start (adopting the processes that
- * outlived the previous daemon) and then every few seconds (worktrees deleted outside berth, strays). Beside it,
+ * outlived the previous daemon) and then whenever anything changed (worktrees deleted outside berth, strays). Beside it,
  * the log budget: services write their logs directly, so the daemon rotates them by copy-then-truncate and drops the
  * oldest copies when a world's or the home's logs take more than their share of the disk; and the slice sweep (the
  * same as `berth gc`), now and then.
  */
-import { readdirSync, rmSync, statSync, truncateSync } from "node:fs"
+import { existsSync, readdirSync, rmSync, statSync, truncateSync } from "node:fs"
 import { join } from "node:path"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Schedule from "effect/Schedule"
+import * as SubscriptionRef from "effect/SubscriptionRef"
 import { ANYWHERE_SETTING, anywhereIds, isAnywhereCheckout } from "../domain/cluster.js"
 import { LOG_CHECK_MIN_MS, type LogFileFacts, logBudget, logTrim, nextLogCheckMs } from "../domain/log-budget.js"
 import { strayGroups } from "../domain/marks.js"
+import { passDue, RECONCILE_TICK_MS } from "../domain/reconcile-pace.js"
 import { diskBytesAt } from "../services/disk.js"
 import { Home } from "../services/Home.js"
 import * as LogFiles from "../services/LogFiles.js"
@@ -22,7 +24,7 @@ import { Registry } from "../services/Registry.js"
 import { monitorPressure, PressureTargetsLive } from "./PressureMonitor.js"
 import { Worlds } from "./Worlds.js"
 
-export const RECONCILE_EVERY = Duration.seconds(3)
+export const RECONCILE_EVERY = Duration.millis(RECONCILE_TICK_MS)
 /** the slice sweep: rare, since a slice is only left behind by a crash or a server that was down at `remove` */
 const gcEvery = (): Duration.Duration => {
   const ms = Number(process.env.BERTH_GC_INTERVAL_MS)
@@ -135,14 +137,71 @@ export const sweepLeftovers = Effect.gen(function* () {
   yield* processes.stopGroups(stray, STRAY_GRACE_MS)
 })
 
+/** What the paced reconcile loop reads and runs: the engine's, or a test's. */
+export interface ReconcileSteps {
+  /** writes what actors could not write when it happened: on every look */
+  readonly flush: Effect.Effect<void>
+  /** the pass over every world */
+  readonly reconcile: Effect.Effect<void>
+  /** the registry's change counter */
+  readonly changes: Effect.Effect<number>
+  /** every world's worktree folder (empty: none yet) */
+  readonly worktrees: Effect.Effect<ReadonlyArray<string>>
+  /** whether a folder exists */
+  readonly exists: (path: string) => boolean
+}
+
+/**
+ * The reconcile pass, paced (`domain/reconcile-pace.ts`): every few seconds a look — what actors could not write is
+ * written, the registry's change counter read, every worktree seen at the last pass stat'ed — and the pass over every
+ * world only when one of those says something changed, or, while nothing does, less and less often (30 s at most).
+ * An idle swarm of a hundred worlds reads no rows between passes; a worktree deleted outside berth is still seen
+ * within a look. Runs until interrupted.
+ */
+export const pacedReconcile = (steps: ReconcileSteps): Effect.Effect<never> =>
+  Effect.suspend(() => {
+    /** the change counter as the last pass saw it: none yet, so the first look passes */
+    let seen: number | undefined
+    let quietPasses = 0
+    let lastPassMs = 0
+    /** the worktrees that existed at the last pass */
+    let worktrees: ReadonlyArray<string> = []
+    const look = Effect.gen(function* () {
+      yield* steps.flush
+      const changes = yield* steps.changes
+      const now = yield* Clock.currentTimeMillis
+      const vanished = worktrees.some((path) => !steps.exists(path))
+      const changed = changes !== seen
+      if (!passDue({ changed, vanished, sinceLastPassMs: now - lastPassMs, quietPasses })) return
+      yield* steps.reconcile
+      quietPasses = changed || vanished ? 0 : quietPasses + 1
+      seen = changes
+      lastPassMs = now
+      worktrees = (yield* steps.worktrees).filter((path) => path !== "" && steps.exists(path))
+    })
+    return look.pipe(
+      Effect.catchAllCause((cause) => Effect.logError("reconcile pass failed", cause)),
+      Effect.zipRight(Effect.sleep(RECONCILE_EVERY)),
+      Effect.forever
+    )
+  })
+
+const reconcileLoop = Effect.gen(function* () {
+  const worlds = yield* Worlds
+  const registry = yield* Registry
+  yield* pacedReconcile({
+    flush: worlds.flush(),
+    reconcile: worlds.reconcile().pipe(Effect.orDie),
+    changes: SubscriptionRef.get(registry.changes),
+    worktrees: Effect.map(registry.worlds().pipe(Effect.orDie), (rows) => rows.map((w) => w.path)),
+    exists: existsSync
+  }).pipe(Effect.forkScoped)
+})
+
 /** The reconcile loop, log rotation, the pressure monitor and the slice sweep, all forked into the layer's scope. */
 const loops = Effect.gen(function* () {
   const worlds = yield* Worlds
-  yield* worlds.reconcile().pipe(
-    Effect.catchAllCause((cause) => Effect.logError("reconcile pass failed", cause)),
-    Effect.repeat(Schedule.spaced(RECONCILE_EVERY)),
-    Effect.forkScoped
-  )
+  yield* reconcileLoop
   // each look says when the next is due: every 2 s while the logs are near their budget, up to 30 s with room to spare
   yield* rotateLogs.pipe(
     Effect.catchAllCause((cause) => Effect.as(Effect.logWarning("log budget", cause), LOG_CHECK_MIN_MS)),

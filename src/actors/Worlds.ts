@@ -41,10 +41,12 @@ import { Ports } from "../services/Ports.js"
 import { Processes } from "../services/Processes.js"
 import {
   type EventRow,
+  type LeaseRow,
   type ProjectRow,
   Registry,
   type RegistryError,
   type ServiceRow,
+  type SliceRow,
   type WorldRow
 } from "../services/Registry.js"
 import type { WorktreeFiles } from "../services/worktree/WorktreeFiles.js"
@@ -70,6 +72,8 @@ export interface WorldRef {
 }
 
 const REPO_CACHE_MS = 3_000
+/** how many of its latest events a world's status carries */
+const STATUS_EVENTS = 10
 
 /** The pseudo-service whose log is the world's history: `berth logs -s berth`. */
 const HISTORY = "berth"
@@ -175,6 +179,8 @@ export interface WorldsService {
   ) => Stream.Stream<{ readonly service: string; readonly line: string }, ResolveError | InvalidRequest>
   /** One pass of the reconciler: every world that needs an actor gets one. */
   readonly reconcile: () => Effect.Effect<void, WorldNotFound | RegistryError>
+  /** What any actor could not write when it happened (a full disk), written now that it may fit. */
+  readonly flush: () => Effect.Effect<void>
   /** how many world actors this engine has started: one per world, however many ask at once */
   readonly actorsStarted: Effect.Effect<number>
   readonly rebuildGolden: (
@@ -362,11 +368,62 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       return { ...created, path }
     })
 
-    const serviceStatus = (w: WorldRow) =>
+    /** What a world's status is made of, as read from the registry: one world's, or every world's at once. */
+    interface WorldFacts {
+      readonly leases: ReadonlyArray<LeaseRow>
+      readonly services: ReadonlyArray<ServiceRow>
+      readonly slices: ReadonlyArray<SliceRow>
+      readonly events: ReadonlyArray<EventRow>
+    }
+    const factsOf = (worldId: number) =>
+      Effect.map(
+        Effect.all([
+          registry.leases(worldId),
+          registry.services(worldId),
+          registry.slices(worldId),
+          registry.events(worldId, STATUS_EVENTS)
+        ]),
+        ([leases, services, slices, events]): WorldFacts => ({ leases, services, slices, events })
+      )
+    /**
+     * Every world's facts in four reads, however many worlds there are: a status of all worlds (agents ask in loops)
+     * no longer costs four queries per world.
+     */
+    const allFacts = Effect.gen(function* () {
+      const [leases, services, slices, events] = yield* Effect.all([
+        registry.leases(),
+        registry.services(),
+        registry.slices(),
+        registry.recentEvents(STATUS_EVENTS)
+      ])
+      const by = <T>(rows: ReadonlyArray<T>, id: (row: T) => number | null) => {
+        const out = new Map<number, Array<T>>()
+        for (const row of rows) {
+          const key = id(row)
+          if (key === null) continue
+          const list = out.get(key)
+          if (list === undefined) out.set(key, [row])
+          else list.push(row)
+        }
+        return out
+      }
+      const leasesBy = by(leases, (l) => l.worldId)
+      const servicesBy = by(services, (s) => s.worldId)
+      const slicesBy = by(slices, (s) => s.worldId)
+      const eventsBy = by(events, (e) => e.worldId)
+      return (worldId: number): WorldFacts => ({
+        leases: leasesBy.get(worldId) ?? [],
+        services: servicesBy.get(worldId) ?? [],
+        slices: slicesBy.get(worldId) ?? [],
+        events: (eventsBy.get(worldId) ?? []).map(({ worldId: _, ...e }) => e)
+      })
+    })
+
+    const serviceStatus = (w: WorldRow, facts: WorldFacts) =>
       Effect.gen(function* () {
-        const leases = yield* registry.leases(w.id)
-        const rows = yield* registry.services(w.id)
-        const sliceRows = (yield* registry.slices(w.id)).map(
+        const leases = facts.leases
+        const rows = facts.services
+        const sliceRows = facts.slices.map(
           (s): ServiceStatus => ({
             name: s.service,
             kind: "slice",
@@ -458,15 +515,16 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       )
     }
 
-    const worldStatus = (w: WorldRow) =>
+    const worldStatus = (w: WorldRow, given?: WorldFacts) =>
       Effect.map(
         Effect.all([
-          serviceStatus(w),
-          registry.events(w.id, 10),
+          Effect.flatMap(given === undefined ? factsOf(w.id) : Effect.succeed(given), (facts) =>
+            Effect.map(serviceStatus(w, facts), (services) => [services, facts.events] as const)
+          ),
           projectNote(w),
           actors.get(w.id)?.configNote ?? Effect.succeed(undefined)
         ]).pipe(
-          Effect.flatMap(([services, events, note, configNote]) =>
+          Effect.flatMap(([[services, events], note, configNote]) =>
             Effect.map(setupTail(w, events), (tail) => [services, events, note, tail, configNote] as const)
           )
         ),
@@ -637,7 +695,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
         cwd === undefined
           ? yield* registry.worlds()
           : yield* Effect.flatMap(project(cwd), ({ row }) => registry.worlds(row.id))
-      return { worlds: yield* Effect.forEach(rows, worldStatus) }
+      const facts = yield* allFacts
+      return { worlds: yield* Effect.forEach(rows, (w) => worldStatus(w, facts(w.id))) }
     })
 
     /**
@@ -649,8 +708,14 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
         cwd === undefined
           ? yield* registry.worlds()
           : yield* Effect.flatMap(project(cwd), ({ row }) => registry.worlds(row.id))
+      const facts = yield* allFacts
       return yield* Effect.forEach(rows, (w) =>
-        Effect.map(worldStatus(w), (status) => ({ id: w.id, mainRoot: w.mainRoot, selection: w.selection, status }))
+        Effect.map(worldStatus(w, facts(w.id)), (status) => ({
+          id: w.id,
+          mainRoot: w.mainRoot,
+          selection: w.selection,
+          status
+        }))
       )
     })
 
@@ -755,17 +820,22 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
     const processes = yield* Processes
     const noneRecorded = { handles: new Map(), died: new Set() }
 
-    /**
-     * One pass of reconciliation over every world: the decision is `decide` in `domain/world-state.ts`; acting on it is a command
-     * to the world's actor, so it is serialised with whatever the user asks of that world.
-     */
-    const reconcile = Effect.fn("Worlds.reconcile")(function* () {
-      // what an actor could not write when it happened (a full disk) is written first, now that it may fit
+    /** What any actor could not write when it happened (a full disk), written now that it may fit. */
+    const flush = Effect.fn("Worlds.flush")(function* () {
       for (const actor of [...actors.values()]) {
         yield* Effect.catchAllCause(actor.flush, (cause) =>
           Effect.logWarning(`world ${actor.worldId}: writing its state`, cause)
         )
       }
+    })
+
+    /**
+     * One pass of reconciliation over every world: the decision is `decide` in `domain/world-state.ts`; acting on it is
+     * a command to the world's actor, so it is serialised with whatever the user asks of that world.
+     */
+    const reconcile = Effect.fn("Worlds.reconcile")(function* () {
+      // what an actor could not write when it happened is written first
+      yield* flush()
       for (const w of yield* registry.worlds()) {
         const pathExists = w.path !== "" && existsSync(w.path)
         const hasActor = actors.has(w.id)
@@ -920,6 +990,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       env,
       logs,
       reconcile,
+      flush,
       /** how many world actors this engine has started: one per world, however many ask at once */
       actorsStarted: Effect.sync(() => started),
       rebuildGolden,

@@ -93,7 +93,8 @@ const make = Effect.gen(function* () {
   }
 
   /**
-   * Parsed files are remembered by path, size and modification time (and the `.env`'s): the daemon reads the same
+   * Parsed files are remembered by path, identity, size and modification time (and the `.env`'s), and by their text's
+   * digest when those changed but the text did not: the daemon reads the same
    * berth.toml for every `env` or `status` an agent asks for in a loop, and every world's on each rebuild of the
    * routes. The stamp is read synchronously: two stats cost microseconds, where a trip through the thread pool for each
    * cost a rebuild of eight worlds' routes 20-100 ms on a busy machine, on the way to every `up`'s answer.
@@ -110,7 +111,9 @@ const make = Effect.gen(function* () {
       } catch {
         // an unreadable .env reads as none, as readDotenv takes it
       }
-      return [toml, dotenv].map((s) => (s === undefined ? "-" : `${s.size}:${Math.trunc(s.mtimeMs)}`)).join("/")
+      // identity (device and inode) too: a file renamed over the old one (as editors and git save) with the same size
+      // and time is another file
+      return [toml, dotenv].map((s) => (s === undefined ? "-" : `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}`)).join("/")
     } catch {
       return undefined
     }
@@ -126,7 +129,11 @@ const make = Effect.gen(function* () {
     const cached = cache.get(file)
     if (stamp !== undefined && cached?.stamp === stamp) return cached.loaded
     const text = yield* readText(file)
-    const parsed = parseConfig(text, display(file))
+    const digest = configDigest(text)
+    // the same text as before (written again, touched, checked out unchanged) keeps its parsed config: what is made
+    // from it (the route table's entries) is remembered by that object
+    const same = cached !== undefined && cached.loaded.digest === digest ? cached.loaded.parsed : undefined
+    const parsed = same === undefined ? parseConfig(text, display(file)) : Either.right(same)
     if (Either.isLeft(parsed)) return yield* new ConfigInvalid({ file: display(file), diagnostics: parsed.left })
     const root = path.dirname(file)
     const loaded: LoadedConfig = {
@@ -134,7 +141,7 @@ const make = Effect.gen(function* () {
       root,
       parsed: parsed.right,
       dotenv: yield* readDotenv(root),
-      digest: configDigest(text)
+      digest
     }
     if (stamp !== undefined) {
       if (cache.size > 500) cache.clear()

@@ -509,6 +509,13 @@ export interface RegistryService {
     limit?: number,
     after?: number
   ) => Effect.Effect<ReadonlyArray<EventRow>, RegistryError>
+  /**
+   * Every world's latest `limit` events, newest first within each world, in one read: a status of all worlds asks
+   * once, not once per world (each of which scanned the whole table).
+   */
+  readonly recentEvents: (
+    limit: number
+  ) => Effect.Effect<ReadonlyArray<EventRow & { readonly worldId: number }>, RegistryError>
   /** A machine-wide setting's stored JSON value; undefined when it was never set. */
   readonly getSetting: (key: string) => Effect.Effect<unknown, RegistryError>
   readonly setSetting: (key: string, value: unknown) => Effect.Effect<void, RegistryError>
@@ -796,6 +803,15 @@ const makeRegistry = Effect.gen(function* () {
       message, at FROM events WHERE world_id = ${worldId} AND id > ${after} ORDER BY id DESC LIMIT ${limit}`
   })
 
+  const recentEvents = Effect.fn("Registry.recentEvents")(function* (limit: number) {
+    return yield* sql<
+      EventRow & { readonly worldId: number }
+    >`SELECT world_id AS worldId, id, service, kind, message, at
+      FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY world_id ORDER BY id DESC) AS n FROM events
+        WHERE world_id IS NOT NULL)
+      WHERE n <= ${limit} ORDER BY world_id, id DESC`
+  })
+
   const getSetting = Effect.fn("Registry.getSetting")(function* (key: string) {
     const rows = yield* sql<{ value: string }>`SELECT value FROM settings WHERE key = ${key}`
     return rows[0] === undefined ? undefined : (JSON.parse(rows[0].value) as unknown)
@@ -853,6 +869,7 @@ const makeRegistry = Effect.gen(function* () {
     forgetSliceServer: orInternal(forgetSliceServer),
     addEvent: orInternal(addEvent),
     events: orInternal(events),
+    recentEvents: orInternal(recentEvents),
     getSetting: orInternal(getSetting),
     setSetting: orInternal(setSetting),
     updateSetting: orInternal(updateSetting)
