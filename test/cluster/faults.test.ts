@@ -184,7 +184,8 @@ describe.skipIf(unavailable !== undefined)(
         () => statusOf(observer),
         (ws) => ws.some((w) => w.name === "feat-a" && w.events.some((e) => e.kind === "moved"))
       )
-      const w = seen.find((x) => x.name === "feat-a") as StatusWorld
+      // the observer may list feat-a twice (its own copy and another machine's): the one whose history has the move
+      const w = seen.find((x) => x.name === "feat-a" && x.events.some((e) => e.kind === "moved")) as StatusWorld
       const event = w.events.find((e) => e.kind === "moved")
       expect(event?.message, JSON.stringify(w.events)).toContain(`from ${machine}`)
       // the machine comes back (any command starts its daemon): one copy, wherever the cluster has it now
