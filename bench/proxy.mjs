@@ -376,7 +376,10 @@ const h2load = (t, seconds, c) => {
   const out = execFileSync(
     "h2load",
     [`-t${threads}`, `-c${c}`, "-m1", `-D${seconds}`, "--warm-up-time=1", `--log-file=${log}`, ...args],
-    // h2load waits for every stream it started; one never answered would hold it for ever
+    // The warm-up is needed, not only for fair figures: h2load (1.52) with -D stops only the clients that have an h2
+    // session when the duration ends; one still in its TLS handshake then (200 handshakes take seconds on a loaded
+    // machine) is never stopped and requests for ever. Without a warm-up, `-c200 -D3` hangs in about half the runs,
+    // against node:http2 with no proxy as well. The timeout is the guard if it happens anyway.
     { encoding: "utf8", timeout: (seconds + 60) * 1000 }
   )
   const m = /requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored/.exec(out)
