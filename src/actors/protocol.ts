@@ -29,6 +29,7 @@ import {
   UnsetVariable,
   FolderInTheWay,
   GitCommandFailed,
+  SliceServerFailed,
   WorldNotFound
 } from "../domain/errors.js"
 import { worldStates } from "../domain/world-state.js"
@@ -62,6 +63,7 @@ export const WorldFailure = Schema.Union(
   UnsetVariable,
   FolderInTheWay,
   GitCommandFailed,
+  SliceServerFailed,
   InvalidRequest,
   PortRangeExhausted,
   DriverMissing,

@@ -327,6 +327,31 @@ export class FolderInTheWay extends Schema.TaggedError<FolderInTheWay>()("Folder
   }
 }
 
+/** What to do about a slice server's failure, by its kind (as the adapter classed it). */
+const sliceServerHint: Readonly<Record<string, string>> = {
+  unreachable: "check that the server runs and that the slice's admin_url (or the adapter's default) points at it",
+  authentication: "check the user and password the slice's admin_url gives",
+  grant: "the admin_url's user needs the right to create and drop databases there"
+}
+
+/**
+ * A slice's server refused or failed what berth asked (make, find, copy or drop a slice): which world, slice and
+ * adapter, and the kind of failure the adapter classed it as (`unreachable`, `authentication`, `grant`, `taken`,
+ * `not-owned`, `invalid`, `failed`).
+ */
+export class SliceServerFailed extends Schema.TaggedError<SliceServerFailed>()("SliceServerFailed", {
+  world: Schema.String,
+  slice: Schema.String,
+  adapter: Schema.String,
+  kind: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    const hint = sliceServerHint[this.kind]
+    return `world ${this.world}: slice ${this.slice} (${this.adapter}): ${this.reason}${hint === undefined ? "" : `\n  hint: ${hint}`}`
+  }
+}
+
 /** git refused or failed what berth asked of it for a world (its worktree made or removed). */
 export class GitCommandFailed extends Schema.TaggedError<GitCommandFailed>()("GitCommandFailed", {
   /** git's own error, with berth's hint when it has one */

@@ -118,6 +118,20 @@ describe("slices", () => {
     await check.end()
     expect(left.rows).toEqual([])
   })
+  it("says which slice server failed and how, with a hint, when the server cannot be reached", async () => {
+    const box = await boxes.project({
+      "berth.toml": `[project]\nname = "pgaway${process.pid}"\n\n[services.db]\nadapter = "postgres"\nadmin_url = "postgres://postgres@127.0.0.1:1/postgres"\n`
+    })
+    const r = await box.run(["up", "away", "--json"], { timeoutMs: 60_000 })
+    expect(r.code).toBe(1)
+    const error = (
+      JSON.parse(r.stderr.trim().split("\n").at(-1)!) as { error: { tag: string; message: string; hint: string } }
+    ).error
+    expect(error.tag).toBe("SliceServerFailed")
+    expect(error.message).toMatch(/world away: slice db \(postgres\)/)
+    expect(error.hint).toMatch(/check that the server runs/)
+  })
+
   it("gives each world its own Redis database, flushed and freed on remove", async () => {
     const { Redis } = await import("ioredis")
     const box = await boxes.project({

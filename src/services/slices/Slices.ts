@@ -27,6 +27,7 @@ import {
   type InternalError,
   InvalidRequest,
   type PathOutsideWorktree,
+  SliceServerFailed,
   type StartFailed
 } from "../../domain/errors.js"
 import {
@@ -71,7 +72,14 @@ export type SliceInit = (
   urls: ReadonlyMap<string, string>
 ) => Effect.Effect<void, StartFailed | InvalidRequest | InternalError | DiskFull>
 
-type SliceError = StartFailed | InvalidRequest | InternalError | DiskFull | PathOutsideWorktree | DriverMissing
+type SliceError =
+  | StartFailed
+  | InvalidRequest
+  | SliceServerFailed
+  | InternalError
+  | DiskFull
+  | PathOutsideWorktree
+  | DriverMissing
 
 interface Golden {
   readonly slice: Slice
@@ -146,13 +154,13 @@ export interface SlicesService {
   readonly teardown: (
     world: Pick<SliceWorld, "id" | "name">,
     options?: { readonly only?: ReadonlySet<string>; readonly keepOnFailure?: boolean }
-  ) => Effect.Effect<ReadonlyArray<string>, InvalidRequest | InternalError | DiskFull>
+  ) => Effect.Effect<ReadonlyArray<string>, InvalidRequest | SliceServerFailed | InternalError | DiskFull>
   /** Fails (naming the slice) unless every ready slice of world `from` can be copied into a new world `to`. */
   readonly canCopy: (
     from: Pick<SliceWorld, "id" | "name">,
     to: string,
     searchPath: string | undefined
-  ) => Effect.Effect<void, InvalidRequest | InternalError | DiskFull | DriverMissing>
+  ) => Effect.Effect<void, InvalidRequest | SliceServerFailed | InternalError | DiskFull | DriverMissing>
   /**
    * Copies every ready slice of world `from`, data included, into the new world `to` (`berth up <to> --from <from>`),
    * recorded as `to`'s, ready; refuses before anything is made when an adapter cannot clone. Whatever was made goes
@@ -162,7 +170,7 @@ export interface SlicesService {
     from: SliceWorld,
     to: SliceWorld,
     searchPath: string | undefined
-  ) => Effect.Effect<void, InvalidRequest | InternalError | DiskFull | DriverMissing>
+  ) => Effect.Effect<void, InvalidRequest | SliceServerFailed | InternalError | DiskFull | DriverMissing>
   /** Rebuilds the golden of one slice service now, from the world's worktree and environment; answers its name. */
   readonly rebuildGolden: (
     world: SliceWorld,
@@ -216,7 +224,7 @@ const make = Effect.gen(function* () {
     isEmbedded(s.adapter) ? s.storage : s.adminUrl === undefined ? "(no admin_url)" : hidePassword(s.adminUrl)
 
   const adapterFailure = (world: string, service: string, adapter: string) => (e: AdapterError) =>
-    new InvalidRequest({ reason: `world ${world}: slice ${service} (${adapter}): ${e.message}` })
+    new SliceServerFailed({ world, slice: service, adapter, kind: e.kind, reason: e.message })
 
   /** a name with this installation's mark appended: what it uses where the usual name is someone else's */
   const apartName = (name: string) => sliceIdentifier([name, owner], NAME_LIMIT)
