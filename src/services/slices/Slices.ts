@@ -565,7 +565,7 @@ const make = Effect.gen(function* () {
           Effect.mapError((e) =>
             e.kind === "invalid"
               ? new InvalidRequest({
-                  reason: `${failure(e).reason}\n  hint: make and seed that database on the server, or name another in clone_from`
+                  reason: `${failure(e).message}\n  hint: make and seed that database on the server, or name another in clone_from`
                 })
               : failure(e)
           )
