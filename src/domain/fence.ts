@@ -59,16 +59,20 @@ export const formatLease = (lease: FenceLease): string => `${JSON.stringify(leas
 
 const isInt = (x: unknown): x is number => typeof x === "number" && Number.isSafeInteger(x)
 
-/** A lease file's text, or undefined when it is not one (half written, another build's, damaged). */
-export const parseLease = (text: string): FenceLease | undefined => {
-  let value: unknown
+/** A file's text as a JSON object, or undefined when it is none (half written, damaged). */
+const jsonObject = (text: string): Record<string, unknown> | undefined => {
   try {
-    value = JSON.parse(text)
+    const value: unknown = JSON.parse(text)
+    return typeof value === "object" && value !== null ? (value as Record<string, unknown>) : undefined
   } catch {
     return undefined
   }
-  if (typeof value !== "object" || value === null) return undefined
-  const v = value as Record<string, unknown>
+}
+
+/** A lease file's text, or undefined when it is not one (half written, another build's, damaged). */
+export const parseLease = (text: string): FenceLease | undefined => {
+  const v = jsonObject(text)
+  if (v === undefined) return undefined
   if (!isInt(v.daemon) || typeof v.session !== "string" || !isInt(v.until)) return undefined
   if (typeof v.home !== "string" || typeof v.done !== "boolean") return undefined
   if (!Array.isArray(v.worlds) || !v.worlds.every(isInt)) return undefined
@@ -123,14 +127,8 @@ export interface FencedRecord {
 export const formatFenced = (record: FencedRecord): string => `${JSON.stringify(record)}\n`
 
 export const parseFenced = (text: string): FencedRecord | undefined => {
-  let value: unknown
-  try {
-    value = JSON.parse(text)
-  } catch {
-    return undefined
-  }
-  if (typeof value !== "object" || value === null) return undefined
-  const v = value as Record<string, unknown>
+  const v = jsonObject(text)
+  if (v === undefined) return undefined
   if (!isInt(v.daemon) || typeof v.session !== "string" || !isInt(v.at)) return undefined
   if (!Array.isArray(v.worlds) || !v.worlds.every(isInt)) return undefined
   return { daemon: v.daemon, session: v.session, at: v.at, worlds: v.worlds }

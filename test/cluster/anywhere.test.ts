@@ -13,6 +13,7 @@ import { ownerOf } from "../../src/services/slices/Slices.js"
 import { eventually, isAlive, type Sandbox, sandbox, serverScript } from "../e2e/harness.js"
 import {
   endedAt,
+  git,
   type Host,
   hostsUnavailable,
   sampleCopies,
@@ -96,19 +97,6 @@ interface StatusWorld {
   readonly path: string
   readonly services: ReadonlyArray<{ readonly name: string; readonly pid: number | null; readonly state: string }>
 }
-
-const git = (cwd: string, ...args: ReadonlyArray<string>) =>
-  execFileSync("git", args, {
-    cwd,
-    encoding: "utf8",
-    env: {
-      ...process.env,
-      GIT_AUTHOR_NAME: "berth",
-      GIT_AUTHOR_EMAIL: "berth@localhost",
-      GIT_COMMITTER_NAME: "berth",
-      GIT_COMMITTER_EMAIL: "berth@localhost"
-    }
-  })
 
 const daemonPid = (host: Host) => Number(readFileSync(join(host.home, "daemon.pid"), "utf8").trim().split(/\s+/)[0])
 

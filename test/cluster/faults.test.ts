@@ -4,13 +4,13 @@
  * cluster to give its machine up; the daemon and its watchdog killed together, leaving the services; and what `status`
  * says after either (the copy that was fenced, the move and where from).
  */
-import { execFileSync } from "node:child_process"
 import { mkdirSync, readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { eventually, isAlive, type Sandbox, sandbox, serverScript } from "../e2e/harness.js"
 import {
   endedAt,
+  git,
   type Host,
   hostsUnavailable,
   sampleCopies,
@@ -31,19 +31,6 @@ interface StatusWorld {
   readonly events: ReadonlyArray<{ readonly kind: string; readonly message: string; readonly at: number }>
   readonly services: ReadonlyArray<{ readonly name: string; readonly pid: number | null; readonly state: string }>
 }
-
-const git = (cwd: string, ...args: ReadonlyArray<string>) =>
-  execFileSync("git", args, {
-    cwd,
-    encoding: "utf8",
-    env: {
-      ...process.env,
-      GIT_AUTHOR_NAME: "berth",
-      GIT_AUTHOR_EMAIL: "berth@localhost",
-      GIT_COMMITTER_NAME: "berth",
-      GIT_COMMITTER_EMAIL: "berth@localhost"
-    }
-  })
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 

@@ -118,3 +118,17 @@ export const sampleCopies = (name: string) => {
     }
   }
 }
+
+/** git in `cwd`, as a fixed author (nothing of the machine's git identity). */
+export const git = (cwd: string, ...args: ReadonlyArray<string>) =>
+  execFileSync("git", args, {
+    cwd,
+    encoding: "utf8",
+    env: {
+      ...process.env,
+      GIT_AUTHOR_NAME: "berth",
+      GIT_AUTHOR_EMAIL: "berth@localhost",
+      GIT_COMMITTER_NAME: "berth",
+      GIT_COMMITTER_EMAIL: "berth@localhost"
+    }
+  })
