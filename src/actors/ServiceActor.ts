@@ -18,7 +18,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { readText } from "../domain/knobs.js"
 import * as Exit from "effect/Exit"
-import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import type * as Model from "../domain/config/model.js"
 import { redact } from "../domain/coordinates.js"
@@ -33,7 +33,6 @@ import {
   transition,
   UNHEALTHY_AFTER_MISSES
 } from "../domain/service-state.js"
-import { Fence } from "../services/Fence.js"
 import { defaultCheck, Health, livenessAttemptMs } from "../services/Health.js"
 import * as LogFiles from "../services/LogFiles.js"
 import { trace } from "../services/trace.js"
@@ -53,6 +52,8 @@ export interface ServicePlan {
   readonly owner?: { readonly worldId: number; readonly home: string }
   /** waited on before each spawn (setup included): a world that runs anywhere starts nothing while its hold is stale */
   readonly fence?: Effect.Effect<void>
+  /** each spawned group handed on for as long as it runs: a world that runs anywhere ties it to the daemon */
+  readonly tie?: (pgid: number) => Effect.Effect<void, never, Scope.Scope>
 }
 
 export interface ServiceSnapshot {
@@ -148,8 +149,6 @@ export const runService = (
   Effect.gen(function* () {
     const processes = yield* Processes
     const health = yield* Health
-    // optional: a daemon's worlds have one (a world that runs anywhere ties its groups to the daemon), a test may not
-    const fence = yield* Effect.serviceOption(Fence)
     const { plan } = rt
     const name = plan.service.name
     const check = plan.service.health ?? defaultCheck(plan.port !== undefined)
@@ -230,7 +229,7 @@ export const runService = (
           if (adopt === undefined && (yield* readText("BERTH_TEST_CRASH_AFTER_SPAWN")) === name)
             process.kill(process.pid, "SIGKILL")
           // tied before the stop is added: the group is let go of only once it is stopped
-          if (plan.owner !== undefined && Option.isSome(fence)) yield* fence.value.tie(plan.owner.worldId, handle.pgid)
+          if (plan.tie !== undefined) yield* plan.tie(handle.pgid)
           yield* Effect.addFinalizer(() => processes.stop(handle, plan.service.stopGraceMs))
           adopt = undefined
           yield* apply({ _tag: "Spawned" }, { handle })

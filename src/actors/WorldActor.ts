@@ -302,6 +302,12 @@ export const makeWorldActor = (
      */
     const apply = (event: WorldEvent, reason: string | null = null, run?: Run) =>
       Effect.gen(function* () {
+        // an event that moves nothing writes and publishes nothing (what runs may still change): every writer is on
+        // this fiber, so nothing moves the state between this look and the step below
+        if (transition((yield* SubscriptionRef.get(life)).state, event) === undefined) {
+          if (run !== undefined) yield* setRun(run)
+          return false
+        }
         const moved = yield* SubscriptionRef.modifyEffect(life, (now) => {
           const to = transition(now.state, event)
           const next = run === undefined ? now : { ...now, run }
@@ -381,26 +387,29 @@ export const makeWorldActor = (
         yield* worktreeFiles.restoreEnv(g.envBefore)
       })
 
+    /** A start that will not run: what it started is released and its permit goes back. */
+    const dropLaunch = (g: Generation) =>
+      Effect.gen(function* () {
+        yield* setRun(IDLE)
+        yield* Scope.close(g.scope, Exit.void)
+        yield* admission.release(worldId)
+      })
+
     /**
      * Whatever runs or is on its way stops: a start is cancelled (its permit given back, its waiting `up` told), a
      * generation is released. The world's permit stays with a running world (a reload is the same world again).
      */
     const stopRun = Effect.gen(function* () {
-      const run = yield* currentRun
+      const { run, outcome } = yield* SubscriptionRef.get(life)
       if (run._tag === "Idle") return
-      yield* setRun(IDLE)
-      if (run._tag === "Launching") {
-        const name = initial?.name ?? `#${worldId}`
-        if (run.fiber !== undefined) yield* Fiber.interrupt(run.fiber)
-        yield* Scope.close(run.generation.scope, Exit.void)
-        yield* admission.release(worldId)
-        const outcome = (yield* SubscriptionRef.get(life)).outcome
-        if (outcome !== undefined) {
-          yield* Deferred.fail(outcome, new StartInterrupted({ world: name }))
-        }
-        return
+      if (run._tag === "Running") {
+        yield* setRun(IDLE)
+        return yield* Scope.close(run.generation.scope, Exit.void)
       }
-      yield* Scope.close(run.generation.scope, Exit.void)
+      if (run.fiber !== undefined) yield* Fiber.interrupt(run.fiber)
+      yield* dropLaunch(run.generation)
+      if (outcome !== undefined)
+        yield* Deferred.fail(outcome, new StartInterrupted({ world: initial?.name ?? `#${worldId}` }))
     })
 
     /** Everything of the world stops and its permit goes back: down, suspend, remove. */
@@ -759,7 +768,8 @@ export const makeWorldActor = (
             logFile: home.serviceLog(worldId, name),
             secrets: [...l.secrets, ...secretsOf(userEnv)],
             owner: { worldId, home: home.root },
-            fence: fence.hold(worldId)
+            fence: fence.hold(worldId),
+            tie: (pgid) => fence.tie(worldId, pgid)
           })
           runtimes.set(name, rt)
         }
@@ -951,9 +961,7 @@ export const makeWorldActor = (
             Cause.failureOption(exit.cause),
             () => new InternalError({ reason: `world ${worldId}: ${Cause.pretty(exit.cause)}` })
           )
-          yield* setRun(IDLE)
-          yield* Scope.close(g.scope, Exit.void)
-          yield* admission.release(worldId)
+          yield* dropLaunch(g)
           const reason = failureReason(error)
           yield* apply(WorldEvent.Fail({ reason }), reason)
         }

@@ -51,7 +51,7 @@ import {
 } from "../services/Registry.js"
 import type { WorktreeFiles } from "../services/worktree/WorktreeFiles.js"
 import { Router } from "../services/proxy/Router.js"
-import { type GcReport, Slices } from "../services/slices/Slices.js"
+import { Slices, type SlicesService } from "../services/slices/Slices.js"
 import type { Fence } from "../services/Fence.js"
 import { Admission } from "../services/Admission.js"
 import { describeWait } from "../domain/admission.js"
@@ -188,12 +188,8 @@ export interface WorldsService {
     service: string,
     env: Readonly<Record<string, string>>
   ) => Effect.Effect<WorldStatus, CommandError>
-  readonly gc: (
-    dryRun: boolean,
-    env?: Readonly<Record<string, string>>,
-    automatic?: boolean,
-    goldens?: boolean
-  ) => Effect.Effect<GcReport, InvalidRequest | InternalError | DiskFull>
+  /** What a crash or a vanished world left behind, dropped (or listed, with `dryRun`): the slices' own `gc`. */
+  readonly gc: SlicesService["gc"]
   /** Memory is short: the world's processes stop, everything else stays, and it queues to come back. */
   readonly suspend: (worldId: number, reason: string, requeue?: boolean) => Effect.Effect<void, Protocol.WorldError>
   /** A request reached a suspended world: queue its resume now. */
