@@ -14,6 +14,7 @@ import { basename, dirname, join, resolve } from "node:path"
 import * as Deferred from "effect/Deferred"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -51,7 +52,7 @@ import {
 } from "../domain/errors.js"
 import { definedEnv } from "../domain/environment.js"
 import { dependentsClosure } from "../domain/graph.js"
-import { selectedServices, widen } from "../domain/selection.js"
+import { covers, selectedServices, widen } from "../domain/selection.js"
 import { decide, finishesRemoval, transition, WorldEvent, type WorldState } from "../domain/world-state.js"
 import { ConfigFiles, type LoadedConfig } from "../services/ConfigFiles.js"
 import { requireConsent } from "../services/Consent.js"
@@ -954,6 +955,8 @@ export const makeWorldActor = (
           // it started whole: its env_files are the world's now
           g.envBefore.clear()
           yield* apply(WorldEvent.Started(), null, { _tag: "Running", generation: g })
+          // what an up asked for while this start was on its way starts now, beside it (one that fails shows failed)
+          if (lacks(g, selection)) yield* Effect.ignore(addServices(g, selection))
           // a service may have failed while the world was still starting: the world's state follows it now
           yield* followServices
         } else {
@@ -971,8 +974,14 @@ export const makeWorldActor = (
     const up = (sel: Selection, env: Readonly<Record<string, string>>) =>
       Effect.gen(function* () {
         const run = yield* currentRun
-        // asked again while on its way up: the same start answers
-        if (run._tag === "Launching") return
+        if (run._tag === "Launching") {
+          // asked again while on its way up: the same start answers; what this up names beyond it (checked now: an
+          // unknown name is still an error) starts once the world runs (`settled`)
+          if (covers(selection, sel)) return
+          yield* selected(run.generation.config, sel)
+          selection = widen(selection, sel)
+          return yield* registry.setSelection(worldId, selection)
+        }
         if (run._tag === "Running") {
           // a running world: an unknown name is still an error, and a selection starts only what is missing
           const g = run.generation
@@ -1009,6 +1018,13 @@ export const makeWorldActor = (
         yield* registry.setSelection(worldId, sel)
         yield* registry.setEnv(worldId, env)
         yield* launchStart(ready, { since: Date.now(), resuming: false })
+      })
+
+    /** The generation runs fewer of the config's processes than `sel` selects. */
+    const lacks = (g: Generation, sel: Selection): boolean =>
+      Either.match(selectedServices(g.config, sel), {
+        onLeft: () => false,
+        onRight: (names) => names.some((n) => !g.services.has(n) && Model.processes(g.config).some((p) => p.name === n))
       })
 
     /**

@@ -48,3 +48,8 @@ export const widen = (a: Selection, b: Selection): Selection =>
     : selectsAll(b)
       ? b
       : { services: [...new Set([...a.services, ...b.services])], groups: [...new Set([...a.groups, ...b.groups])] }
+
+/** `a` starts everything `b` names: `widen(a, b)` would start no more than `a`. */
+export const covers = (a: Selection, b: Selection): boolean =>
+  selectsAll(a) ||
+  (!selectsAll(b) && b.services.every((s) => a.services.includes(s)) && b.groups.every((g) => a.groups.includes(g)))

@@ -489,6 +489,34 @@ describe("a world driven in-process", () => {
     })
   )
 
+  it.scoped("an up -s of another service while the world is still on its way up starts that service too", () =>
+    Effect.gen(function* () {
+      const h = yield* worldHarness(SHOP)
+      yield* h.fakes.health.setDefault(true)
+      // memory is short: the world's start waits in line
+      yield* h.fakes.machine.setMemoryPercent(1)
+      yield* h.nextReading
+      const only = (service: string) => ({ services: [service], groups: [] })
+      yield* h.engine.worlds.up(h.ref("alpha"), only("api"), ALLOWED, false)
+      yield* h.awaitState("alpha", "queued")
+      // asked while that start waits: mail joins the world's selection, and starts once the world runs
+      yield* h.engine.worlds.up(h.ref("alpha"), only("mail"), ALLOWED, false)
+      yield* h.fakes.machine.setMemoryPercent(80)
+      yield* h.nextReading
+      yield* h.process("alpha", "api")
+      yield* passTime("api stays up after its check passed", CONFIRM_MS)
+      yield* h.awaitState("alpha", "running")
+      yield* h.process("alpha", "mail")
+      yield* eventually(
+        "api and mail run",
+        Effect.map(servicesOf(h, "alpha"), (all) =>
+          ["api", "mail"].every((name) => all.find((x) => x.name === name)?.state === "healthy")
+        )
+      )
+      expect((yield* h.processesOf("alpha", "worker")).length, "worker was not asked for").toBe(0)
+    })
+  )
+
   it.scoped("restart -s starts a service and its dependents again beside the rest", () =>
     Effect.gen(function* () {
       const h = yield* worldHarness(SHOP)

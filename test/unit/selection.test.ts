@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Either from "effect/Either"
 import * as FastCheck from "effect/FastCheck"
 import { analyse, type GraphNode } from "../../src/domain/graph.js"
-import { type Selection, selectedServices, selectsAll, widen } from "../../src/domain/selection.js"
+import { covers, type Selection, selectedServices, selectsAll, widen } from "../../src/domain/selection.js"
 
 const node = (name: string, ...dependsOn: Array<string>): GraphNode => ({ name, dependsOn })
 const graph = Either.getOrThrow(
@@ -67,5 +67,15 @@ describe("widen", () => {
         expect(selectsAll(widen(sel([]), a))).toBe(true)
       })
     )
+  })
+})
+
+describe("covers", () => {
+  it("says whether a selection already starts all another names", () => {
+    expect(covers(sel([]), sel(["web"]))).toBe(true)
+    expect(covers(sel(["web", "api"]), sel(["api"]))).toBe(true)
+    expect(covers(sel(["api"]), sel(["web"]))).toBe(false)
+    expect(covers(sel(["api"]), sel([]))).toBe(false)
+    expect(covers(sel([], ["back"]), sel([], ["back"]))).toBe(true)
   })
 })
