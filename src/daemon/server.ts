@@ -46,6 +46,7 @@ import * as machine from "./machine.js"
 import { watch } from "./watch.js"
 import { serveWebDashboard } from "./web.js"
 import type { Admission } from "../services/Admission.js"
+import type { Platform } from "../services/Platform.js"
 import type { Registry } from "../services/Registry.js"
 
 /** The longest path the kernel takes (PATH_MAX); a world name is a branch, a path under `.git/refs`. */
@@ -231,7 +232,7 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
       const cluster = yield* Cluster
       const clustered = makeClusterViews(worlds, cluster, router)
       const context = yield* Effect.context<
-        Admission | Router | HostsKeeper | Ports | Registry | Git | Worlds | Cluster
+        Admission | Router | HostsKeeper | Ports | Registry | Git | Worlds | Cluster | Platform
       >()
       const proxyInfo = Effect.map(router.info, (i) => ({
         http: { wanted: i.http.wanted, port: i.http.port ?? null, error: i.http.error ?? null },

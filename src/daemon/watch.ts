@@ -6,7 +6,6 @@
  */
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import { Worlds } from "../actors/Worlds.js"
 import { Cluster } from "../cluster/Cluster.js"
@@ -14,7 +13,7 @@ import { describeWait } from "../domain/admission.js"
 import { remoteWorldId } from "../domain/cluster.js"
 import { diffWorlds, type ProcUsage, sampleUsage, type UsageSample, usageBetween } from "../domain/dashboard.js"
 import { Admission } from "../services/Admission.js"
-import { Platform, platformHere } from "../services/Platform.js"
+import { Platform } from "../services/Platform.js"
 import { Registry } from "../services/Registry.js"
 import { Router } from "../services/proxy/Router.js"
 import {
@@ -48,9 +47,7 @@ export const watch = (cwd: string | undefined) =>
       const registry = yield* Registry
       const admission = yield* Admission
       const router = yield* Router
-      // the Platform when the caller's context holds it, else the one of the machine (the daemon's RPC context is
-      // narrowed to what the other streams need, and both are the machine's Platform there)
-      const platform = Option.getOrElse(yield* Effect.serviceOption(Platform), () => platformHere)
+      const platform = yield* Platform
       /** every process's cost, in the units of `ProcUsage` the dashboard sums (ticks of 1 ms, pages of 1 byte) */
       const readProcesses: Effect.Effect<ReadonlyArray<ProcUsage>> = Effect.map(platform.costs, (costs) =>
         costs.map((c) => ({ pid: c.pid, pgrp: c.pgid, ticks: c.cpuMs, rssPages: c.rssBytes }))

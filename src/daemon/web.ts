@@ -16,6 +16,7 @@ import { InternalError, InvalidRequest } from "../domain/errors.js"
 import { type ActionRequest, serveDashboard } from "../services/dashboard/web.js"
 import type { Admission } from "../services/Admission.js"
 import type { Router } from "../services/proxy/Router.js"
+import type { Platform } from "../services/Platform.js"
 import { Registry } from "../services/Registry.js"
 import { WatchMessage } from "./api.js"
 import { watch } from "./watch.js"
@@ -124,7 +125,7 @@ const act = (request: ActionRequest) =>
   )
 
 /** Serves the web dashboard for the daemon's life (see `services/dashboard/web.ts` for who may act). */
-export const serveWebDashboard = serveDashboard<Registry | Router | Admission | Worlds | Cluster>({
+export const serveWebDashboard = serveDashboard<Registry | Router | Admission | Worlds | Cluster | Platform>({
   watch: watch(undefined).pipe(Stream.mapEffect((m) => encode(m))),
   logs: (world, service) =>
     Stream.unwrap(

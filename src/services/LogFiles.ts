@@ -195,7 +195,7 @@ export const follow = (file: string, fromOffset: number): Stream.Stream<string, 
     // more than one read's worth was waiting: read on without sleeping
     let behind = true
     // the file's change time when it was last read to its end
-    let readAt: number | undefined = undefined
+    let readAt: number | undefined
 
     const readNew = attempt(file, "read", async (): Promise<Array<string>> => {
       const { size: current, changed } = await standing(file)
