@@ -54,6 +54,11 @@ export interface ServicePlan {
   readonly fence?: Effect.Effect<void>
   /** each spawned group handed on for as long as it runs: a world that runs anywhere ties it to the daemon */
   readonly tie?: (pgid: number) => Effect.Effect<void, never, Scope.Scope>
+  /**
+   * Each change of its snapshot, recorded in the step that makes it and before the change is seen: whoever hears the
+   * service is ready (an `up` answering, a daemon killed right after) finds its row saying so.
+   */
+  readonly record?: (snapshot: ServiceSnapshot) => Effect.Effect<void>
 }
 
 export interface ServiceSnapshot {
@@ -418,7 +423,8 @@ const applyEvent = (rt: ServiceRuntime, event: ServiceEvent, patch: Partial<Serv
       const state = transition(s.state, event)
       if (state === undefined) return Effect.void
       const next = { ...s, ...patch, state }
-      return sameSnapshot(s, next) ? Effect.void : SubscriptionRef.set(rt.snapshot, next)
+      if (sameSnapshot(s, next)) return Effect.void
+      return Effect.zipRight(rt.plan.record?.(next) ?? Effect.void, SubscriptionRef.set(rt.snapshot, next))
     })
   )
 

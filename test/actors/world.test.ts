@@ -9,6 +9,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
 import * as TestClock from "effect/TestClock"
 import { Down, Up } from "../../src/actors/protocol.js"
 import { CONFIRM_MS } from "../../src/actors/ServiceActor.js"
@@ -514,6 +515,59 @@ describe("a world driven in-process", () => {
         )
       )
       expect((yield* h.processesOf("alpha", "worker")).length, "worker was not asked for").toBe(0)
+    })
+  )
+
+  it.scoped("an up answers once its services' rows say they are ready: a daemon killed right after keeps them", () =>
+    Effect.gen(function* () {
+      // every write of a ready service's row waits until the test opens the gate
+      const gate = yield* Deferred.make<void>()
+      const waiting = yield* Ref.make(0)
+      const h = yield* worldHarness(SHOP, {
+        registry: (real) => ({
+          ...real,
+          saveService: (row) =>
+            row.observed === "healthy"
+              ? Effect.zipRight(
+                  Effect.zipRight(
+                    Ref.update(waiting, (n) => n + 1),
+                    Deferred.await(gate)
+                  ),
+                  real.saveService(row)
+                )
+              : real.saveService(row)
+        })
+      })
+      yield* h.fakes.health.setDefault(true)
+      const { worlds, registry } = h.engine
+      // the rows as they are the moment the up answers (what a daemon killed then would find)
+      const up = yield* Effect.fork(
+        Effect.zipRight(
+          worlds.up(h.ref("alpha"), { services: [], groups: [] }, ALLOWED, true),
+          Effect.flatMap(h.idOf("alpha"), (id) => registry.services(id))
+        )
+      )
+      yield* eventually(
+        "api's and mail's rows wait to say they are ready",
+        Effect.map(Ref.get(waiting), (n) => n >= 2)
+      )
+      for (let i = 0; i < 1_000; i++) yield* Effect.yieldNow()
+      const early = yield* Fiber.poll(up)
+      if (Option.isSome(early)) {
+        const rows = yield* early.value
+        expect(rows.map((r) => `${r.name}:${r.observed}`).sort()).toEqual([
+          "api:healthy",
+          "mail:healthy",
+          "worker:healthy"
+        ])
+      }
+      yield* Deferred.succeed(gate, undefined)
+      const rows = yield* Fiber.join(up)
+      expect(rows.map((r) => `${r.name}:${r.observed}`).sort()).toEqual([
+        "api:healthy",
+        "mail:healthy",
+        "worker:healthy"
+      ])
     })
   )
 

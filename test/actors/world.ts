@@ -262,6 +262,12 @@ export const passTime = (what: string, ms: number, count = 1) =>
 /** what starting an engine can fail with (a state database it cannot use, say) */
 type EngineError = Layer.Layer.Error<ReturnType<typeof engineLayer>>
 
+/** The state database, or the test's fake around it: it stays open for the engine's life, the fake in the same layer. */
+const registryLayer = (wrap: ((real: RegistryService) => RegistryService) | undefined) =>
+  wrap === undefined
+    ? RegistryLive
+    : Layer.map(RegistryLive, (built) => Context.add(built, Registry, wrap(Context.get(built, Registry))))
+
 /** What an engine is made of, `WorldsLive` with the fakes in: only Processes differs from one daemon to the next. */
 const engineLayer = (
   home: string,
@@ -272,6 +278,8 @@ const engineLayer = (
     readonly slices: Context.Tag.Service<Slices>
     /** what the test puts in place of (or around) the worktree's files */
     readonly worktreeFiles?: (real: WorktreeFilesService) => WorktreeFilesService
+    /** what the test puts around the state database (a write that waits, say) */
+    readonly registry?: (real: RegistryService) => RegistryService
   }
 ) =>
   Worlds.Default.pipe(
@@ -290,7 +298,7 @@ const engineLayer = (
             )
       )
     ),
-    Layer.provideMerge(RegistryLive),
+    Layer.provideMerge(registryLayer(fakes.registry)),
     Layer.provideMerge(
       Layer.mergeAll(
         ConfigFilesLive,
@@ -317,6 +325,8 @@ export const worldHarness = (
     readonly files?: Readonly<Record<string, string>>
     /** the worktree's files as the test wants them seen (a fake around the real service) */
     readonly worktreeFiles?: (real: WorktreeFilesService) => WorktreeFilesService
+    /** the state database as the test wants it to behave (a fake around the real one) */
+    readonly registry?: (real: RegistryService) => RegistryService
   } = {}
 ) =>
   Effect.gen(function* () {
@@ -336,7 +346,8 @@ export const worldHarness = (
             health: health.service,
             machine: machine.service,
             slices: slices.service,
-            ...(options.worktreeFiles === undefined ? {} : { worktreeFiles: options.worktreeFiles })
+            ...(options.worktreeFiles === undefined ? {} : { worktreeFiles: options.worktreeFiles }),
+            ...(options.registry === undefined ? {} : { registry: options.registry })
           }),
           scope
         )
