@@ -14,14 +14,12 @@ import { basename, dirname, join, resolve } from "node:path"
 import * as Deferred from "effect/Deferred"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Model from "../domain/config/model.js"
 import {
@@ -130,6 +128,12 @@ export type Run =
       readonly generation: Generation
       /** the start's own fiber; undefined while the actor runs it itself (adopting what outlived a daemon) */
       readonly fiber: Fiber.RuntimeFiber<void, never> | undefined
+      /**
+       * what an `up` asked for while this start was on its way, beyond what it starts: started beside it once it runs.
+       * Only what was asked: a service the start leaves out on purpose (one that ended while no daemon watched, whose
+       * policy does not restart it) stays out.
+       */
+      readonly asked?: Selection
     }
   | { readonly _tag: "Running"; readonly generation: Generation }
 
@@ -758,6 +762,29 @@ export const makeWorldActor = (
               message: `${l.framework}: started as \`${shown}\` (inject = false in berth.toml starts cmd as written)`
             })
           }
+          // entering or leaving `failed` moves the world (degraded ⇄ running): told to its own mailbox
+          let wasFailed = false
+          const record = (s: ServiceSnapshot) =>
+            Effect.zipRight(
+              saveRow({
+                worldId,
+                name,
+                observed: s.state,
+                pid: s.handle?.pid ?? null,
+                pgid: s.handle?.pgid ?? null,
+                startTime: s.handle?.startTime ?? null,
+                restarts: s.restarts,
+                reason: s.reason ?? null,
+                logTail: s.logTail.length === 0 ? null : JSON.stringify(s.logTail),
+                command: commands.get(name) ?? null
+              }),
+              Effect.suspend(() => {
+                const failed = s.state === "failed"
+                if (failed === wasFailed) return Effect.void
+                wasFailed = failed
+                return post(new Protocol.ServicesChanged())
+              })
+            )
           const rt = yield* makeRuntime({
             world: w.name,
             service,
@@ -770,8 +797,11 @@ export const makeWorldActor = (
             secrets: [...l.secrets, ...secretsOf(userEnv)],
             owner: { worldId, home: home.root },
             fence: fence.hold(worldId),
-            tie: (pgid) => fence.tie(worldId, pgid)
+            tie: (pgid) => fence.tie(worldId, pgid),
+            record
           })
+          // its row exists (pending) before anything of it starts
+          yield* record(yield* SubscriptionRef.get(rt.snapshot))
           runtimes.set(name, rt)
         }
         for (const [name, rt] of runtimes) {
@@ -779,31 +809,6 @@ export const makeWorldActor = (
             const dep = runtimes.get(d) ?? g.services.get(d)?.rt
             return dep === undefined ? [] : [Deferred.await(dep.ready)]
           })
-          // entering or leaving `failed` moves the world (degraded ⇄ running): told to its own mailbox
-          let wasFailed = false
-          const persist = rt.snapshot.changes.pipe(
-            Stream.tap((s) => {
-              const failed = s.state === "failed"
-              if (failed === wasFailed) return Effect.void
-              wasFailed = failed
-              return post(new Protocol.ServicesChanged())
-            }),
-            Stream.runForEach((s) =>
-              saveRow({
-                worldId,
-                name,
-                observed: s.state,
-                pid: s.handle?.pid ?? null,
-                pgid: s.handle?.pgid ?? null,
-                startTime: s.handle?.startTime ?? null,
-                restarts: s.restarts,
-                reason: s.reason ?? null,
-                logTail: s.logTail.length === 0 ? null : JSON.stringify(s.logTail),
-                command: commands.get(name) ?? null
-              })
-            )
-          )
-          yield* Effect.forkIn(persist, g.fibers)
           const fiber = yield* runService(rt, {
             adopt: adopt.get(name),
             dependencies: Effect.all(deps, { discard: true })
@@ -956,7 +961,7 @@ export const makeWorldActor = (
           g.envBefore.clear()
           yield* apply(WorldEvent.Started(), null, { _tag: "Running", generation: g })
           // what an up asked for while this start was on its way starts now, beside it (one that fails shows failed)
-          if (lacks(g, selection)) yield* Effect.ignore(addServices(g, selection))
+          if (run.asked !== undefined) yield* Effect.ignore(addServices(g, run.asked))
           // a service may have failed while the world was still starting: the world's state follows it now
           yield* followServices
         } else {
@@ -980,6 +985,7 @@ export const makeWorldActor = (
           if (covers(selection, sel)) return
           yield* selected(run.generation.config, sel)
           selection = widen(selection, sel)
+          yield* setRun({ ...run, asked: run.asked === undefined ? sel : widen(run.asked, sel) })
           return yield* registry.setSelection(worldId, selection)
         }
         if (run._tag === "Running") {
@@ -1018,13 +1024,6 @@ export const makeWorldActor = (
         yield* registry.setSelection(worldId, sel)
         yield* registry.setEnv(worldId, env)
         yield* launchStart(ready, { since: Date.now(), resuming: false })
-      })
-
-    /** The generation runs fewer of the config's processes than `sel` selects. */
-    const lacks = (g: Generation, sel: Selection): boolean =>
-      Either.match(selectedServices(g.config, sel), {
-        onLeft: () => false,
-        onRight: (names) => names.some((n) => !g.services.has(n) && Model.processes(g.config).some((p) => p.name === n))
       })
 
     /**
