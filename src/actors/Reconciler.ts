@@ -12,7 +12,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SubscriptionRef from "effect/SubscriptionRef"
-import { ANYWHERE_SETTING, anywhereIds, isAnywhereCheckout } from "../domain/cluster.js"
+import { ANYWHERE_SETTING, runsAnywhere } from "../domain/cluster.js"
 import { LOG_CHECK_MIN_MS, type LogFileFacts, logBudget, logTrim, nextLogCheckMs } from "../domain/log-budget.js"
 import { strayGroups } from "../domain/marks.js"
 import { passDue, RECONCILE_TICK_MS } from "../domain/reconcile-pace.js"
@@ -112,12 +112,8 @@ export const sweepLeftovers = Effect.gen(function* () {
   if (rows._tag === "None") return yield* Effect.logWarning("the state database cannot be read: no leftovers swept")
   const [services, worldRows, listed] = rows.value
   // a world that runs anywhere is never adopted: another machine of the cluster may run it by now. Its processes are
-  // stopped with the strays, and it waits, down, for the cluster to start it again wherever it lands.
-  const anywhereListed = new Set(anywhereIds(listed))
-  const anywhere = worldRows.filter((w) => anywhereListed.has(w.id) || isAnywhereCheckout(home.root, w.path))
-  for (const w of anywhere) {
-    if (w.desired === "up") yield* registry.setDesired(w.id, "down").pipe(Effect.ignore)
-  }
+  // stopped with the strays; its actor lets it go (wanted down) until the cluster starts it again wherever it lands
+  const anywhere = worldRows.filter((w) => runsAnywhere(listed, home.root, w))
   const notAdopted = new Set(anywhere.map((w) => w.id))
   const recorded = new Set<number>()
   for (const s of services) {

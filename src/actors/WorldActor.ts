@@ -51,6 +51,7 @@ import {
 import { definedEnv } from "../domain/environment.js"
 import { dependentsClosure } from "../domain/graph.js"
 import { covers, selectedServices, widen } from "../domain/selection.js"
+import { ANYWHERE_SETTING, runsAnywhere } from "../domain/cluster.js"
 import { decide, finishesRemoval, transition, WorldEvent, type WorldState } from "../domain/world-state.js"
 import { ConfigFiles, type LoadedConfig } from "../services/ConfigFiles.js"
 import { requireConsent } from "../services/Consent.js"
@@ -1402,9 +1403,11 @@ export const makeWorldActor = (
         hasActor: false,
         liveProcesses: handles.size,
         recorded: handles.size > 0 || died.size > 0,
-        wakesOnRequest: w.wakesOnRequest
+        wakesOnRequest: w.wakesOnRequest,
+        runsAnywhere: runsAnywhere(yield* registry.getSetting(ANYWHERE_SETTING), home.root, w)
       }
-      switch (decide(facts)) {
+      const action = decide(facts)
+      switch (action) {
         case "none":
           return false
         case "teardown":
@@ -1415,12 +1418,16 @@ export const makeWorldActor = (
           yield* apply(WorldEvent.Recover())
           yield* adopt
           return false
+        case "release":
         case "settle":
         case "stop-strays":
           if (finishesRemoval(facts)) {
             yield* forget(facts.pathExists, true)
             return true
           }
+          // the one write of `desired` a daemon makes on its own: a world that runs anywhere is the cluster's to
+          // start again, wherever it lands
+          if (action === "release") yield* registry.setDesired(worldId, "down")
           yield* stopOrphans
           yield* apply(WorldEvent.Recover())
           // a world wanted down that a crash left running (or suspended) is stopped; a failed one stays failed

@@ -30,6 +30,7 @@ import {
 } from "../domain/errors.js"
 import { closestName, projectLabel } from "../domain/names.js"
 import { hidePassword, secretsOf } from "../domain/redact.js"
+import { ANYWHERE_SETTING, runsAnywhere } from "../domain/cluster.js"
 import { decide } from "../domain/world-state.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
 import { Git, type RepoInfo } from "../services/Git.js"
@@ -832,6 +833,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
     const reconcile = Effect.fn("Worlds.reconcile")(function* () {
       // what an actor could not write when it happened is written first
       yield* flush()
+      const listed = yield* registry.getSetting(ANYWHERE_SETTING)
       for (const w of yield* registry.worlds()) {
         const pathExists = w.path !== "" && existsSync(w.path)
         const hasActor = actors.has(w.id)
@@ -853,7 +855,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
           hasActor,
           liveProcesses: handles.size,
           recorded: handles.size > 0 || died.size > 0,
-          wakesOnRequest: w.wakesOnRequest
+          wakesOnRequest: w.wakesOnRequest,
+          runsAnywhere: runsAnywhere(listed, home.root, w)
         })
         if (action === "none") continue
         if (action !== "teardown") {

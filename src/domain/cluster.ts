@@ -114,6 +114,13 @@ export const ANYWHERE_SETTING = "anywhere-worlds"
 export const anywhereIds = (value: unknown): ReadonlyArray<number> =>
   Array.isArray(value) ? value.filter((v): v is number => typeof v === "number") : []
 
+/** The world runs anywhere: listed in the machine's `ANYWHERE_SETTING` (its value `listed`), or in a clone of berth's. */
+export const runsAnywhere = (
+  listed: unknown,
+  homeRoot: string,
+  world: { readonly id: number; readonly path: string }
+): boolean => anywhereIds(listed).includes(world.id) || isAnywhereCheckout(homeRoot, world.path)
+
 /**
  * What the machine that holds a world's `Anywhere` entity does when asked to make sure of it: stop its copy here
  * (the world is wanted down or removed, or its row is gone), start it (wanted up and not started by this entity, or a

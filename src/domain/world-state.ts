@@ -120,6 +120,11 @@ export interface WorldFacts {
   readonly recorded: boolean
   /** suspended for idleness: only a request or an `up` wakes it */
   readonly wakesOnRequest: boolean
+  /**
+   * it runs anywhere (the cluster places it): what a previous daemon ran of it is never adopted, since another machine
+   * may run it by now
+   */
+  readonly runsAnywhere: boolean
 }
 
 export type WorldAction =
@@ -133,6 +138,11 @@ export type WorldAction =
   | "stop-strays"
   /** a crash left it mid-way: a removal is finished (see `finishesRemoval`), anything else is `stopped` */
   | "settle"
+  /**
+   * a world that runs anywhere, wanted up when its daemon went: it is let go, wanted down and `stopped` here, until
+   * the cluster starts it again wherever it lands (its processes were stopped with the strays at daemon start)
+   */
+  | "release"
 
 /** States a world only passes through: after a crash, one of these is a command left unfinished. */
 const TRANSITIONAL: ReadonlySet<WorldState> = new Set(["queued", "starting", "stopping", "suspending", "removing"])
@@ -154,6 +164,7 @@ export const decide = (f: WorldFacts): WorldAction => {
   if (f.hasActor) return "none"
   // a removal (or a teardown) a crash interrupted is finished
   if (f.desired === "removed" || f.observed === "removing") return "settle"
+  if (f.desired === "up" && f.runsAnywhere) return "release"
   if (f.desired === "up" && f.observed !== "failed") {
     // created and never started (or stopped cleanly with nothing recorded): it waits for its `up`
     if (f.observed === "stopped" && f.liveProcesses === 0 && !f.recorded) return "none"

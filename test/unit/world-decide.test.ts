@@ -11,6 +11,7 @@ const facts = (f: Partial<WorldFacts>): WorldFacts => ({
   liveProcesses: 0,
   recorded: true,
   wakesOnRequest: false,
+  runsAnywhere: false,
   ...f
 })
 
@@ -31,6 +32,10 @@ describe("decide", () => {
       "adopt"
     ],
     ["a failed world stays failed", { observed: "failed" }, "none"],
+    ["a world that runs anywhere is let go, not adopted", { runsAnywhere: true, liveProcesses: 2 }, "release"],
+    ["a failed world that runs anywhere is let go too", { runsAnywhere: true, observed: "failed" }, "release"],
+    ["a world that runs anywhere, wanted down, is left as it is", { runsAnywhere: true, desired: "down" }, "none"],
+    ["a world that runs anywhere and runs here now is left alone", { runsAnywhere: true, hasActor: true }, "none"],
     ["a deleted worktree is torn down", { pathExists: false, liveProcesses: 2 }, "teardown"],
     [
       "a new world whose worktree is still being made is left alone",

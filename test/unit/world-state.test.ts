@@ -184,7 +184,8 @@ describe("decide", () => {
     hasActor: FastCheck.boolean(),
     liveProcesses: FastCheck.nat(3),
     recorded: FastCheck.boolean(),
-    wakesOnRequest: FastCheck.boolean()
+    wakesOnRequest: FastCheck.boolean(),
+    runsAnywhere: FastCheck.boolean()
   })
 
   it("never asks for an action that is illegal in the observed state", () => {
@@ -224,6 +225,12 @@ describe("decide", () => {
           if (observed === "running" || observed === "suspended")
             observed = step(step(observed, WorldEvent.Stop()), WorldEvent.Stopped())
           return { ...f, observed, liveProcesses: 0 }
+        }
+        case "release": {
+          let observed = step(f.observed, WorldEvent.Recover())
+          if (observed === "running" || observed === "degraded" || observed === "suspended")
+            observed = step(step(observed, WorldEvent.Stop()), WorldEvent.Stopped())
+          return { ...f, desired: "down", observed, liveProcesses: 0 }
         }
         default:
           return f
