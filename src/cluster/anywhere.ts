@@ -11,7 +11,7 @@
  * when the entity stops there (the machine leaves, the daemon stops), the world stops there too and its owner is let
  * go, to be placed again. A machine whose heartbeat is old is given up only once its own watchdog has stopped its copy
  * (`GIVE_UP_AFTER_MS`, domain/fence.ts); a daemon never adopts such a world's processes after a restart
- * (`sweepLeftovers`): another machine may run it by then.
+ * (`sweepLeftovers` stops them, and the world's actor lets it go): another machine may run it by then.
  */
 import { existsSync } from "node:fs"
 import * as ClusterSchema from "@effect/cluster/ClusterSchema"
