@@ -30,7 +30,8 @@ const cli = fileURLToPath(new URL("../dist/berth", import.meta.url))
 const base = mkdtempSync(join(tmpdir(), "berth-bench-admission-"))
 const repo = join(base, "bench")
 const home = join(base, "home")
-const env = { ...process.env, BERTH_HOME: home, BERTH_PROXY_PORT: "off", BERTH_HTTPS_PORT: "off" }
+// BERTH_YES: the bench's own berth.toml is allowed without asking
+const env = { ...process.env, BERTH_HOME: home, BERTH_PROXY_PORT: "off", BERTH_HTTPS_PORT: "off", BERTH_YES: "1" }
 execFileSync("mkdir", ["-p", repo])
 writeFileSync(join(repo, "berth.toml"), `[services.idle]\ncmd = "sleep 100000"\n`)
 commitRepo(repo, env)

@@ -39,7 +39,8 @@ const home = join(base, "home")
 // --clean-env runs everything with PATH and HOME only: a variable such as NODE_EXTRA_CA_CERTS (set on the machine
 // these numbers come from) makes every node process, `node -e 0` and each service a world starts, ~60 ms slower
 const inherited = options["clean-env"] ? { PATH: process.env.PATH, HOME: process.env.HOME } : process.env
-const env = { ...inherited, BERTH_HOME: home, XDG_CACHE_HOME: join(base, "cache") }
+// BERTH_YES: the bench's own berth.toml is allowed without asking
+const env = { ...inherited, BERTH_HOME: home, XDG_CACHE_HOME: join(base, "cache"), BERTH_YES: "1" }
 const server = `require("node:net").createServer((s) => s.end()).listen(Number(process.env.PORT), "127.0.0.1")`
 execFileSync("mkdir", ["-p", repo])
 writeFileSync(join(repo, "server.js"), server)

@@ -109,7 +109,9 @@ const env = {
   BERTH_HOME: home,
   XDG_CACHE_HOME: join(base, "cache"),
   NO_COLOR: "1",
-  POSTGRES_ADMIN_URL: adminUrl
+  POSTGRES_ADMIN_URL: adminUrl,
+  // the bench's own berth.toml: allowed without asking
+  BERTH_YES: "1"
 }
 
 /** Children running right now, so that an interrupt can wait for them (or, on a second one, stop them). */

@@ -19,6 +19,7 @@ import { passDue, RECONCILE_TICK_MS } from "../domain/reconcile-pace.js"
 import { diskBytesAt } from "../services/disk.js"
 import { Home } from "../services/Home.js"
 import * as LogFiles from "../services/LogFiles.js"
+import { numberKnob } from "../domain/knobs.js"
 import { Processes } from "../services/Processes.js"
 import { Registry } from "../services/Registry.js"
 import { monitorPressure, PressureTargetsLive } from "./PressureMonitor.js"
@@ -26,10 +27,12 @@ import { Worlds } from "./Worlds.js"
 
 export const RECONCILE_EVERY = Duration.millis(RECONCILE_TICK_MS)
 /** the slice sweep: rare, since a slice is only left behind by a crash or a server that was down at `remove` */
-const gcEvery = (): Duration.Duration => {
-  const ms = Number(process.env.BERTH_GC_INTERVAL_MS)
-  return Number.isFinite(ms) && ms > 0 ? Duration.millis(ms) : Duration.minutes(10)
-}
+const gcEvery = Effect.map(
+  Effect.orElseSucceed(numberKnob("BERTH_GC_INTERVAL_MS", Duration.toMillis(Duration.minutes(10)), 1), () =>
+    Duration.toMillis(Duration.minutes(10))
+  ),
+  Duration.millis
+)
 
 /** Every log file under BERTH_HOME/logs (live and rotated), as the budget reads them. */
 const logFiles = (root: string): ReadonlyArray<LogFileFacts> => {
@@ -206,7 +209,7 @@ const loops = Effect.gen(function* () {
     Effect.forkScoped
   )
   yield* monitorPressure
-  const every = gcEvery()
+  const every = yield* gcEvery
   const sweep = worlds.gc(false, {}, true).pipe(
     Effect.tap((report) =>
       Effect.forEach(report.entries, (e) => Effect.logInfo(`gc: ${e.outcome} ${e.adapter} ${e.name} (${e.reason})`), {

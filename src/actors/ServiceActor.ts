@@ -222,14 +222,14 @@ export const runService = (
               return yield* giveUp(`setup \`${plan.service.setup}\` failed (${exitDescription(setupExit)})`)
             }
           }
-          trace(`service ${name}: spawning`)
+          yield* trace(`service ${name}: spawning`)
           const logOffset = yield* LogFiles.size(plan.logFile).pipe(Effect.orElseSucceed(() => 0))
           const handle =
             adopt ??
             (yield* processes
               .spawn({ command: plan.command, cwd: plan.cwd, env: yield* lifeEnv, logFile: plan.logFile })
               .pipe(Effect.catchTag("SpawnFailed", (e) => giveUp(e.reason))))
-          trace(`service ${name}: spawned`)
+          yield* trace(`service ${name}: spawned`)
           // the chaos tests' way to stop the daemon in the one gap where a started process is recorded nowhere yet
           if (adopt === undefined && (yield* readText("BERTH_TEST_CRASH_AFTER_SPAWN")) === name)
             process.kill(process.pid, "SIGKILL")
@@ -281,7 +281,7 @@ export const runService = (
               return yield* foreignHolder(yield* processes.groupMembers(handle.pgid))
             })
             const confirm = Effect.gen(function* () {
-              trace(`service ${name}: check passed`)
+              yield* trace(`service ${name}: check passed`)
               rejected = yield* listenerRejected
               if (rejected !== undefined) return rejected
               return (yield* processes.isRunning(handle)) ? undefined : "its process is gone"
@@ -344,7 +344,7 @@ export const runService = (
             } else {
               // ready at the pass: a waiting `up` answers now; gone within confirmMs, it is still a failed start
               yield* becomeReady
-              trace(`service ${name}: ready`)
+              yield* trace(`service ${name}: ready`)
               yield* watchLiveness(0)
               if (confirming && !(yield* staysUp(timing.confirmMs))) diedAfterPass = true
             }

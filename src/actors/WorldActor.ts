@@ -641,7 +641,7 @@ export const makeWorldActor = (
       Effect.gen(function* () {
         const w = yield* row
         yield* ensureWorktreeFolder(w)
-        trace("actor: worktree ready")
+        yield* trace("actor: worktree ready")
         const { loaded, config, dotenv } = yield* loadConfig(w)
         // nothing of a config runs before the user allowed its content (a freshly cloned repository, say)
         yield* mayRun(loaded, givenEnv)
@@ -711,11 +711,11 @@ export const makeWorldActor = (
             ? (yield* registry.leases(worldId)).map((l) => ({ service: l.service, name: l.name, port: l.port }))
             : yield* allocatePorts(w, config)
         const portMap = groupPorts(leased)
-        trace("actor: ports leased")
+        yield* trace("actor: ports leased")
         const coords = yield* provisionSlices(w, config, userEnv, lookup, (urls) =>
           coordinates(config, portMap, urls, routing)
         )
-        trace("actor: slices ready")
+        yield* trace("actor: slices ready")
         const runtimes = new Map<string, ServiceRuntime>()
         const commands = new Map<string, string>()
         /** services not started this time whose rows stay (ended while the daemon was down) */
@@ -816,7 +816,7 @@ export const makeWorldActor = (
           }).pipe(Effect.provide(context), Effect.forkIn(g.fibers))
           g.services.set(name, { rt, fiber })
         }
-        trace("actor: services forked")
+        yield* trace("actor: services forked")
         if (!adding) yield* registry.dropServicesExcept(worldId, [...runtimes.keys(), ...kept])
         // ready when every selected service is healthy; the first failure fails the up
         // a service fiber that ends before its service is ready (a defect, say) fails the start: nothing waits forever
@@ -849,7 +849,7 @@ export const makeWorldActor = (
             logTail: failure.logTail
           })
         }
-        trace("actor: started")
+        yield* trace("actor: started")
       })
 
     /** The first line of why a start failed, as the world's reason says it. */
@@ -1016,7 +1016,7 @@ export const makeWorldActor = (
           return yield* addServices(g, sel)
         }
         // checked before anything is recorded: an up that cannot resolve its tokens changes nothing
-        trace("actor: up")
+        yield* trace("actor: up")
         const ready = yield* prepare(sel, env)
         yield* registry.setDesired(worldId, "up")
         selection = sel

@@ -576,9 +576,9 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       /** `from`: a new world whose slices are copies of that world's, as they are now (`berth up <new> --from <world>`) */
       options: { readonly from?: string | undefined } = {}
     ) {
-      trace("daemon: up received")
+      yield* trace("daemon: up received")
       const w = options.from === undefined ? yield* resolve(ref, true) : yield* copiedFrom(ref, options.from, env)
-      trace("daemon: world resolved")
+      yield* trace("daemon: world resolved")
       const upOnce = (id: number) =>
         Effect.zipRight(send(id, new Protocol.Up({ selection, env })), wait ? settle(id) : Effect.void).pipe(
           Effect.tapError(() =>
@@ -605,7 +605,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
         )
       )
       const status = yield* statusOf(id)
-      trace("daemon: replying")
+      yield* trace("daemon: replying")
       return status
     })
 

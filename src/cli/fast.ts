@@ -8,7 +8,7 @@ import type { PlainFailure, WorldStatus } from "../daemon/api.js"
 import { exchange, type WireReply } from "../daemon/wire.js"
 import { definedEnv } from "../domain/environment.js"
 import { homePaths, resolveHome } from "../services/homePaths.js"
-import { trace } from "../services/trace.js"
+import { traceNow } from "../services/trace.js"
 import { isThisBuild } from "../version.js"
 import { expandAlias } from "./aliases.js"
 import { envDocument, formatDocument, formatErrorLine, worldDocument, worldsDocument } from "./documents.js"
@@ -225,7 +225,7 @@ export const CHANGE_IDLE_TIMEOUT_MS = 0
 
 /** True when the command was answered here (its output written and its exit code set). */
 export const tryFast = async (argv: ReadonlyArray<string>): Promise<boolean> => {
-  trace("cli: lean path")
+  traceNow("cli: lean path")
   const lean = match(argv)
   if (lean === undefined) return false
   const home = homePaths(resolveHome())
@@ -244,7 +244,7 @@ export const tryFast = async (argv: ReadonlyArray<string>): Promise<boolean> => 
       )
     : await exchange(home.socket, [ping, ask], 10_000)
   const [pong, reply] = replies
-  trace("cli: replied")
+  traceNow("cli: replied")
   if (lean.plain && sameVersion(pong) && reply?._tag === "Unreachable") {
     // the change was sent: sending it again to another daemon could act twice, so say what happened instead
     const message = `the daemon stopped while handling \`${argv.join(" ")}\` (${reply.reason}); run \`berth status\` to see where the world is, then retry`
