@@ -1,5 +1,7 @@
 // What an idle swarm costs the daemon. Usage: node bench/idle.mjs [--worlds 100] [--services 3] [--seconds 60]
-// [--runs 1] [--status-runs 10] [--json]   (build first: npm run build)
+// [--settle 90] [--runs 1] [--status-runs 10] [--strace] [--cpu-prof DIR] [--json]   (build first: npm run build)
+// --settle S waits S seconds (90) after the last world runs before measuring: the probes are at their steady pace.
+// --cpu-prof DIR starts the daemon under V8's profiler and prints where its CPU went in the first idle window.
 //
 // --worlds worlds (a comma list measures each count in turn: --worlds 50,100), each with --services small node HTTP
 // services (a url and an http health check each, so the proxy routes them and berth probes them), all brought up and
@@ -12,8 +14,8 @@
 // --runs repeats the idle window and reports the median and range of the CPU readings.
 // Goals (issue of the idle swarm): < 1 % of one core and RSS ≤ 200 MiB at 100 × 3; status --json ≤ 1.2× node -e 0.
 // The last line is the summary: the figures, the machine (cores, load average before and after) and the date.
-import { spawnSync } from "node:child_process"
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { spawn, spawnSync } from "node:child_process"
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { availableParallelism, loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -26,9 +28,11 @@ const { values: options } = parseArgs({
     worlds: { type: "string", default: "100" },
     services: { type: "string", default: "3" },
     seconds: { type: "string", default: "60" },
+    settle: { type: "string", default: "90" },
     runs: { type: "string", default: "1" },
     "status-runs": { type: "string", default: "10" },
     strace: { type: "boolean" },
+    "cpu-prof": { type: "string" },
     json: { type: "boolean" }
   }
 })
@@ -110,8 +114,52 @@ const straceCounts = (pid) => {
   return { perSecond: Number(total[3]) / 10, top }
 }
 
+/**
+ * With --cpu-prof DIR, the daemon is started here under V8's profiler (`--cpu-prof`, its profile written when it
+ * stops), and the first idle window's bounds are kept: V8's sample times and this process's `hrtime` read the same
+ * monotonic clock, so only the samples taken while the swarm was idle are counted.
+ */
+const profileDir = options["cpu-prof"]
+const idleWindows = []
+if (profileDir !== undefined) {
+  mkdirSync(profileDir, { recursive: true })
+  mkdirSync(home, { recursive: true, mode: 0o700 })
+  const flags = ["--max-semi-space-size=1", "--optimize-for-size", "--cpu-prof", `--cpu-prof-dir=${profileDir}`]
+  const daemon = spawn(process.execPath, [...flags, join(cli, "..", "berth.cjs"), "daemon", "run"], {
+    cwd: home,
+    env,
+    detached: true,
+    stdio: "ignore"
+  })
+  daemon.unref()
+  for (let i = 0; i < 100 && spawnSync(cli, ["daemon", "status"], { cwd: repo, env }).status !== 0; i++) await sleep(100)
+}
+const nowUs = () => Number(process.hrtime.bigint() / 1000n)
+
+/** The functions that took the most of the daemon's CPU while the swarm was idle, from its V8 profile. */
+const profileSummary = (dir, pid, window) => {
+  const file = readdirSync(dir).find((f) => f.endsWith(".cpuprofile") && f.split(".").includes(String(pid)))
+  if (file === undefined) return undefined
+  const profile = JSON.parse(readFileSync(join(dir, file), "utf8"))
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
+  const self = new Map()
+  let t = profile.startTime
+  let counted = 0
+  profile.samples.forEach((id, i) => {
+    t += profile.timeDeltas[i]
+    if (t < window.from || t > window.to) return
+    const { functionName, url, lineNumber } = byId.get(id).callFrame
+    const where = `${functionName || "(anonymous)"} ${url.split("/").slice(-2).join("/")}:${lineNumber + 1}`
+    self.set(where, (self.get(where) ?? 0) + 1)
+    counted++
+  })
+  const top = [...self].sort((a, b) => b[1] - a[1]).slice(0, 30)
+  return { file: join(dir, file), samples: counted, top: top.map(([where, n]) => `${((n / counted) * 100).toFixed(1)} % ${where}`) }
+}
+
 const results = []
 const loadBefore = loadavg()
+let profiled
 try {
   berth("port", "--range", "40000-44999")
   berth("reserve", "--max-parallel", String(Math.max(...counts) + 1), "--ram", "0", "--disk", "0")
@@ -121,14 +169,17 @@ try {
     // every world running: up waits for each in turn (the ones already running answer at once)
     for (let i = 0; i < count; i++) berth("up", `w${i}`)
     const pid = JSON.parse(berth("daemon", "status", "--json")).pid
-    // settle: the reconciler's, the monitor's and the probes' first passes over the new worlds
-    await sleep(10_000)
+    // settle: the reconciler's and the monitor's first passes over the new worlds, and the liveness probes backing off
+    // to their steady pace (5 s for the first three passes, then 10, 20, 30 s: 75 s after a service is ready)
+    await sleep(Number(options.settle) * 1000)
     const cpu = []
     let calls = 0
     for (let r = 0; r < runs; r++) {
       const ticks = cpuTicks(pid)
       const sc = syscalls(pid)
+      const from = nowUs()
       await sleep(seconds * 1000)
+      if (idleWindows.length === 0) idleWindows.push({ pid, from, to: nowUs() })
       cpu.push(((cpuTicks(pid) - ticks) / TICKS_PER_SECOND / seconds) * 100)
       calls = (syscalls(pid) - sc) / seconds
     }
@@ -164,7 +215,18 @@ try {
 } finally {
   spawnSync(cli, ["down", "--all"], { cwd: repo, env })
   spawnSync(cli, ["daemon", "stop"], { cwd: repo, env })
+  if (profileDir !== undefined && idleWindows.length > 0) {
+    // the profile is written as the daemon exits
+    for (let i = 0; i < 50 && profiled === undefined; i++) {
+      await sleep(200)
+      profiled = profileSummary(profileDir, idleWindows[0].pid, idleWindows[0])
+    }
+  }
   rmSync(base, { recursive: true, force: true })
+}
+if (profiled !== undefined) {
+  console.log(`the daemon's CPU while idle (first window, ${profiled.samples} samples; ${profiled.file}):`)
+  for (const line of profiled.top) console.log(`  ${line}`)
 }
 const loadAfter = loadavg()
 const machine = {
@@ -186,7 +248,7 @@ else {
           : ` (${r.allSyscallsPerSecond} syscalls/s in all: ${r.topSyscalls.join(", ")})`) +
         `; status --json ${r.statusJsonMs} ms = ${r.statusRatio}× node -e 0 (median of ${r.statusRuns}, range ` +
         `${r.statusJsonRange}; the daemon's CPU ${r.statusDaemonCpuMs} ms an answer) · ${machine.cores} cores, load ${machine.loadBefore[0]} → ${machine.loadAfter[0]}, ` +
-        `${machine.date} · node bench/idle.mjs --worlds ${r.worlds} --services ${r.services} --seconds ${r.seconds}`
+        `${machine.date} · node bench/idle.mjs --worlds ${r.worlds} --services ${r.services} --seconds ${r.seconds} --settle ${options.settle}`
     )
   }
 }
