@@ -65,6 +65,21 @@ const KILL_SETTLE_MS = 2_000
  * together (after a daemon restart with dozens of worlds up, one fiber per process was most of the daemon's idle CPU)
  */
 const ADOPTED_POLL_MS = 500
+/**
+ * Each round asks the kernel only whether each pid still exists (kill 0: one system call, no file read); every this
+ * many rounds it reads each one's start time and state, so a reused pid or a zombie nobody reaps is seen gone too
+ */
+const ADOPTED_FULL_LOOK_EVERY = 10
+
+/** Some process has this pid (kill 0 reaches it, or it is someone else's): maybe ours, maybe a zombie. */
+const pidExists = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return errorCode(e) === "EPERM"
+  }
+}
 
 /** A real-time sleep: independent of the Effect Clock, still interruptible where interruption is allowed. */
 const sleepMs = (ms: number): Effect.Effect<void> =>
@@ -380,10 +395,14 @@ const make = Effect.gen(function* () {
   const adopted = new Map<string, { readonly handle: ProcessHandle; readonly exit: Deferred.Deferred<void> }>()
   let polling = false
   const pollAdopted: Effect.Effect<void> = Effect.gen(function* () {
+    let round = 0
     while (adopted.size > 0) {
       yield* sleepMs(ADOPTED_POLL_MS)
+      const full = ++round % ADOPTED_FULL_LOOK_EVERY === 0
       for (const [key, w] of adopted) {
-        if (isSame(yield* readStat(w.handle.pid), w.handle.pid, w.handle.startTime)) continue
+        const exists = pidExists(w.handle.pid)
+        if (exists && !full) continue
+        if (exists && isSame(yield* readStat(w.handle.pid), w.handle.pid, w.handle.startTime)) continue
         adopted.delete(key)
         yield* Deferred.succeed(w.exit, undefined)
       }

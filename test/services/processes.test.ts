@@ -270,6 +270,35 @@ describe.each(platforms)("Processes on $name", ({ platform, exported }) => {
     }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformHere))))
   )
 
+  it.live("awaitExit on a process it did not spawn ends when that process does, even as a zombie nobody reaps", () =>
+    Effect.gen(function* () {
+      const p = yield* Processes
+      // sh starts a short sleep, says its pid, then becomes a long sleep that never reaps it: it ends as a zombie
+      const holder = childProcess.spawn("sh", ["-c", "sleep 0.3 & echo $!; exec sleep 30"], {
+        stdio: ["ignore", "pipe", "ignore"]
+      })
+      const pid = yield* Effect.promise(
+        () => new Promise<number>((resolve) => holder.stdout.once("data", (d) => resolve(Number(String(d).trim()))))
+      )
+      const entry = yield* platform.process(pid)
+      expect(entry).toBeDefined()
+      const handle = { pid, pgid: entry!.pgid, startTime: entry!.startTime }
+      // and one that simply ends (its parent, this test, reaps it)
+      const plain = childProcess.spawn("sleep", ["0.3"], { stdio: "ignore" })
+      const plainEntry = yield* platform.process(plain.pid!)
+      const plainHandle = { pid: plain.pid!, pgid: plainEntry!.pgid, startTime: plainEntry!.startTime }
+      const started = Date.now()
+      const exits = yield* Effect.all([p.awaitExit(handle), p.awaitExit(plainHandle)], { concurrency: "unbounded" })
+      // only its parent hears how a process ended
+      expect(exits).toEqual([
+        { code: null, signal: null },
+        { code: null, signal: null }
+      ])
+      expect(Date.now() - started).toBeLessThan(20_000)
+      holder.kill("SIGKILL")
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformHere))))
+  )
+
   it.live("a service outlives the scope that spawned it", () =>
     Effect.gen(function* () {
       const p = yield* Processes
