@@ -1,6 +1,6 @@
 // What an idle swarm costs the daemon. Usage: node bench/idle.mjs [--worlds 100] [--services 3] [--seconds 60]
-// [--settle 90] [--runs 1] [--status-runs 10] [--strace] [--cpu-prof DIR] [--json]   (build first: npm run build)
-// --settle S waits S seconds (90) after the last world runs before measuring: the probes are at their steady pace.
+// [--settle 200] [--runs 1] [--status-runs 10] [--strace] [--cpu-prof DIR] [--json]   (build first: npm run build)
+// --settle S waits S seconds (200) after the last world runs before measuring: the probes are at their steady pace.
 // --cpu-prof DIR starts the daemon under V8's profiler and prints where its CPU went in the first idle window.
 //
 // --worlds worlds (a comma list measures each count in turn: --worlds 50,100), each with --services small node HTTP
@@ -28,7 +28,7 @@ const { values: options } = parseArgs({
     worlds: { type: "string", default: "100" },
     services: { type: "string", default: "3" },
     seconds: { type: "string", default: "60" },
-    settle: { type: "string", default: "90" },
+    settle: { type: "string", default: "200" },
     runs: { type: "string", default: "1" },
     "status-runs": { type: "string", default: "10" },
     strace: { type: "boolean" },
@@ -170,7 +170,7 @@ try {
     for (let i = 0; i < count; i++) berth("up", `w${i}`)
     const pid = JSON.parse(berth("daemon", "status", "--json")).pid
     // settle: the reconciler's and the monitor's first passes over the new worlds, and the liveness probes backing off
-    // to their steady pace (5 s for the first three passes, then 10, 20, 30 s: 75 s after a service is ready)
+    // to their steady pace (5 s apart for the first passes, then 10, 20, 40, 80, 120 s: about 170 s after it is ready)
     await sleep(Number(options.settle) * 1000)
     const cpu = []
     let calls = 0

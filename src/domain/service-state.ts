@@ -75,17 +75,19 @@ export const livenessStep = (
     : { misses: misses + 1, event: ServiceEvent.Unhealthy({ misses: misses + 1 }) }
 
 /** The longest a steadily answering service waits between two liveness probes, whatever its interval. */
-export const STEADY_PROBE_CAP_MS = 30_000
+export const STEADY_PROBE_CAP_MS = 120_000
 
 /**
  * The wait before the next liveness probe, after `passes` passes in a row: the interval for the first three, then
- * twice as long with each further pass, up to six intervals or `STEADY_PROBE_CAP_MS`. A service that has answered
- * steadily costs fewer probes while idle; a miss (passes = 0) brings back the interval at once, so three misses in a
- * row still take three intervals to make it unhealthy. A process that exits is seen at once, not by a probe.
+ * twice as long with each further pass, up to 24 intervals or `STEADY_PROBE_CAP_MS` (2 minutes at the default 5 s).
+ * A service that has answered steadily costs few probes while idle — each is a connection, a request and its
+ * garbage, and at a hundred worlds they were most of an idle daemon's CPU. A miss (passes = 0) brings back the
+ * interval at once, so a service that hangs is `unhealthy` within the cap and three intervals (as Docker's default
+ * health check, 3 misses 30 s apart, takes 90 s). A process that exits is seen at once, not by a probe.
  */
 export const livenessDelayMs = (intervalMs: number, passes: number): number => {
   const steady = Math.max(0, passes - 3)
-  const cap = Math.max(intervalMs, Math.min(intervalMs * 6, STEADY_PROBE_CAP_MS))
+  const cap = Math.max(intervalMs, Math.min(intervalMs * 24, STEADY_PROBE_CAP_MS))
   return Math.min(cap, intervalMs * 2 ** Math.min(steady, 16))
 }
 

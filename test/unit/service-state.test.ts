@@ -238,12 +238,15 @@ describe("service transition", () => {
 })
 
 describe("livenessDelayMs", () => {
-  it("waits the interval for the first passes, then longer with each pass, up to six intervals or 30 s", () => {
+  it("waits the interval for the first passes, then longer with each pass, up to 24 intervals or 2 minutes", () => {
     expect([0, 1, 2, 3].map((p) => livenessDelayMs(5_000, p))).toEqual([5_000, 5_000, 5_000, 5_000])
-    expect([4, 5, 6, 7, 100].map((p) => livenessDelayMs(5_000, p))).toEqual([10_000, 20_000, 30_000, 30_000, 30_000])
-    // a short interval stops at six of them; a long one is never shortened
-    expect(livenessDelayMs(100, 50)).toBe(600)
-    expect(livenessDelayMs(60_000, 50)).toBe(60_000)
+    expect([4, 5, 6, 7, 8, 9, 100].map((p) => livenessDelayMs(5_000, p))).toEqual([
+      10_000, 20_000, 40_000, 80_000, 120_000, 120_000, 120_000
+    ])
+    // a short interval stops at 24 of them; a long one is never shortened
+    expect(livenessDelayMs(100, 50)).toBe(2_400)
+    expect(livenessDelayMs(60_000, 50)).toBe(120_000)
+    expect(livenessDelayMs(200_000, 50)).toBe(200_000)
   })
 
   it("never waits less than the interval nor more than the cap, and a miss brings back the interval", () => {
