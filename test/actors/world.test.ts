@@ -418,24 +418,26 @@ describe("a world driven in-process", () => {
       })
   )
 
-  it.scoped("a new daemon lets a world that runs anywhere go: wanted down, stopped, none of its processes adopted", () =>
-    Effect.gen(function* () {
-      const h = yield* worldHarness(SHOP)
-      yield* h.fakes.health.setDefault(true)
-      yield* bringUp(h, "alpha")
-      const id = yield* h.idOf("alpha")
-      yield* h.engine.registry.setSetting(ANYWHERE_SETTING, [id])
-      const before = yield* h.processesOf("alpha", "api")
-      const second = yield* h.restartDaemon
-      // the new daemon's first reconcile pass makes its actor, whose first act lets the world go: the actor writes it
-      yield* second.worlds.reconcile()
-      yield* h.awaitState("alpha", "stopped")
-      const row = yield* second.registry.world(id)
-      expect(row?.desired).toBe("down")
-      for (const p of before) expect((yield* h.fakes.processes.current(p)).alive).toBe(false)
-      expect(yield* h.fakes.processes.spawnCount).toBe(3)
-      expect(second.admission.holds(id)).toBe(false)
-    })
+  it.scoped(
+    "a new daemon lets a world that runs anywhere go: wanted down, stopped, none of its processes adopted",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* worldHarness(SHOP)
+        yield* h.fakes.health.setDefault(true)
+        yield* bringUp(h, "alpha")
+        const id = yield* h.idOf("alpha")
+        yield* h.engine.registry.setSetting(ANYWHERE_SETTING, [id])
+        const before = yield* h.processesOf("alpha", "api")
+        const second = yield* h.restartDaemon
+        // the new daemon's first reconcile pass makes its actor, whose first act lets the world go: the actor writes it
+        yield* second.worlds.reconcile()
+        yield* h.awaitState("alpha", "stopped")
+        const row = yield* second.registry.world(id)
+        expect(row?.desired).toBe("down")
+        for (const p of before) expect((yield* h.fakes.processes.current(p)).alive).toBe(false)
+        expect(yield* h.fakes.processes.spawnCount).toBe(3)
+        expect(second.admission.holds(id)).toBe(false)
+      })
   )
 
   it.scoped("50 concurrent ups, downs and reconcile passes on a world no actor looks after yet make one actor", () =>

@@ -314,7 +314,10 @@ describe.skipIf(unavailable !== undefined)(
       inDatabase(before, `INSERT INTO notes VALUES ('written on ${machine}')`)
       // watched from a machine that stays up: a command on the killed one would start its daemon again
       const observer = net.hosts.find((h) => h.name !== machine) as Host
-      const sampler = sampleCopies("feat-a")
+      const sampler = sampleCopies(
+        "feat-a",
+        net.hosts.map((h) => h.home)
+      )
       const killedAt = Date.now()
       process.kill(daemonPid(owner), "SIGKILL")
       // the watchdog beside the dead daemon stops its copy once the daemon's hold has run out
@@ -344,7 +347,10 @@ describe.skipIf(unavailable !== undefined)(
       const { machine, owner, pid } = await placed("feat-a")
       const observer = net.hosts.find((h) => h.name !== machine) as Host
       const daemon = daemonPid(owner)
-      const sampler = sampleCopies("feat-a")
+      const sampler = sampleCopies(
+        "feat-a",
+        net.hosts.map((h) => h.home)
+      )
       process.kill(daemon, "SIGSTOP")
       try {
         const stoppedAt = await endedAt(pid, 30_000)
@@ -366,7 +372,10 @@ describe.skipIf(unavailable !== undefined)(
     it("fences a machine cut off from the network: its copy stops before the world starts elsewhere", async () => {
       const { machine, owner, pid } = await placed("feat-a")
       const observer = net.hosts.find((h) => h.name !== machine) as Host
-      const sampler = sampleCopies("feat-a")
+      const sampler = sampleCopies(
+        "feat-a",
+        net.hosts.map((h) => h.home)
+      )
       // its link down: no other machine, no client and no database reaches it, nor it them
       execFileSync("ip", ["link", "set", owner.link, "down"])
       try {

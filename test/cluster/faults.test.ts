@@ -128,7 +128,10 @@ describe.skipIf(unavailable !== undefined)(
     it("runs a world again whose copy was fenced while its daemon was frozen 4.5 s, and says the copy was fenced", async () => {
       const { machine, owner, pid } = await steady("feat-a")
       const daemon = daemonPid(owner)
-      const sampler = sampleCopies("feat-a")
+      const sampler = sampleCopies(
+        "feat-a",
+        net.hosts.map((h) => h.home)
+      )
       const frozenAt = Date.now()
       process.kill(daemon, "SIGSTOP")
       try {
@@ -159,7 +162,10 @@ describe.skipIf(unavailable !== undefined)(
       const observer = net.hosts.find((h) => h.name !== machine) as Host
       const watchdogs = watchdogPids(owner.home)
       expect(watchdogs.length, "the watchdog beside the daemon").toBeGreaterThan(0)
-      const sampler = sampleCopies("feat-a")
+      const sampler = sampleCopies(
+        "feat-a",
+        net.hosts.map((h) => h.home)
+      )
       // as `pkill -9 -f berth` does: everything of berth at once, the services left
       for (const p of [daemonPid(owner), ...watchdogs]) process.kill(p, "SIGKILL")
       const stoppedAt = await endedAt(pid, 10_000)

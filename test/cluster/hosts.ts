@@ -90,23 +90,24 @@ export const endedAt = async (pid: number, timeoutMs: number) => {
 
 /**
  * How many machines run a copy of world `name` at once, sampled every 50 ms until `stop` (which answers the most seen):
- * every live process with a berth mark whose working directory is the world's checkout, counted by home.
+ * every live process with a berth mark of one of `homes` (the test's own machines: another test file may run a world
+ * of the same name meanwhile) whose working directory is the world's checkout, counted by home.
  */
-export const sampleCopies = (name: string) => {
+export const sampleCopies = (name: string, homes: ReadonlyArray<string>) => {
   let most = 0
   const look = () => {
-    const homes = new Set<string>()
+    const seen = new Set<string>()
     for (const entry of readdirSync("/proc")) {
       if (!/^\d+$/.test(entry)) continue
       try {
         if (!readlinkSync(`/proc/${entry}/cwd`).endsWith(`/${name}`)) continue
         const mark = markIn(readFileSync(`/proc/${entry}/environ`, "latin1"))
-        if (mark !== undefined) homes.add(mark.home)
+        if (mark !== undefined && homes.includes(mark.home)) seen.add(mark.home)
       } catch {
         // gone, or not ours to read
       }
     }
-    most = Math.max(most, homes.size)
+    most = Math.max(most, seen.size)
   }
   const timer = setInterval(look, 50)
   look()
