@@ -52,7 +52,7 @@ import { definedEnv } from "../domain/environment.js"
 import { dependentsClosure } from "../domain/graph.js"
 import { covers, selectedServices, widen } from "../domain/selection.js"
 import { ANYWHERE_SETTING, runsAnywhere } from "../domain/cluster.js"
-import { decide, finishesRemoval, transition, WorldEvent, type WorldState } from "../domain/world-state.js"
+import { decide, finishesRemoval, step, WorldEvent, type WorldState } from "../domain/world-state.js"
 import { ConfigFiles, type LoadedConfig } from "../services/ConfigFiles.js"
 import { requireConsent } from "../services/Consent.js"
 import { checkPaths, serviceFolder, WorktreeFiles } from "../services/worktree/WorktreeFiles.js"
@@ -303,43 +303,48 @@ export const makeWorldActor = (
 
     /**
      * The only writer of the world's observed state: the event moves it as `transition` allows, or is ignored (so a
-     * late verdict never undoes what a user asked for). The move, its registry write and what runs (`run`, when given)
-     * change in one step: nothing reads the state between them. Answers whether it moved.
+     * late verdict never undoes what a user asked for). What changes is `step`'s (pure, `domain/world-state.ts`); its
+     * effects — the row written, the move told — are carried out here, in the same step as the change (nothing reads
+     * the state between them), and what runs (`run`, when given) changes with it. Answers whether it moved.
      */
     const apply = (event: WorldEvent, reason: string | null = null, run?: Run) =>
       Effect.gen(function* () {
         // an event that moves nothing writes and publishes nothing (what runs may still change): every writer is on
         // this fiber, so nothing moves the state between this look and the step below
-        if (transition((yield* SubscriptionRef.get(life)).state, event) === undefined) {
+        const looked = step(yield* SubscriptionRef.get(life), event, reason, run)
+        if (looked.effects.length === 0) {
           if (run !== undefined) yield* setRun(run)
           return false
         }
-        const moved = yield* SubscriptionRef.modifyEffect(life, (now) => {
-          const to = transition(now.state, event)
-          const next = run === undefined ? now : { ...now, run }
-          if (to === undefined) return Effect.succeed([undefined, next] as const)
-          // the world moves whether or not its row can be written now (a full disk): the row follows at the next
-          // `flush`, so that a command cut short never leaves the world where it was, with nothing to move it on
-          return Effect.map(Effect.exit(registry.setObserved(worldId, to, reason)), (written) => {
-            unwritten.world = Exit.isFailure(written)
-            return [
-              { from: now.state, to },
-              { ...next, state: to, reason }
-            ] as const
+        const moves = yield* SubscriptionRef.modifyEffect(life, (now) => {
+          const next = step(now, event, reason, run)
+          return Effect.as(
+            Effect.forEach(next.effects, (effect) =>
+              effect._tag === "Record"
+                ? // the world moves whether or not its row can be written now (a full disk): the row follows at the
+                  // next `flush`, so that a command cut short never leaves the world where it was, with nothing to
+                  // move it on
+                  Effect.map(Effect.exit(registry.setObserved(worldId, effect.state, effect.reason)), (written) => {
+                    unwritten.world = Exit.isFailure(written)
+                  })
+                : Effect.void
+            ),
+            [next.effects.flatMap((e) => (e._tag === "Announce" ? [e] : [])), next.life] as const
+          )
+        })
+        for (const move of moves) {
+          yield* onChange({
+            worldId,
+            project: initial?.projectName ?? "",
+            world: initial?.name ?? `#${worldId}`,
+            from: move.from,
+            to: move.to,
+            event: event._tag,
+            reason,
+            at: Date.now()
           })
-        })
-        if (moved === undefined) return false
-        yield* onChange({
-          worldId,
-          project: initial?.projectName ?? "",
-          world: initial?.name ?? `#${worldId}`,
-          from: moved.from,
-          to: moved.to,
-          event: event._tag,
-          reason,
-          at: Date.now()
-        })
-        return true
+        }
+        return moves.length > 0
       })
 
     const identity = (w: WorldRow): WorldIdentity => ({

@@ -180,3 +180,39 @@ export const decide = (f: WorldFacts): WorldAction => {
 /** A `settle` that finishes a removal (asked for, or a teardown of a deleted worktree) rather than stopping. */
 export const finishesRemoval = (f: Pick<WorldFacts, "desired" | "observed">): boolean =>
   f.desired === "removed" || f.observed === "removing"
+
+/** What a step of a world's life asks of the world outside: its row written, and its move told to whoever listens. */
+export type LifeEffect =
+  | { readonly _tag: "Record"; readonly state: WorldState; readonly reason: string | null }
+  | { readonly _tag: "Announce"; readonly from: WorldState; readonly to: WorldState }
+
+/** The part of a world's life a step reads and writes: its state and why, and what runs (whatever the actor keeps). */
+export interface LifeCore<R> {
+  readonly state: WorldState
+  readonly reason: string | null
+  readonly run: R
+}
+
+/**
+ * One step of a world's life, pure: `event` moves the state as `transition` allows, with `reason`, and `run` (when
+ * given) replaces what runs. An event that moves nothing changes at most what runs, and asks for nothing; one that
+ * moves asks for its row to be written and its move to be told. The actor applies the effects in the same step (its
+ * one fiber, `SubscriptionRef.modifyEffect`), so nothing reads the state between the move and its row.
+ */
+export const step = <R, L extends LifeCore<R>>(
+  life: L,
+  event: WorldEvent,
+  reason: string | null,
+  run?: R
+): { readonly life: L; readonly effects: ReadonlyArray<LifeEffect> } => {
+  const to = transition(life.state, event)
+  const withRun = run === undefined ? life : { ...life, run }
+  if (to === undefined) return { life: withRun, effects: [] }
+  return {
+    life: { ...withRun, state: to, reason },
+    effects: [
+      { _tag: "Record", state: to, reason },
+      { _tag: "Announce", from: life.state, to }
+    ]
+  }
+}

@@ -5,6 +5,7 @@ import {
   decide,
   finishesRemoval,
   isSettled,
+  step as stepLife,
   transition,
   WorldEvent,
   worldStates
@@ -242,6 +243,38 @@ describe("decide", () => {
         const after = carry(f)
         if (after.observed === "removed") return
         expect(decide(after)).toBe(after.desired === "up" && after.observed === "running" ? "adopt" : "none")
+      }),
+      RUNS
+    )
+  })
+})
+
+describe("step", () => {
+  const reason = FastCheck.option(FastCheck.string({ maxLength: 8 }), { nil: null })
+  const run = FastCheck.option(FastCheck.constantFrom("idle", "launching", "running"), { nil: undefined })
+
+  it("moves the state as transition says, asks for its row and its announcement, and keeps anything else", () => {
+    FastCheck.assert(
+      FastCheck.property(state, event, reason, run, reason, (s, e, why, r, before) => {
+        const life = { state: s, reason: before, run: "idle", extra: 1 }
+        const next = stepLife(life, e, why, r)
+        const to = transition(s, e)
+        expect(next.life.extra).toBe(1)
+        expect(next.life.run).toBe(r ?? "idle")
+        if (to === undefined) {
+          // an event that moves nothing asks for nothing: no write, no publish
+          expect(next.effects).toEqual([])
+          expect(next.life.state).toBe(s)
+          expect(next.life.reason).toBe(before)
+          if (r === undefined) expect(next.life).toBe(life)
+        } else {
+          expect(next.life.state).toBe(to)
+          expect(next.life.reason).toBe(why)
+          expect(next.effects).toEqual([
+            { _tag: "Record", state: to, reason: why },
+            { _tag: "Announce", from: s, to }
+          ])
+        }
       }),
       RUNS
     )
