@@ -23,7 +23,7 @@ import type { ServiceState } from "../../domain/service-state.js"
 import type { WorldState } from "../../domain/world-state.js"
 import { ConfigFiles } from "../ConfigFiles.js"
 import { Home } from "../Home.js"
-import { Registry } from "../Registry.js"
+import { Registry, type RegistryError } from "../Registry.js"
 import { type CaError, type CertificateAuthority, loadOrCreateCa } from "./ca.js"
 import { type ClusterListenerInfo, type ClusterListenerSpec, makeProxy, type ProxyError, type Scheme } from "./Proxy.js"
 import { Traffic } from "./traffic.js"
@@ -107,6 +107,50 @@ const parseChoice = (value: unknown): PortChoice | undefined => {
  * process lives, and a slow answer from it beats a 502 from berth.
  */
 const READY: ReadonlySet<string> = new Set(["running", "healthy", "unhealthy"])
+
+/**
+ * What the Router offers the daemon (written out: the implementation below is checked against it). One route table,
+ * rebuilt from the registry as worlds change, served by the machine-wide proxy; the listeners' ports; the
+ * environment a routed world's processes get; the cluster's remote routes and listener; and what the proxy saw.
+ */
+export interface RouterService {
+  /** `${svc.url}` of a world of `config`: undefined when the proxy does not listen (URLs stay direct) */
+  readonly routing: (config: Model.Config, project: string, world: string) => Routing | undefined
+  /** the environment of a routed world's process: the localhost resolver hook, and berth's CA for an HTTPS world */
+  readonly processEnv: (
+    given: Readonly<Record<string, string>>,
+    r: Routing | undefined
+  ) => Readonly<Record<string, string>>
+  readonly info: Effect.Effect<ProxyInfo>
+  /** moves a listener (or turns https URLs on or off), keeping it as it was when the new port cannot be bound */
+  readonly setPorts: (p: {
+    readonly http?: PortChoice | undefined
+    readonly https?: PortChoice | undefined
+    readonly httpsUrls?: boolean | undefined
+  }) => Effect.Effect<ProxyInfo, RegistryError | CaError | ProxyError>
+  /** rebuilds the route table now */
+  readonly refresh: Effect.Effect<void, RegistryError>
+  /** every host name routed now */
+  readonly hostNames: SubscriptionRef.SubscriptionRef<ReadonlyArray<string>>
+  /** requests per route since the daemon started */
+  readonly requests: Effect.Effect<Map<string, number>>
+  /** when a world's routes last saw a request (undefined: none since the daemon started) */
+  readonly lastRequest: (worldId: number) => Effect.Effect<number | undefined>
+  /** routes `berth.localhost` to the daemon's web dashboard on this loopback port (undefined: no more) */
+  readonly setDashboard: (port: number | undefined) => Effect.Effect<void, RegistryError>
+  /** the web dashboard's origins, one per listening scheme, the first the one to show */
+  readonly dashboardOrigins: Effect.Effect<ReadonlyArray<string>>
+  /** the routes of worlds other machines run, replacing the last ones given */
+  readonly setRemoteTargets: (targets: ReadonlyArray<RouteTarget>) => Effect.Effect<void, RegistryError>
+  /** listens for peers' proxies on this machine's cluster address, or stops (undefined); answers what listens now */
+  readonly setClusterListener: (
+    spec: ClusterListenerSpec | undefined
+  ) => Effect.Effect<ClusterListenerInfo | undefined, ProxyError>
+  /** the cluster listener, and how many connections from non-peers it closed */
+  readonly clusterInfo: Effect.Effect<ClusterListenerInfo | undefined>
+  /** who resumes a suspended world that a request reached */
+  readonly onWake: (wake: (worldId: number) => void) => Effect.Effect<void>
+}
 
 export class Router extends Effect.Service<Router>()("berth/Router", {
   scoped: Effect.gen(function* () {
@@ -429,7 +473,7 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
         Effect.sync(() => {
           waker = wake
         })
-    } as const
+    } satisfies RouterService
   }),
   dependencies: []
 }) {}
