@@ -132,7 +132,8 @@ if (profileDir !== undefined) {
     stdio: "ignore"
   })
   daemon.unref()
-  for (let i = 0; i < 100 && spawnSync(cli, ["daemon", "status"], { cwd: repo, env }).status !== 0; i++) await sleep(100)
+  for (let i = 0; i < 100 && spawnSync(cli, ["daemon", "status"], { cwd: repo, env }).status !== 0; i++)
+    await sleep(100)
 }
 const nowUs = () => Number(process.hrtime.bigint() / 1000n)
 
@@ -154,7 +155,11 @@ const profileSummary = (dir, pid, window) => {
     counted++
   })
   const top = [...self].sort((a, b) => b[1] - a[1]).slice(0, 30)
-  return { file: join(dir, file), samples: counted, top: top.map(([where, n]) => `${((n / counted) * 100).toFixed(1)} % ${where}`) }
+  return {
+    file: join(dir, file),
+    samples: counted,
+    top: top.map(([where, n]) => `${((n / counted) * 100).toFixed(1)} % ${where}`)
+  }
 }
 
 const results = []
