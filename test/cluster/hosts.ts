@@ -9,7 +9,7 @@ import { execFileSync } from "node:child_process"
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync } from "node:fs"
 import { join } from "node:path"
 import { markIn } from "../../src/domain/marks.js"
-import { isAlive, type RunResult, runBerth } from "../e2e/harness.js"
+import { gitIn, isAlive, type RunResult, runBerth } from "../e2e/harness.js"
 import { createHosts, type HostSpec, hostsUnavailable } from "./netns.mjs"
 
 export { hostsUnavailable }
@@ -120,16 +120,5 @@ export const sampleCopies = (name: string, homes: ReadonlyArray<string>) => {
   }
 }
 
-/** git in `cwd`, as a fixed author (nothing of the machine's git identity). */
-export const git = (cwd: string, ...args: ReadonlyArray<string>) =>
-  execFileSync("git", args, {
-    cwd,
-    encoding: "utf8",
-    env: {
-      ...process.env,
-      GIT_AUTHOR_NAME: "berth",
-      GIT_AUTHOR_EMAIL: "berth@localhost",
-      GIT_COMMITTER_NAME: "berth",
-      GIT_COMMITTER_EMAIL: "berth@localhost"
-    }
-  })
+/** git in `cwd`, as a fixed author: the end-to-end harness's own */
+export const git = gitIn

@@ -88,6 +88,20 @@ export const runBerth = (args: ReadonlyArray<string>, cwd: string, home: string,
     })
   })
 
+/** git in `cwd`, as a fixed author (nothing of the machine's git identity). */
+export const gitIn = (cwd: string, ...args: ReadonlyArray<string>) =>
+  execFileSync("git", args, {
+    cwd,
+    encoding: "utf8",
+    env: {
+      ...process.env,
+      GIT_AUTHOR_NAME: "berth",
+      GIT_AUTHOR_EMAIL: "berth@localhost",
+      GIT_COMMITTER_NAME: "berth",
+      GIT_COMMITTER_EMAIL: "berth@localhost"
+    }
+  })
+
 /** A fresh git repository (one commit) holding `files`, and a BERTH_HOME of its own. */
 export const sandbox = (
   files: Readonly<Record<string, string>> = {},
@@ -104,18 +118,7 @@ export const sandbox = (
     writeFileSync(target, text)
   }
   for (const [file, text] of Object.entries(files)) write(file, text)
-  const git = (...args: ReadonlyArray<string>) =>
-    execFileSync("git", args, {
-      cwd: dir,
-      encoding: "utf8",
-      env: {
-        ...process.env,
-        GIT_AUTHOR_NAME: "berth",
-        GIT_AUTHOR_EMAIL: "berth@localhost",
-        GIT_COMMITTER_NAME: "berth",
-        GIT_COMMITTER_EMAIL: "berth@localhost"
-      }
-    })
+  const git = (...args: ReadonlyArray<string>) => gitIn(dir, ...args)
   git("init", "-q", "-b", "main")
   git("add", "-A")
   git("commit", "-q", "--allow-empty", "-m", "initial")
