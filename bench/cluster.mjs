@@ -8,14 +8,27 @@
 // its own) looks at /proc every 50 ms for copies of one world on two machines at once, and reports the longest
 // overlap. Faults: `kill` (kill -9 of the daemon), `freeze` (the daemon stopped 4.5 s: fenced, not given up),
 // `killall` (the daemon and everything else of berth on the machine killed at once, as `pkill -9 -f berth` does,
-// leaving the services). Needs root, iproute2 and PostgreSQL's socket in /var/run/postgresql; `npm run build` first.
-// Usage: node bench/cluster.mjs [--worlds 50] [--runs 20] [--kills 10] [--anywhere 3] [--faults kill,freeze,killall] [--json]
+// leaving the services), `suspend` (every process of the machine frozen 20 s at once, cgroup v2's freezer, as a laptop
+// whose lid is closed: given up, and its worlds started elsewhere meanwhile; then it wakes). For `suspend` the
+// overlap is how long after the wake the last process of an old copy ended, looked at every millisecond by a
+// process that thaws the machine itself (the sampler leaves the frozen machine out until a second after the wake).
+// Needs root, iproute2 and PostgreSQL's socket in /var/run/postgresql (and cgroup v2 for `suspend`); `npm run build`
+// first.
+// Usage: node bench/cluster.mjs [--worlds 50] [--runs 20] [--kills 10] [--anywhere 3]
+//   [--faults kill,freeze,killall,suspend] [--json]
 import { execFileSync, spawn } from "node:child_process"
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { createHosts, hostsUnavailable } from "../test/cluster/netns.mjs"
+import {
+  createHosts,
+  freezeHost,
+  freezeUnavailable,
+  hostsUnavailable,
+  onHost,
+  thawWatching
+} from "../test/cluster/netns.mjs"
 import { commitRepo } from "./fixtures.mjs"
 import { median, printTable, summarize } from "./stats.mjs"
 
@@ -25,7 +38,8 @@ const { values: options } = parseArgs({
     runs: { type: "string", default: "20" },
     kills: { type: "string", default: "10" },
     anywhere: { type: "string", default: "3" },
-    faults: { type: "string", default: "kill,freeze,killall" },
+    // default: all four, `suspend` where cgroup v2 allows it
+    faults: { type: "string" },
     json: { type: "boolean" }
   }
 })
@@ -33,13 +47,21 @@ const worldCount = Number(options.worlds)
 const runs = Number(options.runs)
 const kills = Number(options.kills)
 const anywhereCount = Number(options.anywhere)
-const faults = options.faults.split(",").filter((f) => f !== "")
+const faults = (options.faults ?? `kill,freeze,killall${freezeUnavailable() === undefined ? ",suspend" : ""}`)
+  .split(",")
+  .filter((f) => f !== "")
 for (const f of faults) {
-  if (!["kill", "freeze", "killall"].includes(f)) {
-    console.error(`bench/cluster: no fault ${f} (kill, freeze, killall)`)
+  if (!["kill", "freeze", "killall", "suspend"].includes(f)) {
+    console.error(`bench/cluster: no fault ${f} (kill, freeze, killall, suspend)`)
     process.exit(2)
   }
 }
+if (faults.includes("suspend") && freezeUnavailable() !== undefined) {
+  console.error(`bench/cluster: no fault suspend here: ${freezeUnavailable()}`)
+  process.exit(2)
+}
+/** How long `suspend` keeps the machine asleep: given up at 5.5 s, its worlds run elsewhere well before it wakes. */
+const SUSPEND_MS = 20_000
 const cli = fileURLToPath(new URL("../dist/berth", import.meta.url))
 
 const why = hostsUnavailable()
@@ -55,7 +77,9 @@ for (const signal of ["SIGINT", "SIGTERM"]) process.once(signal, () => process.e
 /** `berth args` on a host, in its repository; resolves with the output, rejects on a non-zero exit. */
 const berth = (host, args) =>
   new Promise((resolve, reject) => {
-    const child = spawn("ip", ["netns", "exec", host.ns, cli, ...args], {
+    // in the host's namespace and cgroup: the daemon a command starts is the machine's, as are its worlds' processes
+    const [command, ...argv] = onHost(host, [cli, ...args])
+    const child = spawn(command, argv, {
       cwd: host.repo,
       env: { ...process.env, BERTH_HOME: host.home, NO_COLOR: "1", BERTH_HTTPS_PORT: "off", BERTH_YES: "1" },
       stdio: ["ignore", "pipe", "pipe"]
@@ -203,6 +227,8 @@ const startSampler = () => {
 const fs = require("node:fs")
 const names = ${JSON.stringify(anywhereNames)}
 const since = new Map()
+/** homes left out (a machine asleep: its frozen copies run nothing) */
+const ignored = new Set()
 let longest = 0
 let samples = 0
 const look = () => {
@@ -215,7 +241,8 @@ const look = () => {
       const name = names.find((n) => cwd.endsWith("/" + n))
       if (name === undefined) continue
       const mark = fs.readFileSync("/proc/" + entry + "/environ", "latin1").split("\\u0000").find((e) => e.startsWith("BERTH_MARK="))
-      if (mark !== undefined) homes.get(name).add(mark.split(" ").slice(3).join(" "))
+      const home = mark === undefined ? undefined : mark.split(" ").slice(3).join(" ")
+      if (home !== undefined && !ignored.has(home)) homes.get(name).add(home)
     } catch {}
   }
   const now = Date.now()
@@ -227,18 +254,50 @@ const look = () => {
   }
 }
 const timer = setInterval(look, 50)
-process.stdin.on("data", () => { clearInterval(timer); look(); console.log(JSON.stringify({ longest, samples })); process.exit(0) })
+let text = ""
+process.stdin.on("data", (d) => {
+  text += d
+  const lines = text.split("\\n")
+  text = lines.pop()
+  for (const line of lines) {
+    const [word, ...rest] = line.split(" ")
+    if (word === "ignore") ignored.add(rest.join(" "))
+    else if (word === "count") ignored.delete(rest.join(" "))
+    else { clearInterval(timer); look(); console.log(JSON.stringify({ longest, samples })); process.exit(0) }
+  }
+})
 `
   const child = spawn(process.execPath, ["-e", script], { stdio: ["pipe", "pipe", "inherit"] })
   let out = ""
   child.stdout.on("data", (d) => (out += d))
   return {
+    /** leaves `home`'s processes out (`true`) or counts them again */
+    ignore: (home, ignored) => child.stdin.write(`${ignored ? "ignore" : "count"} ${home}\n`),
     stop: () =>
       new Promise((resolve) => {
         child.on("close", () => resolve(JSON.parse(out)))
         child.stdin.write("stop\n")
       })
   }
+}
+
+/** The pids of every process of the worlds `names` that `home`'s berth runs (marked by it, in their checkouts). */
+const copyPids = (names, home) => {
+  const found = []
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const cwd = readlinkSync(`/proc/${entry}/cwd`)
+      if (!names.some((n) => cwd.endsWith(`/${n}`))) continue
+      const mark = readFileSync(`/proc/${entry}/environ`, "latin1")
+        .split("\u0000")
+        .find((e) => e.startsWith("BERTH_MARK="))
+      if (mark !== undefined && mark.split(" ").slice(3).join(" ") === home) found.push(Number(entry))
+    } catch {
+      // gone
+    }
+  }
+  return found
 }
 
 /** The pids of the home's processes that are berth's own (the daemon, its watchdog): as `pkill -9 -f berth` finds them. */
@@ -258,6 +317,7 @@ const berthProcesses = (home) => {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+const loadAverage = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")
 /** Where each world that runs anywhere runs now, as `observer` sees it; undefined for one that runs nowhere. */
 const placements = async (observer) => {
   const worlds = JSON.parse(await berth(observer, ["status", "--json"])).worlds
@@ -274,8 +334,25 @@ const settled = async (observer) => {
   }
 }
 
-/** One fault on `victim`'s machine; answers what brings the machine back once its worlds run elsewhere. */
-const inflict = async (fault, victim, pid) => {
+/**
+ * One fault on `victim`'s machine, whose daemon is `pid` and whose copies of the worlds that move are `moving`; answers
+ * what brings the machine back once its worlds run elsewhere (for `suspend`: how long after the wake its old copies
+ * ran, ms).
+ */
+const inflict = async (fault, victim, pid, moving, sampler) => {
+  if (fault === "suspend") {
+    const old = copyPids(moving, victim.home)
+    sampler.ignore(victim.home, true)
+    freezeHost(victim, true)
+    const frozenAt = Date.now()
+    return async () => {
+      await sleep(Math.max(0, SUSPEND_MS - (Date.now() - frozenAt)))
+      const { ended } = thawWatching(victim, old)
+      // the watcher covers the wake; the sampler, what follows
+      setTimeout(() => sampler.ignore(victim.home, false), 1_000)
+      return Math.max(0, ...ended.map((ms) => ms ?? 5_000))
+    }
+  }
   if (fault === "kill") {
     process.kill(pid, "SIGKILL")
     return () => berth(victim, ["cluster", "status", "--json"])
@@ -293,6 +370,8 @@ const inflict = async (fault, victim, pid) => {
 const failover = new Map(faults.map((f) => [f, []]))
 const overlaps = new Map(faults.map((f) => [f, 0]))
 const sampled = new Map(faults.map((f) => [f, 0]))
+/** per trial of a fault that ends in a wake: how long after it the old copies ran, ms */
+const wakes = new Map(faults.map((f) => [f, []]))
 if (kills > 0 && anywhereCount > 0) {
   console.error(
     `failover: ${anywhereCount} worlds up --anywhere, ${kills} trials of each fault (${faults.join(", ")})…`
@@ -313,7 +392,7 @@ if (kills > 0 && anywhereCount > 0) {
       )
       const sampler = startSampler()
       const started = process.hrtime.bigint()
-      const back = await inflict(fault, victim, pid)
+      const back = await inflict(fault, victim, pid, moving, sampler)
       // every world it ran answers again through another machine's proxy, from a process started since the fault
       for (const name of moving) {
         for (;;) {
@@ -323,15 +402,19 @@ if (kills > 0 && anywhereCount > 0) {
         }
       }
       failover.get(fault).push(Number(process.hrtime.bigint() - started) / 1e6)
-      // the machine comes back (any command starts its daemon) and the cluster settles before the next trial
-      await back()
+      // the machine comes back (any command starts its daemon; a machine asleep wakes) and the cluster settles
+      // before the next trial
+      const woke = await back()
       await settled(observer)
       await sleep(3000)
       const seen = await sampler.stop()
-      overlaps.set(fault, Math.max(overlaps.get(fault), seen.longest))
+      const longest = Math.max(seen.longest, typeof woke === "number" ? woke : 0)
+      if (typeof woke === "number") wakes.get(fault).push(woke)
+      overlaps.set(fault, Math.max(overlaps.get(fault), longest))
       sampled.set(fault, sampled.get(fault) + seen.samples)
       console.error(
-        `  ${fault} ${k + 1}: ${victim.name} ran ${moving.length}; serving again after ${(failover.get(fault).at(-1) / 1000).toFixed(2)} s; longest overlap ${seen.longest} ms`
+        `  ${fault} ${k + 1}: ${victim.name} ran ${moving.length}; serving again after ${(failover.get(fault).at(-1) / 1000).toFixed(2)} s; longest overlap ${longest} ms` +
+          (typeof woke === "number" ? ` (its old copies ended ${woke} ms after it woke)` : "")
       )
     }
   }
@@ -347,7 +430,7 @@ const rows = [
     .filter((f) => failover.get(f).length > 0)
     .map((f) =>
       summarize(
-        `failover after ${f}: until its --anywhere worlds answer again (${failover.get(f).length} trials; longest overlap ${overlaps.get(f)} ms in ${sampled.get(f)} samples)`,
+        `failover after ${f}: until its --anywhere worlds answer again (${failover.get(f).length} trials; longest overlap ${overlaps.get(f)} ms in ${sampled.get(f)} samples${wakes.get(f).length > 0 ? `; old copies ended after the wake: median ${median(wakes.get(f)).toFixed(1)} ms` : ""})`,
         failover.get(f)
       )
     )
@@ -364,7 +447,10 @@ else {
       `failover per ${f}, s: ${failover
         .get(f)
         .map((ms) => (ms / 1000).toFixed(2))
-        .join(", ")} (goal ≤ 10 s); longest overlap: ${overlaps.get(f)} ms (goal: none)`
+        .join(", ")} (goal ≤ 10 s); longest overlap: ${overlaps.get(f)} ms (goal: none)` +
+        (wakes.get(f).length > 0
+          ? `; after each wake the old copies ended in: ${wakes.get(f).join(", ")} ms (median ${median(wakes.get(f)).toFixed(1)}, load average ${loadAverage()})`
+          : "")
     )
   }
 }

@@ -1,6 +1,7 @@
-// Shared by the benchmark scripts: a committed git repository to run berth in, a free port, and the floor of a warm
-// `up` (servers started directly until each answers).
+// Shared by the benchmark scripts: a committed git repository to run berth in, a free port, the floor of a warm `up`
+// (servers started directly until each answers), and the daemon's Node flags.
 import { execFileSync, spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
 import * as net from "node:net"
 
 /** `git init` in `dir` and commit what is there, as berth's benchmarks need a repository to make worktrees of. */
@@ -70,4 +71,15 @@ export const floor = async (repo, env) => {
     )
   )
   return ms
+}
+
+/**
+ * The Node flags the daemon runs with, read from where it takes them (DAEMON_NODE_FLAGS in src/daemon/client.ts), so
+ * that a bench running berth's proxy or daemon by hand runs it as the daemon does.
+ */
+export const daemonNodeFlags = () => {
+  const source = readFileSync(new URL("../src/daemon/client.ts", import.meta.url), "utf8")
+  const list = /DAEMON_NODE_FLAGS: ReadonlyArray<string> = \[([^\]]*)\]/.exec(source)
+  if (list === null) throw new Error("bench: DAEMON_NODE_FLAGS not found in src/daemon/client.ts")
+  return [...list[1].matchAll(/"([^"]+)"/g)].map((m) => m[1])
 }

@@ -20,7 +20,7 @@ import { availableParallelism, loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { commitRepo } from "./fixtures.mjs"
+import { commitRepo, daemonNodeFlags } from "./fixtures.mjs"
 import { median } from "./stats.mjs"
 
 const { values: options } = parseArgs({
@@ -124,7 +124,7 @@ const idleWindows = []
 if (profileDir !== undefined) {
   mkdirSync(profileDir, { recursive: true })
   mkdirSync(home, { recursive: true, mode: 0o700 })
-  const flags = ["--max-semi-space-size=1", "--optimize-for-size", "--cpu-prof", `--cpu-prof-dir=${profileDir}`]
+  const flags = [...daemonNodeFlags(), "--cpu-prof", `--cpu-prof-dir=${profileDir}`]
   const daemon = spawn(process.execPath, [...flags, join(cli, "..", "berth.cjs"), "daemon", "run"], {
     cwd: home,
     env,

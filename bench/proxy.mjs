@@ -2,8 +2,8 @@
 // with one worker (and caddy, when installed), all in one run against one node backend. Needs wrk; nginx is the
 // comparison the goal names; --https needs h2load (Debian: nghttp2-client) for HTTP/2.
 // Usage: node bench/proxy.mjs [--rounds N] [--duration S] [--connections LIST] [--https] [--threads N]
-//                             [--body BYTES] [--nginx-workers LIST] [--slow-path] [--daemon-flags] [--cpu-prof DIR]
-//                             [--baseline REF] [--json]
+//                             [--body BYTES] [--nginx-workers LIST] [--slow-path] [--daemon-flags] [--node-flags=F]
+//                             [--cpu-prof DIR] [--baseline REF] [--json]
 //
 // - direct: the client → the backend (a node:http server answering GET with a 1 KiB body), plain HTTP/1.1
 // - berth: the client → berth's proxy → the backend; the proxy runs in its own process, bundled from src/ with
@@ -22,7 +22,8 @@
 // per request (its process and children, user + system) is measured too: the machine's load moves it far less than
 // requests/s. The machine's load average is recorded before and after each case. Goals: berth ≥ 0.95× nginx with one
 // worker in requests/s, and berth's p99 added ≤ nginx's p99 added + 0.5 ms.
-// --daemon-flags runs berth's proxy with the daemon's Node flags (a 1 MiB young generation, --optimize-for-size);
+// --daemon-flags runs berth's proxy with the daemon's Node flags (DAEMON_NODE_FLAGS in src/daemon/client.ts);
+// --node-flags="FLAGS" with those instead, to weigh a change of them (the = form: the value begins with --);
 // --cpu-prof DIR writes a V8 CPU profile of berth's proxy there; --baseline REF adds the proxy as it was at a git
 // commit (`berth @REF`), measured in the same rounds.
 import { execFileSync, spawn, spawnSync } from "node:child_process"
@@ -32,6 +33,7 @@ import { availableParallelism, loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
+import { daemonNodeFlags } from "./fixtures.mjs"
 import { median } from "./stats.mjs"
 
 const { values: options } = parseArgs({
@@ -45,6 +47,7 @@ const { values: options } = parseArgs({
     "nginx-workers": { type: "string", default: "1" },
     "slow-path": { type: "boolean" },
     "daemon-flags": { type: "boolean" },
+    "node-flags": { type: "string" },
     "cpu-prof": { type: "string" },
     baseline: { type: "string" },
     json: { type: "boolean" }
@@ -135,8 +138,22 @@ const cpuSeconds = (pid) => {
   }
 }
 
+/**
+ * The bench runs its clients synchronously, so a signal reaches it only between runs: its servers are told to end with
+ * it instead (Linux's parent-death signal, through util-linux's setpriv where present), so that a bench stopped or
+ * killed leaves none behind.
+ */
+const withParent = (() => {
+  try {
+    execFileSync("setpriv", ["--pdeathsig", "TERM", "true"], { stdio: "ignore" })
+    return (cmd, args) => ["setpriv", ["--pdeathsig", "TERM", "--", cmd, ...args]]
+  } catch {
+    return (cmd, args) => [cmd, args]
+  }
+})()
+
 const start = (cmd, args, name) => {
-  const child = spawn(cmd, args, { stdio: ["ignore", "ignore", "pipe"] })
+  const child = spawn(...withParent(cmd, args), { stdio: ["ignore", "ignore", "pipe"] })
   let stderr = ""
   child.stderr.on("data", (c) => (stderr += c))
   child.on("exit", (code) => {
@@ -222,8 +239,13 @@ if (options.baseline !== undefined) {
 
 /** A target: a name, the plain and TLS ports it serves on, and the process whose CPU time is its cost. */
 const targets = [{ name: "direct", port: backendPort, tlsPort: undefined, direct: true }]
-// the daemon's own flags (src/daemon/client.ts)
-const daemonFlags = options["daemon-flags"] ? ["--max-semi-space-size=1", "--optimize-for-size"] : []
+// the daemon's own flags (src/daemon/client.ts), or the ones asked for
+const daemonFlags =
+  options["node-flags"] !== undefined
+    ? options["node-flags"].split(/\s+/).filter(Boolean)
+    : options["daemon-flags"]
+      ? daemonNodeFlags()
+      : []
 let certDir
 for (const [name, bundle, mode] of proxies) {
   const port = await freePort()
@@ -530,7 +552,7 @@ const machine = {
   durationS: duration,
   rounds,
   bodyBytes,
-  daemonFlags: options["daemon-flags"] === true,
+  nodeFlags: daemonFlags,
   command
 }
 if (options.json) {

@@ -61,7 +61,6 @@ const entry = await esbuild.build({
   define: {
     BERTH_VERSION: version,
     BERTH_BUILD: build,
-    BERTH_MAIN_LENGTH: String(source.length),
     BERTH_MAIN_HASH: JSON.stringify(createHash("sha256").update(source).digest("hex").slice(0, 16))
   }
 })

@@ -1,9 +1,9 @@
 /**
- * The pressure monitor: one fiber that reads the machine every few seconds and, while available memory is below the
- * reserve, suspends the newest running world — one at a time, each suspension given time to show in the readings,
- * never a world that started or resumed within the dwell time. Suspended worlds wait in the gate's one fair line and
- * come back, oldest first, once memory is above the reserve by the resume factor. The decision is
- * `domain/admission.ts`'s `suspendNow`; this only reads and acts.
+ * The pressure monitor: one fiber that looks at each reading of the machine the gate takes (every 2 s) and, while
+ * available memory is below the reserve, suspends the newest running world — one at a time, each suspension given time
+ * to show in the readings, never a world that started or resumed within the dwell time. Suspended worlds wait in the
+ * gate's one fair line and come back, oldest first, once memory is above the reserve by the resume factor. The
+ * decision is `domain/admission.ts`'s `suspendNow`; this only reads and acts.
  *
  * What it reads of the worlds and how it suspends one go through `PressureTargets`, so tests can drive the monitor
  * with a fake set of worlds and a TestClock, without the engine.
@@ -12,10 +12,11 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
 import { describeWait, shouldIdle, suspendNow, underPressure } from "../domain/admission.js"
 import type { DiskFull, InternalError } from "../domain/errors.js"
-import { Admission, SAMPLE_EVERY_MS } from "../services/Admission.js"
+import { Admission } from "../services/Admission.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
 import { Router } from "../services/proxy/Router.js"
 import { Registry } from "../services/Registry.js"
@@ -45,6 +46,8 @@ export interface PressureWorld {
 export interface PressureTargetsService {
   /** worlds observed running and wanted up (the monitor keeps those that hold a permit) */
   readonly running: Effect.Effect<ReadonlyArray<PressureWorld>, InternalError | DiskFull>
+  /** a number that moves whenever a world's state changes (a world started, stopped…): a reason to look again */
+  readonly changes: Effect.Effect<number>
   /**
    * Suspends a world in its mailbox: its processes stop, the rest stays. `requeue` (memory) puts it back in the
    * gate's line at once; without it (idleness) its next request wakes it.
@@ -59,9 +62,14 @@ export interface PressureTargetsService {
 export class PressureTargets extends Context.Tag("berth/PressureTargets")<PressureTargets, PressureTargetsService>() {}
 
 /** The engine's worlds: rows from the registry, idleness from their config and the router, suspension by `Worlds`. */
-const IDLE_CONFIG_MS = 15_000
-/** idleness is looked at least this often (more often when a world's `idle_suspend` is shorter) */
+const IDLE_CONFIG_MS = 60_000
+/** while a world has `idle_suspend`, idleness is looked at least this often (more often when it is shorter) */
 const IDLE_CHECK_MS = 10_000
+/**
+ * while none has, the worlds are looked at when one changes (a world that starts is looked at at once) and otherwise
+ * this often, for an `idle_suspend` written into a running world's berth.toml
+ */
+export const IDLE_DISCOVER_MS = 60_000
 
 export const PressureTargetsLive: Layer.Layer<PressureTargets, never, Worlds | Registry | Router | ConfigFiles> =
   Layer.effect(
@@ -71,7 +79,7 @@ export const PressureTargetsLive: Layer.Layer<PressureTargets, never, Worlds | R
       const worlds = yield* Worlds
       const router = yield* Router
       const configs = yield* ConfigFiles
-      // each world's `idle_suspend`, looked at again every 15 s rather than on every tick: with dozens of worlds up,
+      // each world's `idle_suspend`, looked at again every minute rather than on every tick: with dozens of worlds up,
       // reading their configs every 2 s was most of what the daemon did at rest
       const seen = new Map<string, { readonly ms: number | undefined; readonly at: number }>()
       const idleSuspendOf = (path: string) =>
@@ -103,6 +111,7 @@ export const PressureTargetsLive: Layer.Layer<PressureTargets, never, Worlds | R
               })
             )
         ),
+        changes: SubscriptionRef.get(registry.changes),
         suspend: (worldId, reason, requeue) => worlds.suspend(worldId, reason, requeue)
       } satisfies PressureTargetsService
     })
@@ -116,14 +125,21 @@ export const monitorPressure = Effect.gen(function* () {
   const dwell = yield* dwellMs
   /** when the worlds were last looked at for idleness, and the shortest `idle_suspend` seen then */
   let idleCheckedAt: number | undefined
+  /** the worlds' change counter at that look */
+  let idleCheckedChanges: number | undefined
   let shortestIdleMs = Number.POSITIVE_INFINITY
   const tick = Effect.gen(function* () {
-    yield* admission.sample
     // the Effect clock, not Date.now(): the same in the daemon, and a TestClock drives dwell and settle in tests
     const now = yield* Clock.currentTimeMillis
     // at rest (memory fine, no idleness due) a tick reads nothing else: looking at every world every two seconds was
-    // most of an idle daemon's work. Idleness is looked at a few times per the shortest `idle_suspend`, at most 10 s apart.
-    const idleDue = idleCheckedAt === undefined || now - idleCheckedAt >= Math.min(IDLE_CHECK_MS, shortestIdleMs / 3)
+    // most of an idle daemon's work. Idleness is looked at a few times per the shortest `idle_suspend`, at most 10 s
+    // apart; with no world that has one, when a world changes, and once a minute.
+    const changes = yield* targets.changes
+    const idleEvery = Number.isFinite(shortestIdleMs) ? Math.min(IDLE_CHECK_MS, shortestIdleMs / 3) : IDLE_DISCOVER_MS
+    const idleDue =
+      idleCheckedAt === undefined ||
+      now - idleCheckedAt >= idleEvery ||
+      (!Number.isFinite(shortestIdleMs) && changes !== idleCheckedChanges)
     const pressed = underPressure(yield* admission.readings, yield* admission.settings)?._tag === "Ram"
     if (!idleDue && !pressed) return
     const running = (yield* targets.running).filter((w) => admission.holds(w.id))
@@ -131,6 +147,7 @@ export const monitorPressure = Effect.gen(function* () {
     const idled = new Set<number>()
     if (idleDue) {
       idleCheckedAt = now
+      idleCheckedChanges = changes
       shortestIdleMs = Number.POSITIVE_INFINITY
     }
     for (const w of idleDue ? running : []) {
@@ -170,9 +187,9 @@ export const monitorPressure = Effect.gen(function* () {
         .pipe(Effect.catchAll((e) => Effect.logWarning(`suspend: ${e.message}`)))
     )
   })
-  yield* tick.pipe(
-    Effect.catchAllCause((cause) => Effect.logWarning("pressure monitor", cause)),
-    Effect.repeat(Schedule.spaced(`${SAMPLE_EVERY_MS} millis`)),
+  // one tick per reading the gate takes: the machine is read once per interval, by the gate
+  yield* admission.sampled.pipe(
+    Stream.runForEach(() => tick.pipe(Effect.catchAllCause((cause) => Effect.logWarning("pressure monitor", cause)))),
     Effect.forkScoped
   )
 })

@@ -14,6 +14,7 @@ import * as Layer from "effect/Layer"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import { ANYWHERE_SETTING, runsAnywhere } from "../domain/cluster.js"
 import { LOG_CHECK_MIN_MS, type LogFileFacts, logBudget, logTrim, nextLogCheckMs } from "../domain/log-budget.js"
+import { forgottenLine } from "../domain/gc.js"
 import { strayGroups } from "../domain/marks.js"
 import { passDue, RECONCILE_TICK_MS } from "../domain/reconcile-pace.js"
 import { diskBytesAt } from "../services/disk.js"
@@ -212,9 +213,15 @@ const loops = Effect.gen(function* () {
   const every = yield* gcEvery
   const sweep = worlds.gc(false, {}, true).pipe(
     Effect.tap((report) =>
-      Effect.forEach(report.entries, (e) => Effect.logInfo(`gc: ${e.outcome} ${e.adapter} ${e.name} (${e.reason})`), {
-        discard: true
-      })
+      Effect.forEach(
+        [
+          ...report.entries.map((e) => `gc: ${e.outcome} ${e.adapter} ${e.name} (${e.reason})`),
+          // a record of an adapter nothing serves is forgotten here as by `berth gc`, and said as it says it
+          ...report.forgotten.map((f) => `gc: ${forgottenLine(f)}`)
+        ],
+        (line) => Effect.logInfo(line),
+        { discard: true }
+      )
     ),
     Effect.catchAllCause((cause) => Effect.logError("slice sweep failed", cause))
   )

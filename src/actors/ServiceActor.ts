@@ -18,6 +18,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { readText } from "../domain/knobs.js"
 import * as Exit from "effect/Exit"
+import * as Random from "effect/Random"
 import type * as Scope from "effect/Scope"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import type * as Model from "../domain/config/model.js"
@@ -149,6 +150,11 @@ export const runService = (
     readonly adopt?: ProcessHandle | undefined
     readonly dependencies: Effect.Effect<void, ServiceFailed>
     readonly timing?: Partial<ServiceTiming> | undefined
+    /**
+     * When the service last answered a request through the proxy (epoch ms): a ready service's port answered since
+     * the last liveness probe, so the next probe is not made (it counts as passed).
+     */
+    readonly answeredAt?: Effect.Effect<number | undefined> | undefined
   }
 ) =>
   Effect.gen(function* () {
@@ -300,11 +306,21 @@ export const runService = (
                 let misses = initialMisses
                 // passes in a row: a service that answers steadily is probed less and less often (livenessDelayMs)
                 let passes = 0
-                const wait = Effect.suspend(() =>
-                  Effect.sleep(Duration.millis(livenessDelayMs(timing.watchIntervalMs, passes)))
+                const wait = Effect.flatMap(Random.next, (spread) =>
+                  Effect.sleep(Duration.millis(livenessDelayMs(timing.watchIntervalMs, passes, spread)))
                 )
+                // a port check is what the proxy's traffic shows already: an answer it passed on since the last look
+                // is this look's pass, and the service is not asked again
+                const answeredAt = check.kind === "http" || check.kind === "tcp" ? options.answeredAt : undefined
+                let lookedAt = yield* Clock.currentTimeMillis
+                const look = Effect.gen(function* () {
+                  const since = lookedAt
+                  lookedAt = yield* Clock.currentTimeMillis
+                  const answered = answeredAt === undefined ? undefined : yield* answeredAt
+                  return answered !== undefined && answered > since ? true : yield* probe
+                })
                 yield* wait.pipe(
-                  Effect.zipRight(probe),
+                  Effect.zipRight(look),
                   Effect.flatMap((ok) => {
                     const step = livenessStep(misses, ok)
                     misses = step.misses

@@ -11,7 +11,7 @@ import * as Entity from "@effect/cluster/Entity"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { parseWorldEntityId, shardGroupOf } from "../domain/cluster.js"
-import { type DiskFull, type InternalError, InvalidRequest, WorldNotFound } from "../domain/errors.js"
+import { type DiskFull, type InternalError, WorldNotFound } from "../domain/errors.js"
 import type { WorldCommand } from "./protocol.js"
 import { WorldRpcs } from "./protocol.js"
 import { Worlds } from "./Worlds.js"
@@ -25,11 +25,10 @@ export const WorldEntity = Entity.fromRpcGroup("World", WorldRpcs).annotate(Clus
 export const addressedWorld = <A>(
   entityId: string,
   find: (project: string, slug: string) => Effect.Effect<A | undefined, InternalError | DiskFull>
-): Effect.Effect<A, InvalidRequest | WorldNotFound | InternalError | DiskFull> => {
+): Effect.Effect<A, WorldNotFound | InternalError | DiskFull> => {
   const address = parseWorldEntityId(entityId)
-  if (address === undefined) {
-    return Effect.fail(new InvalidRequest({ reason: `no world has the entity id ${JSON.stringify(entityId)}` }))
-  }
+  // an id that is no world's address names no world
+  if (address === undefined) return Effect.fail(new WorldNotFound({ project: "", name: entityId, known: [] }))
   return Effect.flatMap(find(address.project, address.slug), (found) =>
     found === undefined
       ? Effect.fail(new WorldNotFound({ project: address.project, name: address.slug, known: [] }))
@@ -43,10 +42,10 @@ export const WorldEntityLive = WorldEntity.toLayer(
     const { entityId } = yield* Entity.CurrentAddress
     /** the world this entity is: looked up on each message, since a world can be made after its entity started */
     const worldId = Effect.suspend(
-      (): Effect.Effect<number, InvalidRequest | WorldNotFound | InternalError | DiskFull> =>
+      (): Effect.Effect<number, WorldNotFound | InternalError | DiskFull> =>
         /^[1-9]\d{0,14}$/.test(entityId) ? Effect.succeed(Number(entityId)) : addressedWorld(entityId, worlds.idOf)
     )
-    const tell = (request: { readonly payload: WorldCommand }) =>
+    const tell = <C extends WorldCommand>(request: { readonly payload: C }) =>
       Effect.flatMap(worldId, (id) => worlds.tell(id, request.payload))
     return WorldEntity.of({
       Up: tell,

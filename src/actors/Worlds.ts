@@ -17,18 +17,17 @@ import type { ServiceStatus, WorldStatus } from "../daemon/api.js"
 import { coordinates, groupPorts, portRequests, redact, routeUrl, worldVariables } from "../domain/coordinates.js"
 import * as Model from "../domain/config/model.js"
 import {
-  type ConfigInvalid,
-  type ConfigNotFound,
-  type ConfigUnreadable,
   type DiskFull,
   InternalError,
-  InvalidRequest,
   InvalidWorldName,
   NotARepository,
-  type PortRangeExhausted,
-  WorldNotFound
+  UnknownLog,
+  WorldExists,
+  WorldNotFound,
+  WorldNotReady
 } from "../domain/errors.js"
-import { closestName, projectLabel } from "../domain/names.js"
+import { HISTORY_LOG } from "../domain/log-names.js"
+import { projectLabel } from "../domain/names.js"
 import { hidePassword, secretsOf } from "../domain/redact.js"
 import { ANYWHERE_SETTING, runsAnywhere } from "../domain/cluster.js"
 import { decide } from "../domain/world-state.js"
@@ -76,9 +75,6 @@ const REPO_CACHE_MS = 3_000
 /** how many of its latest events a world's status carries */
 const STATUS_EVENTS = 10
 
-/** The pseudo-service whose log is the world's history: `berth logs -s berth`. */
-const HISTORY = "berth"
-
 const internal = (e: { readonly message: string }) => new InternalError({ reason: e.message })
 
 /** The services (and one-off commands) with a log in a world's log folder: `<name>.log`, rotated copies aside. */
@@ -91,21 +87,17 @@ const logNames = (folder: string) =>
     }
   })
 
-/** What naming a world can fail with: its repository, its config, its name. */
-export type ResolveError =
-  | ConfigNotFound
-  | ConfigUnreadable
-  | ConfigInvalid
-  | NotARepository
-  | InvalidWorldName
-  | WorldNotFound
-  | RegistryError
+/**
+ * What each command can fail with: naming the world, then what its actor answers (`Protocol.CommandFailure`, one union
+ * per command, held by the compiler to the code below).
+ */
+export type CommandError<K extends keyof typeof Protocol.CommandFailure> = Protocol.CommandError<K>
 
-/** What a world's command can fail with: naming the world, or the command itself (`Protocol.WorldError`). */
-export type CommandError = Protocol.WorldError | ResolveError
+/** What naming a world can fail with: its repository, its config, its name. */
+export type ResolveError = Protocol.ResolveError
 
 /** What reading a project's worlds can fail with. */
-export type ProjectError = ConfigNotFound | ConfigUnreadable | ConfigInvalid | NotARepository | RegistryError
+export type ProjectError = Protocol.ProjectError
 
 /** A world as a watcher acts on it: its status, its id, its project's main checkout and its last selection. */
 export interface WorldView {
@@ -127,13 +119,19 @@ export interface WorldsService {
     env: Readonly<Record<string, string>>,
     wait?: boolean,
     options?: { readonly from?: string | undefined }
-  ) => Effect.Effect<WorldStatus, CommandError>
-  /** Waits until the world runs and answers its status; fails with the start's own error when it failed. */
-  readonly waitReady: (ref: WorldRef) => Effect.Effect<WorldStatus, CommandError>
+  ) => Effect.Effect<WorldStatus, CommandError<"up">>
+  /**
+   * Waits until the world runs and answers its status; fails with the start's own error when it failed, and with
+   * WorldNotReady when the world ended otherwise (stopped, or removed, first).
+   */
+  readonly waitReady: (ref: WorldRef) => Effect.Effect<WorldStatus, CommandError<"waitReady">>
   /** Every move of every world's observed state from now on. */
   readonly changes: Stream.Stream<WorldChange>
   /** One of the actor protocol's requests, to the world of this id as it is (what the cluster's entity hands on). */
-  readonly tell: (worldId: number, command: Protocol.WorldCommand) => Effect.Effect<void, Protocol.WorldError>
+  readonly tell: <C extends Protocol.WorldCommand>(
+    worldId: number,
+    command: C
+  ) => Effect.Effect<void, Protocol.FailureOf<C>>
   readonly idOf: (project: string, slug: string) => Effect.Effect<number | undefined, RegistryError>
   readonly refOf: (project: string, slug: string) => Effect.Effect<WorldRef | undefined, RegistryError>
   /** A line in the world's history (an MCP tool's note). */
@@ -142,24 +140,27 @@ export interface WorldsService {
     ref: WorldRef,
     slices: ReadonlyArray<string>,
     env: Readonly<Record<string, string>>
-  ) => Effect.Effect<WorldStatus, CommandError>
-  readonly stopServices: (ref: WorldRef, services: ReadonlyArray<string>) => Effect.Effect<WorldStatus, CommandError>
+  ) => Effect.Effect<WorldStatus, CommandError<"reset">>
+  readonly stopServices: (
+    ref: WorldRef,
+    services: ReadonlyArray<string>
+  ) => Effect.Effect<WorldStatus, CommandError<"stopServices">>
   readonly restartServices: (
     ref: WorldRef,
     services: ReadonlyArray<string>,
     groups?: ReadonlyArray<string>
-  ) => Effect.Effect<WorldStatus, CommandError>
+  ) => Effect.Effect<WorldStatus, CommandError<"restartServices">>
   /** The world down (or, with `all`, every world of the project `ref.cwd` is in, or of the machine). */
-  readonly down: (ref: WorldRef, all: boolean) => Effect.Effect<ReadonlyArray<WorldStatus>, CommandError>
+  readonly down: (ref: WorldRef, all: boolean) => Effect.Effect<ReadonlyArray<WorldStatus>, CommandError<"down">>
   readonly reload: (
     ref: WorldRef,
     env: Readonly<Record<string, string>>,
     wait?: boolean
-  ) => Effect.Effect<WorldStatus, CommandError>
+  ) => Effect.Effect<WorldStatus, CommandError<"reload">>
   readonly remove: (
     ref: WorldRef,
     force: boolean
-  ) => Effect.Effect<{ readonly project: string; readonly name: string; readonly path: string }, CommandError>
+  ) => Effect.Effect<{ readonly project: string; readonly name: string; readonly path: string }, CommandError<"remove">>
   /** Every world (of the project `cwd` is in, when given). */
   readonly status: (
     cwd: string | undefined
@@ -172,12 +173,12 @@ export interface WorldsService {
       readonly vars: Readonly<Record<string, string>>
       readonly commands: Readonly<Record<string, string>>
     },
-    ResolveError | PortRangeExhausted
+    CommandError<"env">
   >
   readonly logs: (
     ref: WorldRef,
     options: { readonly service?: string | undefined; readonly follow: boolean; readonly lines: number }
-  ) => Stream.Stream<{ readonly service: string; readonly line: string }, ResolveError | InvalidRequest>
+  ) => Stream.Stream<{ readonly service: string; readonly line: string }, CommandError<"logs">>
   /** One pass of the reconciler: every world that needs an actor gets one. */
   readonly reconcile: () => Effect.Effect<void, WorldNotFound | RegistryError>
   /** What any actor could not write when it happened (a full disk), written now that it may fit. */
@@ -188,13 +189,17 @@ export interface WorldsService {
     ref: WorldRef,
     service: string,
     env: Readonly<Record<string, string>>
-  ) => Effect.Effect<WorldStatus, CommandError>
+  ) => Effect.Effect<WorldStatus, CommandError<"rebuildGolden">>
   /** What a crash or a vanished world left behind, dropped (or listed, with `dryRun`): the slices' own `gc`. */
   readonly gc: SlicesService["gc"]
   /** Memory is short: the world's processes stop, everything else stays, and it queues to come back. */
-  readonly suspend: (worldId: number, reason: string, requeue?: boolean) => Effect.Effect<void, Protocol.WorldError>
+  readonly suspend: (
+    worldId: number,
+    reason: string,
+    requeue?: boolean
+  ) => Effect.Effect<void, Protocol.FailureOf<Protocol.Suspend>>
   /** A request reached a suspended world: queue its resume now. */
-  readonly wake: (worldId: number) => Effect.Effect<void, Protocol.WorldError>
+  readonly wake: (worldId: number) => Effect.Effect<void, Protocol.FailureOf<Protocol.Wake>>
   /** What berth calls the project `cwd` is in (registering it), and the other repositories of the same name. */
   readonly projectInfo: (
     cwd: string
@@ -285,7 +290,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       })
 
     /** A command to a world's actor; the routes reflect its outcome before the caller hears of it. */
-    const send = (worldId: number, command: Protocol.WorldCommand) =>
+    const send = <C extends Protocol.WorldCommand>(worldId: number, command: C) =>
       Effect.flatMap(actorFor(worldId), (actor) => actor.send(command)).pipe(
         Effect.ensuring(router.refresh.pipe(Effect.ignore))
       )
@@ -619,9 +624,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
         const { repo, row } = yield* project(ref.cwd)
         const name = ref.world ?? repo.branch ?? basename(repo.root)
         if (name === source.name || (yield* registry.findWorld(row.id, name)) !== undefined) {
-          return yield* new InvalidRequest({
-            reason: `world ${name} exists already: --from makes a new world\n  hint: give a new world's name (berth up <name> --from ${from}), or berth remove ${name} first`
-          })
+          return yield* new WorldExists({ world: name, from })
         }
         const w = yield* resolve(ref, true)
         const to = { id: w.id, name: w.name, slug: w.slug, path: w.path }
@@ -649,9 +652,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       // the start's own failure (StartFailed with its log tail) when that is what ended it
       yield* actor.started
       const state = last._tag === "Some" ? last.value : { state: "removed", reason: null }
-      return yield* new InvalidRequest({
-        reason: `world ${w.name} is ${state.state}${state.reason === null ? "" : `: ${state.reason}`}`
-      })
+      return yield* new WorldNotReady({ world: w.name, state: state.state, reason: state.reason })
     })
 
     const down = Effect.fn("Worlds.down")(function* (ref: WorldRef, all: boolean) {
@@ -744,7 +745,7 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
     /** A world's events as log lines of the pseudo-service `berth`, oldest first; following polls for new ones. */
     const history = (worldId: number, options: { follow: boolean; lines: number }) => {
       const line = (e: EventRow) => ({
-        service: HISTORY,
+        service: HISTORY_LOG,
         line: `${new Date(e.at).toISOString()} ${e.service === null ? "" : `${e.service} `}${e.kind}: ${e.message}`
       })
       return Stream.unwrap(
@@ -784,17 +785,12 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
             ])
           ]
           // `-s berth`: the world's history (berth's own events, agents' tool calls), unless a service has that name
-          const hasHistory = !all.includes(HISTORY)
-          if (options.service === HISTORY && hasHistory) return history(w.id, options)
+          const hasHistory = !all.includes(HISTORY_LOG)
+          if (options.service === HISTORY_LOG && hasHistory) return history(w.id, options)
           const names = all.filter((n) => options.service === undefined || n === options.service)
           if (options.service !== undefined && names.length === 0) {
-            // every name `-s` reads, said as what it is
-            const told = all.map((n) => (n === SETUP_LOG ? `${n} (the project's setup)` : n))
-            if (hasHistory) told.push(`and ${HISTORY} (the world's history: berth's events and agents' tool calls)`)
-            const close = closestName(options.service, hasHistory ? [...all, HISTORY] : all)
-            return yield* new InvalidRequest({
-              reason: `world ${w.name} has no log ${JSON.stringify(options.service)}; its logs: ${told.join(", ")}${close === undefined ? "" : `\n  hint: did you mean ${JSON.stringify(close)}?`}`
-            })
+            // every name `-s` reads (the error says each as what it is)
+            return yield* new UnknownLog({ world: w.name, name: options.service, known: all, history: hasHistory })
           }
           const streams = names.map((service) => {
             const file = home.serviceLog(w.id, service)

@@ -10,12 +10,11 @@ import type * as Main from "./main.js"
 
 declare const BERTH_VERSION: string
 /**
- * Set by the build: the length of the program in dist/berth-program.cjs, which reads
+ * Set by the build: a hash of the program in dist/berth-program.cjs, which reads
  * `(function (exports, require, module, __filename, __dirname, __berthImportMeta) { …main.ts as CommonJS… })`.
+ * It names the program's code cache, and the program beside this file must have it.
  */
-declare const BERTH_MAIN_LENGTH: number | undefined
-/** A hash of the program, naming its code cache. */
-declare const BERTH_MAIN_HASH: string
+declare const BERTH_MAIN_HASH: string | undefined
 
 type MainModule = typeof Main
 
@@ -38,13 +37,19 @@ if (!(argv[0] === "daemon" && argv[1] === "run")) {
 if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "-V")) {
   process.stdout.write(`${BERTH_VERSION}\n`)
 } else {
-  void tryFast(argv).then((answered) => {
-    if (answered) return
-    // the build defines BERTH_MAIN_LENGTH, so esbuild drops the import() branch, which serves unbundled runs
-    const main: Promise<MainModule> =
-      typeof BERTH_MAIN_LENGTH === "number" ? loadBundledMain(BERTH_MAIN_LENGTH) : import("./main.js")
-    return main.then((cli) => cli.run(argv))
-  })
+  void tryFast(argv)
+    .then((answered) => {
+      if (answered) return
+      // the build defines BERTH_MAIN_HASH, so esbuild drops the import() branch, which serves unbundled runs
+      const main: Promise<MainModule> =
+        typeof BERTH_MAIN_HASH === "string" ? loadBundledMain(BERTH_MAIN_HASH) : import("./main.js")
+      return main.then((cli) => cli.run(argv))
+    })
+    .catch((e: unknown) => {
+      // what fails before the CLI runs (a program that is not this entry's, say): one line, never a stack
+      process.stderr.write(`error: ${e instanceof Error ? e.message : String(e)}\n`)
+      process.exitCode = 1
+    })
 }
 
 /** `up`, `down`, `env --json` and `status --json` straight over the daemon's socket (see fast.ts). */
@@ -53,7 +58,7 @@ async function tryFast(args: ReadonlyArray<string>): Promise<boolean> {
   return (await import("./fast.js")).tryFast(args)
 }
 
-async function loadBundledMain(length: number): Promise<MainModule> {
+async function loadBundledMain(hash: string): Promise<MainModule> {
   // imported here rather than at the top so that `--version` does not load them
   const [crypto, fs, os, path, { pathToFileURL }, vm] = await Promise.all([
     import("node:crypto"),
@@ -122,13 +127,16 @@ async function loadBundledMain(length: number): Promise<MainModule> {
 
   const filename = __filename
   const programFile = path.join(path.dirname(filename), "berth-program.cjs")
-  const source = fs.readFileSync(programFile, "utf8")
-  // the two files come from one build: another's program would not fit this entry (nor its build id the daemon's)
-  if (source.length !== length) {
+  const bytes = fs.readFileSync(programFile)
+  // the two files come from one build: another's program would not fit this entry (nor its build id the daemon's).
+  // And V8 takes a code cache for any program of the same length: only a program whose hash is the cache's name may
+  // run what the cache holds, or a CLI would run another build's code (~2 ms for the hash, on a full command only)
+  if (crypto.createHash("sha256").update(bytes).digest("hex").slice(0, 16) !== hash) {
     throw new Error(`${programFile} is not the program of this berth (${filename}): install berth again`)
   }
+  const source = bytes.toString("utf8")
   const folder = cacheFolder()
-  const cacheFile = folder && path.join(folder, `main-${BERTH_MAIN_HASH}-${process.version}-${process.arch}.v8`)
+  const cacheFile = folder && path.join(folder, `main-${hash}-${process.version}-${process.arch}.v8`)
   const cachedData = cacheFile ? readCache(cacheFile) : undefined
   // the build turns import() into require(), so this is only a fallback (and Node < 20.12 lacks it)
   const importModuleDynamically = (vm as Partial<typeof vm>).constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER

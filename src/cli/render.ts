@@ -4,6 +4,7 @@
  */
 import { waitingLine } from "../mcp/progress.js"
 import type { GcReport, ServiceStatus, WorldStatus } from "../daemon/api.js"
+import { forgottenLine } from "../domain/gc.js"
 
 /** Events worth a line under the world: what changed how it was made, not routine progress. */
 const NOTABLE_EVENTS: ReadonlySet<string> = new Set(["clone_fallback", "golden_wait", "dev_server", "worktree_created"])
@@ -90,10 +91,7 @@ export const renderGc = (report: GcReport, dryRun: boolean): string => {
       report.entries.map((e) => [e.outcome, e.adapter, e.name, e.reason, e.where, e.error === undefined ? "" : e.error])
     )
   )
-  for (const f of forgotten) {
-    const what = f.name === undefined ? f.adapter : `${f.adapter} slice ${f.name}`
-    lines.push(`${f.outcome === "forgotten" ? "forgot" : "would forget"} ${what} at ${f.where}: ${f.reason}`)
-  }
+  for (const f of forgotten) lines.push(forgottenLine(f))
   for (const u of report.unreachable) {
     lines.push(`skipped ${u.adapter} at ${u.where}: ${u.error}`)
   }

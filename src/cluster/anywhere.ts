@@ -24,7 +24,7 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import { Down, Remove } from "../actors/protocol.js"
 import { Worlds } from "../actors/Worlds.js"
-import { WorldError, WorldStatus } from "../daemon/api.js"
+import { EnsureFailure, WorldStatus } from "../daemon/api.js"
 import {
   ANYWHERE_GROUP,
   ANYWHERE_SETTING,
@@ -39,7 +39,7 @@ import {
   placerStep,
   shardGroupOf
 } from "../domain/cluster.js"
-import { InternalError, InvalidRequest } from "../domain/errors.js"
+import { InternalError, MachineCannotRun, WorldNotFound } from "../domain/errors.js"
 import { Git } from "../services/Git.js"
 import { Home } from "../services/Home.js"
 import { Registry } from "../services/Registry.js"
@@ -54,18 +54,19 @@ export const Anywhere = Entity.make("Anywhere", [
   Rpc.make("Ensure", {
     payload: { asked: Schema.Boolean },
     success: Schema.NullOr(WorldStatus),
-    error: WorldError
+    error: EnsureFailure
   })
 ]).annotate(ClusterSchema.ShardGroup, shardGroupOf)
 
 export interface AnywhereHost {
-  readonly store: Store
+  /** the shared table, as far as a world's entity reads and writes it */
+  readonly store: Pick<Store, "anywhere" | "note" | "letGo" | "toldMove">
   /** this machine's name in the cluster */
   readonly machine: string
   /** true once the daemon lets go of its worlds (it stops): nothing more starts here */
-  readonly draining: () => boolean
+  readonly draining: Effect.Effect<boolean>
   /** the row as the entity read it (given to this machine): the fence's rule knows it at once, not at the next tick */
-  readonly saw: (row: AnywhereRow) => void
+  readonly saw: (row: AnywhereRow) => Effect.Effect<void>
 }
 
 const internal = (e: { readonly message: string }) => new InternalError({ reason: e.message })
@@ -136,12 +137,17 @@ export const anywhereLayer = (host: AnywhereHost) =>
       const place = (row: AnywhereRow) =>
         Effect.gen(function* () {
           const cannot = (why: string) =>
-            new InvalidRequest({
-              reason: `world ${row.name} cannot run on ${host.machine}: ${why}\n  hint: give one of the two repositories another [project] name in its berth.toml`
+            new MachineCannotRun({
+              world: row.name,
+              machine: host.machine,
+              reason: why,
+              hint: "give one of the two repositories another [project] name in its berth.toml"
             })
           const checkoutFailed = (e: { readonly message: string }) =>
-            new InvalidRequest({
-              reason: `world ${row.name}: cannot check out ${row.branch} from ${row.remote} on ${host.machine}: ${e.message}`
+            new MachineCannotRun({
+              world: row.name,
+              machine: host.machine,
+              reason: `cannot check out ${row.branch} from ${row.remote}: ${e.message}`
             })
           const own = yield* registry.projectLabelled(row.project)
           const checkout =
@@ -180,16 +186,18 @@ export const anywhereLayer = (host: AnywhereHost) =>
 
       const start = (row: AnywhereRow) =>
         Effect.gen(function* () {
-          if (host.draining()) {
+          if (yield* host.draining) {
             // given to this machine as it stops: it goes back to the placer
             yield* host.store
               .letGo(row.project, row.slug, host.machine, `${host.machine} was stopping`)
               .pipe(Effect.mapError(internal))
-            return yield* new InvalidRequest({
-              reason: `machine ${host.machine} is stopping: world ${row.name} runs on another machine shortly`
+            return yield* new MachineCannotRun({
+              world: row.name,
+              machine: host.machine,
+              reason: "it is stopping; the world runs on another machine shortly"
             })
           }
-          host.saw(row)
+          yield* host.saw(row)
           const status = yield* Effect.gen(function* () {
             const ref = yield* place(row)
             started = true
@@ -213,9 +221,8 @@ export const anywhereLayer = (host: AnywhereHost) =>
 
       const ensure = (asked: boolean) =>
         Effect.gen(function* () {
-          if (address === undefined) {
-            return yield* new InvalidRequest({ reason: `no world has the entity id ${JSON.stringify(entityId)}` })
-          }
+          // an id that is no world's address names no world
+          if (address === undefined) return yield* new WorldNotFound({ project: "", name: entityId, known: [] })
           const [row] = yield* host.store.anywhere(address).pipe(Effect.mapError(internal))
           const owned = row?.owner === host.machine
           const ref = yield* worlds.refOf(address.project, address.slug)
@@ -251,7 +258,7 @@ export const anywhereLayer = (host: AnywhereHost) =>
  * make its part true. Answers what `ask` answered, or undefined when no machine was asked.
  */
 export const settle = <A, E, R>(
-  store: Store,
+  store: Pick<Store, "forget" | "reassign" | "note">,
   machines: ReadonlyArray<Machine>,
   row: AnywhereRow,
   ask: (row: AnywhereRow, owner: Machine) => Effect.Effect<A, E, R>,

@@ -2,7 +2,8 @@
  * The daemon's half of the fence (`domain/fence.ts`): while this machine is a member, its hold on what it runs is
  * renewed with every lock refresh that keeps all its shards and with every heartbeat; the lease file says until when
  * that hold is good; the watchdog beside the daemon (`watchdog.ts`) stops the worlds that run anywhere here once it is
- * not; and no process of such a world starts here while the hold is stale (the rule installed in the `Fence` service).
+ * not, and the holder (`holder.ts`), told each deadline, kills them at once should the machine wake past it; and no
+ * process of such a world starts here while the hold is stale (the rule installed in the `Fence` service).
  */
 import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
@@ -14,12 +15,12 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import { ANYWHERE_SETTING, anywhereIds, timings } from "../domain/cluster.js"
-import { FENCE_GRACE_MS, type FenceLease, formatLease, holdUntil } from "../domain/fence.js"
+import { FENCE_GRACE_MS, type FenceLease, formatLease, HOLDER_TICK_MS, holdUntil, STALL_MS } from "../domain/fence.js"
 import { isAtRest } from "../domain/world-state.js"
 import { Fence } from "../services/Fence.js"
 import { Home } from "../services/Home.js"
 import { Registry } from "../services/Registry.js"
-import { makeHolder } from "./holder.js"
+import { type Holder, makeHolder } from "./holder.js"
 
 /** How long a service of a world not (yet) marked as one that runs anywhere is looked at again, to be tied then. */
 const TIE_LOOKS = 20
@@ -79,7 +80,7 @@ const watchdogProgram = (): string | undefined => {
  * them first). A session that ends with one still running leaves the lease as it is: the watchdog stops it when the
  * hold runs out, unless the next session renews it first.
  */
-export const keepLease = (hold: Hold) =>
+export const keepLease = (hold: Hold, holder: Pick<Holder, "deadline">) =>
   Effect.gen(function* () {
     const home = yield* Home
     const registry = yield* Registry
@@ -102,6 +103,8 @@ export const keepLease = (hold: Hold) =>
         writeFileSync(temporary, text, { mode: 0o600 })
         renameSync(temporary, home.fenceFile)
         written = text
+        // and the holder, which fences what it holds at once should the machine stand still past it
+        holder.deadline(next.until)
       })
     const running = Effect.gen(function* () {
       const ids = anywhereIds(yield* registry.getSetting(ANYWHERE_SETTING))
@@ -156,7 +159,10 @@ export const keepLease = (hold: Hold) =>
  */
 export const installRule = (
   hold: Hold,
-  cluster: { readonly member: () => boolean; readonly owns: (project: string, slug: string) => boolean }
+  cluster: {
+    readonly member: Effect.Effect<boolean>
+    readonly owns: (project: string, slug: string) => Effect.Effect<boolean>
+  }
 ) =>
   Effect.gen(function* () {
     const fence = yield* Fence
@@ -167,24 +173,30 @@ export const installRule = (
       )
     const mayRun = (worldId: number) =>
       Effect.gen(function* () {
-        if (!cluster.member()) return true
+        if (!(yield* cluster.member)) return true
         if (!holdGood(hold)) return false
         const w = yield* registry.world(worldId).pipe(Effect.orElseSucceed(() => undefined))
-        return w !== undefined && cluster.owns(w.projectName, w.slug)
+        return w !== undefined && (yield* cluster.owns(w.projectName, w.slug))
       })
+    // each service of a world that runs anywhere ends with this daemon, even with nothing of berth left to stop it,
+    // and at once when the machine wakes from a stall the cluster may have given it up during
+    const home = yield* Home
+    const holder = makeHolder({
+      graceMs: FENCE_GRACE_MS,
+      tickMs: HOLDER_TICK_MS,
+      stallMs: STALL_MS,
+      files: { lease: home.fenceFile, fenced: home.fencedFile, log: home.daemonLog },
+      // BERTH_HOME names whose it is, as the watchdog's does
+      env: { PATH: process.env.PATH ?? "", BERTH_HOME: home.root }
+    })
     yield* fence.install((worldId) =>
       Effect.gen(function* () {
         if (!(yield* anywhere(worldId))) return
         while (!(yield* mayRun(worldId))) yield* Effect.sleep(Duration.millis(100))
+        // the holder is older than what it will hold: a machine that wakes wakes its processes oldest first
+        if (yield* cluster.member) holder.start()
       })
     )
-    // each service of a world that runs anywhere ends with this daemon, even with nothing of berth left to stop it
-    const home = yield* Home
-    const holder = makeHolder({
-      graceMs: FENCE_GRACE_MS,
-      // BERTH_HOME names whose it is, as the watchdog's does
-      env: { PATH: process.env.PATH ?? "", BERTH_HOME: home.root }
-    })
     const tie = (pgid: number) =>
       Effect.acquireRelease(
         Effect.sync(() => holder.hold(pgid)),
@@ -192,7 +204,7 @@ export const installRule = (
       )
     yield* fence.installTie((worldId, pgid) =>
       Effect.gen(function* () {
-        if (!cluster.member()) return
+        if (!(yield* cluster.member)) return
         if (yield* anywhere(worldId)) return yield* tie(pgid)
         // a new world is marked as one that runs anywhere once it exists, which its first services may beat: looked
         // at again for a while, beside the service
@@ -204,4 +216,5 @@ export const installRule = (
         }).pipe(Effect.forkScoped)
       })
     )
+    return holder
   })

@@ -13,18 +13,18 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { addressedWorld } from "../actors/WorldEntity.js"
 import { Worlds } from "../actors/Worlds.js"
-import { EnvReply, LogLine, WorldError, WorldStatus } from "../daemon/api.js"
+import { EnvReply, LogLine, QueryFailure, WorldStatus } from "../daemon/api.js"
 import { shardGroupOf } from "../domain/cluster.js"
 import { WorldNotFound } from "../domain/errors.js"
 
 export const WorldQuery = Entity.make("WorldQuery", [
   /** the world as its machine sees it now (what another machine has read of it may be a second old) */
-  Rpc.make("Status", { success: WorldStatus, error: WorldError }),
-  Rpc.make("Env", { success: EnvReply, error: WorldError }),
+  Rpc.make("Status", { success: WorldStatus, error: QueryFailure.status }),
+  Rpc.make("Env", { success: EnvReply, error: QueryFailure.env }),
   Rpc.make("Logs", {
     payload: { service: Schema.optional(Schema.String), follow: Schema.Boolean, lines: Schema.Number },
     success: LogLine,
-    error: WorldError,
+    error: QueryFailure.logs,
     stream: true
   })
 ]).annotate(ClusterSchema.ShardGroup, shardGroupOf)

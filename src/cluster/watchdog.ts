@@ -7,7 +7,15 @@
  * Plain Node on purpose: no Effect, no bundle of berth's, so it starts in milliseconds and costs little memory.
  */
 import { appendFileSync, readFileSync, renameSync, writeFileSync } from "node:fs"
-import { FENCE_GRACE_MS, formatFenced, parseLease, watchStep } from "../domain/fence.js"
+import {
+  FENCE_GRACE_MS,
+  formatFenced,
+  parseFenced,
+  parseLease,
+  recordedSince,
+  STALL_MS,
+  watchStep
+} from "../domain/fence.js"
 import { MARK_VARIABLE, parseMark } from "../domain/marks.js"
 import { homePaths } from "../services/homePaths.js"
 import { pidAlive } from "../services/pids.js"
@@ -15,6 +23,12 @@ import { procEnvirons } from "../services/platformProc.js"
 import { psEnvirons } from "../services/platformPs.js"
 
 const TICK_MS = 200
+/**
+ * After a stall (its look overdue by `STALL_MS`: the machine was frozen or stopped, and wakes), how long it waits
+ * before it looks the machine's processes up: the holder kills the copies it holds on its first turn, and the scan
+ * would compete with it for the CPU at that very moment
+ */
+const HOLDER_FIRST_MS = 50
 /** while a lease stays stale, the machine is looked through again this often (a process may have been forked since) */
 const REFENCE_MS = 1_000
 
@@ -60,39 +74,47 @@ const main = async (home: string, serves: { readonly daemon: number; readonly se
     }
   }
   let lastFence = 0
+  let stalled = false
   for (;;) {
     const lease = parseLease(read(paths.fenceFile, "utf8") ?? "")
     const step = watchStep({ lease, serves, daemonAlive: pidAlive(serves.daemon), now: Date.now() })
     if (step._tag === "Exit") return
     if (step._tag === "Fence" && Date.now() - lastFence >= REFENCE_MS) {
+      if (stalled) await sleep(HOLDER_FIRST_MS)
       lastFence = Date.now()
       const groups = groupsOf(step.worlds, step.home)
       if (groups.length > 0) {
         for (const pgid of groups) signalGroup(pgid, "SIGTERM")
         await sleep(FENCE_GRACE_MS)
         for (const pgid of groups) signalGroup(pgid, "SIGKILL")
-        // for the daemon, when it thaws: these copies are stopped, whatever its actors last saw
-        try {
-          const text = formatFenced({
-            daemon: serves.daemon,
-            session: serves.session,
-            at: Date.now(),
-            worlds: step.worlds
-          })
-          writeFileSync(`${paths.fencedFile}.${serves.session}`, text, { mode: 0o600 })
-          renameSync(`${paths.fencedFile}.${serves.session}`, paths.fencedFile)
-        } catch {
-          // the daemon then sees its services exit, as any exit
+        // for the daemon, when it thaws: these copies are stopped, whatever its actors last saw. Unless this fence is
+        // recorded already: the holder killed them as the machine woke (and said so), or this watchdog did a moment ago
+        const recorded = parseFenced(read(paths.fencedFile, "utf8") ?? "")
+        if (lease === undefined || !recordedSince(recorded, serves, lease.until)) {
+          try {
+            const text = formatFenced({
+              daemon: serves.daemon,
+              session: serves.session,
+              at: Date.now(),
+              worlds: step.worlds
+            })
+            writeFileSync(`${paths.fencedFile}.${serves.session}`, text, { mode: 0o600 })
+            renameSync(`${paths.fencedFile}.${serves.session}`, paths.fencedFile)
+          } catch {
+            // the daemon then sees its services exit, as any exit
+          }
+          log(
+            `stopped the processes of worlds ${step.worlds.join(", ")} (groups ${groups.join(", ")}): the daemon (pid ${serves.daemon}) ` +
+              `last renewed its hold on them in the cluster too long ago (it is frozen, cut off or gone), and another ` +
+              `machine may run them now`
+          )
         }
-        log(
-          `stopped the processes of worlds ${step.worlds.join(", ")} (groups ${groups.join(", ")}): the daemon (pid ${serves.daemon}) ` +
-            `last renewed its hold on them in the cluster too long ago (it is frozen, cut off or gone), and another ` +
-            `machine may run them now`
-        )
       }
       if (step.thenExit) return
     }
+    const slept = performance.now()
     await sleep(TICK_MS)
+    stalled = performance.now() - slept - TICK_MS >= STALL_MS
   }
 }
 

@@ -6,17 +6,21 @@
 import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as Schema from "effect/Schema"
-import { Env, WorldFailure } from "../actors/protocol.js"
+import { CommandFailure, Env, ProjectFailures } from "../actors/protocol.js"
 import {
   ClusterRefused,
   ClusterUnavailable,
   InternalError,
   DiskFull,
   InvalidRequest,
-  InvalidWorldName,
+  MachineCannotRun,
   MachineUnreachable,
-  NotARepository,
-  PortUnavailable
+  NoMachineAvailable,
+  NotOnOrigin,
+  WorldKeptHere,
+  WorldNotFound,
+  WorldNotReady,
+  WorktreeDirty
 } from "../domain/errors.js"
 
 export const ServiceStatus = Schema.Struct({
@@ -86,15 +90,67 @@ const worldRef = {
 
 const clientEnv = Env
 
-/** Everything a world command can fail with: what its actor answers, and what resolving the world adds. */
-export const WorldError = Schema.Union(
-  ...WorldFailure.members,
-  NotARepository,
-  InvalidWorldName,
-  PortUnavailable,
-  MachineUnreachable
+// ---------------------------------------------------------------------------------------------------------------
+// What each world command can fail with: the engine's own union for it (`CommandFailure` in actors/protocol.ts), and
+// what the daemon adds — a request it refuses as malformed (`InvalidRequest`: a cwd that is no absolute path, an
+// environment too large to pass on), and, in a cluster, a world another machine runs (`MachineUnreachable`, and
+// what that machine answers).
+
+/** What the daemon adds to a world command: a request it refuses as malformed (checked before any handler runs). */
+const Refused = [InvalidRequest] as const
+
+/** What another machine of the cluster answers of its world (the `WorldQuery` entity, `cluster/queries.ts`). */
+export const QueryFailure = {
+  status: Schema.Union(...ProjectFailures, WorldNotFound),
+  env: CommandFailure.env,
+  logs: CommandFailure.logs
+} as const
+
+/**
+ * What the machine that runs a world that runs anywhere answers when asked to make it as wanted (the `Anywhere`
+ * entity's `Ensure`, `cluster/anywhere.ts`): it starts it there (and waits until it runs), stops it, or removes it —
+ * whichever the cluster's record says now, so a `down` may hear of a start asked for meanwhile.
+ */
+export const EnsureFailure = Schema.Union(
+  ...CommandFailure.up.members,
+  WorldNotReady,
+  WorktreeDirty,
+  MachineCannotRun,
+  ...Refused
 )
-export type WorldError = typeof WorldError.Type
+
+/**
+ * What a command for a world that runs anywhere adds on the machine it was asked on: no cluster (or no connection to
+ * it), a branch other machines cannot clone, a world this machine keeps as its own, no machine free to run it.
+ */
+const AnywhereFailures = [ClusterRefused, ClusterUnavailable, NotOnOrigin, WorldKeptHere, NoMachineAvailable] as const
+
+/**
+ * A world command that can reach another machine's world: that machine is silent (what it answers of the world is
+ * in the command's own union).
+ */
+const Remote = [MachineUnreachable] as const
+
+export const UpError = Schema.Union(...EnsureFailure.members, ...AnywhereFailures, ...Remote)
+/**
+ * this machine's `down` fails only as naming the world does (`CommandFailure.down`); a world that runs anywhere is
+ * stopped by its machine's `Ensure`
+ */
+export const DownError = Schema.Union(...EnsureFailure.members, ...AnywhereFailures, ...Remote)
+export const ReloadError = Schema.Union(...CommandFailure.reload.members, ...Refused, ...Remote)
+export const ResetError = Schema.Union(...CommandFailure.reset.members, ...Refused)
+export const StopServicesError = Schema.Union(...CommandFailure.stopServices.members, ...Refused)
+export const RestartServicesError = Schema.Union(...CommandFailure.restartServices.members, ...Refused)
+/** this machine's `remove` fails as `CommandFailure.remove` says; one that runs anywhere is removed by `Ensure` */
+export const RemoveError = Schema.Union(...EnsureFailure.members, ...AnywhereFailures, ...Refused)
+export const StatusError = Schema.Union(...ProjectFailures, ...Refused)
+export const EnvError = Schema.Union(...CommandFailure.env.members, ...Refused, ...Remote)
+export const LogsError = Schema.Union(...CommandFailure.logs.members, ...Refused, ...Remote)
+export const WatchError = Schema.Union(...ProjectFailures, ...Refused)
+export const GoldenRebuildError = Schema.Union(...CommandFailure.rebuildGolden.members, ...Refused)
+export const GcError = Schema.Union(InternalError, DiskFull, ...Refused)
+export const ProjectError = Schema.Union(...ProjectFailures, ...Refused)
+export const RecordEventError = Schema.Union(...CommandFailure.recordEvent.members, ...Refused)
 
 const PortChoice = Schema.Union(Schema.Number, Schema.Literal("auto", "off"))
 
@@ -347,9 +403,9 @@ export class DaemonApi extends RpcGroup.make(
   Rpc.make("Ping", {
     success: Schema.Struct({ version: Schema.String, build: Schema.String, pid: Schema.Number, home: Schema.String })
   }),
-  Rpc.make("Up", { payload: upPayload, success: WorldStatus, error: WorldError }),
+  Rpc.make("Up", { payload: upPayload, success: WorldStatus, error: UpError }),
   Rpc.make("UpPlain", { payload: upPayload, success: plain(WorldStatus) }),
-  Rpc.make("Down", { payload: downPayload, success: Schema.Array(WorldStatus), error: WorldError }),
+  Rpc.make("Down", { payload: downPayload, success: Schema.Array(WorldStatus), error: DownError }),
   Rpc.make("DownPlain", { payload: downPayload, success: plain(Schema.Array(WorldStatus)) }),
   Rpc.make("Reload", {
     payload: {
@@ -359,17 +415,17 @@ export class DaemonApi extends RpcGroup.make(
       wait: Schema.optional(Schema.Boolean)
     },
     success: WorldStatus,
-    error: WorldError
+    error: ReloadError
   }),
   Rpc.make("Reset", {
     payload: { ...worldRef, env: clientEnv, slices: Schema.Array(Schema.String) },
     success: WorldStatus,
-    error: WorldError
+    error: ResetError
   }),
   Rpc.make("StopServices", {
     payload: { ...worldRef, services: Schema.Array(Schema.String) },
     success: WorldStatus,
-    error: WorldError
+    error: StopServicesError
   }),
   Rpc.make("RestartServices", {
     payload: {
@@ -379,22 +435,22 @@ export class DaemonApi extends RpcGroup.make(
       groups: Schema.optional(Schema.Array(Schema.String))
     },
     success: WorldStatus,
-    error: WorldError
+    error: RestartServicesError
   }),
   Rpc.make("Remove", {
     payload: { ...worldRef, force: Schema.Boolean },
     success: Schema.Struct({ project: Schema.String, name: Schema.String, path: Schema.String }),
-    error: WorldError
+    error: RemoveError
   }),
   Rpc.make("Status", {
     payload: { cwd: Schema.optional(Schema.String) },
     success: Schema.Struct({ worlds: Schema.Array(WorldStatus) }),
-    error: WorldError
+    error: StatusError
   }),
   Rpc.make("Env", {
     payload: worldRef,
     success: EnvReply,
-    error: WorldError
+    error: EnvError
   }),
   Rpc.make("Logs", {
     payload: {
@@ -404,7 +460,7 @@ export class DaemonApi extends RpcGroup.make(
       lines: Schema.Number
     },
     success: LogLine,
-    error: WorldError,
+    error: LogsError,
     stream: true
   }),
   /**
@@ -414,13 +470,13 @@ export class DaemonApi extends RpcGroup.make(
   Rpc.make("Watch", {
     payload: { cwd: Schema.optional(Schema.String) },
     success: WatchMessage,
-    error: WorldError,
+    error: WatchError,
     stream: true
   }),
   Rpc.make("GoldenRebuild", {
     payload: { ...worldRef, service: Schema.String, env: clientEnv },
     success: WorldStatus,
-    error: WorldError
+    error: GoldenRebuildError
   }),
   Rpc.make("Gc", {
     // the caller's environment resolves `${env.…}` in admin URLs that a world's own environment does not
@@ -431,7 +487,7 @@ export class DaemonApi extends RpcGroup.make(
       goldens: Schema.optional(Schema.Boolean)
     },
     success: GcReport,
-    error: WorldError
+    error: GcError
   }),
   Rpc.make("GetSettings", { success: Settings, error: Schema.Union(InternalError, DiskFull) }),
   Rpc.make("SetPortRange", {
@@ -459,7 +515,7 @@ export class DaemonApi extends RpcGroup.make(
   Rpc.make("Project", {
     payload: { cwd: Schema.String },
     success: Schema.Struct({ name: Schema.String, label: Schema.String, others: Schema.Array(Schema.String) }),
-    error: WorldError
+    error: ProjectError
   }),
   Rpc.make("Reserve", {
     payload: {
@@ -477,7 +533,7 @@ export class DaemonApi extends RpcGroup.make(
    */
   Rpc.make("RecordEvent", {
     payload: { ...worldRef, kind: Schema.String, message: Schema.String },
-    error: WorldError
+    error: RecordEventError
   }),
   /** join a cluster (`init`: make berth's tables in its database first) */
   Rpc.make("ClusterJoin", {

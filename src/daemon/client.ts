@@ -6,6 +6,8 @@ import { spawn } from "node:child_process"
 import { closeSync, fstatSync, openSync, readFileSync } from "node:fs"
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
 import * as RpcClient from "@effect/rpc/RpcClient"
+import type { RpcClientError } from "@effect/rpc/RpcClientError"
+import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -45,9 +47,12 @@ const logTail = (file: string, lines = 5): string => {
 
 /**
  * The daemon lives long and allocates little at a time: a small young generation keeps its memory down (V8 grows the
- * semi-spaces to 16 MiB each under steady allocation, for a throughput a daemon does not need).
+ * semi-spaces to 16 MiB each under steady allocation), and the old generation grows to twice what a full collection
+ * left (V8 varies it from 1.1 to 4 times). Not `--optimize-for-size`: the daemon is also the proxy, and that flag's
+ * tight heap growth made it collect garbage so often under load that an HTTPS request cost 1.5× the CPU (and a
+ * `status` answer 1.5×) for 10–25 MiB less (docs/benchmarks.md).
  */
-export const DAEMON_NODE_FLAGS: ReadonlyArray<string> = ["--max-semi-space-size=1", "--optimize-for-size"]
+export const DAEMON_NODE_FLAGS: ReadonlyArray<string> = ["--max-semi-space-size=1", "--heap-growing-percent=100"]
 
 /**
  * Starts `berth daemon run` detached, its output in the daemon log, and waits until it answers. A daemon that exits
@@ -149,7 +154,17 @@ const startFailure = (e: unknown, home: HomePaths): DiskFull | undefined =>
     ? diskFullAt(home.root, home.root)
     : undefined)
 
-/** The typed client; building it starts the daemon if needed. */
+/**
+ * The daemon as its thin clients (the CLI, the MCP server, the dashboard) call it: one method per RPC of `DaemonApi`,
+ * each with that RPC's payload, success and failure union. `DaemonApi` (daemon/api.ts) is the written shape; this
+ * is its client's type.
+ */
+export type DaemonClientService = RpcClient.RpcClient<RpcGroup.Rpcs<typeof DaemonApi>, RpcClientError>
+
+/**
+ * The typed client; building it starts the daemon if needed. Tests and embedders that want the daemon's answers
+ * without its socket use `DaemonClientInProcess` (daemon/server.ts): the same handlers, called in the same process.
+ */
 export class DaemonClient extends Effect.Service<DaemonClient>()("berth/DaemonClient", {
   scoped: Effect.gen(function* () {
     const home = yield* Home
@@ -161,6 +176,7 @@ export class DaemonClient extends Effect.Service<DaemonClient>()("berth/DaemonCl
         Layer.provide(NodeSocket.layerNet({ path: home.socket }))
       )
     )
-    return yield* RpcClient.make(DaemonApi).pipe(Effect.provide(protocol))
+    const client: DaemonClientService = yield* RpcClient.make(DaemonApi).pipe(Effect.provide(protocol))
+    return client
   })
 }) {}

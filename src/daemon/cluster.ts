@@ -157,7 +157,12 @@ export const makeClusterViews = (worlds: Worlds, cluster: Cluster, router: Route
    * world is in one of the `settled` states — after having left the state it was in when the command went, when
    * `change` is asked for (a reload of a running world runs again).
    */
-  const forward = (remote: RemoteWorld, command: WorldCommand, settled: ReadonlyArray<string>, change = false) =>
+  const forward = <C extends WorldCommand>(
+    remote: RemoteWorld,
+    command: C,
+    settled: ReadonlyArray<string>,
+    change = false
+  ) =>
     Effect.gen(function* () {
       const before = yield* cluster.statusOf(remote)
       yield* cluster.tell(remote, command)

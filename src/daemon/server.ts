@@ -8,6 +8,7 @@ import { isAbsolute } from "node:path"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
+import * as RpcTest from "@effect/rpc/RpcTest"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Context from "effect/Context"
@@ -38,6 +39,7 @@ import { Processes } from "../services/Processes.js"
 import { HostsKeeper } from "../services/proxy/HostsKeeper.js"
 import { Router } from "../services/proxy/Router.js"
 import { build, version } from "../version.js"
+import { DaemonClient, type DaemonClientService } from "./client.js"
 import { DaemonApi } from "./api.js"
 import { Cluster } from "../cluster/Cluster.js"
 import { makeClusterViews } from "./cluster.js"
@@ -256,21 +258,23 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
           })
         if (p.from !== undefined) {
           // a copy of a world's slices is made where both worlds are: this machine's
-          return Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
-            Effect.zipRight(
-              p.anywhere === true
-                ? Effect.fail(
-                    new InvalidRequest({ reason: "up: --from makes a world on this machine; it cannot run anywhere" })
-                  )
-                : worlds.up(
-                    { cwd: p.cwd, world: p.world },
-                    { services: p.services, groups: p.groups },
-                    p.env,
-                    p.wait ?? true,
-                    { from: p.from }
-                  )
+          const from = p.from
+          return Effect.gen(function* () {
+            yield* checkRef(p)
+            yield* checkEnv(p.env)
+            if (p.anywhere === true) {
+              return yield* new InvalidRequest({
+                reason: "up: --from makes a world on this machine; it cannot run anywhere"
+              })
+            }
+            return yield* worlds.up(
+              { cwd: p.cwd, world: p.world },
+              { services: p.services, groups: p.groups },
+              p.env,
+              p.wait ?? true,
+              { from }
             )
-          )
+          })
         }
         return Effect.zipRight(checkRef(p), checkEnv(p.env)).pipe(
           Effect.zipRight(
@@ -404,8 +408,9 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
           Effect.gen(function* () {
             const parsed = parsePortRange(`${p.from}-${p.to}`)
             if (Either.isLeft(parsed)) return yield* new InvalidRequest({ reason: parsed.left })
-            yield* ports.setRange(parsed.right).pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
-            return yield* settings.pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
+            // the state database's failures are berth's own (or a full disk), never the request's
+            yield* ports.setRange(parsed.right)
+            return yield* settings
           }).pipe(guarded("SetPortRange")),
         SetProxy: (p) =>
           Effect.gen(function* () {
@@ -414,10 +419,15 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
                 return yield* new InvalidRequest({ reason: `port ${choice} is not a port (1-65535)` })
               }
             }
-            yield* router
-              .setPorts({ http: p.http, https: p.https, httpsUrls: p.httpsUrls })
-              .pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
-            return yield* settings.pipe(Effect.mapError((e) => new InvalidRequest({ reason: e.message })))
+            // a port the proxy cannot listen on, or a CA it cannot make, refuses the request; the state database's
+            // failures are berth's own (or a full disk)
+            yield* router.setPorts({ http: p.http, https: p.https, httpsUrls: p.httpsUrls }).pipe(
+              Effect.catchTags({
+                ProxyError: (e) => new InvalidRequest({ reason: e.message }),
+                CaError: (e) => new InvalidRequest({ reason: e.message })
+              })
+            )
+            return yield* settings
           }).pipe(guarded("SetProxy")),
         Config: () => machine.config.pipe(Effect.provide(context), guarded("Config")),
         KeepHosts: (p) =>
@@ -449,6 +459,20 @@ const handlers = (shutdown: Deferred.Deferred<void>) =>
       }
     })
   )
+
+/**
+ * The daemon's client served in this process, without a socket: the daemon's own handlers over the engine the
+ * caller provides (`WorldsLive` and a home). For tests of what the CLI is told, and for programs that want exactly
+ * the CLI's answers. `Shutdown` ends nothing here.
+ */
+export const DaemonClientInProcess = Layer.scoped(
+  DaemonClient,
+  Effect.gen(function* () {
+    const shutdown = yield* Deferred.make<void>()
+    const client: DaemonClientService = yield* RpcTest.makeClient(DaemonApi).pipe(Effect.provide(handlers(shutdown)))
+    return DaemonClient.make(client)
+  })
+)
 
 /** Runs the daemon in this process until asked to stop. Returns false when another daemon already serves this home. */
 export const runDaemon = Effect.gen(function* () {

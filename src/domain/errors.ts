@@ -5,6 +5,7 @@
 import * as Schema from "effect/Schema"
 import { formatDiagnostic } from "./config/diagnostic.js"
 import { formatBytes } from "./disk.js"
+import { HISTORY_LOG, SETUP_LOG } from "./log-names.js"
 import { closestName } from "./names.js"
 import { shellQuote } from "./tokens.js"
 import { howItLeaves } from "./paths.js"
@@ -112,6 +113,8 @@ export class WorldNotFound extends Schema.TaggedError<WorldNotFound>()("WorldNot
   current: Schema.optional(Schema.Boolean)
 }) {
   override get message(): string {
+    // a world asked for by its id alone (one removed meanwhile, an address of the cluster's) has no project to name
+    if (this.project === "") return `there is no world ${JSON.stringify(this.name)}\n  hint: ${worldNotFoundHint(this)}`
     const known = this.known.length === 0 ? "it has none yet" : `its worlds: ${this.known.join(", ")}`
     return `project ${this.project} has no world ${JSON.stringify(this.name)}; ${known}\n  hint: ${worldNotFoundHint(this)}`
   }
@@ -304,15 +307,75 @@ export class StartInterrupted extends Schema.TaggedError<StartInterrupted>()("St
   }
 }
 
+/** A wait for a world to run ended without it running: it was stopped, failed or was removed first. */
+export class WorldNotReady extends Schema.TaggedError<WorldNotReady>()("WorldNotReady", {
+  world: Schema.String,
+  /** the state it ended in: `stopped`, `failed`, `removed` */
+  state: Schema.String,
+  reason: Schema.NullOr(Schema.String)
+}) {
+  override get message(): string {
+    const name = shellQuote(this.world)
+    const hint =
+      this.state === "failed"
+        ? `berth status shows why; berth up ${name} tries again`
+        : this.state === "removed"
+          ? `berth up ${name} makes it again`
+          : `berth up ${name} starts it`
+    return `world ${this.world} is ${this.state}${this.reason === null ? "" : `: ${this.reason}`}\n  hint: ${hint}`
+  }
+}
+
+/** `berth up <name> --from <world>` makes a new world: one of that name exists already. */
+export class WorldExists extends Schema.TaggedError<WorldExists>()("WorldExists", {
+  world: Schema.String,
+  /** the world whose slices it would copy */
+  from: Schema.String
+}) {
+  override get message(): string {
+    return `world ${this.world} exists already: --from makes a new world\n  hint: give a new world's name (berth up <name> --from ${this.from}), or berth remove ${this.world} first`
+  }
+}
+
+/** `berth logs -s <name>` named a log the world does not have. */
+export class UnknownLog extends Schema.TaggedError<UnknownLog>()("UnknownLog", {
+  world: Schema.String,
+  name: Schema.String,
+  /** the world's logs: its services', its slices', its setup's */
+  known: Schema.Array(Schema.String),
+  /** `berth` reads the world's history (no service has that name) */
+  history: Schema.Boolean
+}) {
+  override get message(): string {
+    const told = this.known.map((n) => (n === SETUP_LOG ? `${n} (the project's setup)` : n))
+    if (this.history) told.push(`and ${HISTORY_LOG} (the world's history: berth's events and agents' tool calls)`)
+    const close = closestName(this.name, this.history ? [...this.known, HISTORY_LOG] : this.known)
+    return `world ${this.world} has no log ${JSON.stringify(this.name)}; its logs: ${told.join(", ")}${close === undefined ? "" : `\n  hint: did you mean ${JSON.stringify(close)}?`}`
+  }
+}
+
+/** A request to a service over HTTP (`berth curl`, the MCP curl tool) named one with no url or port. */
+export class NoServiceUrl extends Schema.TaggedError<NoServiceUrl>()("NoServiceUrl", {
+  world: Schema.String,
+  service: Schema.String,
+  /** the world's services that have one */
+  reachable: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    return `world ${this.world} has no service ${JSON.stringify(this.service)} with a url or port; those are: ${this.reachable.join(", ") || "none"}`
+  }
+}
+
 /** A variable a slice's admin_url needs is not set: berth would act on the wrong server. */
 export class UnsetVariable extends Schema.TaggedError<UnsetVariable>()("UnsetVariable", {
   world: Schema.String,
   slice: Schema.String,
   variables: Schema.Array(Schema.String),
-  file: Schema.String
+  /** the berth.toml that names it, when the one who noticed knows it */
+  file: Schema.optional(Schema.String)
 }) {
   override get message(): string {
-    return `world ${this.world}: slice ${this.slice}: ${this.variables.map((t) => `${t} is not set`).join(", ")} (admin_url in ${this.file})`
+    return `world ${this.world}: slice ${this.slice}: ${this.variables.map((t) => `${t} is not set`).join(", ")} (admin_url${this.file === undefined ? "" : ` in ${this.file}`})`
   }
 }
 
@@ -344,11 +407,58 @@ export class SliceServerFailed extends Schema.TaggedError<SliceServerFailed>()("
   slice: Schema.String,
   adapter: Schema.String,
   kind: Schema.String,
+  reason: Schema.String,
+  /** what to do, when berth knows better than the kind's usual advice (a `clone_from` database the server lacks) */
+  hint: Schema.optional(Schema.String)
+}) {
+  override get message(): string {
+    const hint = this.hint ?? sliceServerHint[this.kind]
+    return `world ${this.world}: slice ${this.slice} (${this.adapter}): ${this.reason}${hint === undefined ? "" : `\n  hint: ${hint}`}`
+  }
+}
+
+/**
+ * A slice's adapter cannot copy what berth was asked to copy: a database already on its server (`clone_from =
+ * "<database>"`, named in `database`), or a world's slice into the new world `to` (`berth up <to> --from <world>`).
+ */
+export class SliceCopyUnsupported extends Schema.TaggedError<SliceCopyUnsupported>()("SliceCopyUnsupported", {
+  world: Schema.String,
+  slice: Schema.String,
+  adapter: Schema.String,
+  /** the database `clone_from` names */
+  database: Schema.optional(Schema.String),
+  /** the new world of `berth up <to> --from <world>` */
+  to: Schema.optional(Schema.String)
+}) {
+  override get message(): string {
+    if (this.database !== undefined) {
+      return `world ${this.world}: slice ${this.slice}: the ${this.adapter} adapter cannot copy a database already on its server (clone_from = ${JSON.stringify(this.database)})\n  hint: clone_from = "<database>" works with postgres and mysql; use clone_from = "golden" or remove it`
+    }
+    return `world ${this.world}: slice ${this.slice} (${this.adapter}) cannot be copied: the ${this.adapter} adapter cannot clone a slice\n  hint: berth up ${shellQuote(this.to ?? "<name>")} without --from gives the new world its own slices, migrated and seeded`
+  }
+}
+
+/**
+ * The cluster gave a world that runs anywhere to another machine while this one was making its slices: this machine
+ * leaves them to that one and touches nothing more.
+ */
+export class WorldMovedAway extends Schema.TaggedError<WorldMovedAway>()("WorldMovedAway", {
+  world: Schema.String,
+  slice: Schema.String
+}) {
+  override get message(): string {
+    return `world ${this.world}: slice ${this.slice}: the cluster has given the world to another machine meanwhile; its slices are left to that machine\n  hint: berth status shows the machine it runs on now`
+  }
+}
+
+/** The files a slice's `golden_inputs` name could not be read (too many of them, or one unreadable). */
+export class GoldenInputsFailed extends Schema.TaggedError<GoldenInputsFailed>()("GoldenInputsFailed", {
+  world: Schema.String,
+  slice: Schema.String,
   reason: Schema.String
 }) {
   override get message(): string {
-    const hint = sliceServerHint[this.kind]
-    return `world ${this.world}: slice ${this.slice} (${this.adapter}): ${this.reason}${hint === undefined ? "" : `\n  hint: ${hint}`}`
+    return `world ${this.world}: slice ${this.slice}: ${this.reason}\n  hint: services.${this.slice}.golden_inputs in berth.toml names the few files its golden is built from (migrations, seeds)`
   }
 }
 
@@ -359,6 +469,38 @@ export class GitCommandFailed extends Schema.TaggedError<GitCommandFailed>()("Gi
 }) {
   override get message(): string {
     return this.reason
+  }
+}
+
+/** berth could not read or write a file of a world's worktree (an `env_file`, what `[project] copy` brings). */
+export class WorktreeFileFailed extends Schema.TaggedError<WorktreeFileFailed>()("WorktreeFileFailed", {
+  world: Schema.String,
+  /** what berth was doing, naming the config field and the file: `services.web.env_file /…/.env` */
+  what: Schema.String,
+  /** the system's own error */
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `world ${this.world}: ${this.what}: ${this.reason}\n  hint: check that the path is a file (or folder) berth may write, as berth.toml names it`
+  }
+}
+
+/**
+ * The world's folder is not on this machine's disk: a worktree never made yet (`path` empty, or not there), or the
+ * main checkout, moved or deleted.
+ */
+export class WorktreeMissing extends Schema.TaggedError<WorktreeMissing>()("WorktreeMissing", {
+  world: Schema.String,
+  /** where it should be; empty when it was never made */
+  path: Schema.String,
+  /** the world is the repository's main checkout */
+  main: Schema.optional(Schema.Boolean)
+}) {
+  override get message(): string {
+    if (this.main === true) {
+      return `world ${this.world} is the main checkout ${this.path}, which is missing\n  hint: put the repository back there, or berth remove ${shellQuote(this.world)} forgets the world`
+    }
+    return `world ${this.world} has no worktree yet\n  hint: berth up ${shellQuote(this.world)} makes it`
   }
 }
 
@@ -469,6 +611,56 @@ export class MachineUnreachable extends Schema.TaggedError<MachineUnreachable>()
 }) {
   override get message(): string {
     return `world ${this.world} runs on machine ${this.machine}, which was last heard from ${this.lastSeenSeconds} s ago\n  hint: start berth on ${this.machine} again (\`berth cluster status\` shows every machine); the world stays there until it comes back`
+  }
+}
+
+/** `up --anywhere` of a repository with no `origin`, or of a branch its origin lacks: other machines clone it there. */
+export class NotOnOrigin extends Schema.TaggedError<NotOnOrigin>()("NotOnOrigin", {
+  /** the repository's main checkout */
+  path: Schema.String,
+  branch: Schema.String,
+  /** the origin's address; null when the repository has none */
+  remote: Schema.NullOr(Schema.String)
+}) {
+  override get message(): string {
+    return this.remote === null
+      ? `${this.path} has no remote "origin": a world that runs anywhere is cloned from it by the machine that runs it\n  hint: add one every machine of the cluster can reach: git remote add origin <url>`
+      : `branch ${this.branch} is not on origin (${this.remote}): the machine that runs the world clones it from there\n  hint: push it first: git push -u origin ${this.branch}`
+  }
+}
+
+/** `up --anywhere` of a world this machine has as its own already: a world runs anywhere only if it was made so. */
+export class WorldKeptHere extends Schema.TaggedError<WorldKeptHere>()("WorldKeptHere", {
+  world: Schema.String
+}) {
+  override get message(): string {
+    return `world ${this.world} already exists on this machine, which keeps it: a world runs anywhere only if it was made so\n  hint: take it off this machine first (berth remove ${this.world}), then berth up --anywhere ${this.world}`
+  }
+}
+
+/** No machine of the cluster can run a world that runs anywhere now (none is up, or none has room). */
+export class NoMachineAvailable extends Schema.TaggedError<NoMachineAvailable>()("NoMachineAvailable", {
+  world: Schema.String,
+  /** why the last machine that tried could not start it, when one tried */
+  reason: Schema.NullOr(Schema.String)
+}) {
+  override get message(): string {
+    return `world ${this.world}: no machine of the cluster can run it now${this.reason === null ? "" : ` (${this.reason})`}\n  hint: \`berth cluster status\` shows which machines are up; it starts as soon as one can take it`
+  }
+}
+
+/**
+ * The machine the cluster gave a world that runs anywhere cannot run it: it is stopping, its project of that name is
+ * another repository, or it cannot check the branch out.
+ */
+export class MachineCannotRun extends Schema.TaggedError<MachineCannotRun>()("MachineCannotRun", {
+  world: Schema.String,
+  machine: Schema.String,
+  reason: Schema.String,
+  hint: Schema.optional(Schema.String)
+}) {
+  override get message(): string {
+    return `world ${this.world} cannot run on ${this.machine}: ${this.reason}${this.hint === undefined ? "" : `\n  hint: ${this.hint}`}`
   }
 }
 

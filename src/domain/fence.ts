@@ -18,6 +18,21 @@ export const FENCE_MARGIN_MS = 1_000
 /** How long a fenced service is asked to stop (SIGTERM) before it is killed. */
 export const FENCE_GRACE_MS = 500
 
+/**
+ * How often the holder (`cluster/holder.ts`) looks at the clocks while it holds a world's processes: a machine that
+ * wakes from sleep is seen at its next look, since the monotonic clock its timer runs on stands still during sleep (a
+ * machine frozen, or the holder stopped, it sees at once: its look is overdue). Costs 0.11–0.14 % of a core.
+ */
+export const HOLDER_TICK_MS = 100
+
+/**
+ * The shortest stall (the holder stopped, or the machine asleep) after which the holder fences what it holds at once,
+ * if the daemon's hold ran out meanwhile. Whatever stall is shorter, the cluster cannot have given the machine up
+ * during it unless the hold had run out well before it (`GIVE_UP_AFTER_MS` is `BEAT_HOLD_MS` + 1.5 s), and then the
+ * watchdog has fenced the copy already.
+ */
+export const STALL_MS = 1_000
+
 export interface FenceLease {
   /** the daemon that writes it: a watchdog serves one daemon, and leaves when another has taken over */
   readonly daemon: number
@@ -112,9 +127,10 @@ export const watchStep = (input: {
 }
 
 /**
- * What a watchdog fenced: the worlds whose processes it stopped, when, for which daemon and session. The daemon reads
- * it when it thaws (or is back on the network): those copies are stopped, whatever its actors last saw of them, and
- * are started again only once this machine holds the worlds again (or given up, to run elsewhere).
+ * What a watchdog fenced (or the holder, as the machine woke from a stall): the worlds whose processes it stopped,
+ * when, for which daemon and session. The daemon reads it when it thaws (or is back on the network): those copies are
+ * stopped, whatever its actors last saw of them, and are started again only once this machine holds the worlds again
+ * (or given up, to run elsewhere).
  */
 export interface FencedRecord {
   readonly daemon: number
@@ -141,9 +157,21 @@ export const parseFenced = (text: string): FencedRecord | undefined => {
 export const newlyFenced = (record: FencedRecord | undefined, daemon: number, since: number): ReadonlyArray<number> =>
   record === undefined || record.daemon !== daemon || record.at <= since ? [] : record.worlds
 
-/** What a world's history says of a copy the watchdog fenced at `at` (its local time, for `status`). */
+/**
+ * A fence of the daemon `serves` (its pid and session) is recorded already since its hold ran out at `until`: the
+ * holder fenced its copies as the machine woke, before the watchdog had looked them up (or the watchdog did, a moment
+ * ago). Another record would count the same fence twice, and take down a copy started again meanwhile.
+ */
+export const recordedSince = (
+  record: FencedRecord | undefined,
+  serves: { readonly daemon: number; readonly session: string },
+  until: number
+): boolean =>
+  record !== undefined && record.daemon === serves.daemon && record.session === serves.session && record.at >= until
+
+/** What a world's history says of a copy the fence (the watchdog, or the holder) stopped at `at`, for `status`. */
 export const fencedMessage = (at: number): string =>
-  `this machine's copy was fenced at ${new Date(at).toISOString().slice(11, 19)} UTC: the daemon had not renewed its hold in the cluster in time (frozen, or cut off), so the watchdog stopped the world's processes; it starts again here once the cluster gives the world back, or runs on another machine`
+  `this machine's copy was fenced at ${new Date(at).toISOString().slice(11, 19)} UTC: the daemon had not renewed its hold in the cluster in time (frozen, asleep, or cut off), so the fence stopped the world's processes; it starts again here once the cluster gives the world back, or runs on another machine`
 
 /**
  * Why a copy of a world that runs anywhere is stopped, when the watchdog fenced it: its latest event but the stop that

@@ -180,3 +180,16 @@ export const forgetPlan = (input: {
   const servers = input.servers.filter((server) => input.unknown.has(server) && !used.has(server))
   return { rows, servers: [...new Set(servers)] }
 }
+
+/**
+ * What gc says of a record it forgot (or would): the command's output and the daemon's own sweep say the same, so a
+ * record never goes unsaid whichever of the two came first.
+ */
+export const forgottenLine = (f: {
+  readonly outcome: "forgotten" | "would forget"
+  readonly adapter: string
+  readonly name?: string | undefined
+  readonly where: string
+  readonly reason: string
+}): string =>
+  `${f.outcome === "forgotten" ? "forgot" : "would forget"} ${f.name === undefined ? f.adapter : `${f.adapter} slice ${f.name}`} at ${f.where}: ${f.reason}`

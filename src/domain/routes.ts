@@ -60,6 +60,8 @@ export interface RouteTable {
   readonly wake?: ((worldId: number) => void) | undefined
   /** Counts a request routed to `target` (metrics, and `idle_suspend`'s clock); set by the daemon. */
   readonly seen?: ((target: RouteTarget) => void) | undefined
+  /** Notes that `target`'s service answered (below 500): a passed liveness probe; set by the daemon. */
+  readonly answered?: ((target: RouteTarget) => void) | undefined
 }
 
 const normalizeDomain = (domain: string): string =>

@@ -83,12 +83,17 @@ export const STEADY_PROBE_CAP_MS = 120_000
  * A service that has answered steadily costs few probes while idle — each is a connection, a request and its
  * garbage, and at a hundred worlds they were most of an idle daemon's CPU. A miss (passes = 0) brings back the
  * interval at once, so a service that hangs is `unhealthy` within the cap and three intervals (as Docker's default
- * health check, 3 misses 30 s apart, takes 90 s). A process that exits is seen at once, not by a probe.
+ * health check, 3 misses 30 s apart, takes 90 s). A process that exits is seen at once, not by a probe. `spread`
+ * (0–1, random in the daemon; 1 when not given) shortens a backed-off wait by up to a fifth.
  */
-export const livenessDelayMs = (intervalMs: number, passes: number): number => {
+export const livenessDelayMs = (intervalMs: number, passes: number, spread = 1): number => {
   const steady = Math.max(0, passes - 3)
   const cap = Math.max(intervalMs, Math.min(intervalMs * 24, STEADY_PROBE_CAP_MS))
-  return Math.min(cap, intervalMs * 2 ** Math.min(steady, 16))
+  const delay = Math.min(cap, intervalMs * 2 ** Math.min(steady, 16))
+  if (delay <= intervalMs) return delay
+  // a longer wait is shortened by up to a fifth, by `spread` (0 to 1, drawn for each wait): services started together
+  // drift apart, so an idle swarm's probes come evenly rather than all in one burst every cap
+  return Math.max(intervalMs, Math.round(delay * (0.8 + 0.2 * Math.min(1, Math.max(0, spread)))))
 }
 
 /** States in which a process of ours is (or may be) alive. */

@@ -39,7 +39,7 @@ import {
   worldAt
 } from "../domain/agents.js"
 import { definedEnv } from "../domain/environment.js"
-import { InvalidRequest, WorldNotFound } from "../domain/errors.js"
+import { NoServiceUrl, WorldNotFound } from "../domain/errors.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
 import { version } from "../version.js"
 import { DaemonSession } from "./daemon.js"
@@ -306,11 +306,18 @@ const Handlers = (cwd: string) =>
         ),
         reload: tool("reload")((p) =>
           session.use((client) =>
-            p.groups !== undefined && p.groups.length > 0
-              ? reporting(client, p.world, client.RestartServices({ ...ref(p.world), services: [], groups: p.groups }))
-              : p.wait === false
-                ? client.Reload({ ...ref(p.world), env, wait: false })
-                : reporting(client, p.world, client.Reload({ ...ref(p.world), env }))
+            Effect.gen(function* () {
+              if (p.groups !== undefined && p.groups.length > 0) {
+                const groups = p.groups
+                return yield* reporting(
+                  client,
+                  p.world,
+                  client.RestartServices({ ...ref(p.world), services: [], groups })
+                )
+              }
+              if (p.wait === false) return yield* client.Reload({ ...ref(p.world), env, wait: false })
+              return yield* reporting(client, p.world, client.Reload({ ...ref(p.world), env }))
+            })
           )
         ),
         reset: tool("reset")((p) =>
@@ -333,7 +340,9 @@ const Handlers = (cwd: string) =>
               const { world } = yield* client.Env(ref(p.world))
               const resolved = worlds.find((x) => x.name === world)
               if (resolved !== undefined) return { worlds: [resolved] }
-              return yield* new InvalidRequest({ reason: `no world for ${cwd} yet\n  hint: call the up tool` })
+              // gone between the two questions (removed meanwhile): none of that name now
+              const { label } = yield* client.Project({ cwd })
+              return yield* new WorldNotFound({ project: label, name: world, known: worlds.map((x) => x.name) })
             })
           )
         ),
@@ -364,9 +373,7 @@ const Handlers = (cwd: string) =>
                 const reachable = (w?.services ?? [])
                   .filter((x) => x.kind === "process" && x.url !== null)
                   .map((x) => x.name)
-                return yield* new InvalidRequest({
-                  reason: `world ${world} has no service ${JSON.stringify(p.service)} with a url or port; those are: ${reachable.join(", ") || "none"}`
-                })
+                return yield* new NoServiceUrl({ world, service: p.service, reachable })
               }
               const target = new URL(p.path ?? "/", s.url)
               const ca = yield* caFor(target, (yield* client.GetSettings()).proxy.caPath)

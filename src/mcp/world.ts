@@ -8,7 +8,7 @@ import * as Schema from "effect/Schema"
 import type { DaemonClient } from "../daemon/client.js"
 import { identityVariables } from "../domain/coordinates.js"
 import { definedEnv } from "../domain/environment.js"
-import { InvalidRequest } from "../domain/errors.js"
+import { WorktreeMissing } from "../domain/errors.js"
 import { ConfigFiles } from "../services/ConfigFiles.js"
 import { requireConsent } from "../services/Consent.js"
 import { homePaths, resolveHome } from "../services/homePaths.js"
@@ -40,9 +40,7 @@ export const worldContext = (client: DaemonClient, ref: WorldRef) =>
     const status = worlds.find((w) => w.name === world)
     const path = status?.path ?? ""
     if (status === undefined || path === "" || !existsSync(path)) {
-      return yield* new InvalidRequest({
-        reason: `world ${world} has no worktree yet\n  hint: berth up ${world} makes it`
-      })
+      return yield* new WorktreeMissing({ world, path })
     }
     const identity = identityVariables({ project: status.project, name: world })
     return { name: world, path, vars, env: { ...definedEnv(process.env), ...vars, ...identity } } satisfies WorldContext

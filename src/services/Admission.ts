@@ -9,6 +9,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
+import type * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import {
   decideGate,
@@ -93,8 +94,11 @@ export interface AdmissionService {
   readonly suspended: Effect.Effect<void>
   /** counts a suspended world coming back */
   readonly resumed: Effect.Effect<void>
-  /** Reads the machine now (the pressure monitor's tick) and lets waiting worlds in if there is room. */
-  readonly sample: Effect.Effect<void>
+  /**
+   * Each reading of the machine as it is taken (every 2 s, the last one first): the pressure monitor acts on these
+   * rather than reading the machine a second time.
+   */
+  readonly sampled: Stream.Stream<Readings>
   /** Changes (and stores) settings; waiting worlds are let in if the change makes room. */
   readonly setSettings: (patch: Partial<GateSettings>) => Effect.Effect<GateSettings, InternalError | DiskFull>
 }
@@ -161,10 +165,13 @@ const make = Effect.gen(function* () {
     yield* SubscriptionRef.update(changes, (n) => n + 1)
   })
 
+  /** the readings as they are taken, for the pressure monitor */
+  const taken = yield* SubscriptionRef.make(readings)
   const sample = Effect.gen(function* () {
     readings = yield* machine.read([...watched])
     admittedSinceReading = 0
     if (waiting.size > 0 || recovering) yield* evaluate
+    yield* SubscriptionRef.set(taken, readings)
   })
   yield* sample.pipe(Effect.repeat(Schedule.spaced(`${SAMPLE_EVERY_MS} millis`)), Effect.forkScoped)
 
@@ -238,7 +245,7 @@ const make = Effect.gen(function* () {
     resumed: Effect.sync(() => {
       counters.resumed++
     }),
-    sample,
+    sampled: taken.changes,
     setSettings: (patch: Partial<GateSettings>) =>
       Effect.gen(function* () {
         settings = clean({ ...settings, ...patch })

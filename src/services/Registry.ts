@@ -19,6 +19,7 @@ import * as SubscriptionRef from "effect/SubscriptionRef"
 import { isDiskFull } from "../domain/disk.js"
 import { type DiskFull, InternalError } from "../domain/errors.js"
 import { assignProjectLabel, assignSlug } from "../domain/names.js"
+import { type Touched, TouchJournal } from "../domain/touched.js"
 import type { WorldDesired, WorldState } from "../domain/world-state.js"
 import { diskFullAt } from "./disk.js"
 import { Home } from "./Home.js"
@@ -413,9 +414,16 @@ export interface RegistryService {
   readonly file: string
   /**
    * Bumped after every write that changes what a route points at (a world's or a service's state, leases, worlds made
-   * or gone): the router rebuilds its table from it instead of reading the database per request.
+   * or gone, a project renamed): the router brings its table up to date on it (reading again only what
+   * `touchedSince` names) instead of reading the database per request.
    */
   readonly changes: SubscriptionRef.SubscriptionRef<number>
+  /**
+   * Which worlds the writes bumping `changes` after `version` (one of its values) touched, or "all" when one may have
+   * changed any route (a project renamed or moved) or they are no longer remembered: the router re-reads only those.
+   * The answer's version is the one to ask from next; a write is counted here before `changes` publishes it.
+   */
+  readonly touchedSince: (version: number) => Effect.Effect<Touched>
   /**
    * The project of a repository (its git common dir), registered on first sight; its label is assigned once and kept
    * while the declared name stays.
@@ -542,16 +550,34 @@ const makeRegistry = Effect.gen(function* () {
    * made or gone): the router rebuilds its table from it instead of reading the database per request.
    */
   const changes = yield* SubscriptionRef.make(0)
+  /** the worlds each bump of `changes` touched (the journal's version is the counter's value) */
+  const journal = new TouchJournal()
   const failure = sqlFailure(home.database, home.root)
   const orInternal =
     <Args extends ReadonlyArray<unknown>, A, R>(f: (...args: Args) => Effect.Effect<A, SqlError, R>) =>
     (...args: Args): Effect.Effect<A, RegistryError, R> =>
       Effect.mapError(f(...args), failure)
-  /** `orInternal`, and the change announced once the write succeeded */
+  /**
+   * `orInternal`, and the change announced once the write succeeded, with the worlds it touched (`touched`: none,
+   * nothing to announce). Uninterruptible: a write committed but never announced would leave its world's routes stale
+   * until that world is written again.
+   */
   const announced =
-    <Args extends ReadonlyArray<unknown>, A, R>(f: (...args: Args) => Effect.Effect<A, SqlError, R>) =>
+    <Args extends ReadonlyArray<unknown>, A, R>(
+      f: (...args: Args) => Effect.Effect<A, SqlError, R>,
+      touched: (result: A, ...args: Args) => ReadonlyArray<number> | "all" | undefined
+    ) =>
     (...args: Args): Effect.Effect<A, RegistryError, R> =>
-      Effect.tap(orInternal(f)(...args), () => SubscriptionRef.update(changes, (n) => n + 1))
+      Effect.uninterruptible(
+        Effect.tap(orInternal(f)(...args), (result) => {
+          const worlds = touched(result, ...args)
+          return worlds === undefined
+            ? Effect.void
+            : SubscriptionRef.updateEffect(changes, () => Effect.sync(() => journal.record(worlds)))
+        })
+      )
+  /** a write whose first argument is the world it touches */
+  const theWorld = <A>(_: A, id: number): ReadonlyArray<number> => [id]
 
   const worldSelect = sql`SELECT w.*, p.label AS project_name, p.name AS declared_name, p.main_root AS main_root
     FROM worlds w JOIN projects p ON p.id = w.project_id`
@@ -567,10 +593,9 @@ const makeRegistry = Effect.gen(function* () {
       Effect.gen(function* () {
         const existing = (yield* sql<ProjectRow>`${projectSelect} WHERE common_dir = ${p.commonDir}`)[0]
         if (existing !== undefined && existing.name === p.name) {
-          if (existing.mainRoot !== p.mainRoot) {
-            yield* sql`UPDATE projects SET main_root = ${p.mainRoot} WHERE id = ${existing.id}`
-          }
-          return { ...existing, mainRoot: p.mainRoot }
+          if (existing.mainRoot === p.mainRoot) return { project: existing, changed: false }
+          yield* sql`UPDATE projects SET main_root = ${p.mainRoot} WHERE id = ${existing.id}`
+          return { project: { ...existing, mainRoot: p.mainRoot }, changed: true }
         }
         const others = yield* sql<{ label: string }>`SELECT label FROM projects WHERE common_dir != ${p.commonDir}`
         const label = assignProjectLabel(p.name, p.commonDir, new Set(others.map((o) => o.label)))
@@ -578,7 +603,8 @@ const makeRegistry = Effect.gen(function* () {
           ${p.commonDir}, ${p.mainRoot})
           ON CONFLICT (common_dir) DO UPDATE SET name = excluded.name, label = excluded.label,
           main_root = excluded.main_root`
-        return (yield* sql<ProjectRow>`${projectSelect} WHERE common_dir = ${p.commonDir}`)[0]!
+        const project = (yield* sql<ProjectRow>`${projectSelect} WHERE common_dir = ${p.commonDir}`)[0]!
+        return { project, changed: existing !== undefined }
       })
     )
   })
@@ -832,28 +858,32 @@ const makeRegistry = Effect.gen(function* () {
   return {
     file: home.database,
     changes,
-    upsertProject: orInternal(upsertProject),
+    touchedSince: (version: number) => Effect.sync(() => journal.since(version)),
+    // a project renamed or moved changes its worlds' routes (their host names, where their config is read): rare
+    // enough that every route is read again; a new project has no world yet
+    upsertProject: (p: Omit<ProjectRow, "id" | "label">) =>
+      Effect.map(announced(upsertProject, (r) => (r.changed ? "all" : undefined))(p), (r) => r.project),
     projectsNamed: orInternal(projectsNamed),
     projectLabelled: orInternal(projectLabelled),
     worlds: orInternal(worlds),
     world: orInternal(world),
     findWorld: orInternal(findWorld),
-    createWorld: announced(createWorld),
+    createWorld: announced(createWorld, (w) => [w.id]),
     setDesired: orInternal(setDesired),
-    setObserved: announced(setObserved),
+    setObserved: announced(setObserved, theWorld),
     markSetupDone: orInternal(markSetupDone),
     setWakesOnRequest: orInternal(setWakesOnRequest),
     markWorktreeReady: orInternal(markWorktreeReady),
     setSelection: orInternal(setSelection),
     setEnv: orInternal(setEnv),
-    setPath: announced(setPath),
-    deleteWorld: announced(deleteWorld),
+    setPath: announced(setPath, theWorld),
+    deleteWorld: announced(deleteWorld, theWorld),
     services: orInternal(services),
-    saveService: announced(saveService),
-    dropServicesExcept: announced(dropServicesExcept),
+    saveService: announced(saveService, (_, s) => [s.worldId]),
+    dropServicesExcept: announced(dropServicesExcept, theWorld),
     leases: orInternal(leases),
-    setLeases: announced(setLeases),
-    releaseLeases: announced(releaseLeases),
+    setLeases: announced(setLeases, theWorld),
+    releaseLeases: announced(releaseLeases, theWorld),
     slices: orInternal(slices),
     goldens: orInternal(goldens),
     spares: orInternal(spares),

@@ -40,6 +40,9 @@ const errorCode = (e: unknown): string | undefined =>
   typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? e.code : undefined
 
 /** Every pid in /proc now. */
+/** The boot-time clock (CLOCK_BOOTTIME: it counts sleep) as a file: seconds since boot, first on its line. */
+export const BOOT_CLOCK_FILE = "/proc/uptime"
+
 export const procPids = (): ReadonlyArray<number> => {
   try {
     return readdirSync("/proc").flatMap((n) => (/^\d+$/.test(n) ? [Number(n)] : []))

@@ -1,11 +1,11 @@
 /**
  * In-memory stand-ins for the engine's services, for driving actors under a TestClock: processes are handles whose
  * exit the test decides, health verdicts are flags the test sets, the machine reads what the test staged, slices are
- * addresses kept in memory. Each fake is a pair: the service (to provide under the real Tag) and a control the test
- * holds.
+ * addresses kept in memory, a worktree's env_files too. Each fake is a pair: the service (to provide under the real
+ * Tag) and a control the test holds.
  */
 import { MARK_VARIABLE, parseMark } from "../../src/domain/marks.js"
-import { basename } from "node:path"
+import { basename, join } from "node:path"
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
@@ -18,7 +18,7 @@ import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as TestServices from "effect/TestServices"
 import type { PressureTargetsService, PressureWorld } from "../../src/actors/PressureMonitor.js"
 import type { Readings } from "../../src/domain/admission.js"
-import type { HealthCheck, SliceService } from "../../src/domain/config/model.js"
+import { type HealthCheck, type ProcessService, processes, type SliceService } from "../../src/domain/config/model.js"
 import { InternalError } from "../../src/domain/errors.js"
 import type { ListenerVerdict } from "../../src/domain/proc.js"
 import type { ExitStatus } from "../../src/domain/restart.js"
@@ -41,6 +41,7 @@ import {
 } from "../../src/services/Processes.js"
 import { Registry, type RegistryService } from "../../src/services/Registry.js"
 import type { SlicesService } from "../../src/services/slices/Slices.js"
+import type { WorktreeFilesService } from "../../src/services/worktree/WorktreeFiles.js"
 
 /** What a test waited for never happened. */
 export class NeverHappened extends Data.TaggedError("NeverHappened")<{ readonly what: string }> {
@@ -403,6 +404,92 @@ export const makeFakeSlices = Effect.sync(() => {
 })
 
 // ---------------------------------------------------------------------------------------------------------------
+// Worktree files
+
+export interface FakeWorktreeFilesControl {
+  /**
+   * what was asked, in order: `ensure <world>`, `bring <world>`, `writeEnv <world>/<service>`, `restoreEnv <paths>`
+   * (the files a generation put back, `-` for none), `retractEnv <world>`, `userChanges <world>`, `remove <world>`
+   */
+  readonly calls: Effect.Effect<ReadonlyArray<string>>
+  /** the env_files that hold berth's block now, by path (worktree and file joined): the variables the block holds */
+  readonly envFiles: Effect.Effect<ReadonlyMap<string, Readonly<Record<string, string>>>>
+  /** what `userChanges` answers from now on (`git status` lines; none until this says otherwise) */
+  readonly setUserChanges: (changes: ReadonlyArray<string>) => Effect.Effect<void>
+}
+
+/**
+ * A worktree's files in memory: the env_files berth writes, puts back and takes back are kept in a map, and the user's
+ * changes are what the test says. The folder itself (made, removed), what `copy` and `link` bring and a package.json's
+ * scripts are `real`'s when one is given (`around`: the harness's worlds are real git worktrees), else nothing: no
+ * branch made, nothing brought, a folder always removed, no scripts (`service`, for a world whose folder is there).
+ */
+export const makeFakeWorktreeFiles = Effect.sync(() => {
+  const calls: Array<string> = []
+  const files = new Map<string, Readonly<Record<string, string>>>()
+  let changes: ReadonlyArray<string> = []
+  const envPaths = (path: string, service: ProcessService) =>
+    service.envFiles.map((file) => (file.startsWith("/") ? file : join(path, service.dir ?? "", file)))
+
+  const around = (real: WorktreeFilesService | undefined): WorktreeFilesService => ({
+    ensure: (w) =>
+      Effect.suspend(() => {
+        calls.push(`ensure ${w.name}`)
+        return real === undefined ? Effect.succeed({ madeBranch: undefined }) : real.ensure(w)
+      }),
+    bring: (w, project) =>
+      Effect.suspend(() => {
+        calls.push(`bring ${w.name}`)
+        return real === undefined ? Effect.succeed({ copied: [], linked: [] }) : real.bring(w, project)
+      }),
+    writeEnv: (w, service, vars, before) =>
+      Effect.sync(() => {
+        calls.push(`writeEnv ${w.name}/${service.name}`)
+        for (const path of envPaths(w.path, service)) {
+          // what the file held before this generation first wrote it, as the real one keeps it: its text, or none
+          if (!before.has(path)) before.set(path, files.has(path) ? JSON.stringify(files.get(path)) : undefined)
+          files.set(path, { ...vars })
+        }
+      }),
+    restoreEnv: (before) =>
+      Effect.sync(() => {
+        calls.push(`restoreEnv ${before.size === 0 ? "-" : [...before.keys()].join(", ")}`)
+        for (const [path, text] of before) {
+          if (text === undefined) files.delete(path)
+          else files.set(path, JSON.parse(text) as Record<string, string>)
+        }
+      }),
+    retractEnv: (w, config) =>
+      Effect.sync(() => {
+        calls.push(`retractEnv ${w.name}`)
+        for (const service of processes(config)) for (const path of envPaths(w.path, service)) files.delete(path)
+      }),
+    userChanges: (w) =>
+      Effect.sync(() => {
+        calls.push(`userChanges ${w.name}`)
+        return changes
+      }),
+    remove: (w, force) =>
+      Effect.suspend(() => {
+        calls.push(`remove ${w.name}`)
+        return real === undefined ? Effect.succeed(true) : real.remove(w, force)
+      }),
+    packageScripts: (folder) => (real === undefined ? Effect.succeed({}) : real.packageScripts(folder))
+  })
+
+  const control: FakeWorktreeFilesControl = {
+    calls: Effect.sync(() => [...calls]),
+    envFiles: Effect.sync(() => new Map(files)),
+    setUserChanges: (given) =>
+      Effect.sync(() => {
+        changes = given
+      })
+  }
+  const service = around(undefined)
+  return { service, around, control } as const
+})
+
+// ---------------------------------------------------------------------------------------------------------------
 // Machine, and what Admission needs beside it
 
 export const GiB = 1024 ** 3
@@ -495,6 +582,8 @@ export interface FakeWorldsControl {
   readonly events: SubscriptionRef.SubscriptionRef<ReadonlyArray<string>>
   /** the reasons given to `suspend`, by world */
   readonly reasons: Effect.Effect<ReadonlyMap<number, string>>
+  /** how many times the worlds were read (`running`) */
+  readonly looks: Effect.Effect<number>
   /** the next `running` fails, as a registry that cannot be read would */
   readonly failNextRead: Effect.Effect<void>
 }
@@ -513,10 +602,15 @@ export const makeFakeWorlds = (admission: AdmissionService) =>
     const events = yield* SubscriptionRef.make<ReadonlyArray<string>>([])
     const reasons = new Map<number, string>()
     let failNext = false
+    /** moves with every change of a world, as the registry's counter does; `looks` counts the reads of `running` */
+    let changes = 0
+    let looks = 0
     const log = (event: string) => SubscriptionRef.update(events, (all) => [...all, event])
 
     const service: PressureTargetsService = {
+      changes: Effect.sync(() => changes),
       running: Effect.suspend(() => {
+        looks++
         if (failNext) {
           failNext = false
           return Effect.fail(new InternalError({ reason: "state database: disk I/O error" }))
@@ -540,6 +634,7 @@ export const makeFakeWorlds = (admission: AdmissionService) =>
           const w = worlds.get(id)
           if (w === undefined) return
           w.running = false
+          changes++
           reasons.set(id, reason)
           yield* admission.release(id)
           yield* log(`${requeue ? "suspend" : "idle"} ${id}`)
@@ -548,6 +643,7 @@ export const makeFakeWorlds = (admission: AdmissionService) =>
           const permit = yield* admission.enter(id, yield* Clock.currentTimeMillis)
           yield* Deferred.await(permit)
           w.running = true
+          changes++
           w.startedAt = yield* Clock.currentTimeMillis
           yield* admission.resumed
           yield* log(`resume ${id}`)
@@ -563,6 +659,7 @@ export const makeFakeWorlds = (admission: AdmissionService) =>
             lastRequestAt: undefined,
             idleSuspendMs: world.idleSuspendMs
           })
+          changes++
           if (world.holds !== false) yield* admission.claim(world.id)
         }),
       request: (id, at) =>
@@ -572,6 +669,7 @@ export const makeFakeWorlds = (admission: AdmissionService) =>
         }),
       events,
       reasons: Effect.sync(() => new Map(reasons)),
+      looks: Effect.sync(() => looks),
       failNextRead: Effect.sync(() => {
         failNext = true
       })

@@ -15,6 +15,7 @@ import {
   DEFAULT_DWELL_MS,
   DEFAULT_SETTLE_MS,
   dwellMs,
+  IDLE_DISCOVER_MS,
   monitorPressure,
   PressureTargets,
   settleMs
@@ -200,6 +201,28 @@ describe("PressureMonitor", () => {
         yield* TestClock.adjust(DWELL * 2)
         expect(yield* events(worlds)).toEqual(["idle 1"])
       })
+  )
+
+  it.scoped("at rest with no idle_suspend, looks at the worlds once a minute, and at once when one changes", () =>
+    Effect.gen(function* () {
+      const { worlds, start } = yield* monitored()
+      yield* worlds.add({ id: 1, startedAt: 0 })
+      yield* start
+      yield* TestClock.adjust(SAMPLE_EVERY_MS)
+      const first = yield* worlds.looks
+      expect(first).toBe(1)
+      // a minute of ticks every 2 s reads the worlds once more, at its end
+      yield* TestClock.adjust(IDLE_DISCOVER_MS - 2 * SAMPLE_EVERY_MS)
+      expect(yield* worlds.looks).toBe(first)
+      yield* TestClock.adjust(2 * SAMPLE_EVERY_MS)
+      expect(yield* worlds.looks).toBe(first + 1)
+      // a world that starts with idle_suspend is looked at on the next tick, and idles on time
+      yield* worlds.add({ id: 2, startedAt: IDLE_DISCOVER_MS + SAMPLE_EVERY_MS, idleSuspendMs: 6_000 })
+      yield* TestClock.adjust(SAMPLE_EVERY_MS)
+      expect(yield* worlds.looks).toBe(first + 2)
+      yield* TestClock.adjust(8_000)
+      yield* eventSeen(worlds, "idle 2")
+    })
   )
 
   it.scoped("a world idled in a tick is not also picked for pressure in it: pressure takes another", () =>

@@ -60,9 +60,10 @@ describe("a world as a cluster entity", () => {
         "starting>running"
       ])
 
-      // an id that names no world is refused, typed
+      // an id that names no world is refused, typed: no world has it
       const refused = yield* Effect.flip(viaCluster(client("0").Down(new Protocol.Down())))
-      expect(refused._tag).toBe("InvalidRequest")
+      expect(refused._tag).toBe("WorldNotFound")
+      expect(refused.message).toMatch(/^there is no world "0"\n {2}hint: /)
     })
   )
 })

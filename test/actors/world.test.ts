@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
+import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
 import { Down, Up } from "../../src/actors/protocol.js"
 import { CONFIRM_MS } from "../../src/actors/ServiceActor.js"
@@ -636,6 +637,51 @@ describe("a world driven in-process", () => {
       const wrong = yield* Effect.flip(h.engine.worlds.reset(h.ref("alpha"), ["cache"], {}))
       expect(wrong._tag).toBe("UnknownSlice")
       expect(wrong.message).toMatch(/no slice "cache".*slices: db/)
+    })
+  )
+
+  it.scoped("waiting for a world that stopped instead of running fails with WorldNotReady, naming its state", () =>
+    Effect.gen(function* () {
+      const h = yield* worldHarness(SHOP)
+      yield* h.fakes.health.setDefault(true)
+      yield* bringUp(h, "alpha")
+      yield* h.engine.worlds.down(h.ref("alpha"), false)
+      const waited = yield* Effect.flip(h.engine.worlds.waitReady(h.ref("alpha")))
+      expect(waited._tag).toBe("WorldNotReady")
+      expect(waited.message).toBe("world alpha is stopped\n  hint: berth up alpha starts it")
+    })
+  )
+
+  it.scoped("up --from into a world that exists already fails with WorldExists, and nothing is copied", () =>
+    Effect.gen(function* () {
+      const h = yield* worldHarness(SHOP)
+      yield* h.fakes.health.setDefault(true)
+      yield* bringUp(h, "alpha")
+      const refused = yield* Effect.flip(
+        h.engine.worlds.up(h.ref("alpha"), { services: [], groups: [] }, ALLOWED, false, { from: "alpha" })
+      )
+      expect(refused._tag).toBe("WorldExists")
+      expect(refused.message).toBe(
+        "world alpha exists already: --from makes a new world\n  hint: give a new world's name (berth up <name> --from alpha), or berth remove alpha first"
+      )
+      expect(yield* h.fakes.slices.calls).toEqual(["provision alpha/db"])
+      expect((yield* h.status("alpha"))?.state).toBe("running")
+    })
+  )
+
+  it.scoped("logs of a log the world does not have fail with UnknownLog, naming its logs and the closest", () =>
+    Effect.gen(function* () {
+      const h = yield* worldHarness(SHOP)
+      yield* h.fakes.health.setDefault(true)
+      yield* bringUp(h, "alpha")
+      const unknown = yield* Effect.flip(
+        Stream.runCollect(h.engine.worlds.logs(h.ref("alpha"), { service: "apu", follow: false, lines: 10 }))
+      )
+      expect(unknown._tag).toBe("UnknownLog")
+      // the fake slices record no slice: the services' logs, and the world's history
+      expect(unknown.message).toBe(
+        `world alpha has no log "apu"; its logs: api, mail, worker, and berth (the world's history: berth's events and agents' tool calls)\n  hint: did you mean "api"?`
+      )
     })
   )
 

@@ -13,12 +13,15 @@ import { ownerOf } from "../../src/services/slices/Slices.js"
 import { eventually, isAlive, type Sandbox, sandbox, serverScript } from "../e2e/harness.js"
 import {
   endedAt,
+  formCluster,
   git,
   type Host,
   hostsUnavailable,
+  placement,
   sampleCopies,
   shop,
   startedAt,
+  type StatusWorld,
   type TestNetwork,
   testNetwork
 } from "./hosts.js"
@@ -87,17 +90,6 @@ const viaProxy = (host: Host, hostname: string) => {
   return JSON.parse(host.exec("node", ["-e", script])) as { status: number; body: string }
 }
 
-interface StatusWorld {
-  readonly name: string
-  readonly project: string
-  readonly slug: string
-  readonly state: string
-  readonly machine?: string
-  readonly placement?: string
-  readonly path: string
-  readonly services: ReadonlyArray<{ readonly name: string; readonly pid: number | null; readonly state: string }>
-}
-
 const daemonPid = (host: Host) => Number(readFileSync(join(host.home, "daemon.pid"), "utf8").trim().split(/\s+/)[0])
 
 /**
@@ -135,63 +127,7 @@ describe.skipIf(unavailable !== undefined)(
     const host = (i: number) => net.hosts[i - 1] as Host
     const berth = (h: Host, args: ReadonlyArray<string>, timeoutMs?: number) =>
       h.run(h.name === "h1" ? repo.dir : elsewhere, args, timeoutMs)
-    const statusOf = async (h: Host): Promise<ReadonlyArray<StatusWorld>> => {
-      const r = await berth(h, ["status", "--json"])
-      expect(r.code, r.stderr).toBe(0)
-      return (JSON.parse(r.stdout) as { worlds: ReadonlyArray<StatusWorld> }).worlds
-    }
-    /** the machine that runs `name` now, as `observer` (h1 unless told) sees it, with the world */
-    const runner = async (name: string, not?: string, timeoutMs = 30_000, observer: Host = host(1)) => {
-      const running = (ws: ReadonlyArray<StatusWorld>) =>
-        ws.find((x) => x.name === name && x.state === "running" && (x.machine ?? observer.name) !== not)
-      const seen = await eventually(
-        () => statusOf(observer),
-        (ws) => running(ws) !== undefined,
-        timeoutMs
-      )
-      const w = running(seen)
-      if (w === undefined) {
-        const listed = seen.filter((x) => x.name === name).map((x) => ({ ...x, services: undefined }))
-        throw new Error(
-          `world ${name} runs nowhere but on ${not ?? "-"} after ${timeoutMs} ms: ${JSON.stringify(listed)}`
-        )
-      }
-      return { machine: w.machine ?? observer.name, world: w }
-    }
-    /** pids of the world's api on `h`, wherever berth runs it there */
-    const pidOn = async (h: Host, name: string) =>
-      (await statusOf(h))
-        .find((w) => w.name === name && w.machine === undefined)
-        ?.services.find((s) => s.name === "api")?.pid ?? undefined
-    /**
-     * The machine that runs `name` and the pid of its api there, once the owner's own status agrees with the
-     * observer's: a machine that joins takes some shards over, so a world can be moving while a test looks at it.
-     */
-    const placed = async (name: string, not?: string, timeoutMs = 30_000, observer: Host = host(1)) => {
-      const until = Date.now() + timeoutMs
-      for (;;) {
-        const { machine } = await runner(name, not, Math.max(1_000, until - Date.now()), observer)
-        const owner = net.hosts.find((h) => h.name === machine) as Host
-        const pid = await pidOn(owner, name)
-        if (pid !== undefined && pid !== null) return { machine, owner, pid }
-        if (Date.now() > until)
-          throw new Error(`world ${name}: ${observer.name} says it runs on ${machine}, which does not`)
-        await new Promise((r) => setTimeout(r, 250))
-      }
-    }
-
-    /** the world's placement once it has held still for a few seconds (same machine, same process) */
-    const steady = async (name: string, timeoutMs = 60_000) => {
-      const until = Date.now() + timeoutMs
-      let last = await placed(name)
-      for (;;) {
-        await new Promise((r) => setTimeout(r, 3_000))
-        const now = await placed(name)
-        if (now.machine === last.machine && now.pid === last.pid) return now
-        if (Date.now() > until) throw new Error(`world ${name} keeps moving: ${last.machine} then ${now.machine}`)
-        last = now
-      }
-    }
+    const { statusOf, pidOn, runner, placed, steady } = placement(() => net.hosts, berth)
 
     beforeAll(async () => {
       net = testNetwork(3, { BERTH_PROXY_PORT: String(PROXY_PORT) }, { network: true })
@@ -209,12 +145,7 @@ describe.skipIf(unavailable !== undefined)(
       git(repo.dir, "push", "-q", "origin", "main", ...branches)
       elsewhere = join(net.base, "elsewhere")
       mkdirSync(elsewhere, { recursive: true })
-      const init = await berth(host(1), ["cluster", "init", net.url, "--name", "h1", "--address", host(1).address])
-      expect(init.code, init.stderr).toBe(0)
-      for (const i of [2, 3]) {
-        const r = await berth(host(i), ["cluster", "join", net.url, "--name", `h${i}`, "--address", host(i).address])
-        expect(r.code, r.stderr).toBe(0)
-      }
+      await formCluster(net, berth)
     }, 120_000)
     afterAll(() => {
       // every database this cluster's machines made on the shared server, whatever a failed test left: by owner mark
@@ -234,7 +165,16 @@ describe.skipIf(unavailable !== undefined)(
       expect(r.code).toBe(1)
       expect(r.stderr).toContain("is not on origin")
       expect(r.stderr).toContain("git push -u origin not-pushed")
-    })
+      const tagOf = (out: { stdout: string; stderr: string }) =>
+        (JSON.parse(out.stdout || out.stderr) as { error: { tag: string } }).error.tag
+      expect(tagOf(await berth(host(1), ["up", "not-pushed", "--anywhere", "--json"], 60_000))).toBe("NotOnOrigin")
+      // a world this machine has as its own stays its own
+      const kept = await berth(host(1), ["up", "kept", "--no-wait"], 60_000)
+      expect(kept.code, kept.stderr).toBe(0)
+      const again = await berth(host(1), ["up", "kept", "--anywhere", "--json"], 60_000)
+      expect([again.code, tagOf(again)]).toEqual([1, "WorldKeptHere"])
+      expect((await berth(host(1), ["remove", "kept", "--force"], 60_000)).code).toBe(0)
+    }, 120_000)
 
     it("runs a pushed branch on some machine, listed and served from every machine", async () => {
       for (const name of ["feat-a", "feat-b"]) {

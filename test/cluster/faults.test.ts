@@ -4,33 +4,27 @@
  * cluster to give its machine up; the daemon and its watchdog killed together, leaving the services; and what `status`
  * says after either (the copy that was fenced, the move and where from).
  */
-import { mkdirSync, readdirSync, readFileSync } from "node:fs"
+import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { eventually, isAlive, type Sandbox, sandbox, serverScript } from "../e2e/harness.js"
+import { eventually, type Sandbox, sandbox, serverScript } from "../e2e/harness.js"
 import {
   endedAt,
-  git,
+  formCluster,
   type Host,
   hostsUnavailable,
+  placement,
+  pushedToOrigin,
   sampleCopies,
   shop,
   startedAt,
+  type StatusWorld,
   type TestNetwork,
   testNetwork
 } from "./hosts.js"
 
 const unavailable = hostsUnavailable()
 const PROXY_PORT = 17366
-
-interface StatusWorld {
-  readonly name: string
-  readonly state: string
-  readonly reason: string | null
-  readonly machine?: string
-  readonly events: ReadonlyArray<{ readonly kind: string; readonly message: string; readonly at: number }>
-  readonly services: ReadonlyArray<{ readonly name: string; readonly pid: number | null; readonly state: string }>
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
@@ -61,62 +55,13 @@ describe.skipIf(unavailable !== undefined)(
     const host = (i: number) => net.hosts[i - 1] as Host
     const berth = (h: Host, args: ReadonlyArray<string>, timeoutMs?: number) =>
       h.run(h.name === "h1" ? repo.dir : elsewhere, args, timeoutMs)
-    const statusOf = async (h: Host): Promise<ReadonlyArray<StatusWorld>> => {
-      const r = await berth(h, ["status", "--json"])
-      expect(r.code, r.stderr).toBe(0)
-      return (JSON.parse(r.stdout) as { worlds: ReadonlyArray<StatusWorld> }).worlds
-    }
-    const pidOn = async (h: Host, name: string) =>
-      (await statusOf(h))
-        .find((w) => w.name === name && w.machine === undefined)
-        ?.services.find((s) => s.name === "api")?.pid ?? undefined
-    /** the machine that runs `name` (not `not`) with a live api there, as `observer` and the owner both say */
-    const placed = async (name: string, not?: string, timeoutMs = 30_000, observer: Host = host(1)) => {
-      const until = Date.now() + timeoutMs
-      let last: ReadonlyArray<StatusWorld> = []
-      for (;;) {
-        last = await statusOf(observer)
-        const w = last.find((x) => x.name === name && x.state === "running" && (x.machine ?? observer.name) !== not)
-        if (w !== undefined) {
-          const owner = net.hosts.find((h) => h.name === (w.machine ?? observer.name)) as Host
-          const pid = await pidOn(owner, name)
-          if (pid !== undefined && pid !== null && isAlive(pid)) return { machine: owner.name, owner, pid }
-        }
-        if (Date.now() > until) {
-          const listed = last.filter((x) => x.name === name)
-          throw new Error(`world ${name} runs nowhere but on ${not ?? "-"}: ${JSON.stringify(listed)}`)
-        }
-        await sleep(250)
-      }
-    }
-    const steady = async (name: string, timeoutMs = 60_000) => {
-      const until = Date.now() + timeoutMs
-      let last = await placed(name)
-      for (;;) {
-        await sleep(3_000)
-        const now = await placed(name)
-        if (now.machine === last.machine && now.pid === last.pid) return now
-        if (Date.now() > until) throw new Error(`world ${name} keeps moving: ${last.machine} then ${now.machine}`)
-        last = now
-      }
-    }
+    const { statusOf, placed, steady } = placement(() => net.hosts, berth)
 
     beforeAll(async () => {
       net = testNetwork(3, { BERTH_PROXY_PORT: String(PROXY_PORT) }, { network: true })
       repo = sandbox({ "server.mjs": serverScript, "berth.toml": shop }, "shop")
-      const origin = join(net.base, "origin.git")
-      git(net.base, "init", "-q", "--bare", origin)
-      git(repo.dir, "remote", "add", "origin", origin)
-      git(repo.dir, "branch", "feat-a")
-      git(repo.dir, "push", "-q", "origin", "main", "feat-a")
-      elsewhere = join(net.base, "elsewhere")
-      mkdirSync(elsewhere, { recursive: true })
-      const init = await berth(host(1), ["cluster", "init", net.url, "--name", "h1", "--address", host(1).address])
-      expect(init.code, init.stderr).toBe(0)
-      for (const i of [2, 3]) {
-        const r = await berth(host(i), ["cluster", "join", net.url, "--name", `h${i}`, "--address", host(i).address])
-        expect(r.code, r.stderr).toBe(0)
-      }
+      elsewhere = pushedToOrigin(net, repo.dir, ["feat-a"])
+      await formCluster(net, berth)
       const up = await berth(host(1), ["up", "feat-a", "--anywhere", "--json"], 90_000)
       expect(up.code, up.stderr).toBe(0)
     }, 150_000)

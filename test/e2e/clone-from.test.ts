@@ -76,6 +76,11 @@ describe('clone_from = "<database>"', () => {
     expect(up.stderr).toMatch(new RegExp(`slice db \\(postgres\\): cannot copy: there is no database "${tag}_nowhere"`))
     expect(up.stderr).toMatch(/hint: make and seed that database on the server, or name another in clone_from/)
     expect(up.stderr).not.toMatch(/\n\s+at /)
+    const json = await box.run(["up", "one", "--json"], { timeoutMs: 60_000 })
+    expect(JSON.parse(json.stderr.trim().split("\n").at(-1) ?? "{}").error).toMatchObject({
+      tag: "SliceServerFailed",
+      hint: "make and seed that database on the server, or name another in clone_from"
+    })
     expect((await databases()).filter((name) => name.includes(project))).toEqual([])
   })
 
@@ -202,6 +207,8 @@ depends_on = ["db"]
     expect(exists.code).toBe(1)
     expect(exists.stderr).toMatch(/world two exists already: --from makes a new world/)
     expect(exists.stderr).toMatch(/hint: /)
+    const json = await box.run(["up", "two", "--from", "one", "--json"], { timeoutMs: 60_000 })
+    expect(JSON.parse(json.stderr.trim().split("\n").at(-1) ?? "{}").error?.tag).toBe("WorldExists")
     const all = await box.run(["up", "--all", "--from", "one"])
     expect(all.code).toBe(2)
     for (const w of ["one", "two"]) expect((await box.run(["remove", w, "--force"])).code).toBe(0)
@@ -220,6 +227,8 @@ depends_on = ["db"]
       /world one: slice drawer \(drawer\) cannot be copied: the drawer adapter cannot clone a slice/
     )
     expect(up.stderr).toMatch(/hint: berth up two without --from/)
+    const json = await box.run(["up", "two", "--from", "one", "--json"], { timeoutMs: 60_000, env })
+    expect(JSON.parse(json.stderr.trim().split("\n").at(-1) ?? "{}").error?.tag).toBe("SliceCopyUnsupported")
     expect(await statusOf(box, "two")).toBeUndefined()
     expect((await statusOf(box, "one"))?.state).toBe("running")
     expect((await box.run(["remove", "one", "--force"], { env })).code).toBe(0)

@@ -60,3 +60,22 @@ describe.skipIf(address === undefined)("berth cluster join on a taken port", () 
     }
   })
 })
+
+describe("a world that runs anywhere, on a machine in no cluster", () => {
+  it("is refused with ClusterRefused and the command that joins one, and nothing is made", async () => {
+    const box = sandbox({ "berth.toml": `[services.api]\ncmd = "sleep 60"\n` })
+    try {
+      const r = await box.run(["up", "far", "--anywhere", "--json"])
+      expect(r.code).toBe(1)
+      const error = (JSON.parse(r.stdout || r.stderr) as { error: { tag: string; message: string; hint: string } })
+        .error
+      expect(error.tag).toBe("ClusterRefused")
+      expect(error.message).toContain("a world runs anywhere only in a cluster")
+      expect(error.hint).toContain("berth cluster join <postgres url>")
+      const status = await box.run(["status", "--json"])
+      expect((JSON.parse(status.stdout) as { worlds: ReadonlyArray<unknown> }).worlds).toEqual([])
+    } finally {
+      box.cleanup()
+    }
+  })
+})

@@ -3,7 +3,18 @@
  * output piped (so no TTY), and nothing shared between tests.
  */
 import { execFileSync, spawn } from "node:child_process"
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { createHash } from "node:crypto"
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync
+} from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 
@@ -173,6 +184,36 @@ export const isAlive = (pid: number): boolean => {
 }
 
 /** A tiny HTTP service for worlds under test: answers /healthz and / with what it knows of its world. */
+/**
+ * Another build of berth, as the build writes one: `dist/`'s program and entry under another build id, the entry
+ * naming its program by the program's own hash. Written where node_modules still resolves; `remove` takes it away.
+ * `forged` leaves the entry's hash of the program as it was (a program changed beside its entry, same length).
+ */
+export const otherBuild = (
+  id: string,
+  options: { readonly forged?: boolean } = {}
+): { readonly bin: string; readonly remove: () => void } => {
+  const dist = dirname(berthBin)
+  const program = readFileSync(join(dist, "berth-program.cjs"), "utf8")
+  const entry = readFileSync(join(dist, "berth.cjs"), "utf8")
+  // the build id: the one 8-hex-digit string both files hold
+  const ids = [...new Set(entry.match(/"[0-9a-f]{8}"/g) ?? [])].filter((s) => program.includes(s))
+  if (ids.length !== 1) throw new Error(`cannot tell dist/'s build id (${ids.join(", ")})`)
+  const current = JSON.parse(ids[0] as string) as string
+  if (id.length !== current.length) throw new Error(`a build id is ${current.length} characters`)
+  const otherProgram = program.replaceAll(JSON.stringify(current), JSON.stringify(id))
+  const hashOf = (text: string) => createHash("sha256").update(text).digest("hex").slice(0, 16)
+  let otherEntry = entry.replaceAll(JSON.stringify(current), JSON.stringify(id))
+  if (options.forged !== true) otherEntry = otherEntry.replaceAll(hashOf(program), hashOf(otherProgram))
+  const folder = join(dist, "../node_modules", `.berth-other-build-${id}-${process.pid}`)
+  mkdirSync(folder, { recursive: true })
+  writeFileSync(join(folder, "berth-program.cjs"), otherProgram)
+  writeFileSync(join(folder, "berth.cjs"), otherEntry, { mode: 0o755 })
+  copyFileSync(berthBin, join(folder, "berth"))
+  chmodSync(join(folder, "berth"), 0o755)
+  return { bin: join(folder, "berth"), remove: () => rmSync(folder, { recursive: true, force: true }) }
+}
+
 export const serverScript = `
 import { createServer } from "node:http"
 const port = Number(process.env.PORT)

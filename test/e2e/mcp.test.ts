@@ -209,7 +209,7 @@ describe("a failing call", () => {
     expect(notFound.hint).toEqual(expect.any(String))
     expect((await call("up")).isError).toBe(false)
     const none = failure(await call("curl", { service: "nope" }))
-    expect(none).toMatchObject({ tag: "InvalidRequest", hint: null, logTail: [] })
+    expect(none).toMatchObject({ tag: "NoServiceUrl", hint: null, logTail: [] })
     expect(none.message).toContain('no service "nope"')
   })
 
@@ -265,7 +265,7 @@ describe("the logs tool", () => {
   it("names every log it can read when asked for one it cannot: the services', and berth, the world's history", async () => {
     expect((await call("up")).isError).toBe(false)
     const nope = failure(await call("logs", { service: "nope" }))
-    expect(nope.tag).toBe("InvalidRequest")
+    expect(nope.tag).toBe("UnknownLog")
     expect(nope.message).toBe(
       "world main has no log \"nope\"; its logs: api, web, docs, and berth (the world's history: berth's events and agents' tool calls)"
     )

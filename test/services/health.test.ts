@@ -142,6 +142,36 @@ layer(HealthLive.pipe(Layer.provide(PlatformLive)), { excludeTestServices: true 
       })
     )
 
+    it.scoped("judges the final answer after an interim one; bytes that are no HTTP, or a close, are no pass", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        /** a server that writes `answer` once the request's head is in, then closes */
+        const raw = (answer: string) =>
+          listen(
+            tracked(
+              net.createServer((socket) => {
+                let head = ""
+                socket.on("data", (d) => {
+                  head += d.toString("latin1")
+                  if (head.includes("\r\n\r\n")) socket.end(answer)
+                })
+              })
+            ),
+            "127.0.0.1"
+          )
+        const early = yield* raw("HTTP/1.1 103 Early Hints\r\nlink: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\n\r\nok")
+        const early500 = yield* raw("HTTP/1.1 103 Early Hints\r\n\r\nHTTP/1.1 500 Oops\r\n\r\n")
+        const noHttp = yield* raw("SSH-2.0-OpenSSH_9.2\r\n")
+        const closes = yield* raw("")
+        const old = yield* raw("HTTP/1.0 200 OK\r\n\r\nok")
+        expect(yield* health.probe(check("http", "/"), context({ port: early }))).toBe(true)
+        expect(yield* health.probe(check("http", "/"), context({ port: early500 }))).toBe(false)
+        expect(yield* health.probe(check("http", "/"), context({ port: noHttp }))).toBe(false)
+        expect(yield* health.probe(check("http", "/"), context({ port: closes }))).toBe(false)
+        expect(yield* health.probe(check("http", "/"), context({ port: old }))).toBe(true)
+      })
+    )
+
     it.scoped("gives up on a server that accepts but never answers, within the attempt's time", () =>
       Effect.gen(function* () {
         const health = yield* Health

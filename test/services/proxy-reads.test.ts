@@ -189,6 +189,48 @@ describe("backend reads (fast path)", () => {
     }
     await backend.close()
   })
+
+  it("notes a service's answer below 500 as a passed probe, on both paths; a 5xx or a refused backend is none", async () => {
+    let status = 200
+    const backend = await startBackend((_req, res) => {
+      res.statusCode = status
+      res.end("ok")
+    })
+    for (const fastPath of [true, false]) {
+      const traffic = new Traffic()
+      const table = makeRouteTable([
+        target("demo", "w1", "web", backend.port, { worldId: 7 }),
+        target("demo", "w1", "down", 1, { worldId: 7 })
+      ])
+      const proxy = await startProxy([], { fastPath })
+      proxy.handle.setRoutes({ ...table, seen: traffic.seen, answered: traffic.answered })
+      const client = await connect(proxy.port)
+      const ask = async (host: string) => {
+        client.write(`GET / HTTP/1.1\r\nHost: ${host}\r\n\r\n`)
+        return (await readResponse(client)).head
+      }
+      try {
+        status = 503
+        expect(await ask(WEB)).toMatch(/^HTTP\/1\.1 503/)
+        expect(traffic.lastAnswer(7, "web")).toBeUndefined()
+        const before = Date.now()
+        status = 404
+        expect(await ask(WEB)).toMatch(/^HTTP\/1\.1 404/)
+        expect(traffic.lastAnswer(7, "web")).toBeGreaterThanOrEqual(before)
+        // a backend that refuses: berth's own page answers, the service did not
+        const other = await connect(proxy.port)
+        other.write("GET / HTTP/1.1\r\nHost: down.w1.demo.localhost\r\n\r\n")
+        await readResponse(other)
+        other.destroy()
+        expect(traffic.lastAnswer(7, "down")).toBeUndefined()
+        expect(traffic.lastAnswer(8, "web")).toBeUndefined()
+      } finally {
+        client.destroy()
+        await proxy.close()
+      }
+    }
+    await backend.close()
+  })
 })
 
 describe("Traffic", () => {

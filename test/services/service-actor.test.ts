@@ -82,7 +82,12 @@ interface Running {
 }
 
 /** Runs the service in the test's scope: closing it interrupts the actor, which stops the process group. */
-const start = (plan: ServicePlan, timing: Partial<ServiceTiming> = quick, onState?: (s: ServiceState) => void) =>
+const start = (
+  plan: ServicePlan,
+  timing: Partial<ServiceTiming> = quick,
+  onState?: (s: ServiceState) => void,
+  answeredAt?: Effect.Effect<number | undefined>
+) =>
   Effect.gen(function* () {
     const rt = yield* makeRuntime(plan)
     const states: Array<ServiceState> = []
@@ -100,7 +105,7 @@ const start = (plan: ServicePlan, timing: Partial<ServiceTiming> = quick, onStat
       Effect.forkScoped
     )
     yield* Deferred.await(listening)
-    yield* runService(rt, { dependencies: Effect.void, timing }).pipe(Effect.forkScoped)
+    yield* runService(rt, { dependencies: Effect.void, timing, answeredAt }).pipe(Effect.forkScoped)
     return { rt, states } satisfies Running
   })
 
@@ -316,6 +321,34 @@ require("node:http").createServer((req, res) => {
           expect(running.states.slice(-2)).toEqual(["unhealthy", "healthy"])
           const snapshot = yield* running.rt.snapshot.get
           expect(snapshot.reason).toBeUndefined()
+        })
+      )
+
+      it.scoped("a port that answered through the proxy since the last look is a passed probe: it is not asked", () =>
+        Effect.gen(function* () {
+          const dir = fresh("answered")
+          mkdirSync(dir)
+          const port = yield* freePort
+          const health: HealthCheck = { kind: "http", target: "/healthz", timeoutMs: 10_000, intervalMs: 50 }
+          // the proxy passed an answer on a moment ago, every time it is asked; then no more
+          let proxied = true
+          const answeredAt = Effect.sync(() => (proxied ? Date.now() : undefined))
+          const running = yield* start(
+            planOf("api", node(slowServer), { port, health, cwd: dir }),
+            quick,
+            undefined,
+            answeredAt
+          )
+          expect((yield* readiness(running))._tag).toBe("Right")
+          const atReady = answers(dir).length
+          // a dozen looks (50 ms apart, then backing off to 300 ms): none reaches the service
+          yield* Effect.sleep("1500 millis")
+          expect(answers(dir).length).toBe(atReady)
+          expect(running.states.at(-1)).toBe("healthy")
+          // without traffic, the service is probed again
+          proxied = false
+          expect(yield* until(() => answers(dir).length > atReady)).toBe(true)
+          expect(running.states.at(-1)).toBe("healthy")
         })
       )
     })

@@ -181,6 +181,7 @@ describe("the slices of a world that runs anywhere", () => {
         const fills = { n: 0 }
         record.claim = undefined
         const refused = yield* Effect.flip(provision(w, fills))
+        expect(refused._tag).toBe("WorldMovedAway")
         expect(refused.message).toContain("the cluster has given the world to another machine meanwhile")
         expect(fills.n).toBe(0)
         expect(readFileSync(join(folder, "notes"), "utf8")).toBe("the world's data")
@@ -192,6 +193,7 @@ describe("the slices of a world that runs anywhere", () => {
         record.ready = false
         record.holds = false
         const late = yield* Effect.flip(provision(w, fills))
+        expect(late._tag).toBe("WorldMovedAway")
         expect(late.message).toContain("given the world to another machine")
         expect(existsSync(join(folder, "notes"))).toBe(true)
         record.ready = true

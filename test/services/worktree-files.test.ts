@@ -128,7 +128,37 @@ layer(live)("the worktree's files", (it) => {
         expect(readFileSync(join(dir, ".env"), "utf8")).toBe("MINE=1\n")
       })
     )
+
+    it.effect(
+      "fails with WorktreeFileFailed, naming the world, the field and the file, when one cannot be written",
+      () =>
+        Effect.gen(function* () {
+          const files = yield* WorktreeFiles
+          const dir = repository()
+          const config = yield* configOf(dir)
+          // a folder where berth.toml names a file
+          mkdirSync(join(dir, "made.env"))
+          const failed = yield* Effect.flip(files.writeEnv(mainWorld(dir), api(config), { PORT: "4100" }, new Map()))
+          expect(failed._tag).toBe("WorktreeFileFailed")
+          expect(failed.message).toMatch(
+            new RegExp(`^world main: services\\.api\\.env_file ${join(dir, "made.env")}: EISDIR`)
+          )
+          expect(failed.message).toContain("\n  hint: ")
+        })
+    )
   })
+
+  it.effect("fails with WorktreeMissing when the main checkout a world is has gone", () =>
+    Effect.gen(function* () {
+      const files = yield* WorktreeFiles
+      const gone = join(base, `gone-${count++}`)
+      const missing = yield* Effect.flip(files.ensure({ ...mainWorld(gone), path: gone }))
+      expect(missing._tag).toBe("WorktreeMissing")
+      expect(missing.message).toBe(
+        `world main is the main checkout ${gone}, which is missing\n  hint: put the repository back there, or berth remove main forgets the world`
+      )
+    })
+  )
 
   it.effect("refuses a folder standing at a world's path that is no worktree of the repository", () =>
     Effect.gen(function* () {
@@ -139,6 +169,7 @@ layer(live)("the worktree's files", (it) => {
       const refused = yield* Effect.flip(
         files.ensure({ ...mainWorld(dir), isMain: false, name: "feat", path: stranger, branch: "feat" })
       )
+      expect(refused._tag).toBe("FolderInTheWay")
       expect(refused.message).toContain("is not a worktree of")
 
       const made = join(base, `made-${count++}`)

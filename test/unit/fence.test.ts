@@ -13,6 +13,7 @@ import {
   formatLease,
   leaseUntil,
   parseLease,
+  recordedSince,
   watchStep
 } from "../../src/domain/fence.js"
 
@@ -121,6 +122,18 @@ describe("the fence", () => {
     // a daemon before this one was fenced: its copies were never this daemon's
     expect(newlyFenced(record, 4243, 0)).toEqual([])
     expect(newlyFenced(undefined, 4242, 0)).toEqual([])
+  })
+
+  it("knows a fence recorded since the hold ran out, so that the same fence is not counted twice", () => {
+    const record = { ...serves, at: 5_000, worlds: [3] }
+    // the holder recorded it as the machine woke: the watchdog, a moment later, adds nothing
+    expect(recordedSince(record, serves, 4_000)).toBe(true)
+    expect(recordedSince(record, serves, 5_000)).toBe(true)
+    // a fence of an earlier lapse, another session's or daemon's, or none
+    expect(recordedSince(record, serves, 6_000)).toBe(false)
+    expect(recordedSince(record, { ...serves, session: "c3d4" }, 4_000)).toBe(false)
+    expect(recordedSince(record, { ...serves, daemon: 4243 }, 4_000)).toBe(false)
+    expect(recordedSince(undefined, serves, 4_000)).toBe(false)
   })
 
   it("says a stopped copy was fenced while the fence's event is its latest but the stop", () => {

@@ -251,12 +251,29 @@ describe("livenessDelayMs", () => {
 
   it("never waits less than the interval nor more than the cap, and a miss brings back the interval", () => {
     FastCheck.assert(
-      FastCheck.property(FastCheck.integer({ min: 1, max: 120_000 }), FastCheck.nat(1_000), (interval, passes) => {
-        const delay = livenessDelayMs(interval, passes)
-        expect(delay).toBeGreaterThanOrEqual(interval)
-        expect(delay).toBeLessThanOrEqual(Math.max(interval, STEADY_PROBE_CAP_MS))
-        expect(livenessDelayMs(interval, 0)).toBe(interval)
-      })
+      FastCheck.property(
+        FastCheck.integer({ min: 1, max: 120_000 }),
+        FastCheck.nat(1_000),
+        FastCheck.double({ min: 0, max: 1, noNaN: true }),
+        (interval, passes, spread) => {
+          const delay = livenessDelayMs(interval, passes, spread)
+          expect(delay).toBeGreaterThanOrEqual(interval)
+          expect(delay).toBeLessThanOrEqual(Math.max(interval, STEADY_PROBE_CAP_MS))
+          expect(livenessDelayMs(interval, 0, spread)).toBe(interval)
+          // the spread only ever shortens a backed-off wait, by a fifth at most
+          const full = livenessDelayMs(interval, passes)
+          expect(delay).toBeLessThanOrEqual(full)
+          expect(delay).toBeGreaterThanOrEqual(Math.min(full, Math.max(interval, Math.round(full * 0.8))))
+        }
+      )
     )
+  })
+
+  it("spreads the steady waits of services started together over a fifth of the cap", () => {
+    expect(livenessDelayMs(5_000, 100, 0)).toBe(96_000)
+    expect(livenessDelayMs(5_000, 100, 0.5)).toBe(108_000)
+    expect(livenessDelayMs(5_000, 100, 1)).toBe(120_000)
+    // the first passes keep the interval exactly
+    expect(livenessDelayMs(5_000, 2, 0)).toBe(5_000)
   })
 })

@@ -36,6 +36,23 @@ describe("the world protocol", () => {
     expect(back.message).toBe(failure.message)
   })
 
+  it("gives each command the failures its code can answer, and no other's", () => {
+    const tags = (union: { readonly members: ReadonlyArray<{ readonly identifier: string }> }) =>
+      union.members.map((m) => m.identifier).sort()
+    // a down of this machine's world stops it: nothing of a start, a worktree or a slice can fail it
+    expect(tags(Protocol.DownFailure)).toEqual(["DiskFull", "InternalError", "WorldNotFound"])
+    expect(tags(Protocol.CommandFailure.down)).not.toContain("WorktreeDirty")
+    expect(tags(Protocol.CommandFailure.remove)).toContain("WorktreeDirty")
+    expect(tags(Protocol.CommandFailure.stopServices)).toContain("WorldNotRunning")
+    expect(tags(Protocol.CommandFailure.stopServices)).not.toContain("StartFailed")
+    expect(tags(Protocol.CommandFailure.up)).toEqual(expect.arrayContaining(["StartFailed", "WorldExists"]))
+    expect(tags(Protocol.CommandFailure.logs)).toContain("UnknownLog")
+    // none of them says only InvalidRequest: what a world's command refuses has a tag of its own
+    for (const union of [...Object.values(Protocol.CommandFailure), Protocol.WorldFailure]) {
+      expect(tags(union)).not.toContain("InvalidRequest")
+    }
+  })
+
   it("is an RPC group with one RPC per command: what a cluster entity is made of", () => {
     expect([...Protocol.WorldRpcs.requests.keys()].sort()).toEqual(commands.map((c) => c._tag).sort())
   })

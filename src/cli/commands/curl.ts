@@ -12,7 +12,7 @@ import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { DaemonClient } from "../../daemon/client.js"
-import { InvalidRequest } from "../../domain/errors.js"
+import { InvalidRequest, NoServiceUrl } from "../../domain/errors.js"
 import { printDocument } from "../json.js"
 import { json } from "../output.js"
 import { viaDaemon, withDaemon } from "./worlds.js"
@@ -158,9 +158,7 @@ export const curl = Command.make(
         const s = w.services.find((x) => x.name === service)
         if (s === undefined || s.kind !== "process" || s.url === null) {
           const reachable = w.services.filter((x) => x.kind === "process" && x.url !== null).map((x) => x.name)
-          return yield* new InvalidRequest({
-            reason: `world ${w.name} has no service ${JSON.stringify(service)} with a url or port; those are: ${reachable.join(", ") || "none"}`
-          })
+          return yield* new NoServiceUrl({ world: w.name, service, reachable })
         }
         const target = new URL(
           Option.getOrElse(path, () => "/"),

@@ -4,9 +4,10 @@
  *
  * HTTP/1.1 takes the fast path (`fast.ts`): it reads request heads itself and pins each client connection to one
  * backend connection, which is what makes it fast — on a raw `net` server for plain HTTP, and on the TLS socket once
- * ALPN chose HTTP/1.1 (or the client offered nothing). h2, and the rare HTTP/1.1 request the fast path does not take,
- * go through `node:http`/`node:http2` (`slow.ts`). Both read the route table the daemon
- * last gave `setRoutes`: one `Map` lookup per request, no disk.
+ * ALPN chose HTTP/1.1 (or the client offered nothing). h2 is served on node:http2's core API, forwarded over a pool
+ * of keep-alive backend connections (`h2.ts`); the rare HTTP/1.1 request the fast path does not take goes through
+ * `node:http` (`slow.ts`). All read the route table the daemon last gave `setRoutes`: one `Map` lookup per request,
+ * no disk.
  *
  * The HTTP and the HTTPS listener stand or fall separately: each is bound, moved or closed on its own
  * (`listen`, `close`), and a failed bind leaves whatever listened before as it was. Listens on loopback only
@@ -32,7 +33,8 @@ import { defaultDomain, emptyRouteTable, type RouteTable } from "../../domain/ro
 import { Backends } from "./backends.js"
 import { type CertificateAuthority, isPermittedName } from "./ca.js"
 import { FastConnection, IdleSweep } from "./fast.js"
-import { type Engine, handleExtendedConnect, handleRequest, handleUpgrade, refuseConnect } from "./slow.js"
+import { H2Proxy } from "./h2.js"
+import { type Engine, handleRequest, handleUpgrade, refuseConnect } from "./slow.js"
 
 export const LOOPBACK_HOSTS: ReadonlyArray<string> = ["127.0.0.1", "::1"]
 /** More hops than this through berth's proxy is a loop: 508. */
@@ -298,6 +300,7 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
     ...(options.timeouts?.remoteProbeMs === undefined ? {} : { remoteProbeMs: options.timeouts.remoteProbeMs })
   })
   const engine: Engine = { routes: () => table, hopLimit, backends }
+  const h2 = new H2Proxy(engine)
   const clients = new Set<stream.Duplex>()
   const track = (socket: stream.Duplex) => {
     clients.add(socket)
@@ -337,6 +340,7 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
       idle.stop()
       for (const socket of clients) socket.destroy()
       clients.clear()
+      h2.destroy()
       backends.destroy()
       yield* Effect.all(closing, { concurrency: "unbounded", discard: true })
     }).pipe(
@@ -395,7 +399,6 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
 
   const onRequest = handleRequest(engine, "https")
   const onUpgrade = handleUpgrade(engine, "https")
-  const onExtendedConnect = handleExtendedConnect(engine)
   const onSession = watchSession(idleMs)
   const makeHttps = (ca: CertificateAuthority) => {
     // clients that send no SNI (an IP address), and names berth does not route, get the domain's own certificate
@@ -430,15 +433,13 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
       keepAliveTimeout: idleMs,
       connectionsCheckingInterval: checkEveryMs
     })
+    // HTTP/1.1 that node:http2 hands to node:http
     server.on("request", onRequest)
     server.on("upgrade", onUpgrade)
-    server.on("connect", (req: http2.Http2ServerRequest | http.IncomingMessage, second: unknown) => {
-      if (req.httpVersionMajor === 2) {
-        onExtendedConnect(req as http2.Http2ServerRequest, second as http2.Http2ServerResponse)
-      } else {
-        refuseConnect(second as stream.Duplex)
-      }
-    })
+    server.on("connect", (_req: http.IncomingMessage, socket: stream.Duplex) => refuseConnect(socket))
+    // node adds its compatibility layer's stream handler with the first 'request' listener: h2 streams go to the
+    // core API instead (`h2.ts`), with no request and response objects made for each
+    server.removeAllListeners("stream")
     // node:http2 hands an HTTP/1.1 connection to node:http; the fast path takes it instead, and gives node what it
     // does not take (CONNECT, absolute-form targets) through that same listener
     const [onSecure] = server.listeners("secureConnection") as Array<(socket: tls.TLSSocket) => void>
@@ -452,6 +453,7 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
     }
     server.on("connection", track)
     server.on("session", onSession)
+    server.on("session", h2.onSession)
     server.on("sessionError", () => {})
     server.on("tlsClientError", () => {})
     return server

@@ -1,7 +1,9 @@
 /**
  * The machine-wide proxy as the daemon runs it: which ports it listens on (persisted settings, then the defaults —
- * 80 and 443 where the daemon may bind them, else 7355 and 7356), berth's CA for HTTPS, and the route table, rebuilt
- * from the registry whenever a world or service changes (never per request). Also what `${svc.url}` is for a world.
+ * 80 and 443 where the daemon may bind them, else 7355 and 7356), berth's CA for HTTPS, and the route table, brought
+ * up to date from the registry whenever a world or service changes (never per request): only the worlds the registry
+ * says were written are read again, their config only when its file changed, and the other worlds keep their very
+ * routes (`domain/world-routes.ts`). Also what `${svc.url}` is for a world.
  *
  * The HTTP and HTTPS listeners are placed one at a time: one that cannot bind never costs the other, and asking for
  * the port a listener already holds changes nothing.
@@ -11,19 +13,30 @@
  */
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
+import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Model from "../../domain/config/model.js"
 import { shortHash } from "../../domain/hash.js"
 import { textKnob } from "../../domain/knobs.js"
 import { projectLabel } from "../../domain/names.js"
-import { dashboardHost, makeRouteTable, type RouteTarget, withDashboardRoute } from "../../domain/routes.js"
-import type { ServiceState } from "../../domain/service-state.js"
-import type { WorldState } from "../../domain/world-state.js"
+import { dashboardHost, type RouteTable, type RouteTarget } from "../../domain/routes.js"
+import {
+  emptyBook,
+  patchWorlds,
+  type RouteBook,
+  tableOf,
+  withDashboard,
+  withRemote,
+  type WorldRoutes,
+  worldTargets
+} from "../../domain/world-routes.js"
 import { ConfigFiles } from "../ConfigFiles.js"
 import { Home } from "../Home.js"
-import { Registry, type RegistryError } from "../Registry.js"
+import { type LeaseRow, Registry, type RegistryError, type ServiceRow, type WorldRow } from "../Registry.js"
 import { type CaError, type CertificateAuthority, loadOrCreateCa } from "./ca.js"
 import { type ClusterListenerInfo, type ClusterListenerSpec, makeProxy, type ProxyError, type Scheme } from "./Proxy.js"
 import { Traffic } from "./traffic.js"
@@ -102,11 +115,16 @@ const parseChoice = (value: unknown): PortChoice | undefined => {
   return typeof n === "number" && Number.isInteger(n) && n >= 0 && n <= 65_535 ? n : undefined
 }
 
-/**
- * A service counts as reachable once it runs (or passed its health check) — and while it is merely `unhealthy`: its
- * process lives, and a slow answer from it beats a 502 from berth.
- */
-const READY: ReadonlySet<string> = new Set(["running", "healthy", "unhealthy"])
+/** Rows grouped by their world, in the order read. */
+const groupBy = <A extends { readonly worldId: number }>(rows: ReadonlyArray<A>): Map<number, Array<A>> => {
+  const out = new Map<number, Array<A>>()
+  for (const r of rows) {
+    const list = out.get(r.worldId)
+    if (list === undefined) out.set(r.worldId, [r])
+    else list.push(r)
+  }
+  return out
+}
 
 /**
  * What the Router offers the daemon (written out: the implementation below is checked against it). One route table,
@@ -128,14 +146,21 @@ export interface RouterService {
     readonly https?: PortChoice | undefined
     readonly httpsUrls?: boolean | undefined
   }) => Effect.Effect<ProxyInfo, RegistryError | CaError | ProxyError>
-  /** rebuilds the route table now */
+  /**
+   * brings the route table up to date with the registry now: only the worlds written since the last refresh are read
+   * again (all of them after a failure)
+   */
   readonly refresh: Effect.Effect<void, RegistryError>
+  /** the route table the proxy serves now */
+  readonly routes: Effect.Effect<RouteTable>
   /** every host name routed now */
   readonly hostNames: SubscriptionRef.SubscriptionRef<ReadonlyArray<string>>
   /** requests per route since the daemon started */
   readonly requests: Effect.Effect<Map<string, number>>
   /** when a world's routes last saw a request (undefined: none since the daemon started) */
   readonly lastRequest: (worldId: number) => Effect.Effect<number | undefined>
+  /** when a service (by its url's host label) last answered a proxied request below 500 (undefined: not since start) */
+  readonly lastAnswer: (worldId: number, label: string) => Effect.Effect<number | undefined>
   /** routes `berth.localhost` to the daemon's web dashboard on this loopback port (undefined: no more) */
   readonly setDashboard: (port: number | undefined) => Effect.Effect<void, RegistryError>
   /** the web dashboard's origins, one per listening scheme, the first the one to show */
@@ -177,41 +202,9 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
         (given, stored) => parseChoice(given) ?? parseChoice(stored) ?? "auto"
       )
 
-    // three queries for the whole table, however many worlds there are
-    const targets = Effect.gen(function* () {
-      const out: Array<RouteTarget> = []
-      const allLeases = yield* registry.leases()
-      const allServices = yield* registry.services()
-      for (const w of yield* registry.worlds()) {
-        const folder = w.path !== "" && existsSync(w.path) ? w.path : w.mainRoot
-        const loaded = yield* configs.load(folder).pipe(Effect.option)
-        if (loaded._tag === "None") continue
-        const leases = allLeases.filter((l) => l.worldId === w.id)
-        const states = new Map(allServices.filter((s) => s.worldId === w.id).map((s) => [s.name, s.observed]))
-        const { config, routed } = routedOf(loaded.value.parsed.config, w.name)
-        for (const s of routed) {
-          if (s.url === undefined) continue
-          const state = (states.get(s.name) ?? "stopped") as ServiceState
-          out.push({
-            project: projectLabel(w.projectName),
-            world: w.slug,
-            worldName: w.name,
-            service: s.url,
-            worldState: w.observed as WorldState,
-            worldId: w.id,
-            serviceState: state,
-            port: leases.find((l) => l.service === s.name && l.name === "")?.port,
-            ready: READY.has(state),
-            domain: config.project.domain
-          })
-        }
-      }
-      return out
-    })
-
     /**
      * A world's config and its services with a url, remembered per parsed file (ConfigFiles hands back the same
-     * object until the file changes): rebuilding the table must stay cheap, it runs on every burst of changes.
+     * object until the file changes): a world read again whose file did not change costs no parsing.
      */
     const routedCache = new WeakMap<
       object,
@@ -232,6 +225,63 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
       return entry
     }
 
+    /** A world's routes from its rows and its config (none when the config cannot be read, as before it is fixed). */
+    const routesOf = (w: WorldRow, services: ReadonlyArray<ServiceRow>, leases: ReadonlyArray<LeaseRow>) =>
+      Effect.gen(function* () {
+        const order = { project: w.declaredName, createdAt: w.createdAt, id: w.id }
+        const folder = w.path !== "" && existsSync(w.path) ? w.path : w.mainRoot
+        const loaded = yield* configs.load(folder).pipe(Effect.option)
+        if (loaded._tag === "None") return { order, targets: [] }
+        const { config, routed } = routedOf(loaded.value.parsed.config, w.name)
+        const ports = new Map<string, number>()
+        for (const l of leases) if (l.name === "" && !ports.has(l.service)) ports.set(l.service, l.port)
+        const targets = worldTargets({
+          id: w.id,
+          project: projectLabel(w.projectName),
+          slug: w.slug,
+          name: w.name,
+          observed: w.observed,
+          states: new Map(services.map((s) => [s.name, s.observed])),
+          ports,
+          routed,
+          domain: config.project.domain
+        })
+        return { order, targets }
+      })
+
+    /** Past this many worlds written since the last look, three queries for all rows beat three per world. */
+    const FEW = 8
+
+    /**
+     * The worlds' routes read again where the registry says they were written since `since` (every world when it
+     * cannot say, or at the first look): the book to publish, and the version it is up to.
+     */
+    const update = (current: RouteBook, since: number | undefined) =>
+      Effect.gen(function* () {
+        const touched = yield* registry.touchedSince(since ?? 0)
+        const wanted = since === undefined || touched.worlds === "all" ? undefined : touched.worlds
+        const changed = new Map<number, WorldRoutes | undefined>()
+        if (wanted !== undefined && wanted.size <= FEW) {
+          for (const id of wanted) {
+            const w = yield* registry.world(id)
+            changed.set(
+              id,
+              w === undefined ? undefined : yield* routesOf(w, yield* registry.services(id), yield* registry.leases(id))
+            )
+          }
+        } else if (wanted === undefined || wanted.size > 0) {
+          const leases = groupBy(yield* registry.leases())
+          const services = groupBy(yield* registry.services())
+          for (const w of yield* registry.worlds()) {
+            if (wanted !== undefined && !wanted.has(w.id)) continue
+            changed.set(w.id, yield* routesOf(w, services.get(w.id) ?? [], leases.get(w.id) ?? []))
+          }
+          // a world written and then removed has no row left: its routes go
+          if (wanted !== undefined) for (const id of wanted) if (!changed.has(id)) changed.set(id, undefined)
+        }
+        return { version: touched.version, book: patchWorlds(current, changed, wanted === undefined) }
+      })
+
     /** what a request to a suspended world calls: set by the engine above (the router cannot know worlds) */
     let waker: (worldId: number) => void = () => {}
     /** requests per route (host) since the daemon started, and when each world last saw one */
@@ -243,19 +293,43 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
     let dashboardPort: number | undefined
     /** the routes of worlds other machines run, as the daemon last gave them */
     let remoteTargets: ReadonlyArray<RouteTarget> = []
+    /** the table as last published, world by world */
+    let book: RouteBook | undefined
+    /** the registry's version the book is up to; undefined: read every world at the next refresh */
+    let upTo: number | undefined
+    // one refresh at a time: each starts from the book the one before published, and two racing could publish an
+    // older table last
+    const oneAtATime = yield* Effect.makeSemaphore(1)
 
-    const refresh = Effect.gen(function* () {
-      // a world of this machine keeps its name here: every clone's main checkout is a world `main`, so two machines
-      // often publish the same host, and the person at this machine means their own (makeRouteTable: first wins)
-      const all = remoteTargets.length === 0 ? yield* targets : [...(yield* targets), ...remoteTargets]
-      const table = withDashboardRoute(makeRouteTable(all, PROXY_DOMAIN), dashboardPort)
-      traffic.prepare(table.byHost.values())
-      proxy.setRoutes({ ...table, wake: (id) => waker(id), seen: traffic.seen })
-      const names = [...table.byHost.keys()].sort()
-      if (names.join("\n") !== (yield* SubscriptionRef.get(hostNames)).join("\n")) {
-        yield* SubscriptionRef.set(hostNames, names)
-      }
-    })
+    const refresh: Effect.Effect<void, RegistryError> = oneAtATime.withPermits(1)(
+      Effect.gen(function* () {
+        const before = book
+        const read = yield* update(before ?? emptyBook, upTo)
+        // a world of this machine keeps its name here: every clone's main checkout is a world `main`, so two machines
+        // often publish the same host, and the person at this machine means their own (tableOf: first wins)
+        const next = withDashboard(withRemote(read.book, remoteTargets), dashboardPort)
+        if (next !== before) {
+          const table = tableOf(next, PROXY_DOMAIN)
+          traffic.prepare(table.byHost.values())
+          proxy.setRoutes({ ...table, wake: (id) => waker(id), seen: traffic.seen, answered: traffic.answered })
+          book = next
+          const names = [...table.byHost.keys()].sort()
+          if (names.join("\n") !== (yield* SubscriptionRef.get(hostNames)).join("\n")) {
+            yield* SubscriptionRef.set(hostNames, names)
+          }
+        }
+        upTo = read.version
+      }).pipe(
+        // whatever failed, the next refresh reads every world: it cannot miss what this one did not finish
+        Effect.onExit((exit) =>
+          Exit.isSuccess(exit)
+            ? Effect.void
+            : Effect.sync(() => {
+                upTo = undefined
+              })
+        )
+      )
+    )
 
     const loadCa = Effect.gen(function* () {
       if (ca !== undefined) return ca
@@ -313,11 +387,11 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
 
     yield* start
     // every change of a world's or a service's state reaches the table within one pass
-    // a burst of changes (an `up` writes many) costs one rebuild after the one running: only the latest waits
+    // a burst of changes (an `up` writes many) costs one refresh after the one running: only the latest waits
     yield* registry.changes.changes.pipe(
       Stream.buffer({ capacity: 1, strategy: "sliding" }),
       // and a pause after each, so a long burst (an `up` of many services) does not keep the daemon busy rebuilding;
-      // every world command still rebuilds before it replies
+      // every world command still refreshes before it replies
       Stream.runForEach(() =>
         refresh.pipe(
           Effect.catchAllCause((c) => Effect.logWarning("routes", c)),
@@ -418,13 +492,14 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
       processEnv,
       info: Effect.sync(() => info),
       setPorts,
-      /** rebuilds the route table now */
       refresh,
+      routes: Effect.sync(() => proxy.routes()),
       hostNames,
       /** requests per route since the daemon started */
       requests: Effect.sync(() => traffic.requests()),
       /** when a world's routes last saw a request (undefined: none since the daemon started) */
       lastRequest: (worldId: number) => Effect.sync(() => traffic.lastRequest(worldId)),
+      lastAnswer: (worldId: number, label: string) => Effect.sync(() => traffic.lastAnswer(worldId, label)),
       /** routes `berth.localhost` to the daemon's web dashboard on this loopback port (undefined: no more) */
       setDashboard: (port: number | undefined) =>
         Effect.suspend(() => {
@@ -477,3 +552,21 @@ export class Router extends Effect.Service<Router>()("berth/Router", {
   }),
   dependencies: []
 }) {}
+
+/**
+ * The Router with no listener: routes are kept, counted and answered from (`routes`, `lastAnswer`, pages), but no
+ * proxy port is bound — for tests and for embedders that proxy on their own. The other knobs come from the
+ * environment as usual.
+ */
+export const RouterWithoutListeners = Router.Default.pipe(
+  Layer.provide(
+    Layer.setConfigProvider(
+      ConfigProvider.fromMap(
+        new Map([
+          ["BERTH_PROXY_PORT", "off"],
+          ["BERTH_HTTPS_PORT", "off"]
+        ])
+      ).pipe(ConfigProvider.orElse(() => ConfigProvider.fromEnv()))
+    )
+  )
+)

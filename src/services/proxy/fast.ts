@@ -785,12 +785,15 @@ export class FastConnection {
             broken = true
             break
           }
+          if (p.target.remote === undefined) this.cacheTable?.answered?.(p.target)
           this.toClient(chunk)
           this.goRaw()
           return
         }
         // 1xx: the final response follows
         if (head.status < 200) continue
+        // the service answered: a liveness probe passed (its watcher skips the next one)
+        if (head.status < 500 && p.target.remote === undefined) this.cacheTable?.answered?.(p.target)
         if (head.close) this.doomed = true
         if (p.isHead || head.status === 204 || head.status === 304) this.responseDone()
         else if (head.chunked) {

@@ -14,7 +14,7 @@ export const HOP_HEADER = "x-berth-hops"
 const isOws = (c: number | undefined): boolean => c === 32 || c === 9
 
 /** Characters allowed in a token (a method, a header name): RFC 9110's tchar. */
-const TCHAR = new Uint8Array(256)
+export const TCHAR = new Uint8Array(256)
 for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
   TCHAR[c.charCodeAt(0)] = 1
 
@@ -339,7 +339,7 @@ export interface ResponseHead {
 }
 
 /** Whether the bytes at `at` spell `name` (lower case letters and dashes), ignoring case. */
-const nameAt = (buf: Buffer, at: number, name: string): boolean => {
+export const nameAt = (buf: Buffer, at: number, name: string): boolean => {
   for (let i = 0; i < name.length; i++) if ((buf[at + i]! | 0x20) !== name.charCodeAt(i)) return false
   return true
 }
@@ -351,17 +351,17 @@ const holds = (buf: Buffer, from: number, to: number, word: string): boolean => 
 }
 
 /**
- * Reads the response head at `buf[start…]` for what framing needs, in one pass over its bytes and without making
- * strings of them (every response passes here, and a call into Buffer's native methods per line costs more than the
- * loop). Null when the head does not end within `buf`; undefined when it is not HTTP/1.x or a line does not end in
- * CRLF.
+ * The status line `HTTP/1.x SSS[ reason]CRLF` at `buf[start, end)`: its status, whether it is HTTP/1.0, and where the
+ * next line starts. Null when the line does not end within the bytes; undefined when it is no such line.
  */
-export const scanResponseHead = (buf: Buffer, start: number): ResponseHead | null | undefined => {
-  const length = buf.length
+export const statusLineAt = (
+  buf: Buffer,
+  start: number,
+  end: number
+): { readonly status: number; readonly http10: boolean; readonly next: number } | null | undefined => {
   let lf = start
-  while (lf < length && buf[lf] !== 10) lf++
-  if (lf === length) return null
-  // HTTP/1.x SSS[ reason]CRLF
+  while (lf < end && buf[lf] !== 10) lf++
+  if (lf === end) return null
   if (lf - start < 13 || buf[lf - 1] !== 13 || !nameAt(buf, start, "http/1.") || buf[start + 8] !== 32) {
     return undefined
   }
@@ -374,11 +374,26 @@ export const scanResponseHead = (buf: Buffer, start: number): ResponseHead | nul
     status = status * 10 + d
   }
   if (start + 13 < lf && buf[start + 12] !== 32) return undefined
+  return { status, http10: minorDigit === 48, next: lf + 1 }
+}
+
+/**
+ * Reads the response head at `buf[start…]` for what framing needs, in one pass over its bytes and without making
+ * strings of them (every response passes here, and a call into Buffer's native methods per line costs more than the
+ * loop). Null when the head does not end within `buf`; undefined when it is not HTTP/1.x or a line does not end in
+ * CRLF.
+ */
+export const scanResponseHead = (buf: Buffer, start: number): ResponseHead | null | undefined => {
+  const length = buf.length
+  const statusLine = statusLineAt(buf, start, length)
+  if (statusLine === null || statusLine === undefined) return statusLine
+  const { status } = statusLine
+  let lf: number
   let contentLength = -1
   let chunked = false
   let transferEncoding = false
-  let close = minorDigit === 48
-  let line = lf + 1
+  let close = statusLine.http10
+  let line = statusLine.next
   for (;;) {
     lf = line
     while (lf < length && buf[lf] !== 10) lf++
@@ -412,7 +427,7 @@ export const scanResponseHead = (buf: Buffer, start: number): ResponseHead | nul
         if (!chunked) close = true
       } else if (nameLength === 10 && nameAt(buf, line, "connection")) {
         if (holds(buf, v, vEnd, "close")) close = true
-        else if (minorDigit === 48 && holds(buf, v, vEnd, "keep-alive")) close = false
+        else if (statusLine.http10 && holds(buf, v, vEnd, "keep-alive")) close = false
       }
     }
     line = lf + 1
@@ -445,7 +460,9 @@ export const MALFORMED = -2
 
 /**
  * Follows chunked framing across buffers without copying: `scan` answers the index just past the body's end (the
- * blank line after the last chunk and trailers), or `MORE`, or `MALFORMED`.
+ * blank line after the last chunk and trailers), or `MORE`, or `MALFORMED`. `onData` is handed each run of the chunks'
+ * data as it passes, for a reader that takes the framing off (the h2 path); the fast path passes the bytes on as
+ * they are.
  */
 export class ChunkedScanner {
   private state = Chunk.Size
@@ -462,13 +479,18 @@ export class ChunkedScanner {
     this.lineLength = 0
   }
 
-  scan(buf: Buffer, start: number): number {
+  scan(
+    buf: Buffer,
+    start: number,
+    end: number = buf.length,
+    onData?: (buf: Buffer, from: number, to: number) => void
+  ): number {
     let i = start
-    const end = buf.length
     while (i < end) {
       switch (this.state) {
         case Chunk.Data: {
           const n = Math.min(this.remaining, end - i)
+          onData?.(buf, i, i + n)
           this.remaining -= n
           i += n
           if (this.remaining === 0) this.state = Chunk.DataCr

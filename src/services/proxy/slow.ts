@@ -1,14 +1,12 @@
 /**
- * The proxy on `node:http`/`node:http2`: HTTPS (h2 and HTTP/1.1), WebSockets over both (RFC 8441 extended CONNECT
- * on h2, bridged to an HTTP/1.1 upgrade), the error pages, and every plain-HTTP connection the fast path hands over
- * because it is unusual. Bodies stream both ways; the backend pool is a keep-alive agent. A world another machine
- * runs has that machine's proxy as its backend (plain HTTP/1.1 to its cluster listener, Host kept), so HTTPS and h2
- * end here and the peer sees `X-Forwarded-Proto: https`.
+ * The proxy on `node:http`: every HTTP/1.1 connection the fast path hands over because it is unusual (plain, or over
+ * TLS through node:http2's HTTP/1.1 fallback), WebSockets on those, and the routing and headers the h2 path
+ * (`h2.ts`) shares. Bodies stream both ways; the backend pool is a keep-alive agent. A world another machine runs has
+ * that machine's proxy as its backend (plain HTTP/1.1 to its cluster listener, Host kept), so HTTPS ends here and
+ * the peer sees `X-Forwarded-Proto: https`.
  */
-import * as crypto from "node:crypto"
 import type * as http from "node:http"
 import * as httpModule from "node:http"
-import type * as http2 from "node:http2"
 import type * as net from "node:net"
 import type * as stream from "node:stream"
 import {
@@ -18,6 +16,7 @@ import {
   notFoundPage,
   type PageModel,
   type RouteTable,
+  type RouteTarget,
   type Unavailable,
   unavailablePage,
   wakeIfSuspended
@@ -32,12 +31,12 @@ export interface Engine {
   readonly backends: Backends
 }
 
-type Request = http.IncomingMessage | http2.Http2ServerRequest
-type Response = http.ServerResponse | http2.Http2ServerResponse
+type Request = http.IncomingMessage
+type Response = http.ServerResponse
 type Proto = "http" | "https"
 
 /** Hop-by-hop request and response headers, plus what HTTP/2 forbids. */
-const HOP_BY_HOP = new Set([
+export const HOP_BY_HOP = new Set([
   "connection",
   "keep-alive",
   "proxy-connection",
@@ -55,7 +54,7 @@ const HOP_BY_HOP = new Set([
   HOP_HEADER
 ])
 
-const firstValue = (v: string | ReadonlyArray<string> | undefined): string | undefined =>
+export const firstValue = (v: string | ReadonlyArray<string> | undefined): string | undefined =>
   typeof v === "string" ? v : v?.[0]
 
 export const parseHops = (v: string | ReadonlyArray<string> | undefined): number => {
@@ -98,7 +97,7 @@ export const backendHeaders = (req: Request, proto: Proto, hops: number): Record
   return out
 }
 
-const responseHeaders = (res: http.IncomingMessage): Record<string, string | Array<string>> => {
+export const responseHeaders = (res: http.IncomingMessage): Record<string, string | Array<string>> => {
   const named = new Set<string>()
   for (const t of (res.headers.connection ?? "").split(",")) named.add(t.trim().toLowerCase())
   const out: Record<string, string | Array<string>> = {}
@@ -124,12 +123,12 @@ export const sendPage = (req: Request, res: Response, page: PageModel): void => 
     "cache-control": "no-store",
     ...(rendered.retryAfter === undefined ? {} : { "retry-after": String(rendered.retryAfter) })
   }
-  ;(res as http.ServerResponse).writeHead(rendered.status, headers)
+  res.writeHead(rendered.status, headers)
   if (req.method === "HEAD") res.end()
   else res.end(rendered.body)
 }
 
-type Routed =
+export type Routed =
   | { readonly _tag: "Page"; readonly page: PageModel }
   | {
       readonly _tag: "Go"
@@ -138,15 +137,23 @@ type Routed =
       readonly address: string | undefined
       readonly hops: number
       readonly unavailable: (reason: Unavailable) => PageModel
+      /** notes the local service's answer (a passed liveness probe); undefined for a peer's proxy */
+      readonly answered: (() => void) | undefined
+      /** the local service, counted (`seen`) per request; undefined for a peer's proxy */
+      readonly local: RouteTarget | undefined
     }
 
-/** Where a request goes, or the page that answers it. */
-const route = (engine: Engine, req: Request, proto: Proto): Routed => {
-  const hops = parseHops(req.headers[HOP_HEADER])
-  const authority = authorityOf(req)
+/** Where a request goes, or the page that answers it; `localPort`: the listener's, for the pages' links. */
+export const route = (
+  engine: Engine,
+  authority: string | undefined,
+  hops: number,
+  proto: Proto,
+  localPort: number
+): Routed => {
   const table = engine.routes()
   const found = lookup(table, authority)
-  const origin = { scheme: proto, port: localPort(req) } as const
+  const origin = { scheme: proto, port: localPort } as const
   if (hops >= engine.hopLimit) return { _tag: "Page", page: loopPage(found.host, hops) }
   if (found._tag === "UnknownHost") return { _tag: "Page", page: notFoundPage(table, found, origin) }
   const target = found.target
@@ -156,7 +163,15 @@ const route = (engine: Engine, req: Request, proto: Proto): Routed => {
   const choice = choose(target, false)
   const remote = target.remote
   if (choice === "forward" && remote !== undefined) {
-    return { _tag: "Go", port: remote.port, address: remote.address, hops, unavailable }
+    return {
+      _tag: "Go",
+      port: remote.port,
+      address: remote.address,
+      hops,
+      unavailable,
+      answered: undefined,
+      local: undefined
+    }
   }
   if (choice !== "local" || target.port === undefined) {
     // a remote world's id is its owner's to use: that machine wakes it when a request reaches it
@@ -164,15 +179,20 @@ const route = (engine: Engine, req: Request, proto: Proto): Routed => {
     return { _tag: "Page", page: unavailable("not-ready") }
   }
   table.seen?.(target)
-  return { _tag: "Go", port: target.port, address: undefined, hops, unavailable }
+  const answered = table.answered === undefined ? undefined : () => table.answered?.(target)
+  return { _tag: "Go", port: target.port, address: undefined, hops, unavailable, answered, local: target }
 }
 
-type Go = Extract<Routed, { _tag: "Go" }>
+export type Go = Extract<Routed, { _tag: "Go" }>
+
+/** A request's route, from its headers and the connection it came on. */
+const routeRequest = (engine: Engine, req: Request, proto: Proto): Routed =>
+  route(engine, authorityOf(req), parseHops(req.headers[HOP_HEADER]), proto, localPort(req))
 
 /** A connection to where a routed request goes: the local service, or the owner machine's proxy. */
-const dialFor = (engine: Engine, routed: Go, callback: DialCallback): void => {
-  if (routed.address === undefined) engine.backends.dial(routed.port, callback)
-  else engine.backends.dialRemote(routed.address, routed.port, callback)
+export const dialFor = (engine: Engine, routed: Go, callback: DialCallback, onread?: net.OnReadOpts): void => {
+  if (routed.address === undefined) engine.backends.dial(routed.port, callback, onread)
+  else engine.backends.dialRemote(routed.address, routed.port, callback, onread)
 }
 
 /** A peer's proxy reads origin-form targets only: an absolute-form one (`http://host/path`) becomes its path. */
@@ -187,11 +207,11 @@ export const originForm = (url: string | undefined): string => {
   }
 }
 
-const failureReason = (error: NodeJS.ErrnoException): Unavailable =>
+export const failureReason = (error: NodeJS.ErrnoException): Unavailable =>
   error.code === "ECONNREFUSED" || error.code === "ETIMEDOUT" ? "refused" : "closed"
 
 /** Requests that may be sent again when a pooled backend connection turns out to be closed. */
-const REPLAYABLE = new Set(["GET", "HEAD", "OPTIONS"])
+export const REPLAYABLE = new Set(["GET", "HEAD", "OPTIONS"])
 const STALE_SOCKET = new Set(["ECONNRESET", "EPIPE"])
 
 const hasBody = (req: Request): boolean => {
@@ -199,9 +219,9 @@ const hasBody = (req: Request): boolean => {
   return (length !== undefined && length !== "0") || req.headers["transfer-encoding"] !== undefined
 }
 
-/** A normal request (either protocol). */
+/** A normal HTTP/1.1 request. */
 export const handleRequest = (engine: Engine, proto: Proto) => (req: Request, res: Response) => {
-  const routed = route(engine, req, proto)
+  const routed = routeRequest(engine, req, proto)
   if (routed._tag === "Page") {
     // the body is not wanted; drain it so the connection can be reused
     req.resume()
@@ -222,8 +242,9 @@ export const handleRequest = (engine: Engine, proto: Proto) => (req: Request, re
     })
     upstream.on("response", (answer) => {
       const status = answer.statusCode ?? 502
+      if (status < 500) routed.answered?.()
       try {
-        ;(res as http.ServerResponse).writeHead(status, responseHeaders(answer))
+        res.writeHead(status, responseHeaders(answer))
       } catch {
         // a header HTTP/2 (or node) will not carry: the response cannot be passed on
         answer.destroy()
@@ -231,10 +252,10 @@ export const handleRequest = (engine: Engine, proto: Proto) => (req: Request, re
         return
       }
       // server-sent events and other streams: the head goes out before the first body byte
-      if (answer.headers["content-length"] === undefined) (res as http.ServerResponse).flushHeaders()
+      if (answer.headers["content-length"] === undefined) res.flushHeaders()
       answer.on("error", () => res.destroy())
       answer.on("aborted", () => res.destroy())
-      answer.pipe(res as stream.Writable)
+      answer.pipe(res)
     })
     upstream.on("error", (error: NodeJS.ErrnoException) => {
       // the pool handed out a connection the backend had just closed: once more on a new one
@@ -291,7 +312,7 @@ const pipeBoth = (a: stream.Duplex, b: stream.Duplex): void => {
 export const handleUpgrade =
   (engine: Engine, proto: Proto) => (req: http.IncomingMessage, socket: stream.Duplex, head: Buffer) => {
     socket.on("error", () => socket.destroy())
-    const routed = route(engine, req, proto)
+    const routed = routeRequest(engine, req, proto)
     if (routed._tag === "Page") return writePageAndClose(socket, req, routed.page)
     const headers = backendHeaders(req, proto, routed.hops)
     const upgrade = firstValue(req.headers.upgrade) ?? "websocket"
@@ -307,77 +328,6 @@ export const handleUpgrade =
       if (head.length > 0) backend.write(head)
       pipeBoth(socket, backend)
     })
-  }
-
-/**
- * RFC 8441: a WebSocket over an HTTP/2 stream (`CONNECT` with `:protocol websocket`). The backend speaks HTTP/1.1,
- * so the proxy makes a classic upgrade with its own key, answers the stream 200 when the backend switches, and then
- * pipes the frames (WebSocket frames are the same bytes on both).
- */
-export const handleExtendedConnect =
-  (engine: Engine) => (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
-    const protocol = firstValue(req.headers[":protocol"])
-    if (protocol === undefined) {
-      res.writeHead(405, { "content-type": "text/plain; charset=utf-8" })
-      res.end("CONNECT is not supported by berth's proxy\n")
-      return
-    }
-    const routed = route(engine, req, "https")
-    if (routed._tag === "Page") return sendPage(req, res, routed.page)
-    const headers = backendHeaders(req, "https", routed.hops)
-    delete headers["sec-websocket-key"]
-    Object.assign(headers, {
-      connection: "upgrade",
-      upgrade: protocol,
-      "sec-websocket-key": crypto.randomBytes(16).toString("base64"),
-      "sec-websocket-version": firstValue(req.headers["sec-websocket-version"]) ?? "13"
-    })
-    const upstream = httpModule.request({
-      createConnection: (_options: unknown, callback: (e: Error | null, s: net.Socket) => void) => {
-        dialFor(engine, routed, (error, socket) => callback(error ?? null, socket!))
-        return undefined as unknown as net.Socket
-      },
-      host: "localhost",
-      port: routed.port,
-      method: "GET",
-      path: req.url,
-      headers,
-      setHost: false
-    })
-    upstream.on("upgrade", (answer: http.IncomingMessage, backend: net.Socket, rest: Buffer) => {
-      const out: Record<string, string> = {}
-      for (const name of ["sec-websocket-protocol", "sec-websocket-extensions"]) {
-        const v = firstValue(answer.headers[name])
-        if (v !== undefined) out[name] = v
-      }
-      res.writeHead(200, out)
-      if (rest.length > 0) res.write(rest)
-      backend.pipe(res as unknown as stream.Writable)
-      ;(req as unknown as stream.Readable).pipe(backend)
-      const done = () => {
-        backend.destroy()
-        if (!res.writableEnded) res.end()
-      }
-      backend.on("error", done)
-      backend.on("close", done)
-      res.on("close", () => backend.destroy())
-    })
-    upstream.on("response", (answer) => {
-      try {
-        res.writeHead(answer.statusCode ?? 502, responseHeaders(answer))
-      } catch {
-        answer.destroy()
-        res.destroy()
-        return
-      }
-      answer.pipe(res as unknown as stream.Writable)
-    })
-    upstream.on("error", (error: NodeJS.ErrnoException) => {
-      if (!res.headersSent) sendPage(req, res, routed.unavailable(failureReason(error)))
-      else res.destroy()
-    })
-    res.on("close", () => upstream.destroy())
-    upstream.end()
   }
 
 /** A plain `CONNECT host:port` over HTTP/1.1: berth is not a forward proxy. */

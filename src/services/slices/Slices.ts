@@ -24,11 +24,14 @@ import type * as Model from "../../domain/config/model.js"
 import {
   type DiskFull,
   type DriverMissing,
+  type GoldenInputsFailed,
   type InternalError,
-  InvalidRequest,
   type PathOutsideWorktree,
+  SliceCopyUnsupported,
   SliceServerFailed,
-  type StartFailed
+  type StartFailed,
+  UnsetVariable,
+  WorldMovedAway
 } from "../../domain/errors.js"
 import {
   forgetPlan,
@@ -70,11 +73,14 @@ export interface SliceWorld {
 export type SliceInit = (
   service: Model.SliceService,
   urls: ReadonlyMap<string, string>
-) => Effect.Effect<void, StartFailed | InvalidRequest | InternalError | DiskFull>
+) => Effect.Effect<void, StartFailed | InternalError | DiskFull>
 
 type SliceError =
   | StartFailed
-  | InvalidRequest
+  | UnsetVariable
+  | SliceCopyUnsupported
+  | WorldMovedAway
+  | GoldenInputsFailed
   | SliceServerFailed
   | InternalError
   | DiskFull
@@ -154,13 +160,13 @@ export interface SlicesService {
   readonly teardown: (
     world: Pick<SliceWorld, "id" | "name">,
     options?: { readonly only?: ReadonlySet<string>; readonly keepOnFailure?: boolean }
-  ) => Effect.Effect<ReadonlyArray<string>, InvalidRequest | SliceServerFailed | InternalError | DiskFull>
+  ) => Effect.Effect<ReadonlyArray<string>, SliceServerFailed | DriverMissing | InternalError | DiskFull>
   /** Fails (naming the slice) unless every ready slice of world `from` can be copied into a new world `to`. */
   readonly canCopy: (
     from: Pick<SliceWorld, "id" | "name">,
     to: string,
     searchPath: string | undefined
-  ) => Effect.Effect<void, InvalidRequest | SliceServerFailed | InternalError | DiskFull | DriverMissing>
+  ) => Effect.Effect<void, SliceCopyUnsupported | SliceServerFailed | InternalError | DiskFull | DriverMissing>
   /**
    * Copies every ready slice of world `from`, data included, into the new world `to` (`berth up <to> --from <from>`),
    * recorded as `to`'s, ready; refuses before anything is made when an adapter cannot clone. Whatever was made goes
@@ -170,7 +176,7 @@ export interface SlicesService {
     from: SliceWorld,
     to: SliceWorld,
     searchPath: string | undefined
-  ) => Effect.Effect<void, InvalidRequest | SliceServerFailed | InternalError | DiskFull | DriverMissing>
+  ) => Effect.Effect<void, SliceCopyUnsupported | SliceServerFailed | InternalError | DiskFull | DriverMissing>
   /** Rebuilds the golden of one slice service now, from the world's worktree and environment; answers its name. */
   readonly rebuildGolden: (
     world: SliceWorld,
@@ -188,7 +194,7 @@ export interface SlicesService {
     automatic?: boolean,
     /** `berth gc --goldens`: the goldens and spares of projects with no world left go now, not after the grace */
     goldens?: boolean
-  ) => Effect.Effect<GcReport, InvalidRequest | InternalError | DiskFull>
+  ) => Effect.Effect<GcReport, InternalError | DiskFull>
 }
 
 export class Slices extends Context.Tag("berth/Slices")<Slices, SlicesService>() {}
@@ -556,16 +562,24 @@ const make = Effect.gen(function* () {
         // the user's own database, seeded by hand: copied, then the branch's migrate runs on the copy (no seed: the
         // data came with it). There is no falling back: migrate and seed would not make that data
         if (adapter.copyExisting === undefined) {
-          return yield* new InvalidRequest({
-            reason: `world ${world.name}: slice ${service.name}: the ${service.adapter} adapter cannot copy a database already on its server (clone_from = ${JSON.stringify(service.cloneSource)})\n  hint: clone_from = "<database>" works with postgres and mysql; use clone_from = "golden" or remove it`
+          return yield* new SliceCopyUnsupported({
+            world: world.name,
+            slice: service.name,
+            adapter: service.adapter,
+            database: service.cloneSource
           })
         }
         yield* guard
         yield* adapter.copyExisting(service.cloneSource, slice).pipe(
           Effect.mapError((e) =>
             e.kind === "invalid"
-              ? new InvalidRequest({
-                  reason: `${failure(e).message}\n  hint: make and seed that database on the server, or name another in clone_from`
+              ? new SliceServerFailed({
+                  world: world.name,
+                  slice: service.name,
+                  adapter: service.adapter,
+                  kind: e.kind,
+                  reason: e.message,
+                  hint: "make and seed that database on the server, or name another in clone_from"
                 })
               : failure(e)
           )
@@ -638,10 +652,7 @@ const make = Effect.gen(function* () {
   const sliceServer = (slice: Slice) => shortHash(serverOf(slice), 12)
 
   /** This machine was given up on the world meanwhile: it leaves the world's slices to the machine that runs it now. */
-  const lost = (world: SliceWorld, service: string) =>
-    new InvalidRequest({
-      reason: `world ${world.name}: slice ${service}: the cluster has given the world to another machine meanwhile; its slices are left to that machine`
-    })
+  const lost = (world: SliceWorld, service: string) => new WorldMovedAway({ world: world.name, slice: service })
 
   /** Fails unless this machine still holds the world: read right before a slice that moves with it is overwritten. */
   const stillHeld = (world: SliceWorld, service: string, shared: SharedSlices) =>
@@ -684,9 +695,7 @@ const make = Effect.gen(function* () {
       if (service.adminUrl !== undefined) {
         const missing = unresolvedIn(resolveTemplate(service.adminUrl, { services: new Map(), env }))
         if (missing.length > 0) {
-          return yield* new InvalidRequest({
-            reason: `world ${world.name}: slice ${service.name}: ${missing.map((t) => `${t} is not set`).join(", ")}`
-          })
+          return yield* new UnsetVariable({ world: world.name, slice: service.name, variables: missing })
         }
       }
       const previous = before.get(service.name)
@@ -811,14 +820,13 @@ const make = Effect.gen(function* () {
       }
       // the world's own PATH, where its external adapter was found at its up
       const dropped = yield* implementation(row.adapter, of?.env?.PATH).pipe(
-        // a client missing now (`DriverMissing`) keeps the slice, as a server that is down does
-        Effect.mapError((e) => (e._tag === "DriverMissing" ? new InvalidRequest({ reason: e.message }) : e)),
         Effect.flatMap((adapter) =>
           adapter.teardown(slice).pipe(Effect.mapError(adapterFailure(world.name, row.service, row.adapter)))
         ),
         Effect.as(true),
+        // a client missing now (`DriverMissing`) keeps the slice, as a server that is down does
         Effect.catchAll((e) =>
-          options.keepOnFailure === true ? Effect.as(Effect.logWarning(e.reason), false) : Effect.fail(e)
+          options.keepOnFailure === true ? Effect.as(Effect.logWarning(e.message), false) : Effect.fail(e)
         )
       )
       if (dropped) {
@@ -842,9 +850,7 @@ const make = Effect.gen(function* () {
       const adapter = yield* implementation(row.adapter, searchPath)
       const capabilities = isExternal(adapter) ? yield* adapter.askCapabilities : adapter.capabilities
       if (!capabilities.clone) {
-        return yield* new InvalidRequest({
-          reason: `world ${from.name}: slice ${row.service} (${row.adapter}) cannot be copied: the ${row.adapter} adapter cannot clone a slice\n  hint: berth up ${to} without --from gives the new world its own slices, migrated and seeded`
-        })
+        return yield* new SliceCopyUnsupported({ world: from.name, slice: row.service, adapter: row.adapter, to })
       }
       plans.push({ row, adapter })
     }

@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import * as Effect from "effect/Effect"
 import { escapesWorktree } from "../../domain/golden.js"
-import { InvalidRequest } from "../../domain/errors.js"
+import { GoldenInputsFailed } from "../../domain/errors.js"
 import { matchingFiles } from "../worktree/files.js"
 import { LandsOutside, outsideWorktree } from "../worktree/paths.js"
 
@@ -34,8 +34,13 @@ export const goldenInputs = (
           ] as const
       )
     },
-    catch: (e) =>
-      e instanceof LandsOutside
-        ? outsideWorktree(of.world, e)
-        : new InvalidRequest({ reason: e instanceof Error ? e.message : String(e) })
+    catch: (e) => {
+      if (e instanceof LandsOutside) return outsideWorktree(of.world, e)
+      const reason = e instanceof Error ? e.message : String(e)
+      return new GoldenInputsFailed({
+        world: of.world,
+        slice: of.service,
+        reason: reason.startsWith("golden_inputs") ? reason : `golden_inputs: ${reason}`
+      })
+    }
   })

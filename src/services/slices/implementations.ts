@@ -12,7 +12,7 @@ import { externalAdapter } from "../../../adapters/external/index.js"
 import { type Adapter, implementations } from "../../../adapters/index.js"
 import { builtinAdapters, isValidAdapterName } from "../../domain/adapters.js"
 import { drivers, installCommand } from "../../domain/drivers.js"
-import { DriverMissing, InvalidRequest } from "../../domain/errors.js"
+import { DriverMissing, InternalError } from "../../domain/errors.js"
 
 const externals = new Map<string, Adapter>()
 
@@ -34,7 +34,7 @@ const missingDriver = (adapter: string, family: string): DriverMissing | undefin
 export const implementation = (
   adapter: string,
   searchPath?: string
-): Effect.Effect<Adapter, InvalidRequest | DriverMissing> => {
+): Effect.Effect<Adapter, InternalError | DriverMissing> => {
   const family = builtinAdapters.get(adapter)?.family ?? adapter
   const builtin = implementations.get(family)
   if (builtin !== undefined) {
@@ -42,7 +42,12 @@ export const implementation = (
     return missing === undefined ? Effect.promise(builtin) : Effect.fail(missing)
   }
   if (!isValidAdapterName(adapter)) {
-    return Effect.fail(new InvalidRequest({ reason: `adapter name ${JSON.stringify(adapter)} is not valid` }))
+    // berth.toml's check refuses such a name: only a damaged record of berth's own can hold one
+    return Effect.fail(
+      new InternalError({
+        reason: `a slice's record names the adapter ${JSON.stringify(adapter)}, which is no valid name`
+      })
+    )
   }
   const path = [searchPath, process.env.PATH].filter((p) => p !== undefined && p !== "").join(":")
   const key = `${adapter}\u0000${path}`

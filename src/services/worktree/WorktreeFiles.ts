@@ -15,8 +15,9 @@ import {
   type DiskFull,
   FolderInTheWay,
   GitCommandFailed,
-  InvalidRequest,
-  type PathOutsideWorktree
+  type PathOutsideWorktree,
+  WorktreeFileFailed,
+  WorktreeMissing
 } from "../../domain/errors.js"
 import { asDiskFull } from "../disk.js"
 import { Git } from "../Git.js"
@@ -36,12 +37,12 @@ export interface WorktreeFilesService {
    */
   readonly ensure: (
     w: WorldRow
-  ) => Effect.Effect<{ readonly madeBranch: string | undefined }, FolderInTheWay | InvalidRequest | GitCommandFailed>
+  ) => Effect.Effect<{ readonly madeBranch: string | undefined }, FolderInTheWay | WorktreeMissing | GitCommandFailed>
   /** What `[project] copy` and `link` bring from the main checkout into a new worktree. */
   readonly bring: (
     w: WorldRow,
     project: Model.ProjectConfig
-  ) => Effect.Effect<Brought, InvalidRequest | PathOutsideWorktree>
+  ) => Effect.Effect<Brought, WorktreeFileFailed | PathOutsideWorktree | DiskFull>
   /**
    * A service's variables written into the berth block of each of its `env_file`s; what a file held before its first
    * write is kept in `before`. A path that lands outside the worktree is refused before anything is written.
@@ -51,7 +52,7 @@ export interface WorktreeFilesService {
     service: Model.ProcessService,
     vars: Readonly<Record<string, string>>,
     before: EnvBefore
-  ) => Effect.Effect<void, InvalidRequest | PathOutsideWorktree | DiskFull>
+  ) => Effect.Effect<void, WorktreeFileFailed | PathOutsideWorktree | DiskFull>
   /** The files as they were before (`writeEnv`'s record): one berth made goes. */
   readonly restoreEnv: (before: EnvBefore) => Effect.Effect<void>
   /** What `env_file` wrote, taken back (only the berth block; a file berth made goes). */
@@ -69,11 +70,11 @@ export interface WorktreeFilesService {
 
 export class WorktreeFiles extends Context.Tag("berth/WorktreeFiles")<WorktreeFiles, WorktreeFilesService>() {}
 
-/** A path berth would use that lands outside the worktree: the refusal, or (never expected) what else went wrong. */
+/** A path berth would use that lands outside the worktree: the refusal, or what else the file system said. */
 export const outsideOr = (w: WorldRow, what: string) => (e: unknown) =>
   e instanceof LandsOutside
     ? outsideWorktree(w.name, e)
-    : new InvalidRequest({ reason: `world ${w.name}: ${what}: ${e instanceof Error ? e.message : String(e)}` })
+    : new WorktreeFileFailed({ world: w.name, what, reason: e instanceof Error ? e.message : String(e) })
 
 /**
  * The folder a service runs in: its `dir` under the worktree, every link on the way followed, or the worktree. A `dir`
@@ -144,7 +145,7 @@ const make = Effect.gen(function* () {
         if (w.isMain || (yield* git.isWorktreeOf(w.mainRoot, w.path))) return { madeBranch: undefined }
         return yield* new FolderInTheWay({ world: w.name, path: w.path, mainRoot: w.mainRoot })
       }
-      if (w.isMain) return yield* new InvalidRequest({ reason: `the main checkout ${w.path} is missing` })
+      if (w.isMain) return yield* new WorktreeMissing({ world: w.name, path: w.path, main: true })
       const added = yield* git
         .addWorktree(w.mainRoot, w.path, w.branch ?? w.name)
         .pipe(Effect.mapError((e) => new GitCommandFailed({ reason: e.message })))
@@ -154,7 +155,8 @@ const make = Effect.gen(function* () {
   const bring = (w: WorldRow, project: Model.ProjectConfig) =>
     Effect.try({
       try: () => bringIntoWorktree(w.mainRoot, w.path, project),
-      catch: outsideOr(w, `bringing [project] copy/link files from ${w.mainRoot}`)
+      catch: (e) =>
+        asDiskFull(e, w.path, home.root) ?? outsideOr(w, `bringing [project] copy/link files from ${w.mainRoot}`)(e)
     })
 
   const writeEnv = (
@@ -183,8 +185,10 @@ const make = Effect.gen(function* () {
             },
             catch: (e) =>
               asDiskFull(e, l.resolved, home.root) ??
-              new InvalidRequest({
-                reason: `services.${service.name}.env_file ${l.resolved}: ${e instanceof Error ? e.message : String(e)}`
+              new WorktreeFileFailed({
+                world: w.name,
+                what: `${field} ${l.resolved}`,
+                reason: e instanceof Error ? e.message : String(e)
               })
           })
         }),
