@@ -562,6 +562,8 @@ describe("ServiceActor", () => {
       })
     )
 
+    // the daemon shortens a backed-off wait by a random fifth at most (livenessDelayMs' spread): at spread 1 the waits
+    // are the whole intervals counted here
     it.effect("a service that answers steadily is probed less often, and a miss brings the interval back", () =>
       Effect.gen(function* () {
         const { h, plan } = yield* ready
@@ -579,7 +581,30 @@ describe("ServiceActor", () => {
         expect(yield* probes()).toBe(1 + 6)
         yield* TestClock.adjust(WATCH_INTERVAL_MS)
         expect(yield* probes()).toBe(1 + 7)
-      })
+      }).pipe(Effect.withRandomFixed([1]))
+    )
+
+    it.effect("a backed-off wait is shortened by a fifth at most, and the interval after a miss is not", () =>
+      Effect.gen(function* () {
+        const { h, plan } = yield* ready
+        const probes = () => h.health.attempts(plan.logFile)
+        const I = WATCH_INTERVAL_MS
+        for (let pass = 1; pass <= 4; pass++) yield* TestClock.adjust(I)
+        expect(yield* probes()).toBe(1 + 4)
+        // twice the interval less a fifth (1.6): not at 1.5, by 1.7 (the whole wait would be 2)
+        yield* TestClock.adjust(I * 1.5)
+        expect(yield* probes()).toBe(1 + 4)
+        yield* TestClock.adjust(I * 0.2)
+        expect(yield* probes()).toBe(1 + 5)
+        // four intervals less a fifth (3.2) then a miss, and the next a whole interval after it
+        yield* h.health.setHealthy(plan.logFile, false)
+        yield* TestClock.adjust(I * 3.1)
+        expect(yield* probes()).toBe(1 + 6)
+        yield* TestClock.adjust(I * 0.9)
+        expect(yield* probes()).toBe(1 + 6)
+        yield* TestClock.adjust(I * 0.1)
+        expect(yield* probes()).toBe(1 + 7)
+      }).pipe(Effect.withRandomFixed([0]))
     )
 
     it.effect("probes stop with the process: no verdict after it exited", () =>
