@@ -2,14 +2,16 @@
  * The daemon's own gc sweep against provisions in flight, over the real Slices, the real Registry (SQLite) and the
  * embedded `dir` adapter: a world's slice is never dropped while it is being made or filled, at any moment of it.
  */
-import { mkdtempSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import type * as Model from "../../src/domain/config/model.js"
 import { Home } from "../../src/services/Home.js"
 import { Registry, RegistryLive } from "../../src/services/Registry.js"
@@ -23,6 +25,9 @@ afterAll(() => {
 })
 
 const slice = dirSlice
+
+/** where a dir slice's address points */
+const pathOf = (address: string) => (address.startsWith("file:") ? fileURLToPath(address) : address)
 
 /** Run when gc asks for the slice servers: after it has read the rows, before it lists servers and draws its plan. */
 let beforeListing: Effect.Effect<void> = Effect.void
@@ -126,6 +131,46 @@ describe("gc while a world's slices are provisioned", () => {
         expect(swept.entries).toEqual([])
         yield* Fiber.join(provision)
         expect((yield* registry.slices(w.id)).map((r) => [r.service, r.state])).toEqual([["only", "ready"]])
+      }).pipe(Effect.provide(layer())),
+    20_000
+  )
+})
+
+describe("two gc runs at once", () => {
+  it.effect(
+    "a gc asked while the daemon's sweep is under way waits for it, and finds what the sweep dropped gone",
+    () =>
+      Effect.gen(function* () {
+        const slices = yield* Slices
+        const registry = yield* Registry
+        // a world's slice that the registry then forgets, and the world gone: the dir adapter still lists it, unrecorded
+        const { provision, release, w } = yield* provisionBlocked([slice("lost", "block")], "lost")
+        yield* release
+        const urls = yield* Fiber.join(provision)
+        const lost = (yield* registry.slices(w.id)).find((r) => r.service === "lost")!
+        yield* registry.forgetSlice(lost.id)
+        yield* registry.deleteWorld(w.id)
+        // the sweep stops after reading the rows, until the test lets it go; each gc that gets that far is counted
+        const sweepGoes = yield* Deferred.make<void>()
+        let listed = 0
+        beforeListing = Effect.suspend(() => {
+          listed++
+          return listed === 1 ? Deferred.await(sweepGoes) : Effect.void
+        })
+        const sweep = yield* Effect.fork(slices.gc(false, {}, true))
+        yield* Effect.yieldNow()
+        const asked = yield* Effect.fork(slices.gc(false))
+        for (let i = 0; i < 20; i++) yield* Effect.yieldNow()
+        // the user's gc has not begun: it would read the same servers and race the sweep's drops
+        expect(listed).toBe(1)
+        expect(yield* Fiber.poll(asked)).toEqual(Option.none())
+        yield* Deferred.succeed(sweepGoes, undefined)
+        const swept = yield* Fiber.join(sweep)
+        const done = yield* Fiber.join(asked)
+        beforeListing = Effect.void
+        expect(swept.entries.map((e) => [e.name, e.outcome])).toContainEqual([lost.name, "dropped"])
+        expect(done.entries.filter((e) => e.name === lost.name)).toEqual([])
+        expect(existsSync(pathOf(urls.get("lost")!))).toBe(false)
       }).pipe(Effect.provide(layer())),
     20_000
   )
