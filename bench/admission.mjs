@@ -13,6 +13,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import { commitRepo } from "./fixtures.mjs"
+import { machineNow, summaryLine } from "./stats.mjs"
 
 const { values: options } = parseArgs({
   options: {
@@ -57,6 +58,7 @@ const cpuTicks = (pid) => {
 }
 const TICKS_PER_SECOND = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100
 
+const machineBefore = machineNow()
 try {
   berth("port", "--range", "44000-45999")
   berth("reserve", "--max-parallel", String(parallel), "--ram", "0", "--disk", "0")
@@ -98,7 +100,25 @@ try {
     waitMaxMs: max,
     fairness: Number((max / mean).toFixed(2)),
     idleSeconds,
-    idleCpuPercentOfOneCore: Number((idleCpu * 100).toFixed(2))
+    idleCpuPercentOfOneCore: Number((idleCpu * 100).toFixed(2)),
+    summaries: [
+      summaryLine({
+        what: `wait of ${worldCount} worlds at once through max_parallel ${parallel}`,
+        values: waits.map((w) => w / 1000),
+        unit: "s",
+        digits: 2,
+        before: machineBefore,
+        goal: `max/mean ${(max / mean).toFixed(2)}, all ran after ${(allRanMs / 1000).toFixed(1)} s`
+      }),
+      summaryLine({
+        what: `daemon CPU at rest with ${worldCount} worlds up, % of one core over ${idleSeconds} s`,
+        values: [idleCpu * 100],
+        unit: "%",
+        digits: 2,
+        before: machineBefore,
+        goal: "goal < 1 %"
+      })
+    ]
   }
   if (options.json) console.log(JSON.stringify(result, null, 2))
   else {
@@ -110,6 +130,8 @@ try {
     console.log(
       `  daemon CPU, idle, ${worldCount} worlds up: ${result.idleCpuPercentOfOneCore}% of one core over ${idleSeconds} s`
     )
+    console.log("")
+    for (const line of result.summaries) console.log(line)
   }
 } finally {
   spawnSync(cli, ["down", "--all"], { cwd: repo, env })

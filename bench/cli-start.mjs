@@ -8,7 +8,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { median, printTable, summarize } from "./stats.mjs"
+import { machineNow, median, printTable, summarize, summaryLine } from "./stats.mjs"
 
 const { values: options } = parseArgs({
   options: {
@@ -76,6 +76,7 @@ const env = { ...inherited, XDG_CACHE_HOME: join(work, "cache") }
 const samples = commands.map(() => [])
 const failures = new Map()
 
+const machineBefore = machineNow()
 try {
   for (let round = 0; round < warmups + runs; round++) {
     // rotate the order too, so that no command always runs right after the same other one
@@ -104,10 +105,22 @@ const results = commands.map((command, i) => ({
   ...(failures.has(i) ? { failed: failures.get(i) } : {})
 }))
 
+const summaries = commands.map((command, i) =>
+  summaryLine({
+    what: command.name,
+    values: samples[i],
+    unit: "ms",
+    digits: 1,
+    before: machineBefore,
+    goal: i === 0 ? undefined : `${(median(samples[i]) / baseline).toFixed(2)}× node -e 0`
+  })
+)
 for (const [i, message] of failures) console.error(`warning: ${commands[i].name} failed (${message})`)
 if (options.json) {
-  console.log(JSON.stringify({ node: process.version, runs, warmups, results }, null, 2))
+  console.log(JSON.stringify({ node: process.version, runs, warmups, results, summaries }, null, 2))
 } else {
   console.log(`${runs} runs each after ${warmups} warm-ups, interleaved; Node ${process.version}\n`)
   printTable(results)
+  console.log("")
+  for (const line of summaries) console.log(line)
 }

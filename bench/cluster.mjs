@@ -30,7 +30,7 @@ import {
   thawWatching
 } from "../test/cluster/netns.mjs"
 import { commitRepo } from "./fixtures.mjs"
-import { median, printTable, summarize } from "./stats.mjs"
+import { machineNow, median, printTable, summarize, summaryLine } from "./stats.mjs"
 
 const { values: options } = parseArgs({
   options: {
@@ -164,6 +164,7 @@ for (;;) {
   await new Promise((r) => setTimeout(r, 500))
 }
 const across = await statusRuns(`status --json, ${3 * (worldCount + 1)} worlds of 3 machines`)
+const machineBefore = machineNow()
 const clusterStatus = []
 for (let i = 0; i < runs; i++) clusterStatus.push(await timed(h1, ["cluster", "status", "--json"]))
 
@@ -452,6 +453,23 @@ else {
           ? `; after each wake the old copies ended in: ${wakes.get(f).join(", ")} ms (median ${median(wakes.get(f)).toFixed(1)}, load average ${loadAverage()})`
           : "")
     )
+  }
+  console.log("")
+  const line = (what, values, unit, goal, digits = 1) =>
+    console.log(summaryLine({ what, values, unit, digits, before: machineBefore, goal }))
+  line("cluster status --json, 3 machines", clusterStatus, "ms", "goal ≤ 200 ms")
+  line("a request to this machine's own world", localMs, "ms", undefined, 2)
+  line("a request to another machine's world", remoteMs, "ms", "goal: ≤ 1 ms more than its own", 2)
+  for (const f of faults) {
+    if (failover.get(f).length === 0) continue
+    line(
+      `failover after ${f}`,
+      failover.get(f).map((ms) => ms / 1000),
+      "s",
+      `goal ≤ 10 s; longest overlap ${overlaps.get(f)} ms (goal: none)`,
+      2
+    )
+    if (wakes.get(f).length > 0) line(`old copies ended after the wake (${f})`, wakes.get(f), "ms")
   }
 }
 for (const name of anywhereNames) await berth(h1, ["remove", name, "--force"]).catch(() => undefined)

@@ -1,8 +1,9 @@
 // Shared by the benchmark scripts: a committed git repository to run berth in, a free port, the floor of a warm `up`
 // (servers started directly until each answers), and the daemon's Node flags.
-import { execFileSync, spawn } from "node:child_process"
-import { readFileSync } from "node:fs"
+import { execFileSync, spawn, spawnSync } from "node:child_process"
+import { mkdirSync, readdirSync, readFileSync } from "node:fs"
 import * as net from "node:net"
+import { join } from "node:path"
 
 /** `git init` in `dir` and commit what is there, as berth's benchmarks need a repository to make worktrees of. */
 export const commitRepo = (dir, env = process.env) => {
@@ -82,4 +83,83 @@ export const daemonNodeFlags = () => {
   const list = /DAEMON_NODE_FLAGS: ReadonlyArray<string> = \[([^\]]*)\]/.exec(source)
   if (list === null) throw new Error("bench: DAEMON_NODE_FLAGS not found in src/daemon/client.ts")
   return [...list[1].matchAll(/"([^"]+)"/g)].map((m) => m[1])
+}
+
+/**
+ * Starts the daemon of `home` here, under V8's profiler (`--cpu-prof`: its profile is written to `dir` when it
+ * stops), with the daemon's own flags, and waits until it answers.
+ */
+export const startProfiledDaemon = async ({ cli, cwd, home, env, dir }) => {
+  mkdirSync(dir, { recursive: true })
+  mkdirSync(home, { recursive: true, mode: 0o700 })
+  const flags = [...daemonNodeFlags(), "--cpu-prof", `--cpu-prof-dir=${dir}`]
+  const daemon = spawn(process.execPath, [...flags, join(cli, "..", "berth.cjs"), "daemon", "run"], {
+    cwd: home,
+    env,
+    detached: true,
+    stdio: "ignore"
+  })
+  daemon.unref()
+  for (let i = 0; i < 100 && spawnSync(cli, ["daemon", "status"], { cwd, env }).status !== 0; i++)
+    await new Promise((r) => setTimeout(r, 100))
+}
+
+/** Microseconds on the monotonic clock V8's profile samples are timed by. */
+export const monotonicUs = () => Number(process.hrtime.bigint() / 1000n)
+
+/**
+ * The functions that took the most of a profiled daemon's CPU within the given windows (`{ from, to }` in
+ * `monotonicUs`), from the profile `startProfiledDaemon` had it write once stopped; undefined until it is there.
+ */
+export const profileSummary = (dir, pid, windows, top = 30) => {
+  const file = readdirSync(dir).find((f) => f.endsWith(".cpuprofile") && f.split(".").includes(String(pid)))
+  if (file === undefined) return undefined
+  const profile = JSON.parse(readFileSync(join(dir, file), "utf8"))
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
+  const self = new Map()
+  let t = profile.startTime
+  let counted = 0
+  profile.samples.forEach((id, i) => {
+    t += profile.timeDeltas[i]
+    if (!windows.some((w) => t >= w.from && t <= w.to)) return
+    const { functionName, url, lineNumber } = byId.get(id).callFrame
+    const where = `${functionName || "(anonymous)"} ${url.split("/").slice(-2).join("/")}:${lineNumber + 1}`
+    self.set(where, (self.get(where) ?? 0) + 1)
+    counted++
+  })
+  return {
+    file: join(dir, file),
+    samples: counted,
+    top: [...self]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([where, n]) => `${((n / counted) * 100).toFixed(1)} % ${where}`)
+  }
+}
+
+/** Waits (up to 10 s) for a stopped daemon's profile, and summarizes it. */
+export const awaitProfile = async (dir, pid, windows) => {
+  for (let i = 0; i < 50; i++) {
+    const summary = profileSummary(dir, pid, windows)
+    if (summary !== undefined) return summary
+    await new Promise((r) => setTimeout(r, 200))
+  }
+  return undefined
+}
+
+/**
+ * CPU time (user + system, ms) a process has used so far, every thread of it: from each thread's
+ * `/proc/<pid>/task/<tid>/schedstat` (nanoseconds), or `/proc/<pid>/stat` in 10 ms ticks where there is none.
+ */
+export const cpuMs = (pid) => {
+  try {
+    let ns = 0
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0])
+    }
+    return ns / 1e6
+  } catch {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")
+    return (Number(fields[11]) + Number(fields[12])) * 10
+  }
 }

@@ -14,13 +14,13 @@
 // --runs repeats the idle window and reports the median and range of the CPU readings.
 // Goals (issue of the idle swarm): < 1 % of one core and RSS ≤ 200 MiB at 100 × 3; status --json ≤ 1.2× node -e 0.
 // The last line is the summary: the figures, the machine (cores, load average before and after) and the date.
-import { spawn, spawnSync } from "node:child_process"
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { spawnSync } from "node:child_process"
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { availableParallelism, loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { commitRepo, daemonNodeFlags } from "./fixtures.mjs"
+import { awaitProfile, commitRepo, monotonicUs, startProfiledDaemon } from "./fixtures.mjs"
 import { median } from "./stats.mjs"
 
 const { values: options } = parseArgs({
@@ -115,52 +115,13 @@ const straceCounts = (pid) => {
 }
 
 /**
- * With --cpu-prof DIR, the daemon is started here under V8's profiler (`--cpu-prof`, its profile written when it
- * stops), and the first idle window's bounds are kept: V8's sample times and this process's `hrtime` read the same
- * monotonic clock, so only the samples taken while the swarm was idle are counted.
+ * With --cpu-prof DIR, the daemon is started here under V8's profiler, and the first idle window's bounds are kept:
+ * V8's sample times and this process's `hrtime` read the same monotonic clock, so only the samples taken while the
+ * swarm was idle are counted.
  */
 const profileDir = options["cpu-prof"]
 const idleWindows = []
-if (profileDir !== undefined) {
-  mkdirSync(profileDir, { recursive: true })
-  mkdirSync(home, { recursive: true, mode: 0o700 })
-  const flags = [...daemonNodeFlags(), "--cpu-prof", `--cpu-prof-dir=${profileDir}`]
-  const daemon = spawn(process.execPath, [...flags, join(cli, "..", "berth.cjs"), "daemon", "run"], {
-    cwd: home,
-    env,
-    detached: true,
-    stdio: "ignore"
-  })
-  daemon.unref()
-  for (let i = 0; i < 100 && spawnSync(cli, ["daemon", "status"], { cwd: repo, env }).status !== 0; i++)
-    await sleep(100)
-}
-const nowUs = () => Number(process.hrtime.bigint() / 1000n)
-
-/** The functions that took the most of the daemon's CPU while the swarm was idle, from its V8 profile. */
-const profileSummary = (dir, pid, window) => {
-  const file = readdirSync(dir).find((f) => f.endsWith(".cpuprofile") && f.split(".").includes(String(pid)))
-  if (file === undefined) return undefined
-  const profile = JSON.parse(readFileSync(join(dir, file), "utf8"))
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
-  const self = new Map()
-  let t = profile.startTime
-  let counted = 0
-  profile.samples.forEach((id, i) => {
-    t += profile.timeDeltas[i]
-    if (t < window.from || t > window.to) return
-    const { functionName, url, lineNumber } = byId.get(id).callFrame
-    const where = `${functionName || "(anonymous)"} ${url.split("/").slice(-2).join("/")}:${lineNumber + 1}`
-    self.set(where, (self.get(where) ?? 0) + 1)
-    counted++
-  })
-  const top = [...self].sort((a, b) => b[1] - a[1]).slice(0, 30)
-  return {
-    file: join(dir, file),
-    samples: counted,
-    top: top.map(([where, n]) => `${((n / counted) * 100).toFixed(1)} % ${where}`)
-  }
-}
+if (profileDir !== undefined) await startProfiledDaemon({ cli, cwd: repo, home, env, dir: profileDir })
 
 const results = []
 const loadBefore = loadavg()
@@ -182,9 +143,9 @@ try {
     for (let r = 0; r < runs; r++) {
       const ticks = cpuTicks(pid)
       const sc = syscalls(pid)
-      const from = nowUs()
+      const from = monotonicUs()
       await sleep(seconds * 1000)
-      if (idleWindows.length === 0) idleWindows.push({ pid, from, to: nowUs() })
+      if (idleWindows.length === 0) idleWindows.push({ pid, from, to: monotonicUs() })
       cpu.push(((cpuTicks(pid) - ticks) / TICKS_PER_SECOND / seconds) * 100)
       calls = (syscalls(pid) - sc) / seconds
     }
@@ -222,10 +183,7 @@ try {
   spawnSync(cli, ["daemon", "stop"], { cwd: repo, env })
   if (profileDir !== undefined && idleWindows.length > 0) {
     // the profile is written as the daemon exits
-    for (let i = 0; i < 50 && profiled === undefined; i++) {
-      await sleep(200)
-      profiled = profileSummary(profileDir, idleWindows[0].pid, idleWindows[0])
-    }
+    profiled = await awaitProfile(profileDir, idleWindows[0].pid, [idleWindows[0]])
   }
   rmSync(base, { recursive: true, force: true })
 }

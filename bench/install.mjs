@@ -11,7 +11,7 @@ import { loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { median } from "./stats.mjs"
+import { machineNow, median, summaryLine } from "./stats.mjs"
 
 const { values: options } = parseArgs({
   options: {
@@ -44,6 +44,7 @@ const diskBytes = (path, seen = new Set()) => {
 
 const round = (n, digits = 1) => Number(n.toFixed(digits))
 const loadBefore = loadavg().map((l) => round(l, 2))
+const machineBefore = machineNow()
 const results = []
 let tarball
 let packedBytes = 0
@@ -116,5 +117,25 @@ else {
       `install scripts: ${typeof summary.installScripts === "string" ? summary.installScripts : summary.installScripts.join(", ") || "none"}; ` +
       `berth --version: ${summary.version}; ` +
       `load ${loadBefore.join(" ")} → ${summary.load.after.join(" ")}; node ${process.version}`
+  )
+  console.log(
+    summaryLine({
+      what: "install from the tarball",
+      values: seconds,
+      unit: "s",
+      digits: 1,
+      before: machineBefore,
+      goal: "goal < 20 s"
+    })
+  )
+  console.log(
+    summaryLine({
+      what: "installed size",
+      values: megabytes,
+      unit: "MB",
+      digits: 1,
+      before: machineBefore,
+      goal: "goal < 40 MB"
+    })
   )
 }

@@ -10,7 +10,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import { commitRepo, floor } from "./fixtures.mjs"
-import { median } from "./stats.mjs"
+import { machineNow, median, summaryLine } from "./stats.mjs"
 
 const { values: options } = parseArgs({
   options: { runs: { type: "string", default: "8" }, "clean-env": { type: "boolean" } }
@@ -51,6 +51,7 @@ const berth = (...args) => {
   if (r.status !== 0) throw new Error(`${args.join(" ")} failed: ${r.stderr}`)
 }
 
+const machineBefore = machineNow()
 const runs = []
 try {
   berth("port", "--range", "42000-43999")
@@ -97,5 +98,14 @@ for (const [label, at] of [...byLabel].sort((a, b) => median(a[1]) - median(b[1]
 }
 const over = runs.map((r) => r.warm - r.floor)
 console.log(
-  `\nwarm up ${median(runs.map((r) => r.warm)).toFixed(0)} ms, floor ${median(runs.map((r) => r.floor)).toFixed(0)} ms; warm up − floor: median ${median(over).toFixed(0)}, range ${Math.min(...over).toFixed(0)}–${Math.max(...over).toFixed(0)} ms`
+  `\nwarm up ${median(runs.map((r) => r.warm)).toFixed(0)} ms, floor ${median(runs.map((r) => r.floor)).toFixed(0)} ms`
+)
+console.log(
+  summaryLine({
+    what: "warm up − floor (traced)",
+    values: over,
+    unit: "ms",
+    before: machineBefore,
+    goal: "goal ≤ 100 ms"
+  })
 )

@@ -1,5 +1,6 @@
 // How fast worlds come up and how cheaply the daemon answers, next to `node -e 0`, in one run; and the daemon's
-// memory with many worlds up. Usage: node bench/up.mjs [--runs N] [--worlds N] [--clean-env] [--json]   (build first)
+// memory with many worlds up. Usage: node bench/up.mjs [--runs N] [--worlds N] [--clean-env] [--cpu-prof DIR] [--json]
+// (build first)
 //
 // - cold up: `berth up <new world>` of a 3-service world (a new worktree, new port leases, three processes that
 //   start at once — no depends_on — each checked by tcp)
@@ -7,25 +8,29 @@
 // - floor: the same three services started directly (`node server.js`, in parallel) until each accepts a connection:
 //   what a warm `up` cannot beat; the goal is a warm `up` within 100 ms of it (each run's pair is reported)
 // - status --json / env --json: one daemon round trip each
-// - daemon CPU: what the daemon used (user + system, from /proc) during each warm up and each down
+// - daemon CPU: what the daemon used (every thread of it, from /proc) during each warm up and each down
 // - daemon RSS: VmRSS of the daemon with --worlds worlds × 3 services up (services are `sleep`, so the machine's
 //   memory goes to the daemon's bookkeeping only)
-// --clean-env: see `env` below.
+// --clean-env: see `env` below. --cpu-prof DIR starts the daemon under V8's profiler and prints where its CPU went
+// during the warm ups.
+// The last lines are the summaries: each figure's median and range, the machine (cores, load average before and
+// after), the day and the command.
 import { execFileSync, spawnSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { commitRepo, floor } from "./fixtures.mjs"
-import { median, printTable, summarize } from "./stats.mjs"
+import { awaitProfile, commitRepo, cpuMs, floor, monotonicUs, startProfiledDaemon } from "./fixtures.mjs"
+import { machineNow, median, printTable, summarize, summaryLine } from "./stats.mjs"
 
 const { values: options } = parseArgs({
   options: {
     runs: { type: "string", default: "15" },
     worlds: { type: "string", default: "50" },
     json: { type: "boolean" },
-    "clean-env": { type: "boolean" }
+    "clean-env": { type: "boolean" },
+    "cpu-prof": { type: "string" }
   }
 })
 const runs = Number(options.runs)
@@ -63,15 +68,16 @@ const berth = (...args) => time(args, cli)
 /** Answers once something accepts a connection on the port (polled every 5 ms, as tightly as a health check can). */
 
 const samples = { node: [], floor: [], cold: [], warm: [], over: [], status: [], env: [], upCpu: [], downCpu: [] }
-/** CPU time (user + system, ms) the process has used so far, by /proc (10 ms ticks: read over many runs) */
-const cpuMs = (pid) => {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")
-  return (Number(fields[11]) + Number(fields[12])) * 10
-}
+const machineBefore = machineNow()
+const profileDir = options["cpu-prof"]
+/** the warm ups' bounds on the clock the profile's samples are timed by */
+const warmWindows = []
+let daemonPid
 try {
+  if (profileDir !== undefined) await startProfiledDaemon({ cli, cwd: repo, home, env, dir: profileDir })
   berth("port", "--range", "42000-43999")
   berth("up", "warmup", "--service", "a", "--service", "b", "--service", "c")
-  const daemonPid = JSON.parse(spawnSync(cli, ["daemon", "status", "--json"], { cwd: repo, env }).stdout).pid
+  daemonPid = JSON.parse(spawnSync(cli, ["daemon", "status", "--json"], { cwd: repo, env }).stdout).pid
   for (let i = 0; i < runs; i++) {
     samples.node.push(time(["-e", "0"]))
     samples.cold.push(berth("up", `cold-${i}`, "-s", "a", "-s", "b", "-s", "c"))
@@ -80,8 +86,10 @@ try {
     const bare = await floor(repo, env)
     samples.floor.push(bare)
     const cpuBefore = cpuMs(daemonPid)
+    const from = monotonicUs()
     const warm = berth("up", `cold-${i}`, "-s", "a", "-s", "b", "-s", "c")
     samples.upCpu.push(cpuMs(daemonPid) - cpuBefore)
+    warmWindows.push({ from, to: monotonicUs() })
     samples.warm.push(warm)
     samples.over.push(warm - bare)
     samples.status.push(berth("status", "--json"))
@@ -117,12 +125,49 @@ try {
     rssBeforeMiB: before / 2 ** 20,
     rssMiB: after / 2 ** 20
   }
-  const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length
-  const daemonCpu = { perWarmUpMs: mean(samples.upCpu), perDownMs: mean(samples.downCpu) }
+  const daemonCpu = {
+    perWarmUpMs: Number(median(samples.upCpu).toFixed(1)),
+    perWarmUpRangeMs: [Math.min(...samples.upCpu), Math.max(...samples.upCpu)].map((v) => Number(v.toFixed(1))),
+    perDownMs: Number(median(samples.downCpu).toFixed(1)),
+    perDownRangeMs: [Math.min(...samples.downCpu), Math.max(...samples.downCpu)].map((v) => Number(v.toFixed(1)))
+  }
+  const summaries = [
+    summaryLine({
+      what: "warm up − floor",
+      values: samples.over,
+      unit: "ms",
+      before: machineBefore,
+      goal: `goal ≤ 100 ms; node -e 0 ${median(samples.node).toFixed(0)} ms, floor ${median(samples.floor).toFixed(0)} ms`
+    }),
+    summaryLine({
+      what: "daemon CPU per warm up",
+      values: samples.upCpu,
+      unit: "ms",
+      before: machineBefore,
+      goal: "goal ≤ 60 ms"
+    }),
+    summaryLine({ what: "daemon CPU per down", values: samples.downCpu, unit: "ms", before: machineBefore }),
+    summaryLine({
+      what: `daemon RSS with ${worldCount} worlds × 3 services up`,
+      values: [memory.rssMiB],
+      unit: "MiB",
+      digits: 1,
+      before: machineBefore,
+      goal: `${memory.rssBeforeMiB.toFixed(1)} MiB idle before`
+    })
+  ]
   if (options.json) {
     console.log(
       JSON.stringify(
-        { node: process.version, runs, results, warmOverFloorMs: samples.over, memory, daemonCpu },
+        {
+          machine: { before: machineBefore, after: machineNow() },
+          runs,
+          results,
+          warmOverFloorMs: samples.over,
+          memory,
+          daemonCpu,
+          summaries
+        },
         null,
         2
       )
@@ -130,19 +175,23 @@ try {
   } else {
     console.log(`${runs} runs each, interleaved; Node ${process.version}\n`)
     printTable(results)
-    const over = [...samples.over].sort((a, b) => a - b)
-    console.log(
-      `\nwarm up − floor, per run: median ${median(over).toFixed(0)} ms, range ${over[0].toFixed(0)}–${over.at(-1).toFixed(0)} ms (goal: ≤ 100 ms)`
-    )
-    console.log(
-      `\ndaemon CPU: ${daemonCpu.perWarmUpMs.toFixed(0)} ms per warm up, ${daemonCpu.perDownMs.toFixed(0)} ms per down (mean over the runs)`
-    )
     console.log(
       `\ndaemon RSS: ${memory.rssBeforeMiB.toFixed(1)} MiB idle, ${memory.rssMiB.toFixed(1)} MiB with ${worldCount} worlds × 3 services up`
     )
+    console.log("")
+    for (const line of summaries) console.log(line)
   }
 } finally {
   spawnSync(cli, ["down", "--all"], { cwd: repo, env })
   spawnSync(cli, ["daemon", "stop"], { cwd: repo, env })
+  // the profile is written as the daemon exits
+  const profiled =
+    profileDir === undefined || daemonPid === undefined
+      ? undefined
+      : await awaitProfile(profileDir, daemonPid, warmWindows)
+  if (profiled !== undefined) {
+    console.log(`\nthe daemon's CPU during the warm ups (${profiled.samples} samples; ${profiled.file}):`)
+    for (const line of profiled.top) console.log(`  ${line}`)
+  }
   rmSync(base, { recursive: true, force: true })
 }
