@@ -190,6 +190,8 @@ try {
       ? undefined
       : await awaitProfile(profileDir, daemonPid, warmWindows)
   if (profiled !== undefined) {
+    // kept beside the profile, for reading it further (a bottom-up view in a profiler, or a script)
+    writeFileSync(join(profileDir, `warm-ups.${daemonPid}.json`), JSON.stringify(warmWindows))
     console.log(`\nthe daemon's CPU during the warm ups (${profiled.samples} samples; ${profiled.file}):`)
     for (const line of profiled.top) console.log(`  ${line}`)
   }
