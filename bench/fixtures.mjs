@@ -86,13 +86,17 @@ export const daemonNodeFlags = () => {
 }
 
 /**
- * Starts the daemon of `home` here, under V8's profiler (`--cpu-prof`: its profile is written to `dir` when it
- * stops), with the daemon's own flags, and waits until it answers.
+ * Starts the daemon of `home` here and waits until it answers: with the daemon's own Node flags, or `nodeFlags` (a
+ * string, as `--node-flags=` gives it) to weigh others; under V8's profiler when `dir` is given (`--cpu-prof`: its
+ * profile is written there when it stops).
  */
-export const startProfiledDaemon = async ({ cli, cwd, home, env, dir }) => {
-  mkdirSync(dir, { recursive: true })
+export const startDaemonHere = async ({ cli, cwd, home, env, dir, nodeFlags }) => {
   mkdirSync(home, { recursive: true, mode: 0o700 })
-  const flags = [...daemonNodeFlags(), "--cpu-prof", `--cpu-prof-dir=${dir}`]
+  const flags = nodeFlags === undefined ? daemonNodeFlags() : nodeFlags.split(/\s+/).filter(Boolean)
+  if (dir !== undefined) {
+    mkdirSync(dir, { recursive: true })
+    flags.push("--cpu-prof", `--cpu-prof-dir=${dir}`)
+  }
   const daemon = spawn(process.execPath, [...flags, join(cli, "..", "berth.cjs"), "daemon", "run"], {
     cwd: home,
     env,

@@ -1,7 +1,10 @@
 // What an idle swarm costs the daemon. Usage: node bench/idle.mjs [--worlds 100] [--services 3] [--seconds 60]
-// [--settle 200] [--runs 1] [--status-runs 10] [--strace] [--cpu-prof DIR] [--json]   (build first: npm run build)
+// [--settle 200] [--runs 1] [--status-runs 10] [--strace] [--cpu-prof DIR] [--node-flags=F] [--json]
+// (build first: npm run build)
 // --settle S waits S seconds (200) after the last world runs before measuring: the probes are at their steady pace.
 // --cpu-prof DIR starts the daemon under V8's profiler and prints where its CPU went in the first idle window.
+// --node-flags="FLAGS" starts the daemon with those Node flags instead of its own (the = form: the value begins with
+// --), to weigh a change of them.
 //
 // --worlds worlds (a comma list measures each count in turn: --worlds 50,100), each with --services small node HTTP
 // services (a url and an http health check each, so the proxy routes them and berth probes them), all brought up and
@@ -20,7 +23,7 @@ import { availableParallelism, loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { awaitProfile, commitRepo, monotonicUs, startProfiledDaemon } from "./fixtures.mjs"
+import { awaitProfile, commitRepo, monotonicUs, startDaemonHere } from "./fixtures.mjs"
 import { median } from "./stats.mjs"
 
 const { values: options } = parseArgs({
@@ -33,6 +36,7 @@ const { values: options } = parseArgs({
     "status-runs": { type: "string", default: "10" },
     strace: { type: "boolean" },
     "cpu-prof": { type: "string" },
+    "node-flags": { type: "string" },
     json: { type: "boolean" }
   }
 })
@@ -121,7 +125,8 @@ const straceCounts = (pid) => {
  */
 const profileDir = options["cpu-prof"]
 const idleWindows = []
-if (profileDir !== undefined) await startProfiledDaemon({ cli, cwd: repo, home, env, dir: profileDir })
+if (profileDir !== undefined || options["node-flags"] !== undefined)
+  await startDaemonHere({ cli, cwd: repo, home, env, dir: profileDir, nodeFlags: options["node-flags"] })
 
 const results = []
 const loadBefore = loadavg()

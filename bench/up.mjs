@@ -1,6 +1,6 @@
 // How fast worlds come up and how cheaply the daemon answers, next to `node -e 0`, in one run; and the daemon's
-// memory with many worlds up. Usage: node bench/up.mjs [--runs N] [--worlds N] [--clean-env] [--cpu-prof DIR] [--json]
-// (build first)
+// memory with many worlds up. Usage: node bench/up.mjs [--runs N] [--worlds N] [--clean-env] [--cpu-prof DIR]
+// [--node-flags=F] [--json]   (build first)
 //
 // - cold up: `berth up <new world>` of a 3-service world (a new worktree, new port leases, three processes that
 //   start at once — no depends_on — each checked by tcp)
@@ -12,7 +12,7 @@
 // - daemon RSS: VmRSS of the daemon with --worlds worlds × 3 services up (services are `sleep`, so the machine's
 //   memory goes to the daemon's bookkeeping only)
 // --clean-env: see `env` below. --cpu-prof DIR starts the daemon under V8's profiler and prints where its CPU went
-// during the warm ups.
+// during the warm ups. --node-flags="FLAGS" starts the daemon with those Node flags instead of its own.
 // The last lines are the summaries: each figure's median and range, the machine (cores, load average before and
 // after), the day and the command.
 import { execFileSync, spawnSync } from "node:child_process"
@@ -21,7 +21,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { awaitProfile, commitRepo, cpuMs, floor, monotonicUs, startProfiledDaemon } from "./fixtures.mjs"
+import { awaitProfile, commitRepo, cpuMs, floor, monotonicUs, startDaemonHere } from "./fixtures.mjs"
 import { machineNow, median, printTable, summarize, summaryLine } from "./stats.mjs"
 
 const { values: options } = parseArgs({
@@ -30,7 +30,8 @@ const { values: options } = parseArgs({
     worlds: { type: "string", default: "50" },
     json: { type: "boolean" },
     "clean-env": { type: "boolean" },
-    "cpu-prof": { type: "string" }
+    "cpu-prof": { type: "string" },
+    "node-flags": { type: "string" }
   }
 })
 const runs = Number(options.runs)
@@ -74,7 +75,8 @@ const profileDir = options["cpu-prof"]
 const warmWindows = []
 let daemonPid
 try {
-  if (profileDir !== undefined) await startProfiledDaemon({ cli, cwd: repo, home, env, dir: profileDir })
+  if (profileDir !== undefined || options["node-flags"] !== undefined)
+    await startDaemonHere({ cli, cwd: repo, home, env, dir: profileDir, nodeFlags: options["node-flags"] })
   berth("port", "--range", "42000-43999")
   berth("up", "warmup", "--service", "a", "--service", "b", "--service", "c")
   daemonPid = JSON.parse(spawnSync(cli, ["daemon", "status", "--json"], { cwd: repo, env }).stdout).pid
