@@ -37,8 +37,16 @@ export const machineNow = () => ({
   node: process.version
 })
 
+/** An argument as a shell takes it back: one with a space quoted (after the `=` of `--option=value`). */
+const shellWord = (arg) => {
+  if (!/[\s"$`\\]/.test(arg)) return arg
+  const [, option = "", value] = /^(--[\w-]+=)?([\s\S]*)$/.exec(arg)
+  return `${option}"${value.replace(/["$`\\]/g, "\\$&")}"`
+}
+
 /** The command that ran this bench, as a user types it from the project's folder. */
-export const commandLine = () => ["node", `bench/${basename(process.argv[1])}`, ...process.argv.slice(2)].join(" ")
+export const commandLine = () =>
+  ["node", `bench/${basename(process.argv[1])}`, ...process.argv.slice(2).map(shellWord)].join(" ")
 
 const figure = (value, digits) => value.toFixed(digits)
 
