@@ -3,7 +3,7 @@
 // comparison the goal names; --https needs h2load (Debian: nghttp2-client) for HTTP/2.
 // Usage: node bench/proxy.mjs [--rounds N] [--duration S] [--connections LIST] [--https] [--threads N]
 //                             [--body BYTES] [--nginx-workers LIST] [--slow-path] [--daemon-flags] [--node-flags=F]
-//                             [--cpu-prof DIR] [--baseline REF] [--json]
+//                             [--cpu-prof DIR] [--baseline REF] [--only https|h2] [--json]
 //
 // - direct: the client → the backend (a node:http server answering GET with a 1 KiB body), plain HTTP/1.1
 // - berth: the client → berth's proxy → the backend; the proxy runs in its own process, bundled from src/ with
@@ -24,7 +24,8 @@
 // worker in requests/s, and berth's p99 added ≤ nginx's p99 added + 0.5 ms.
 // --daemon-flags runs berth's proxy with the daemon's Node flags (DAEMON_NODE_FLAGS in src/daemon/client.ts);
 // --node-flags="FLAGS" with those instead, to weigh a change of them (the = form: the value begins with --);
-// --cpu-prof DIR writes a V8 CPU profile of berth's proxy there; --baseline REF adds the proxy as it was at a git
+// --cpu-prof DIR writes a V8 CPU profile of berth's proxy there (with --https, --only h2 or --only https keeps one
+// case, so the profile holds only it); --baseline REF adds the proxy as it was at a git
 // commit (`berth @REF`), measured in the same rounds.
 import { execFileSync, spawn, spawnSync } from "node:child_process"
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -41,6 +42,7 @@ const { values: options } = parseArgs({
     duration: { type: "string", default: "8" },
     rounds: { type: "string", default: "5" },
     connections: { type: "string", default: "50,200" },
+    only: { type: "string" },
     https: { type: "boolean" },
     threads: { type: "string", default: "1" },
     body: { type: "string", default: "1024" },
@@ -437,7 +439,8 @@ const load = () => loadavg().map((l) => Number(l.toFixed(2)))
 const today = new Date().toISOString().slice(0, 10)
 const cores = availableParallelism()
 
-const protocols = https ? ["https", "h2"] : ["http"]
+// --only h2 (or https) measures that one of the two TLS cases: a profile of it then holds nothing else
+const protocols = (https ? ["https", "h2"] : ["http"]).filter((p) => options.only === undefined || p === options.only)
 const protocolName = { http: "HTTP/1.1", https: "HTTPS HTTP/1.1", h2: "HTTPS h2" }
 const client = { http: "wrk", https: "wrk", h2: "h2load" }
 const cases = []
