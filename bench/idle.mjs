@@ -125,6 +125,8 @@ const straceCounts = (pid) => {
  */
 const profileDir = options["cpu-prof"]
 const idleWindows = []
+/** the status answers' bounds on the same clock */
+const statusWindows = []
 if (profileDir !== undefined || options["node-flags"] !== undefined)
   await startDaemonHere({ cli, cwd: repo, home, env, dir: profileDir, nodeFlags: options["node-flags"] })
 
@@ -162,7 +164,9 @@ try {
     for (let i = 0; i < statusRuns; i++) {
       node.push(timed(process.execPath, ["-e", "0"]))
       const before = cpuTicks(pid)
+      const from = monotonicUs()
       status.push(timed(cli, ["status", "--json"]))
+      statusWindows.push({ from, to: monotonicUs() })
       answerTicks += cpuTicks(pid) - before
     }
     results.push({
@@ -189,6 +193,11 @@ try {
   if (profileDir !== undefined && idleWindows.length > 0) {
     // the profile is written as the daemon exits
     profiled = await awaitProfile(profileDir, idleWindows[0].pid, [idleWindows[0]])
+    // the windows of the idle look and of the status answers, beside the profile, for reading it further
+    writeFileSync(
+      join(profileDir, `windows.${idleWindows[0].pid}.json`),
+      JSON.stringify({ idle: idleWindows, status: statusWindows })
+    )
   }
   rmSync(base, { recursive: true, force: true })
 }
