@@ -5,14 +5,14 @@
 //   runs, which frees its slot for the next in line. Reported: the time until every world has run, and each world's
 //   wait (from its request until it ran): mean, max and max/mean (fairness: FIFO keeps the max near the line's length)
 // - idle: with --worlds worlds up (max_parallel raised to fit them), the daemon's CPU over --idle-seconds, as a share
-//   of one core (from /proc/<pid>/stat)
+//   of one core (from /proc: fixtures.mjs cpuMs)
 import { execFileSync, spawn, spawnSync } from "node:child_process"
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { commitRepo } from "./fixtures.mjs"
+import { commitRepo, cpuMs } from "./fixtures.mjs"
 import { machineNow, summaryLine } from "./stats.mjs"
 
 const { values: options } = parseArgs({
@@ -52,12 +52,6 @@ const berthAsync = (...args) =>
     child.on("close", (code) => (code === 0 ? resolve() : reject(new Error(`berth ${args.join(" ")}: ${err}`))))
   })
 
-const cpuTicks = (pid) => {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")
-  return Number(fields[11]) + Number(fields[12])
-}
-const TICKS_PER_SECOND = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100
-
 const machineBefore = machineNow()
 try {
   berth("port", "--range", "44000-45999")
@@ -86,9 +80,9 @@ try {
   const pid = JSON.parse(berth("daemon", "status", "--json")).pid
   // settle first: the reconciler's and the monitor's first passes over the new worlds
   await new Promise((r) => setTimeout(r, 5_000))
-  const before = cpuTicks(pid)
+  const before = cpuMs(pid)
   await new Promise((r) => setTimeout(r, idleSeconds * 1000))
-  const idleCpu = (cpuTicks(pid) - before) / TICKS_PER_SECOND / idleSeconds
+  const idleCpu = (cpuMs(pid) - before) / 1000 / idleSeconds
   berth("down", "--all")
 
   const result = {

@@ -153,7 +153,7 @@ export const awaitProfile = async (dir, pid, windows) => {
 
 /**
  * CPU time (user + system, ms) a process has used so far, every thread of it: from each thread's
- * `/proc/<pid>/task/<tid>/schedstat` (nanoseconds), or `/proc/<pid>/stat` in 10 ms ticks where there is none.
+ * `/proc/<pid>/task/<tid>/schedstat` (nanoseconds), or `/proc/<pid>/stat` in clock ticks where there is none.
  */
 export const cpuMs = (pid) => {
   try {
@@ -163,7 +163,9 @@ export const cpuMs = (pid) => {
     }
     return ns / 1e6
   } catch {
+    ticksPerSecond ??= Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100
     const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")
-    return (Number(fields[11]) + Number(fields[12])) * 10
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / ticksPerSecond
   }
 }
+let ticksPerSecond

@@ -9,7 +9,8 @@
 // --worlds worlds (a comma list measures each count in turn: --worlds 50,100), each with --services small node HTTP
 // services (a url and an http health check each, so the proxy routes them and berth probes them), all brought up and
 // left alone. Then, after a settling pause, over --seconds:
-// - the daemon's CPU as a share of one core (from /proc/<pid>/stat), and its RSS at the end (/proc/<pid>/status)
+// - the daemon's CPU as a share of one core (from /proc: fixtures.mjs cpuMs), and its RSS at the end
+//   (/proc/<pid>/status)
 // - its system calls per second: reads and writes from /proc/<pid>/io (syscr + syscw); with --strace, every call
 //   `strace -c -f` counts over 10 s (needs strace and root)
 // - `berth status --json` beside `node -e 0`: the median and range of --status-runs runs each, taken in turn, and
@@ -23,7 +24,7 @@ import { availableParallelism, loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { awaitProfile, commitRepo, monotonicUs, startDaemonHere } from "./fixtures.mjs"
+import { awaitProfile, commitRepo, cpuMs, monotonicUs, startDaemonHere } from "./fixtures.mjs"
 import { median } from "./stats.mjs"
 
 const { values: options } = parseArgs({
@@ -71,11 +72,6 @@ const berth = (...args) => {
   return r.stdout
 }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-const TICKS_PER_SECOND = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100
-const cpuTicks = (pid) => {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")
-  return Number(fields[11]) + Number(fields[12])
-}
 const rssMiB = (pid) => {
   const line = readFileSync(`/proc/${pid}/status`, "utf8")
     .split("\n")
@@ -148,26 +144,26 @@ try {
     const cpu = []
     let calls = 0
     for (let r = 0; r < runs; r++) {
-      const ticks = cpuTicks(pid)
+      const used = cpuMs(pid)
       const sc = syscalls(pid)
       const from = monotonicUs()
       await sleep(seconds * 1000)
       if (idleWindows.length === 0) idleWindows.push({ pid, from, to: monotonicUs() })
-      cpu.push(((cpuTicks(pid) - ticks) / TICKS_PER_SECOND / seconds) * 100)
+      cpu.push((cpuMs(pid) - used) / seconds / 10)
       calls = (syscalls(pid) - sc) / seconds
     }
     const straced = options.strace ? straceCounts(pid) : undefined
     const status = []
     const node = []
     // the daemon's own CPU per answer: unlike the wall times, it hardly moves with the machine's load
-    let answerTicks = 0
+    let answerMs = 0
     for (let i = 0; i < statusRuns; i++) {
       node.push(timed(process.execPath, ["-e", "0"]))
-      const before = cpuTicks(pid)
+      const before = cpuMs(pid)
       const from = monotonicUs()
       status.push(timed(cli, ["status", "--json"]))
       statusWindows.push({ from, to: monotonicUs() })
-      answerTicks += cpuTicks(pid) - before
+      answerMs += cpuMs(pid) - before
     }
     results.push({
       worlds: count,
@@ -183,7 +179,7 @@ try {
       statusJsonRange: range(status),
       nodeMs: Number(median(node).toFixed(1)),
       statusRatio: Number((median(status) / median(node)).toFixed(2)),
-      statusDaemonCpuMs: Number(((answerTicks / TICKS_PER_SECOND / statusRuns) * 1000).toFixed(1)),
+      statusDaemonCpuMs: Number((answerMs / statusRuns).toFixed(1)),
       statusRuns
     })
   }

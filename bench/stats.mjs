@@ -58,8 +58,9 @@ export const summaryLine = ({ what, values, unit, digits = 0, before, goal, comm
   const after = machineNow()
   const sorted = [...values].sort((a, b) => a - b)
   const range = `${figure(sorted[0], digits)}–${figure(sorted.at(-1), digits)}`
+  const spread = sorted.length === 1 ? "one reading" : `median of ${sorted.length}, range ${range} ${unit}`
   return (
-    `${what}: ${figure(median(sorted), digits)} ${unit} (median of ${sorted.length}, range ${range} ${unit})` +
+    `${what}: ${figure(median(sorted), digits)} ${unit} (${spread})` +
     `${goal === undefined ? "" : `; ${goal}`} · ${after.cores} cores, load ${before.load} → ${after.load}, ` +
     `${after.date} · ${command}`
   )

@@ -208,6 +208,7 @@ const make = Effect.gen(function* () {
   const inFlight = new Map<string, number>()
   /** what gc is dropping right now: a provision of the same name waits */
   const dropping = new Set<string>()
+  /** one gc at a time (see `gc` below) */
   const gcLock = yield* Effect.makeSemaphore(1)
   /** goldens being built, by project/service/key: concurrent first `up`s wait for one build */
   const builds = new Map<string, Deferred.Deferred<Golden, SliceError>>()
@@ -933,177 +934,176 @@ const make = Effect.gen(function* () {
   })
 
   /** What a crash or a vanished world left behind: see `domain/gc.ts`. */
-  const gc = Effect.fn("Slices.gc")(
-    function* (
-      dryRun: boolean,
-      env: Readonly<Record<string, string>> = {},
-      /** the daemon's own sweep: a slice whose service left berth.toml waits for the user's explicit `berth gc` */
-      automatic = false,
-      goldens = false
-    ) {
-      const rows = yield* registry.slices()
-      const idleSince = yield* goldenIdleSince
-      const worldEnvs = new Map((yield* registry.worlds()).map((w) => [w.id, w.env ?? {}]))
-      const servers = new Map<string, Slice>()
-      /**
-       * A row recorded by an older berth may hold an unresolved `${env.…}` admin_url: it is resolved with its world's
-       * environment, else the caller's; one that still cannot be resolved is skipped, never guessed.
-       */
-      const sliceOfRow = (row: SliceRow) => {
-        const slice = fromRow(row, "(gc)")
-        if (slice.adminUrl === undefined || !slice.adminUrl.includes("${")) return slice
-        const own = row.worldId === null ? undefined : worldEnvs.get(row.worldId)
-        const resolved = resolveTemplate(slice.adminUrl, {
-          services: new Map(),
-          env: (name) => own?.[name] ?? env[name]
-        })
-        return { ...slice, adminUrl: resolved.value }
-      }
-      for (const row of rows) servers.set(serverOf(sliceOfRow(row)), sliceOfRow(row))
-      /** the keys under which each server is recorded apart from its rows */
-      const records = new Map<string, Array<string>>()
-      for (const s of yield* registry.sliceServers()) {
-        const scope: Slice = {
-          adapter: s.adapter,
-          project: "(gc)",
-          world: "(gc)",
-          service: "(gc)",
-          name: "(gc)",
-          owner,
-          storage: s.storage,
-          adminUrl: s.adminUrl ?? undefined,
-          options: s.options
-        }
-        records.set(serverOf(scope), [...(records.get(serverOf(scope)) ?? []), s.key])
-        if (!servers.has(serverOf(scope))) servers.set(serverOf(scope), scope)
-      }
-      const listings: Array<{ server: string; names: ReadonlyArray<string> }> = []
-      const unreachable: Array<GcReport["unreachable"][number] & { readonly server: string }> = []
-      /** servers whose adapter nothing serves now (a mistyped name): what is missing */
-      const unknown = new Map<string, string>()
-      for (const [server, scope] of servers) {
-        const adapter = yield* implementation(scope.adapter, env.PATH).pipe(Effect.option)
-        if (adapter._tag === "None") continue
-        const missing =
-          adapter.value.present === undefined
-            ? undefined
-            : yield* Effect.flip(adapter.value.present).pipe(Effect.option)
-        if (missing?._tag === "Some") {
-          unknown.set(server, missing.value.message)
-          unreachable.push({ server, adapter: scope.adapter, where: where(scope), error: missing.value.message })
-          continue
-        }
-        if (scope.adminUrl?.includes("${")) {
-          const missing = unresolvedIn(resolveTemplate(scope.adminUrl, { services: new Map(), env: () => undefined }))
-          unreachable.push({
-            server,
-            adapter: scope.adapter,
-            where: scope.adminUrl,
-            error: `${missing.join(", ")} not set: export it and run \`berth gc\` again`
-          })
-          continue
-        }
-        const listed = yield* adapter.value.list(scope).pipe(Effect.either)
-        if (listed._tag === "Left") {
-          unreachable.push({ server, adapter: scope.adapter, where: where(scope), error: listed.left.message })
-          continue
-        }
-        // golden names are this installation's too; only names the registry does not know are candidates
-        listings.push({ server, names: listed.right })
-      }
-      const down = new Set(unreachable.map((u) => u.where))
-      const gcRow = (row: SliceRow): GcRow => ({
-        id: row.id,
-        worldId: row.worldId,
-        project: row.project,
-        service: row.service,
-        name: row.name,
-        server: serverOf(sliceOfRow(row)),
-        golden: row.role === "golden",
-        spare: row.role === "spare",
-        detached: row.role === "detached",
-        key: row.goldenKey,
-        state: row.state,
-        usedAt: row.usedAt
+  const collect = Effect.fn("Slices.gc")(function* (
+    dryRun: boolean,
+    env: Readonly<Record<string, string>> = {},
+    /** the daemon's own sweep: a slice whose service left berth.toml waits for the user's explicit `berth gc` */
+    automatic = false,
+    goldens = false
+  ) {
+    const rows = yield* registry.slices()
+    const idleSince = yield* goldenIdleSince
+    const worldEnvs = new Map((yield* registry.worlds()).map((w) => [w.id, w.env ?? {}]))
+    const servers = new Map<string, Slice>()
+    /**
+     * A row recorded by an older berth may hold an unresolved `${env.…}` admin_url: it is resolved with its world's
+     * environment, else the caller's; one that still cannot be resolved is skipped, never guessed.
+     */
+    const sliceOfRow = (row: SliceRow) => {
+      const slice = fromRow(row, "(gc)")
+      if (slice.adminUrl === undefined || !slice.adminUrl.includes("${")) return slice
+      const own = row.worldId === null ? undefined : worldEnvs.get(row.worldId)
+      const resolved = resolveTemplate(slice.adminUrl, {
+        services: new Map(),
+        env: (name) => own?.[name] ?? env[name]
       })
-      const now = Date.now()
-      const graceMs = parseGrace(yield* readText("BERTH_GOLDEN_GRACE")) ?? GOLDEN_GRACE_MS
-      const draw = (rows: ReadonlyArray<SliceRow>, worlds: ReadonlyArray<WorldRow>) =>
-        gcPlan({
-          idle: {
-            projectsWithWorlds: new Set(worlds.map((w) => w.projectName)),
-            idleSince,
-            now,
-            graceMs,
-            force: goldens
-          },
-          rows: rows.map(gcRow),
-          listings,
-          inFlight: new Set(inFlight.keys()),
-          // the names of every existing world's slices begin so: such a name is never taken for an orphan
-          livePrefixes: worlds.map((w) => `${sliceIdentifier([w.projectName, w.slug], NAME_LIMIT)}_`)
-        })
-      const worldsNow = yield* registry.worlds()
-      const plan = draw(rows, worldsNow)
-      // the grace of a project's goldens counts from the first sweep that finds it without a world
-      if (!dryRun) yield* markIdle(rows, worldsNow, idleSince, now)
-      /**
-       * The plan was drawn from rows read before the servers were asked: a provision may have ended (or begun) since.
-       * With the slice claimed, nothing can start making it, so a plan drawn again from the registry as it is now says
-       * whether the drop is still due.
-       */
-      const stillDue = (action: GcAction) =>
-        Effect.map(Effect.zip(registry.slices(), registry.worlds()), ([rows, worlds]) =>
-          draw(rows, worlds).some(
-            (a) => a.server === action.server && a.name === action.name && a.reason === action.reason
-          )
-        )
-      const entries: Array<GcEntry> = []
-      for (const action of plan) {
-        if (automatic && action.reason === "no longer in berth.toml") continue
-        const scope = servers.get(action.server)
-        if (scope === undefined || down.has(where(scope))) continue
-        const slice: Slice = { ...scope, name: action.name }
-        const base = { reason: action.reason, adapter: scope.adapter, where: where(scope), name: action.name }
-        if (dryRun) {
-          entries.push({ ...base, outcome: "would drop", error: undefined })
-          continue
-        }
-        const found = yield* Effect.either(implementation(scope.adapter, env.PATH))
-        if (found._tag === "Left") {
-          entries.push({ ...base, outcome: "failed", error: found.left.message })
-          continue
-        }
-        const adapter = found.right
-        const claimed = yield* claimForDrop(slice)
-        // made busy since the plan was drawn: a world is provisioning it now
-        if (claimed === undefined) continue
-        const result = yield* Effect.gen(function* () {
-          if (!(yield* stillDue(action))) return undefined
-          const dropped = yield* Effect.either(adapter.teardown(slice))
-          if (dropped._tag === "Right" && action.rowId !== undefined) yield* registry.forgetSlice(action.rowId)
-          return dropped
-        }).pipe(Effect.ensuring(Effect.sync(() => dropping.delete(claimed))))
-        if (result === undefined) continue
-        if (result._tag === "Left") {
-          entries.push({ ...base, outcome: "failed", error: result.left.message })
-          continue
-        }
-        entries.push({ ...base, outcome: "dropped", error: undefined })
+      return { ...slice, adminUrl: resolved.value }
+    }
+    for (const row of rows) servers.set(serverOf(sliceOfRow(row)), sliceOfRow(row))
+    /** the keys under which each server is recorded apart from its rows */
+    const records = new Map<string, Array<string>>()
+    for (const s of yield* registry.sliceServers()) {
+      const scope: Slice = {
+        adapter: s.adapter,
+        project: "(gc)",
+        world: "(gc)",
+        service: "(gc)",
+        name: "(gc)",
+        owner,
+        storage: s.storage,
+        adminUrl: s.adminUrl ?? undefined,
+        options: s.options
       }
-      entries.push(...(yield* dropOrphans(servers, down, dryRun, env.PATH)))
-      const forgotten = yield* forgetUnknown(rows.map(gcRow), unknown, records, servers, dryRun)
-      const gone = new Set(forgotten.flatMap((f) => (f.name === undefined ? [f.server] : [])))
-      return {
-        entries,
-        unreachable: unreachable.filter((u) => !gone.has(u.server)).map(({ server: _, ...u }) => u),
-        forgotten: forgotten.map(({ server: _, ...f }) => f)
-      } satisfies GcReport
-    },
-    // one gc at a time: the daemon's sweep and a user's `berth gc` read the same servers, and one that began while the
-    // other was dropping a slice would pass it by (claimed) and answer while it still exists
-    (run) => gcLock.withPermits(1)(run)
-  )
+      records.set(serverOf(scope), [...(records.get(serverOf(scope)) ?? []), s.key])
+      if (!servers.has(serverOf(scope))) servers.set(serverOf(scope), scope)
+    }
+    const listings: Array<{ server: string; names: ReadonlyArray<string> }> = []
+    const unreachable: Array<GcReport["unreachable"][number] & { readonly server: string }> = []
+    /** servers whose adapter nothing serves now (a mistyped name): what is missing */
+    const unknown = new Map<string, string>()
+    for (const [server, scope] of servers) {
+      const adapter = yield* implementation(scope.adapter, env.PATH).pipe(Effect.option)
+      if (adapter._tag === "None") continue
+      const missing =
+        adapter.value.present === undefined ? undefined : yield* Effect.flip(adapter.value.present).pipe(Effect.option)
+      if (missing?._tag === "Some") {
+        unknown.set(server, missing.value.message)
+        unreachable.push({ server, adapter: scope.adapter, where: where(scope), error: missing.value.message })
+        continue
+      }
+      if (scope.adminUrl?.includes("${")) {
+        const missing = unresolvedIn(resolveTemplate(scope.adminUrl, { services: new Map(), env: () => undefined }))
+        unreachable.push({
+          server,
+          adapter: scope.adapter,
+          where: scope.adminUrl,
+          error: `${missing.join(", ")} not set: export it and run \`berth gc\` again`
+        })
+        continue
+      }
+      const listed = yield* adapter.value.list(scope).pipe(Effect.either)
+      if (listed._tag === "Left") {
+        unreachable.push({ server, adapter: scope.adapter, where: where(scope), error: listed.left.message })
+        continue
+      }
+      // golden names are this installation's too; only names the registry does not know are candidates
+      listings.push({ server, names: listed.right })
+    }
+    const down = new Set(unreachable.map((u) => u.where))
+    const gcRow = (row: SliceRow): GcRow => ({
+      id: row.id,
+      worldId: row.worldId,
+      project: row.project,
+      service: row.service,
+      name: row.name,
+      server: serverOf(sliceOfRow(row)),
+      golden: row.role === "golden",
+      spare: row.role === "spare",
+      detached: row.role === "detached",
+      key: row.goldenKey,
+      state: row.state,
+      usedAt: row.usedAt
+    })
+    const now = Date.now()
+    const graceMs = parseGrace(yield* readText("BERTH_GOLDEN_GRACE")) ?? GOLDEN_GRACE_MS
+    const draw = (rows: ReadonlyArray<SliceRow>, worlds: ReadonlyArray<WorldRow>) =>
+      gcPlan({
+        idle: {
+          projectsWithWorlds: new Set(worlds.map((w) => w.projectName)),
+          idleSince,
+          now,
+          graceMs,
+          force: goldens
+        },
+        rows: rows.map(gcRow),
+        listings,
+        inFlight: new Set(inFlight.keys()),
+        // the names of every existing world's slices begin so: such a name is never taken for an orphan
+        livePrefixes: worlds.map((w) => `${sliceIdentifier([w.projectName, w.slug], NAME_LIMIT)}_`)
+      })
+    const worldsNow = yield* registry.worlds()
+    const plan = draw(rows, worldsNow)
+    // the grace of a project's goldens counts from the first sweep that finds it without a world
+    if (!dryRun) yield* markIdle(rows, worldsNow, idleSince, now)
+    /**
+     * The plan was drawn from rows read before the servers were asked: a provision may have ended (or begun) since.
+     * With the slice claimed, nothing can start making it, so a plan drawn again from the registry as it is now says
+     * whether the drop is still due.
+     */
+    const stillDue = (action: GcAction) =>
+      Effect.map(Effect.zip(registry.slices(), registry.worlds()), ([rows, worlds]) =>
+        draw(rows, worlds).some(
+          (a) => a.server === action.server && a.name === action.name && a.reason === action.reason
+        )
+      )
+    const entries: Array<GcEntry> = []
+    for (const action of plan) {
+      if (automatic && action.reason === "no longer in berth.toml") continue
+      const scope = servers.get(action.server)
+      if (scope === undefined || down.has(where(scope))) continue
+      const slice: Slice = { ...scope, name: action.name }
+      const base = { reason: action.reason, adapter: scope.adapter, where: where(scope), name: action.name }
+      if (dryRun) {
+        entries.push({ ...base, outcome: "would drop", error: undefined })
+        continue
+      }
+      const found = yield* Effect.either(implementation(scope.adapter, env.PATH))
+      if (found._tag === "Left") {
+        entries.push({ ...base, outcome: "failed", error: found.left.message })
+        continue
+      }
+      const adapter = found.right
+      const claimed = yield* claimForDrop(slice)
+      // made busy since the plan was drawn: a world is provisioning it now
+      if (claimed === undefined) continue
+      const result = yield* Effect.gen(function* () {
+        if (!(yield* stillDue(action))) return undefined
+        const dropped = yield* Effect.either(adapter.teardown(slice))
+        if (dropped._tag === "Right" && action.rowId !== undefined) yield* registry.forgetSlice(action.rowId)
+        return dropped
+      }).pipe(Effect.ensuring(Effect.sync(() => dropping.delete(claimed))))
+      if (result === undefined) continue
+      if (result._tag === "Left") {
+        entries.push({ ...base, outcome: "failed", error: result.left.message })
+        continue
+      }
+      entries.push({ ...base, outcome: "dropped", error: undefined })
+    }
+    entries.push(...(yield* dropOrphans(servers, down, dryRun, env.PATH)))
+    const forgotten = yield* forgetUnknown(rows.map(gcRow), unknown, records, servers, dryRun)
+    const gone = new Set(forgotten.flatMap((f) => (f.name === undefined ? [f.server] : [])))
+    return {
+      entries,
+      unreachable: unreachable.filter((u) => !gone.has(u.server)).map(({ server: _, ...u }) => u),
+      forgotten: forgotten.map(({ server: _, ...f }) => f)
+    } satisfies GcReport
+  })
+
+  /**
+   * One gc at a time: the daemon's sweep and a user's `berth gc` read the same servers, and one that began while the
+   * other was dropping a slice would pass it by (claimed) and answer while it still exists.
+   */
+  const gc: SlicesService["gc"] = (...args) => gcLock.withPermits(1)(collect(...args))
 
   /** when gc first found each project with goldens but no world (a setting, so a daemon's restart keeps it) */
   const goldenIdleSince = Effect.map(registry.getSetting(GOLDEN_IDLE), (value) => {
