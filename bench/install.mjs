@@ -4,25 +4,32 @@
 // after `npm ci` it holds every package berth installs, so the figure is npm's own work and any install script's.
 // --ignore-scripts installs without running install scripts, to tell npm's part from the SQLite binding's build (the
 // installed berth then has no SQLite binding; --version, which needs none, still runs).
-// Usage: node bench/install.mjs [--runs N] [--ignore-scripts] [--json]
-import { execFileSync, spawnSync } from "node:child_process"
+// --prebuilt-mirror serves the SQLite binding's prebuilt binary from loopback, in the file better-sqlite3's install
+// script downloads from GitHub on a machine that reaches it (the same name and layout, packed from the binding
+// `npm ci` left in node_modules), so that the figure is a user's install where that download works: on a machine that
+// cannot reach GitHub the script otherwise compiles SQLite. Each run asks its own address, so no run is served from
+// the install script's cache of an earlier one; the installed binding is then opened once to show that it loads.
+// Usage: node bench/install.mjs [--runs N] [--ignore-scripts | --prebuilt-mirror] [--json]
+import { execFileSync, spawn, spawnSync } from "node:child_process"
 import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
+import { bindingHostVariable, startPrebuiltMirror } from "../scripts/prebuilt-mirror.mjs"
 import { machineNow, median, summaryLine } from "./stats.mjs"
 
 const { values: options } = parseArgs({
   options: {
     runs: { type: "string", default: "3" },
     "ignore-scripts": { type: "boolean" },
+    "prebuilt-mirror": { type: "boolean" },
     json: { type: "boolean" }
   }
 })
 const runs = Number(options.runs)
-if (!Number.isInteger(runs) || runs < 1) {
-  console.error("usage: node bench/install.mjs [--runs N (1 or more)] [--ignore-scripts] [--json]")
+if (!Number.isInteger(runs) || runs < 1 || (options["ignore-scripts"] && options["prebuilt-mirror"])) {
+  console.error("usage: node bench/install.mjs [--runs N (1 or more)] [--ignore-scripts | --prebuilt-mirror] [--json]")
   process.exit(2)
 }
 
@@ -42,12 +49,25 @@ const diskBytes = (path, seen = new Set()) => {
   return bytes
 }
 
+/** runs a command without blocking this process, whose loop serves the mirror meanwhile */
+const spawnAsync = (command, args, options) =>
+  new Promise((resolve, reject) => {
+    const child = spawn(command, args, { ...options, stdio: ["ignore", "pipe", "pipe"] })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.setEncoding("utf8").on("data", (chunk) => (stdout += chunk))
+    child.stderr.setEncoding("utf8").on("data", (chunk) => (stderr += chunk))
+    child.on("error", reject)
+    child.on("close", (status) => resolve({ status, stdout, stderr }))
+  })
+
 const round = (n, digits = 1) => Number(n.toFixed(digits))
 const loadBefore = loadavg().map((l) => round(l, 2))
 const machineBefore = machineNow()
 const results = []
 let tarball
 let packedBytes = 0
+let mirror
 try {
   const name = execFileSync("npm", ["pack", "--silent", "--pack-destination", work], {
     cwd: repo,
@@ -59,10 +79,11 @@ try {
     .at(-1)
   tarball = join(work, name)
   packedBytes = lstatSync(tarball).size
+  if (options["prebuilt-mirror"]) mirror = await startPrebuiltMirror(repo)
   for (let run = 0; run < runs; run++) {
     const prefix = join(work, `prefix-${run}`)
     const started = process.hrtime.bigint()
-    const install = spawnSync(
+    const install = await spawnAsync(
       "npm",
       [
         "install",
@@ -75,7 +96,11 @@ try {
         ...(options["ignore-scripts"] ? ["--ignore-scripts"] : []),
         tarball
       ],
-      { cwd: work, env, encoding: "utf8" }
+      {
+        cwd: work,
+        env: mirror ? { ...env, [bindingHostVariable]: mirror.host(`run-${run}`) } : env,
+        encoding: "utf8"
+      }
     )
     const seconds = Number(process.hrtime.bigint() - started) / 1e9
     if (install.status !== 0) throw new Error(`npm install failed (${install.status}):\n${install.stderr}`)
@@ -85,10 +110,25 @@ try {
     if (version.status !== 0 || !version.stdout.includes(pkg.version)) {
       throw new Error(`the installed berth --version failed (${version.status}): ${version.stdout}${version.stderr}`)
     }
+    if (mirror) {
+      const asked = mirror.asked(`run-${run}`)
+      if (asked !== 1) throw new Error(`the install asked the mirror ${asked} times, not once`)
+      const installed = join(prefix, "lib", "node_modules", pkg.name, "node_modules", "better-sqlite3")
+      const opened = spawnSync(
+        process.execPath,
+        ["-e", `new (require(${JSON.stringify(installed)}))(":memory:").close()`],
+        {
+          env,
+          encoding: "utf8"
+        }
+      )
+      if (opened.status !== 0) throw new Error(`the installed SQLite binding did not load:\n${opened.stderr}`)
+    }
     results.push({ seconds, megabytes: diskBytes(prefix) / 1e6, version: version.stdout.trim(), scripts })
     rmSync(prefix, { recursive: true, force: true })
   }
 } finally {
+  await mirror?.close()
   rmSync(work, { recursive: true, force: true })
 }
 
@@ -103,6 +143,7 @@ const summary = {
     min: round(Math.min(...megabytes)),
     max: round(Math.max(...megabytes))
   },
+  prebuilt: options["prebuilt-mirror"] ? "served from loopback" : "as the machine reaches it",
   installScripts: options["ignore-scripts"] ? "skipped" : [...new Set(results.flatMap((r) => r.scripts))],
   version: results[0]?.version,
   load: { before: loadBefore, after: loadavg().map((l) => round(l, 2)) },
@@ -114,13 +155,14 @@ else {
   console.log(
     `npm i -g berth-${pkg.version}.tgz (${summary.packedMegabytes} MB packed), ${runs} run${runs === 1 ? "" : "s"}: ` +
       `${range(summary.seconds, "s")}, ${range(summary.megabytes, "MB")} on disk; ` +
+      `${options["prebuilt-mirror"] ? "the SQLite binding's prebuilt binary served from loopback; " : ""}` +
       `install scripts: ${typeof summary.installScripts === "string" ? summary.installScripts : summary.installScripts.join(", ") || "none"}; ` +
       `berth --version: ${summary.version}; ` +
       `load ${loadBefore.join(" ")} → ${summary.load.after.join(" ")}; node ${process.version}`
   )
   console.log(
     summaryLine({
-      what: "install from the tarball",
+      what: options["prebuilt-mirror"] ? "install from the tarball, the binding prebuilt" : "install from the tarball",
       values: seconds,
       unit: "s",
       digits: 1,

@@ -4,14 +4,13 @@
  * program that embeds it brings its own effect; a slice whose adapter needs a client berth does not bring says which
  * package to add, and finds it once added.
  *
- * npm works from its cache where it can (--prefer-offline): the tarballs are there after `npm ci`. The SQLite
- * binding's install script compiles it from source where no prebuilt binary can be downloaded, minutes on a small
- * machine, so scripts are skipped and the binding this checkout built (same version, same Node) is put in its place;
- * bench/install.mjs measures the install as a user runs it.
+ * npm works from its cache where it can (--prefer-offline): the tarballs are there after `npm ci`. Every install
+ * script runs, as for a user; the SQLite binding's downloads its prebuilt binary, here from a loopback mirror of the
+ * file it asks GitHub for (scripts/prebuilt-mirror.mjs), since where no download works it compiles SQLite, minutes on
+ * a small machine. bench/install.mjs times the same install.
  */
 import { execFile } from "node:child_process"
 import {
-  copyFileSync,
   cpSync,
   existsSync,
   mkdirSync,
@@ -25,6 +24,7 @@ import {
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { bindingHostVariable, startPrebuiltMirror } from "../../scripts/prebuilt-mirror.mjs"
 import { drivers, installCommand } from "../../src/domain/drivers.js"
 import { demoWork, expectDemoLines, runDemo } from "./demo-run.js"
 import { killAll, portBlock, runBerth, sandbox } from "./harness.js"
@@ -40,9 +40,12 @@ const pkg = JSON.parse(readFileSync(join(repo, "package.json"), "utf8")) as {
 }
 
 /** npm as a user's shell runs it: none of the npm_* variables of an `npm test` that runs this file */
-const npm = (args: ReadonlyArray<string>, cwd: string) =>
+const npm = (args: ReadonlyArray<string>, cwd: string, extra: Record<string, string> = {}) =>
   new Promise<string>((done, reject) => {
-    const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.toLowerCase().startsWith("npm_")))
+    const env = {
+      ...Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.toLowerCase().startsWith("npm_"))),
+      ...extra
+    }
     execFile("npm", [...args], { cwd, env, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) =>
       error === null ? done(stdout) : reject(new Error(`npm ${args.join(" ")}: ${error.message}\n${stderr}`))
     )
@@ -57,28 +60,20 @@ const demoEnv = { BERTH_PROXY_PORT: String(to - 1), BERTH_HTTPS_PORT: String(to)
 beforeAll(async () => {
   // dist/ as the suite built it; its types (prepack's build:types) are not what this test is about
   const tarball = (await npm(["pack", "--ignore-scripts", "--silent", "--pack-destination", base], repo)).trim()
-  await npm(
-    // npm's cache holds the SQLite binding's tarball after `npm ci`, not always the registry's listing that resolving
-    // it by version reads: what the cache lacks comes from the registry
-    [
-      "install",
-      "--global",
-      "--prefix",
-      prefix,
-      "--prefer-offline",
-      "--ignore-scripts",
-      "--no-audit",
-      "--no-fund",
-      tarball
-    ],
-    base
-  )
-  const release = join(packageDir, "node_modules", "better-sqlite3", "build", "Release")
-  mkdirSync(release, { recursive: true })
-  copyFileSync(
-    join(repo, "node_modules", "better-sqlite3", "build", "Release", "better_sqlite3.node"),
-    join(release, "better_sqlite3.node")
-  )
+  const mirror = await startPrebuiltMirror(repo)
+  try {
+    await npm(
+      // npm's cache holds the SQLite binding's tarball after `npm ci`, not always the registry's listing that resolving
+      // it by version reads: what the cache lacks comes from the registry
+      ["install", "--global", "--prefix", prefix, "--prefer-offline", "--no-audit", "--no-fund", tarball],
+      base,
+      { [bindingHostVariable]: mirror.host("install") }
+    )
+    // the binding came from the download, not a build from source
+    expect(mirror.asked("install")).toBe(1)
+  } finally {
+    await mirror.close()
+  }
 }, 120_000)
 
 afterAll(async () => {
