@@ -3,7 +3,7 @@
 // comparison the goal names; --https needs h2load (Debian: nghttp2-client) for HTTP/2.
 // Usage: node bench/proxy.mjs [--rounds N] [--duration S] [--connections LIST] [--https] [--threads N]
 //                             [--body BYTES] [--nginx-workers LIST] [--slow-path] [--daemon-flags] [--node-flags=F]
-//                             [--cpu-prof DIR] [--baseline REF] [--only https|h2] [--json]
+//                             [--cpu-prof DIR] [--baseline REF] [--only https|h2] [--bare-h2] [--json]
 //
 // - direct: the client → the backend (a node:http server answering GET with a 1 KiB body), plain HTTP/1.1
 // - berth: the client → berth's proxy → the backend; the proxy runs in its own process, bundled from src/ with
@@ -26,7 +26,9 @@
 // --node-flags="FLAGS" with those instead, to weigh a change of them (the = form: the value begins with --);
 // --cpu-prof DIR writes a V8 CPU profile of berth's proxy there (with --https, --only h2 or --only https keeps one
 // case, so the profile holds only it); --baseline REF adds the proxy as it was at a git
-// commit (`berth @REF`), measured in the same rounds.
+// commit (`berth @REF`), measured in the same rounds. --bare-h2 adds, to the h2 case, node:http2 answering the 1 KiB
+// itself on its core API with berth's certificate and the same Node flags (`node:http2 alone`): no proxying, no
+// backend, so what node's HTTP/2 costs before a proxy on it does anything.
 import { execFileSync, spawn, spawnSync } from "node:child_process"
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import * as net from "node:net"
@@ -52,6 +54,7 @@ const { values: options } = parseArgs({
     "node-flags": { type: "string" },
     "cpu-prof": { type: "string" },
     baseline: { type: "string" },
+    "bare-h2": { type: "boolean" },
     json: { type: "boolean" }
   }
 })
@@ -275,6 +278,26 @@ for (const [name, bundle, mode] of proxies) {
 if (https) {
   for (let i = 0; i < 200 && !existsSync(join(certDir, "leaf.pem")); i++) await new Promise((r) => setTimeout(r, 50))
 }
+if (https && options["bare-h2"]) {
+  const tlsPort = await freePort()
+  writeFileSync(
+    join(work, "bare-h2.mjs"),
+    `import { readFileSync } from "node:fs"
+import * as http2 from "node:http2"
+const body = Buffer.alloc(${bodyBytes}, "x")
+const dir = ${JSON.stringify(certDir)}
+const server = http2.createSecureServer({ key: readFileSync(dir + "/leaf.key"), cert: readFileSync(dir + "/leaf.pem") })
+server.on("stream", (stream) => {
+  stream.respond({ ":status": 200, "content-type": "text/plain", "content-length": body.length })
+  stream.end(body)
+})
+process.on("SIGTERM", () => process.exit(0))
+server.listen(${tlsPort}, "127.0.0.1")
+`
+  )
+  const child = start(process.execPath, [...daemonFlags, join(work, "bare-h2.mjs")], "node:http2 alone")
+  targets.push({ name: "node:http2 alone", port: tlsPort, tlsPort, pid: child.pid, h2Only: true })
+}
 
 const notes = []
 const nginxWorkers = has("nginx") ? options["nginx-workers"].split(",").map((w) => w.trim()) : []
@@ -452,7 +475,9 @@ try {
     for (const c of connectionCounts) {
       // a client that fails or hangs loses its case, not the run
       try {
-        const caseTargets = targets.filter((t) => protocol === "http" || t.direct || t.tlsPort !== undefined)
+        const caseTargets = targets.filter((t) =>
+          t.h2Only ? protocol === "h2" : protocol === "http" || t.direct || t.tlsPort !== undefined
+        )
         const loadBefore = load()
         for (const t of caseTargets) measure(protocol, t, 2, c)
         const samples = new Map(caseTargets.map((t) => [t.name, []]))
