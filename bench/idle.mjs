@@ -25,7 +25,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import { awaitProfile, commitRepo, cpuMs, monotonicUs, startDaemonHere } from "./fixtures.mjs"
-import { median } from "./stats.mjs"
+import { commandLine, median } from "./stats.mjs"
 
 const { values: options } = parseArgs({
   options: {
@@ -221,7 +221,7 @@ else {
           : ` (${r.allSyscallsPerSecond} syscalls/s in all: ${r.topSyscalls.join(", ")})`) +
         `; status --json ${r.statusJsonMs} ms = ${r.statusRatio}× node -e 0 (median of ${r.statusRuns}, range ` +
         `${r.statusJsonRange}; the daemon's CPU ${r.statusDaemonCpuMs} ms an answer) · ${machine.cores} cores, load ${machine.loadBefore[0]} → ${machine.loadAfter[0]}, ` +
-        `${machine.date} · node bench/idle.mjs --worlds ${r.worlds} --services ${r.services} --seconds ${r.seconds} --settle ${options.settle}`
+        `${machine.date} · ${commandLine()}`
     )
   }
 }

@@ -37,7 +37,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import { daemonNodeFlags } from "./fixtures.mjs"
-import { median } from "./stats.mjs"
+import { commandLine, median } from "./stats.mjs"
 
 const { values: options } = parseArgs({
   options: {
@@ -66,7 +66,7 @@ const bodyBytes = Number(options.body)
 const https = options.https === true
 const HOST = "web.w1.demo.localhost"
 const root = fileURLToPath(new URL("..", import.meta.url))
-const command = `node bench/proxy.mjs ${process.argv.slice(2).join(" ")}`.trim()
+const command = commandLine()
 if (connectionCounts.some((c) => !Number.isInteger(c) || c < 1) || !(rounds >= 1) || !(duration > 0)) {
   console.error("--connections takes a list of positive integers (50,200); --rounds and --duration positive numbers")
   process.exit(2)
