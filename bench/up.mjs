@@ -1,6 +1,6 @@
 // How fast worlds come up and how cheaply the daemon answers, next to `node -e 0`, in one run; and the daemon's
-// memory with many worlds up. Usage: node bench/up.mjs [--runs N] [--worlds N] [--clean-env] [--cpu-prof DIR]
-// [--node-flags=F] [--json]   (build first)
+// memory with many worlds up. Usage: node bench/up.mjs [--runs N] [--worlds N] [--clean-env] [--settle S]
+// [--cpu-prof DIR] [--node-flags=F] [--json]   (build first)
 //
 // - cold up: `berth up <new world>` of a 3-service world (a new worktree, new port leases, three processes that
 //   start at once — no depends_on — each checked by tcp)
@@ -10,7 +10,8 @@
 // - status --json / env --json: one daemon round trip each
 // - daemon CPU: what the daemon used (every thread of it, from /proc) during each warm up and each down
 // - daemon RSS: VmRSS of the daemon with --worlds worlds × 3 services up (services are `sleep`, so the machine's
-//   memory goes to the daemon's bookkeeping only)
+//   memory goes to the daemon's bookkeeping only): 7 s after the last up, while the garbage of the burst is still
+//   held, and settled, --settle seconds (60) after it, once V8 has collected it with the swarm quiet (0: not read)
 // --clean-env: see `env` below. --cpu-prof DIR starts the daemon under V8's profiler and prints where its CPU went
 // during the warm ups. --node-flags="FLAGS" starts the daemon with those Node flags instead of its own.
 // The last lines are the summaries: each figure's median and range, the machine (cores, load average before and
@@ -28,6 +29,7 @@ const { values: options } = parseArgs({
   options: {
     runs: { type: "string", default: "15" },
     worlds: { type: "string", default: "50" },
+    settle: { type: "string", default: "60" },
     json: { type: "boolean" },
     "clean-env": { type: "boolean" },
     "cpu-prof": { type: "string" },
@@ -108,8 +110,15 @@ try {
   berth("reserve", "--max-parallel", String(worldCount + 1))
   for (let i = 0; i < worldCount; i++) berth("up", `many-${i}`, "--group", "idle")
   // let the reconciler make a few passes over all of them
+  const lastUp = Date.now()
   await new Promise((r) => setTimeout(r, 7_000))
   const after = rss()
+  const settleMs = Number(options.settle) * 1000
+  let settled
+  if (settleMs > 0) {
+    await new Promise((r) => setTimeout(r, Math.max(0, lastUp + settleMs - Date.now())))
+    settled = rss()
+  }
   berth("down", "--all")
 
   const baseline = median(samples.node)
@@ -125,7 +134,9 @@ try {
     worlds: worldCount,
     services: worldCount * 3,
     rssBeforeMiB: before / 2 ** 20,
-    rssMiB: after / 2 ** 20
+    rssMiB: after / 2 ** 20,
+    settleS: settleMs / 1000,
+    rssSettledMiB: settled === undefined ? undefined : settled / 2 ** 20
   }
   const daemonCpu = {
     perWarmUpMs: Number(median(samples.upCpu).toFixed(1)),
@@ -150,13 +161,25 @@ try {
     }),
     summaryLine({ what: "daemon CPU per down", values: samples.downCpu, unit: "ms", before: machineBefore }),
     summaryLine({
-      what: `daemon RSS with ${worldCount} worlds × 3 services up`,
+      what: `daemon RSS with ${worldCount} worlds × 3 services up, 7 s after the last up`,
       values: [memory.rssMiB],
       unit: "MiB",
       digits: 1,
       before: machineBefore,
       goal: `${memory.rssBeforeMiB.toFixed(1)} MiB idle before`
-    })
+    }),
+    ...(memory.rssSettledMiB === undefined
+      ? []
+      : [
+          summaryLine({
+            what: `daemon RSS with ${worldCount} worlds × 3 services up, settled (${memory.settleS} s after the last up)`,
+            values: [memory.rssSettledMiB],
+            unit: "MiB",
+            digits: 1,
+            before: machineBefore,
+            goal: "goal ≤ 150 MiB at 50 worlds"
+          })
+        ])
   ]
   if (options.json) {
     console.log(
@@ -178,7 +201,10 @@ try {
     console.log(`${runs} runs each, interleaved; Node ${process.version}\n`)
     printTable(results)
     console.log(
-      `\ndaemon RSS: ${memory.rssBeforeMiB.toFixed(1)} MiB idle, ${memory.rssMiB.toFixed(1)} MiB with ${worldCount} worlds × 3 services up`
+      `\ndaemon RSS: ${memory.rssBeforeMiB.toFixed(1)} MiB idle, ${memory.rssMiB.toFixed(1)} MiB with ${worldCount} worlds × 3 services up` +
+        (memory.rssSettledMiB === undefined
+          ? ""
+          : ` (7 s after the last up), ${memory.rssSettledMiB.toFixed(1)} MiB settled (${memory.settleS} s after it)`)
     )
     console.log("")
     for (const line of summaries) console.log(line)
