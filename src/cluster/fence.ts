@@ -7,7 +7,7 @@
  */
 import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { existsSync, renameSync, writeFileSync } from "node:fs"
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import * as RunnerStorage from "@effect/cluster/RunnerStorage"
 import * as Duration from "effect/Duration"
@@ -15,7 +15,16 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import { ANYWHERE_SETTING, anywhereIds, timings } from "../domain/cluster.js"
-import { FENCE_GRACE_MS, type FenceLease, formatLease, HOLDER_TICK_MS, holdUntil, STALL_MS } from "../domain/fence.js"
+import {
+  FENCE_GRACE_MS,
+  type FenceLease,
+  formatLease,
+  HOLDER_TICK_MS,
+  holdUntil,
+  leaseLets,
+  parseLease,
+  STALL_MS
+} from "../domain/fence.js"
 import { isAtRest } from "../domain/world-state.js"
 import { Fence } from "../services/Fence.js"
 import { Home } from "../services/Home.js"
@@ -171,16 +180,27 @@ export const installRule = (
       Effect.map(registry.getSetting(ANYWHERE_SETTING), (v) => anywhereIds(v).includes(worldId)).pipe(
         Effect.orElseSucceed(() => true)
       )
+    const home = yield* Home
+    /** the lease as the watchdog reads it: a hold renewed a moment ago may not be in the file yet */
+    const leaseOnDisk = () => {
+      try {
+        return parseLease(readFileSync(home.fenceFile, "utf8"))
+      } catch {
+        return undefined
+      }
+    }
     const mayRun = (worldId: number) =>
       Effect.gen(function* () {
         if (!(yield* cluster.member)) return true
         if (!holdGood(hold)) return false
+        // what starts now must be let by the lease the watchdog reads, or a look of its from before the renewal could
+        // take the new copy for a fenced one (the watchdog reads the lease again after its look: `leaseLets`)
+        if (!leaseLets(leaseOnDisk(), process.pid, Date.now())) return false
         const w = yield* registry.world(worldId).pipe(Effect.orElseSucceed(() => undefined))
         return w !== undefined && (yield* cluster.owns(w.projectName, w.slug))
       })
     // each service of a world that runs anywhere ends with this daemon, even with nothing of berth left to stop it,
     // and at once when the machine wakes from a stall the cluster may have given it up during
-    const home = yield* Home
     const holder = makeHolder({
       graceMs: FENCE_GRACE_MS,
       tickMs: HOLDER_TICK_MS,

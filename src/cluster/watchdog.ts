@@ -7,20 +7,13 @@
  * Plain Node on purpose: no Effect, no bundle of berth's, so it starts in milliseconds and costs little memory.
  */
 import { appendFileSync, readFileSync, renameSync, writeFileSync } from "node:fs"
-import {
-  FENCE_GRACE_MS,
-  formatFenced,
-  parseFenced,
-  parseLease,
-  recordedSince,
-  STALL_MS,
-  watchStep
-} from "../domain/fence.js"
+import { formatFenced, parseFenced, parseLease, recordedSince, STALL_MS, watchStep } from "../domain/fence.js"
 import { MARK_VARIABLE, parseMark } from "../domain/marks.js"
 import { homePaths } from "../services/homePaths.js"
 import { pidAlive } from "../services/pids.js"
 import { procEnvirons } from "../services/platformProc.js"
 import { psEnvirons } from "../services/platformPs.js"
+import { fenceGroups } from "./watchdogFence.js"
 
 const TICK_MS = 200
 /**
@@ -62,7 +55,7 @@ const signalGroup = (pgid: number, signal: NodeJS.Signals) => {
   }
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 const main = async (home: string, serves: { readonly daemon: number; readonly session: string }) => {
   const paths = homePaths(home)
@@ -82,11 +75,15 @@ const main = async (home: string, serves: { readonly daemon: number; readonly se
     if (step._tag === "Fence" && Date.now() - lastFence >= REFENCE_MS) {
       if (stalled) await sleep(HOLDER_FIRST_MS)
       lastFence = Date.now()
-      const groups = groupsOf(step.worlds, step.home)
+      const groups = await fenceGroups(step, serves, {
+        lease: () => parseLease(read(paths.fenceFile, "utf8") ?? ""),
+        groups: groupsOf,
+        signal: signalGroup,
+        sleep,
+        daemonAlive: () => pidAlive(serves.daemon),
+        now: Date.now
+      })
       if (groups.length > 0) {
-        for (const pgid of groups) signalGroup(pgid, "SIGTERM")
-        await sleep(FENCE_GRACE_MS)
-        for (const pgid of groups) signalGroup(pgid, "SIGKILL")
         // for the daemon, when it thaws: these copies are stopped, whatever its actors last saw. Unless this fence is
         // recorded already: the holder killed them as the machine woke (and said so), or this watchdog did a moment ago
         const recorded = parseFenced(read(paths.fencedFile, "utf8") ?? "")

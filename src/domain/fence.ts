@@ -169,6 +169,16 @@ export const recordedSince = (
 ): boolean =>
   record !== undefined && record.daemon === serves.daemon && record.session === serves.session && record.at >= until
 
+/**
+ * The lease on disk lets the daemon `daemon` start a process of a world that runs anywhere: it is that daemon's, not
+ * let go, and good now. The daemon's own hold may be renewed a moment before the file is: a process started in that
+ * moment is one the watchdog, reading the stale file, would stop as a fenced copy. So a start waits for the file, and
+ * the watchdog reads it again after it has looked the processes up (`cluster/watchdogFence.ts`): whatever it found
+ * that a renewed lease let start, it leaves.
+ */
+export const leaseLets = (lease: FenceLease | undefined, daemon: number, now: number): boolean =>
+  lease !== undefined && lease.daemon === daemon && !lease.done && now < lease.until
+
 /** What a world's history says of a copy the fence (the watchdog, or the holder) stopped at `at`, for `status`. */
 export const fencedMessage = (at: number): string =>
   `this machine's copy was fenced at ${new Date(at).toISOString().slice(11, 19)} UTC: the daemon had not renewed its hold in the cluster in time (frozen, asleep, or cut off), so the fence stopped the world's processes; it starts again here once the cluster gives the world back, or runs on another machine`
