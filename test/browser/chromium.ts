@@ -5,7 +5,7 @@
 import { execFileSync } from "node:child_process"
 import { existsSync, mkdirSync } from "node:fs"
 import { join } from "node:path"
-import { type BrowserContext, chromium } from "playwright-core"
+import { type BrowserContext, chromium, type Page, type Response } from "playwright-core"
 
 export const CHROMIUM = "/usr/bin/chromium"
 export const hasChromium = existsSync(CHROMIUM)
@@ -41,11 +41,28 @@ export const launch = (base: string, home: string): Promise<BrowserContext> =>
     env: { ...process.env, HOME: home }
   })
 
+/**
+ * `page.goto`, again when Chromium gave the navigation up because the machine's network changed: the cluster tests,
+ * running beside these, add and remove network namespaces and their links, which Chromium hears of and answers by
+ * aborting whatever loads (`net::ERR_NETWORK_CHANGED`). Nothing of berth's; a user would load the page again.
+ */
+export const goto = async (page: Page, url: string): Promise<Response | null> => {
+  // a namespace's setup or teardown changes the links in a burst: the pause lets it pass
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await page.goto(url)
+    } catch (error) {
+      if (attempt >= 10 || !String(error).includes("net::ERR_NETWORK_CHANGED")) throw error
+      await new Promise((resolve) => setTimeout(resolve, 300))
+    }
+  }
+}
+
 /** Opens `url`, waits until the page's `#out` stops saying "loading", and returns its text. */
 export const render = async (context: BrowserContext, url: string): Promise<string> => {
   const tab = await context.newPage()
   try {
-    const response = await tab.goto(url)
+    const response = await goto(tab, url)
     if (response?.status() !== 200) throw new Error(`${url} answered ${response?.status()}`)
     // a string: the predicate runs in the page, where `document` exists
     await tab.waitForFunction('document.getElementById("out").textContent !== "loading"', undefined, {

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { sandboxes } from "../e2e/harness.js"
-import { browserHome, hasChromium, launch } from "./chromium.js"
+import { browserHome, goto, hasChromium, launch } from "./chromium.js"
 
 const boxes = sandboxes()
 const base = mkdtempSync(join(tmpdir(), "berth-browser-dashboard-"))
@@ -61,7 +61,7 @@ describe.skipIf(!hasChromium)("the web dashboard in Chromium", () => {
     const context = await launch(base, browserHome(base))
     try {
       const page = await context.newPage()
-      const response = await page.goto(`${origin}/`)
+      const response = await goto(page, `${origin}/`)
       expect(response?.status()).toBe(200)
       const state = (world: string) => page.locator(`tr.world[data-world="${world}"] .state`)
       await expect.poll(() => state("one").textContent(), { timeout: 15_000 }).toBe("running")

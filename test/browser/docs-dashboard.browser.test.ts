@@ -8,7 +8,7 @@ import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { sandboxes } from "../e2e/harness.js"
-import { browserHome, hasChromium, launch } from "./chromium.js"
+import { browserHome, goto, hasChromium, launch } from "./chromium.js"
 
 const boxes = sandboxes()
 const base = mkdtempSync(join(tmpdir(), "berth-browser-docs-"))
@@ -53,7 +53,7 @@ describe.skipIf(!hasChromium)("the dashboard picture in README.md", () => {
     try {
       const page = await context.newPage()
       await page.setViewportSize({ width: 1200, height: 640 })
-      expect((await page.goto(`http://berth.localhost:${port}/`))?.status()).toBe(200)
+      expect((await goto(page, `http://berth.localhost:${port}/`))?.status()).toBe(200)
       for (const world of worlds) {
         await expect
           .poll(() => page.locator(`tr.world[data-world="${world}"] .state`).textContent(), { timeout: 15_000 })

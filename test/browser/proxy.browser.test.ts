@@ -20,7 +20,7 @@ import {
   startProxy,
   target
 } from "../services/proxy-helpers.js"
-import { hasChromium, launch, render } from "./chromium.js"
+import { goto, hasChromium, launch, render } from "./chromium.js"
 
 const page = `<!doctype html>
 <html><body><p id="out">loading</p><script>
@@ -111,7 +111,7 @@ describe.skipIf(!hasChromium)("Chromium through the proxy", () => {
   it("shows the 404 page for an unknown host", async () => {
     const tab = await context.newPage()
     try {
-      const response = await tab.goto(`http://nope.w1.demo.localhost:${proxy.port}/`)
+      const response = await goto(tab, `http://nope.w1.demo.localhost:${proxy.port}/`)
       expect(response?.status()).toBe(404)
       expect(await tab.textContent("h1")).toBe("404 Not found")
       expect(await tab.getAttribute("a", "href")).toBe(`http://api.w1.demo.localhost:${proxy.port}/`)

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { type Sandbox, sandboxes, worldFrom } from "../e2e/harness.js"
-import { browserHome, hasChromium, launch } from "./chromium.js"
+import { browserHome, goto, hasChromium, launch } from "./chromium.js"
 
 const boxes = sandboxes()
 const base = mkdtempSync(join(tmpdir(), "berth-browser-vite-"))
@@ -52,7 +52,7 @@ describe.skipIf(!hasChromium)("Vite in Chromium through the proxy", () => {
         const tab = await context.newPage()
         const sockets: Array<string> = []
         tab.on("websocket", (ws) => sockets.push(ws.url()))
-        const response = await tab.goto(url)
+        const response = await goto(tab, url)
         expect(response?.status()).toBe(200)
         await tab.waitForFunction('document.getElementById("out").textContent === "first"', undefined, {
           timeout: 20_000
