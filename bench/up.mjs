@@ -38,6 +38,10 @@ const { values: options } = parseArgs({
 })
 const runs = Number(options.runs)
 const worldCount = Number(options.worlds)
+if (!(Number(options.settle) >= 0)) {
+  console.error("--settle takes the seconds to wait after the last up before the settled reading (0: none)")
+  process.exit(2)
+}
 // the command users run: dist/berth, the launcher of dist/berth.cjs
 const cli = fileURLToPath(new URL("../dist/berth", import.meta.url))
 
