@@ -6,6 +6,7 @@
 // compile it with a V8 code cache in the user's cache folder, which also saves later runs compiling the functions that
 // the run which wrote the cache needed. BERTH_CODE_CACHE=0 turns the cache off. The entry is CommonJS: Node loads a
 // CommonJS file about 15 ms sooner than an ES module.
+import { traceNow } from "../services/trace-mark.js"
 import type * as Main from "./main.js"
 
 declare const BERTH_VERSION: string
@@ -40,6 +41,7 @@ if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "-V")) {
   void tryFast(argv)
     .then((answered) => {
       if (answered) return
+      traceNow("cli: full")
       // the build defines BERTH_MAIN_HASH, so esbuild drops the import() branch, which serves unbundled runs
       const main: Promise<MainModule> =
         typeof BERTH_MAIN_HASH === "string" ? loadBundledMain(BERTH_MAIN_HASH) : import("./main.js")
@@ -52,7 +54,7 @@ if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "-V")) {
     })
 }
 
-/** `up`, `down`, `env --json` and `status --json` straight over the daemon's socket (see fast.ts). */
+/** `up`, `down`, `env --json` and `status` straight over the daemon's socket (see fast.ts). */
 async function tryFast(args: ReadonlyArray<string>): Promise<boolean> {
   if (!["up", "down", "env", "status"].includes(args[0] ?? "")) return false
   return (await import("./fast.js")).tryFast(args)

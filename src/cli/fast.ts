@@ -1,5 +1,5 @@
 /**
- * The lean path: the commands agents call in tight loops — `up`, `down`, `env --json`, `status --json` — are sent
+ * The lean path: the commands agents call in tight loops — `up`, `down`, `env --json`, `status` — are sent
  * straight over the daemon's socket without loading Effect or the command tree. Only plain forms are taken here;
  * anything else (another option, no daemon yet, a daemon of another version) goes to the full CLI, which handles
  * it. Nothing is sent before that decision, so a fallback never repeats a request.
@@ -12,7 +12,16 @@ import { traceNow } from "../services/trace-mark.js"
 import { isThisBuild } from "../version.js"
 import { expandAlias } from "./aliases.js"
 import { envDocument, formatDocument, formatErrorLine, worldDocument, worldsDocument } from "./documents.js"
-import { errorPrefix, interruptedLine, progressLine, queueLine, renderDown, renderWorld, worldOf } from "./render.js"
+import {
+  errorPrefix,
+  interruptedLine,
+  progressLine,
+  queueLine,
+  renderDown,
+  renderStatus,
+  renderWorld,
+  worldOf
+} from "./render.js"
 
 interface Lean {
   readonly tag: string
@@ -131,10 +140,12 @@ const match = (given: ReadonlyArray<string>): Lean | undefined => {
         plain: false
       }
     case "status": {
-      if (!json || p.values.size > 0 || p.flags.has("--all")) return undefined
+      if (p.values.size > 0 || p.flags.has("--all")) return undefined
       const path = p.positional[0]
-      const print = (v: unknown) =>
-        formatDocument(worldsDocument((v as { readonly worlds: ReadonlyArray<WorldStatus> }).worlds))
+      const print = (v: unknown) => {
+        const worlds = (v as { readonly worlds: ReadonlyArray<WorldStatus> }).worlds
+        return json ? formatDocument(worldsDocument(worlds)) : renderStatus(worlds)
+      }
       if (path === undefined) return { tag: "Status", payload: {}, print, plain: false }
       if (!path.startsWith("/") && cwd === undefined) return undefined
       return { tag: "Status", payload: { cwd: absolutePath(path, cwd ?? "/") }, print, plain: false }

@@ -405,6 +405,19 @@ env = { NAME = "\${world.name}" }
     expect(plain.code, plain.stderr).toBe(0)
     expect(plain.stdout).toContain("here")
     expect(plain.stdout).not.toContain("other")
+    // `status` as people read it goes the lean path too, and says exactly what the full CLI says (an option the
+    // lean path does not know, such as --log-level, sends a command to the full CLI)
+    const trace = join(dirname(box.dir), "status.trace")
+    for (const args of [["status"], ["status", "."]]) {
+      writeFileSync(trace, "")
+      const lean = await box.run(args, { env: { BERTH_TRACE: trace } })
+      expect(lean.code, lean.stderr).toBe(0)
+      expect(readFileSync(trace, "utf8")).not.toContain("cli: full")
+      const full = await box.run([...args, "--log-level", "info"], { env: { BERTH_TRACE: trace } })
+      expect(full.code, full.stderr).toBe(0)
+      expect(readFileSync(trace, "utf8")).toContain("cli: full")
+      expect(lean.stdout).toBe(full.stdout)
+    }
     // an error names the folder as the CLI resolved it
     const outside = await box.run(["status", ".."])
     expect(outside.code).toBe(1)
