@@ -51,6 +51,15 @@ const main = await esbuild.build({
   define: { BERTH_VERSION: version, BERTH_BUILD: build, "import.meta": "__berthImportMeta" }
 })
 const source = main.outputFiles[0].text
+// ASCII only: Node reads an ASCII file into a one-byte string, but one character past it (a "─" in a regular
+// expression, which esbuild does not escape there) makes all 3 MB a two-byte string, read at twice the cost on every
+// command and held at twice the size in every process. Write such a character as a \u escape in the source
+const wide = /[\u0080-\uffff]/.exec(source)
+if (wide !== null) {
+  const line = source.slice(0, wide.index).split("\n").length
+  const around = source.slice(Math.max(0, wide.index - 60), wide.index + 20)
+  throw new Error(`the program must be ASCII: ${JSON.stringify(wide[0])} on line ${line} of it, in …${around}…`)
+}
 
 const entry = await esbuild.build({
   ...shared,

@@ -8,7 +8,7 @@
 /** The marker berth writes into a log before each start of a process, so that runs can be told apart. */
 export const runMarker = (what: string, at: Date): string => `── berth: ${what} started at ${at.toISOString()} ──`
 
-const MARKER = /^── berth: .* started at .* ──$/
+const MARKER = /^\u2500\u2500 berth: .* started at .* \u2500\u2500$/
 
 /** The lines of the last run: those after the last marker (all of them when there is none). */
 export const currentRun = (lines: ReadonlyArray<string>): ReadonlyArray<string> => {
