@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "node:crypto"
 import { hostname, networkInterfaces } from "node:os"
-import * as PgClient from "@effect/sql-pg/PgClient"
+import type * as PgClient from "@effect/sql-pg/PgClient"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -84,13 +84,24 @@ export const guessAddress = (): string | undefined => {
   return undefined
 }
 
-export const pgLayer = (url: string) =>
-  PgClient.layer({
-    url: Redacted.make(url),
-    applicationName: "berth",
-    maxConnections: 8,
-    connectTimeout: Duration.seconds(5)
-  })
+/**
+ * The cluster's database client. Loaded when a machine first reaches its cluster, never before: `pg` looks for a
+ * Cloudflare runtime as it loads (a `Response` made, which loads Node's whole fetch), a cost every command of the
+ * full CLI paid while this import was static.
+ */
+export const pgLayer = (url: string): ReturnType<typeof PgClient.layer> =>
+  Layer.unwrapEffect(
+    Effect.map(
+      Effect.promise(() => import("@effect/sql-pg/PgClient")),
+      (pg) =>
+        pg.layer({
+          url: Redacted.make(url),
+          applicationName: "berth",
+          maxConnections: 8,
+          connectTimeout: Duration.seconds(5)
+        })
+    )
+  )
 
 export const unavailable = (url: string) => (e: unknown) =>
   new ClusterUnavailable({ url: hidePassword(url), reason: message(e) })
