@@ -42,8 +42,8 @@ export const EngineLive = Worlds.Default.pipe(
 /** The engine as the daemon runs it: with the cluster (idle until one is joined) and the hosts file it keeps. */
 export const WorldsLive = Layer.merge(Cluster.Default, HostsKeeper.Default).pipe(Layer.provideMerge(EngineLive))
 
-/** The CLI's local services. */
-export const CliLive = ConfigFilesLive.pipe(Layer.provideMerge(NodeContext.layer))
+/** The CLI's local services (in a file of their own, which the CLI loads without the engine). */
+export { CliLive } from "./cli.js"
 
 const homeLayer = (home: string | undefined) => (home === undefined ? Home.layer : Home.layerAt(home))
 

@@ -10,7 +10,6 @@ import * as Option from "effect/Option"
 import { DaemonClient, ensureDaemon, shutdownDaemon } from "../../daemon/client.js"
 import { daemonInstall } from "./daemon-install.js"
 import { withDaemon } from "./worlds.js"
-import { runDaemon } from "../../daemon/server.js"
 import { request } from "../../daemon/wire.js"
 import { DaemonUnavailable, InvalidRequest } from "../../domain/errors.js"
 import { formatPortRange, parsePortRange } from "../../domain/ports.js"
@@ -83,6 +82,9 @@ const status = Command.make("status", { json }, ({ json }) =>
 
 const run = Command.make("run", {}, () =>
   Effect.gen(function* () {
+    // the engine is loaded here, by the daemon alone: every other command is its client, and evaluating the engine's
+    // modules was a tenth of each one's start
+    const { runDaemon } = yield* Effect.promise(() => import("../../daemon/server.js"))
     const served = yield* Effect.scoped(runDaemon)
     if (!served) process.exitCode = 0
     // the services' watchers (timers, child handles) were let go, not stopped: nothing is left to wait for
