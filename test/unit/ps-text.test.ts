@@ -169,6 +169,41 @@ describe("macOS (test/fixtures/darwin: see each file's header for where it came 
     expect(parseMemsize("")).toBeUndefined()
   })
 
+  it("ps fields as Macs printed them (recorded values: see the fixture) read as the constructed rows assume", () => {
+    const fields = fixture("darwin/ps-fields.txt")
+      .split("\n")
+      .filter((line) => line !== "")
+      .map((line) => line.split("\t"))
+    const values = (column: string) => fields.filter((f) => f[0] === column).map((f) => f[1] ?? "")
+    expect(values("lstart").map(parseLstart)).toEqual([Date.UTC(2026, 7, 21, 16, 12, 33) / 1000])
+    expect(values("time").map(parsePsTime)).toEqual([23_190, 9_820, 3_444_250, 8_357_710])
+    // the columns of berth's `ps -o pid=,pgid=,time=,rss=`, with each recorded time and rss in turn
+    const rss = values("rss")
+    expect(
+      parsePsCost(
+        values("time")
+          .map((time, i) => `${i + 1} 1 ${time} ${rss[i % rss.length]}`)
+          .join("\n")
+      )
+    ).toEqual([
+      { pid: 1, pgid: 1, cpuMs: 23_190, rssBytes: 91276 * 1024 },
+      { pid: 2, pgid: 1, cpuMs: 9_820, rssBytes: 15788 * 1024 },
+      { pid: 3, pgid: 1, cpuMs: 3_444_250, rssBytes: 91276 * 1024 },
+      { pid: 4, pgid: 1, cpuMs: 8_357_710, rssBytes: 15788 * 1024 }
+    ])
+    // and of `ps -o pid=,ppid=,pgid=,stat=,lstart=`, with each recorded state
+    const lstart = values("lstart")[0] ?? ""
+    const rows = parsePsRows(
+      values("stat")
+        .map((stat, i) => `${i + 10} 1 ${i + 10} ${stat} ${lstart}`)
+        .join("\n")
+    )
+    expect(rows.map((r) => [r.stat, psDefunct(r.stat)])).toEqual([
+      ["Ss", false],
+      ["Us", false]
+    ])
+  })
+
   it("ps: rows in the layout of BSD ps (constructed, not recorded: see the fixture), a zombie among them", () => {
     const rows = parsePsRows(fixture("darwin/ps-lstart.txt"))
     expect(rows.map((r) => r.pid)).toEqual([1, 387, 5120, 5121, 5133])
