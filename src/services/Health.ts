@@ -22,6 +22,15 @@ import * as Schedule from "effect/Schedule"
 import { defaults, type HealthCheck } from "../domain/config/model.js"
 import { finalStatus } from "../domain/http-status.js"
 import { Platform, type PlatformService } from "./Platform.js"
+import {
+  firstListenerPollMs,
+  LISTENER_POLL_MIN_MS,
+  type ListenedBefore,
+  listenerPollFamilies,
+  listenerPollGapMs,
+  listenedNow,
+  type LoopbackFamily
+} from "../domain/listener-pace.js"
 import { judgeListener, type ListenerHolder, type ListenerVerdict } from "../domain/proc.js"
 
 export interface ProbeContext {
@@ -319,66 +328,131 @@ const attempt = (check: HealthCheck, ctx: ProbeContext, attemptMs?: number): Eff
   }
 }
 
-/** how often a starting service's port is tried while it waits for something to listen there */
-const LISTENER_POLL_MS = 10
+/** Loopback addresses by family, as the listener wait asks them. */
+const LOOPBACK_OF: Readonly<Record<LoopbackFamily, string>> = { v4: LOOPBACK[0], v6: LOOPBACK[1] }
+
+/** How many services' listen times are remembered (one per world's service; the oldest is forgotten first). */
+const LISTENED_BEFORE_MAX = 4_096
+
+interface PortWait {
+  readonly port: number
+  /** the service's log file: one per world's service, so what it took to listen is remembered across its starts */
+  readonly key: string
+  readonly started: number
+  readonly before: ListenedBefore | undefined
+  readonly wakers: Set<() => void>
+  dueAt: number
+  tries: number
+  inFlight: boolean
+}
 
 /**
  * Waits until a port on loopback accepts a connection: what a starting service's network check needs before an
- * attempt can pass. One plain timer tries every waiting port, where an attempt every 10 ms per service costs a
- * fiber's timer, a schedule step and a span besides the sockets (about a fifth of the daemon's CPU in an `up`).
+ * attempt can pass. One plain timer tries every port that is due, where an attempt per service on a schedule costs a
+ * fiber's timer, a schedule step and a span besides the sockets. Each port is tried at the pace of
+ * `src/domain/listener-pace.ts`: briskly at first, less often as the wait grows, and for a service that listened
+ * before, not until most of the time it took then has passed, on the address family that answered then.
  * (The kernel's listener tables are no cheaper to read: with no IPv6 connections, finding the end of the tcp6 table
  * walks the whole empty hash of them, about 1 ms here.)
  */
 const makeListenerWait = () => {
-  const waiting = new Map<number, Set<() => void>>()
-  /** true once 127.0.0.1, else ::1, accepts a connection on the port */
-  const accepts = (port: number, hosts: ReadonlyArray<string>, done: (ok: boolean) => void): void => {
-    const [host, ...rest] = hosts
-    if (host === undefined) {
-      done(false)
+  const waiting = new Map<number, PortWait>()
+  const listenedBefore = new Map<string, ListenedBefore>()
+  /** the family of the first of `families` that accepts a connection on the port, or undefined when none does */
+  const accepts = (
+    port: number,
+    families: ReadonlyArray<LoopbackFamily>,
+    done: (family: LoopbackFamily | undefined) => void
+  ): void => {
+    const [family, ...rest] = families
+    if (family === undefined) {
+      done(undefined)
       return
     }
-    const socket = net.connect({ host, port })
+    const socket = net.connect({ host: LOOPBACK_OF[family], port })
     const settle = (ok: boolean) => {
       socket.removeAllListeners()
       socket.on("error", () => {})
       socket.destroy()
-      if (ok) done(true)
+      if (ok) done(family)
       else accepts(port, rest, done)
     }
-    socket.setTimeout(LISTENER_POLL_MS * 10, () => settle(false))
+    socket.setTimeout(LISTENER_POLL_MIN_MS * 10, () => settle(false))
     socket.once("connect", () => settle(true))
     socket.once("error", () => settle(false))
   }
-  /** idle: no round in flight and none due; a round tries every waiting port once, the next is due when it ends */
-  let busy = false
-  const round = () => {
-    const ports = [...waiting.keys()]
-    let pending = ports.length
-    busy = pending > 0
-    for (const port of ports) {
-      accepts(port, LOOPBACK, (ok) => {
-        const wakers = waiting.get(port)
-        if (ok && wakers !== undefined) {
-          waiting.delete(port)
-          for (const wake of wakers) wake()
+  let timer: NodeJS.Timeout | undefined
+  let timerAt = Number.POSITIVE_INFINITY
+  /** the timer runs for the earliest try due, and only while a port waits */
+  const arm = () => {
+    let next = Number.POSITIVE_INFINITY
+    for (const w of waiting.values()) if (!w.inFlight && w.dueAt < next) next = w.dueAt
+    if (next === timerAt) return
+    clearTimeout(timer)
+    timer = undefined
+    timerAt = next
+    if (next === Number.POSITIVE_INFINITY) return
+    timer = setTimeout(tick, Math.max(0, next - performance.now()))
+    timer.unref()
+  }
+  const tick = () => {
+    timer = undefined
+    timerAt = Number.POSITIVE_INFINITY
+    const now = performance.now()
+    for (const w of waiting.values()) {
+      if (w.inFlight || w.dueAt > now) continue
+      w.inFlight = true
+      accepts(w.port, listenerPollFamilies(w.tries, w.before), (family) => {
+        w.inFlight = false
+        w.tries++
+        if (waiting.get(w.port) !== w) return
+        const at = performance.now()
+        if (family !== undefined) {
+          waiting.delete(w.port)
+          listenedBefore.delete(w.key)
+          const remembered = listenedNow(w.before, { tries: w.tries, afterMs: at - w.started, family })
+          if (remembered !== undefined) listenedBefore.set(w.key, remembered)
+          if (listenedBefore.size > LISTENED_BEFORE_MAX) {
+            const oldest = listenedBefore.keys().next()
+            if (oldest.done !== true) listenedBefore.delete(oldest.value)
+          }
+          for (const wake of w.wakers) wake()
+        } else {
+          w.dueAt = at + listenerPollGapMs(at - w.started)
         }
-        if (--pending > 0) return
-        busy = waiting.size > 0
-        if (busy) setTimeout(round, LISTENER_POLL_MS).unref()
+        arm()
       })
     }
+    arm()
   }
-  return (port: number): Effect.Effect<void> =>
+  return (port: number, key: string): Effect.Effect<void> =>
     Effect.async<void>((resume) => {
       const wake = () => resume(Effect.void)
-      const wakers = waiting.get(port) ?? new Set<() => void>()
-      wakers.add(wake)
-      waiting.set(port, wakers)
-      if (!busy) round()
+      let w = waiting.get(port)
+      if (w === undefined) {
+        const started = performance.now()
+        const before = listenedBefore.get(key)
+        w = {
+          port,
+          key,
+          started,
+          before,
+          wakers: new Set(),
+          dueAt: started + firstListenerPollMs(before),
+          tries: 0,
+          inFlight: false
+        }
+        waiting.set(port, w)
+      }
+      const entry = w
+      entry.wakers.add(wake)
+      arm()
       return Effect.sync(() => {
-        wakers.delete(wake)
-        if (wakers.size === 0 && waiting.get(port) === wakers) waiting.delete(port)
+        entry.wakers.delete(wake)
+        if (entry.wakers.size === 0 && waiting.get(port) === entry) {
+          waiting.delete(port)
+          arm()
+        }
       })
     })
 }
@@ -521,7 +595,12 @@ const make = Effect.gen(function* () {
     const port = ctx.port
     // a network check cannot pass before something listens on its port: the attempts start once something does
     const network = port !== undefined && (check.kind === "tcp" || check.kind === "http")
-    return yield* pollUntilHealthy(check, network ? Effect.zipRight(listenerOn(port), once) : once, confirm, port)
+    return yield* pollUntilHealthy(
+      check,
+      network ? Effect.zipRight(listenerOn(port, ctx.logFile), once) : once,
+      confirm,
+      port
+    )
   })
 
   return {

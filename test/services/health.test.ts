@@ -439,6 +439,46 @@ layer(HealthLive.pipe(Layer.provide(PlatformLive)), { excludeTestServices: true 
     )
   })
 
+  describe("the wait for a listener, learned", () => {
+    it.scoped(
+      "finds a service's listener again on its next starts: sooner, later, and moved to the other loopback address",
+      () =>
+        Effect.gen(function* () {
+          const health = yield* Health
+          // one service (its log file names it) started four times, its listener opened at different times and
+          // addresses: each wait passes once the listener is there, and not before
+          const logFile = fresh("learned")
+          const starts: ReadonlyArray<{ readonly afterMs: number; readonly host: string }> = [
+            { afterMs: 300, host: "127.0.0.1" },
+            { afterMs: 50, host: "127.0.0.1" },
+            { afterMs: 400, host: hasIpv6Loopback ? "::1" : "127.0.0.1" },
+            { afterMs: 0, host: "127.0.0.1" }
+          ]
+          for (const { afterMs, host } of starts) {
+            const port = yield* closedPort
+            const started = Date.now()
+            const wait = yield* Effect.fork(
+              Effect.map(health.waitHealthy(check("tcp", "", { timeoutMs: 10_000 }), context({ port, logFile })), () =>
+                Date.now()
+              )
+            )
+            yield* Effect.sleep(`${afterMs} millis`)
+            const server = tracked(net.createServer())
+            const opened = Date.now()
+            yield* Effect.async<void>((resume) => {
+              server.listen(port, host, () => resume(Effect.void))
+            })
+            const passed = yield* Fiber.join(wait)
+            expect(passed).toBeGreaterThanOrEqual(opened)
+            expect(passed - started).toBeLessThan(ENDS)
+            yield* Effect.async<void>((resume) => {
+              server.close(() => resume(Effect.void))
+            })
+          }
+        })
+    )
+  })
+
   describe("defaultCheck", () => {
     it.effect("is tcp with the model's defaults for a service with a port, none otherwise", () =>
       Effect.gen(function* () {
