@@ -53,8 +53,9 @@ const main = await esbuild.build({
 const source = main.outputFiles[0].text
 // ASCII only: Node reads an ASCII file into a one-byte string, but one character past it (a "─" in a regular
 // expression, which esbuild does not escape there) makes all 3 MB a two-byte string, read at twice the cost on every
-// command and held at twice the size in every process. Write such a character as a \u escape in the source
-const wide = /[\u0080-\uffff]/.exec(source)
+// command and held at twice the size in every process. Write such a character as a \u escape in the source. (An
+// unminified build, for reading profiles, keeps some comments, and their characters: it is not checked)
+const wide = shared.minify ? /[\u0080-\uffff]/.exec(source) : null
 if (wide !== null) {
   const line = source.slice(0, wide.index).split("\n").length
   const around = source.slice(Math.max(0, wide.index - 60), wide.index + 20)
