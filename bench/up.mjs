@@ -1,6 +1,6 @@
 // How fast worlds come up and how cheaply the daemon answers, next to `node -e 0`, in one run; and the daemon's
 // memory with many worlds up. Usage: node bench/up.mjs [--runs N] [--worlds N] [--clean-env] [--settle S]
-// [--cpu-prof DIR] [--node-flags=F] [--json]   (build first)
+// [--cpu-prof DIR] [--node-flags=F] [--listen-after MS] [--json]   (build first)
 //
 // - cold up: `berth up <new world>` of a 3-service world (a new worktree, new port leases, three processes that
 //   start at once — no depends_on — each checked by tcp)
@@ -12,6 +12,8 @@
 // - daemon RSS: VmRSS of the daemon with --worlds worlds × 3 services up (services are `sleep`, so the machine's
 //   memory goes to the daemon's bookkeeping only): 7 s after the last up, while the garbage of the burst is still
 //   held, and settled, --settle seconds (60) after it, once V8 has collected it with the swarm quiet (0: not read)
+// --listen-after MS: each service listens MS after it starts (a dev server that compiles first), in the floor too:
+// what the wait for a slow service's listener costs the daemon.
 // --clean-env: see `env` below. --cpu-prof DIR starts the daemon under V8's profiler and prints where its CPU went
 // during the warm ups. --node-flags="FLAGS" starts the daemon with those Node flags instead of its own.
 // The last lines are the summaries: each figure's median and range, the machine (cores, load average before and
@@ -33,11 +35,17 @@ const { values: options } = parseArgs({
     json: { type: "boolean" },
     "clean-env": { type: "boolean" },
     "cpu-prof": { type: "string" },
-    "node-flags": { type: "string" }
+    "node-flags": { type: "string" },
+    "listen-after": { type: "string", default: "0" }
   }
 })
 const runs = Number(options.runs)
 const worldCount = Number(options.worlds)
+const listenAfterMs = Number(options["listen-after"])
+if (!(listenAfterMs >= 0)) {
+  console.error("--listen-after takes the milliseconds each service waits before it listens")
+  process.exit(2)
+}
 if (!(Number(options.settle) >= 0)) {
   console.error("--settle takes the seconds to wait after the last up before the settled reading (0: none)")
   process.exit(2)
@@ -53,7 +61,8 @@ const home = join(base, "home")
 const inherited = options["clean-env"] ? { PATH: process.env.PATH, HOME: process.env.HOME } : process.env
 // BERTH_YES: the bench's own berth.toml is allowed without asking
 const env = { ...inherited, BERTH_HOME: home, XDG_CACHE_HOME: join(base, "cache"), BERTH_YES: "1" }
-const server = `require("node:net").createServer((s) => s.end()).listen(Number(process.env.PORT), "127.0.0.1")`
+const listen = `require("node:net").createServer((s) => s.end()).listen(Number(process.env.PORT), "127.0.0.1")`
+const server = listenAfterMs > 0 ? `setTimeout(() => ${listen}, ${listenAfterMs})` : listen
 execFileSync("mkdir", ["-p", repo])
 writeFileSync(join(repo, "server.js"), server)
 writeFileSync(

@@ -4,8 +4,8 @@
  * costs the daemon a socket, an error and its stack: cheap once, not a hundred times a second for every service of a
  * swarm that takes seconds to start. So: briskly at first (most services listen within a few hundred milliseconds,
  * and `up` should return soon after), then less and less often as the wait grows, a few times a second at most; and a
- * service that listened before is not tried until most of the time it took then has passed. Pure: the wait itself is
- * in `src/services/Health.ts`.
+ * service that listened before is not tried until most of the time it took then has passed, then briskly again
+ * around when it listened then. Pure: the wait itself is in `src/services/Health.ts`.
  */
 
 /** The briskest pace, for the first moments of a start. */
@@ -22,11 +22,24 @@ const EXPECTED_SHARE = 0.7
  */
 export const EXPECTED_MAX_MS = 250
 
-/** How long after a try, `waitedMs` into the wait, the next one is due. */
-export const listenerPollGapMs = (waitedMs: number): number =>
-  waitedMs <= BRISK_MS
-    ? LISTENER_POLL_MIN_MS
-    : Math.min(LISTENER_POLL_MAX_MS, Math.max(LISTENER_POLL_MIN_MS, Math.round(waitedMs / 20)))
+/** Around when a service that listened before is expected to listen again, it is tried briskly: from this share... */
+const EXPECTED_FROM = 0.95
+/** ...to this one of the time it took then. */
+const EXPECTED_TO = 1.2
+
+/**
+ * How long after a try, `waitedMs` into the wait, the next one is due: briskly at first; else a twentieth of the time
+ * waited. For a service that listened before: briskly around when it took to listen then, and before that a tenth of
+ * the time waited (it is expected later; if it comes sooner, it is still seen within a tenth).
+ */
+export const listenerPollGapMs = (waitedMs: number, before?: ListenedBefore): number => {
+  if (waitedMs <= BRISK_MS) return LISTENER_POLL_MIN_MS
+  const expectedFrom = before === undefined ? 0 : before.afterMs * EXPECTED_FROM
+  if (before !== undefined && waitedMs >= expectedFrom && waitedMs <= before.afterMs * EXPECTED_TO)
+    return LISTENER_POLL_MIN_MS
+  const share = waitedMs < expectedFrom ? 10 : 20
+  return Math.min(LISTENER_POLL_MAX_MS, Math.max(LISTENER_POLL_MIN_MS, Math.round(waitedMs / share)))
+}
 
 /** The address family that accepted the connection, remembered with how long the service took to listen. */
 export type LoopbackFamily = "v4" | "v6"
@@ -73,7 +86,7 @@ export const listenerPollTries = (listenMs: number, before: ListenedBefore | und
   let at = firstListenerPollMs(before)
   let tries = 1
   while (at < listenMs) {
-    at += listenerPollGapMs(at)
+    at += listenerPollGapMs(at, before)
     tries++
   }
   return tries

@@ -418,7 +418,7 @@ const makeListenerWait = () => {
           }
           for (const wake of w.wakers) wake()
         } else {
-          w.dueAt = at + listenerPollGapMs(at - w.started)
+          w.dueAt = at + listenerPollGapMs(at - w.started, w.before)
         }
         arm()
       })

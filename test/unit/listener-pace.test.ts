@@ -13,7 +13,9 @@ import {
 
 describe("the pace of the wait for a starting service's listener", () => {
   it("tries briskly at first, then less often as the wait grows, never slower than its most", () => {
-    expect([0, 100, 200, 400, 1_000, 5_000, 60_000].map(listenerPollGapMs)).toEqual([10, 10, 10, 20, 50, 250, 250])
+    expect([0, 100, 200, 400, 1_000, 5_000, 60_000].map((w) => listenerPollGapMs(w))).toEqual([
+      10, 10, 10, 20, 50, 250, 250
+    ])
     fc.assert(
       fc.property(fc.nat(600_000), fc.nat(600_000), (a, b) => {
         const gap = listenerPollGapMs(a)
@@ -48,6 +50,24 @@ describe("the pace of the wait for a starting service's listener", () => {
         // never later than the service listened then, nor than the most a sooner start may wait for nothing
         expect(first).toBeLessThanOrEqual(afterMs)
         expect(first).toBeLessThanOrEqual(EXPECTED_MAX_MS)
+      })
+    )
+  })
+
+  it("tries briskly again around when a service that listened before took to listen then", () => {
+    const before = { afterMs: 2_000, family: "v4" as const }
+    expect([1_000, 1_899, 1_900, 2_000, 2_400, 2_401, 5_000].map((w) => listenerPollGapMs(w, before))).toEqual([
+      100, 190, 10, 10, 10, 120, 250
+    ])
+    // found within the briskest gap of when it listens, if it keeps its time, in fewer tries than the first start
+    expect(listenerPollTries(2_050, before)).toBeLessThanOrEqual(35)
+    expect(listenerPollTries(2_050, undefined)).toBe(69)
+    fc.assert(
+      fc.property(fc.nat(600_000), fc.nat(600_000), (waited, afterMs) => {
+        const gap = listenerPollGapMs(waited, { afterMs, family: "v4" })
+        expect(gap).toBeGreaterThanOrEqual(LISTENER_POLL_MIN_MS)
+        // a service that comes sooner than it did is still seen within a tenth of the time waited
+        expect(gap).toBeLessThanOrEqual(Math.max(LISTENER_POLL_MIN_MS, Math.ceil(waited / 10)))
       })
     )
   })
