@@ -34,12 +34,16 @@ const EXPECTED_TO = 1.2
  */
 export const listenerPollGapMs = (waitedMs: number, before?: ListenedBefore): number => {
   if (waitedMs <= BRISK_MS) return LISTENER_POLL_MIN_MS
-  const expectedFrom = before === undefined ? 0 : before.afterMs * EXPECTED_FROM
-  if (before !== undefined && waitedMs >= expectedFrom && waitedMs <= before.afterMs * EXPECTED_TO)
-    return LISTENER_POLL_MIN_MS
-  const share = waitedMs < expectedFrom ? 10 : 20
-  return Math.min(LISTENER_POLL_MAX_MS, Math.max(LISTENER_POLL_MIN_MS, Math.round(waitedMs / share)))
+  if (before !== undefined) {
+    if (waitedMs < before.afterMs * EXPECTED_FROM) return shareOfWait(waitedMs, 10)
+    if (waitedMs <= before.afterMs * EXPECTED_TO) return LISTENER_POLL_MIN_MS
+  }
+  return shareOfWait(waitedMs, 20)
 }
+
+/** `1 / share` of the time waited, within the pace's bounds. */
+const shareOfWait = (waitedMs: number, share: number): number =>
+  Math.min(LISTENER_POLL_MAX_MS, Math.max(LISTENER_POLL_MIN_MS, Math.round(waitedMs / share)))
 
 /** The address family that accepted the connection, remembered with how long the service took to listen. */
 export type LoopbackFamily = "v4" | "v6"
@@ -81,7 +85,7 @@ export const listenerPollFamilies = (
   return tryIndex % 3 === 2 ? [before.family, other] : [before.family]
 }
 
-/** The number of tries a wait of `listenMs` takes before its listener is found (for tests and the docs). */
+/** The number of tries a wait takes to find a listener that opens `listenMs` in: how a pace plays out, for its tests. */
 export const listenerPollTries = (listenMs: number, before: ListenedBefore | undefined): number => {
   let at = firstListenerPollMs(before)
   let tries = 1

@@ -477,6 +477,37 @@ layer(HealthLive.pipe(Layer.provide(PlatformLive)), { excludeTestServices: true 
           }
         })
     )
+
+    it.scoped("does not try a service that listened late before until most of that time has passed", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const logFile = fresh("late")
+        const port = yield* closedPort
+        // the first start listens 300 ms in: remembered
+        const first = yield* Effect.fork(
+          health.waitHealthy(check("tcp", "", { timeoutMs: 10_000 }), context({ port, logFile }))
+        )
+        yield* Effect.sleep("300 millis")
+        const server = tracked(net.createServer())
+        yield* Effect.acquireRelease(
+          Effect.async<void>((resume) => {
+            server.listen(port, "127.0.0.1", () => resume(Effect.void))
+          }),
+          () =>
+            Effect.async<void>((resume) => {
+              server.close(() => resume(Effect.void))
+            })
+        )
+        yield* Fiber.join(first)
+        // the next start finds the listener there from the start, yet is first tried only after 70 % of those
+        // 300 ms (a lower bound, which a loaded machine only makes later)
+        const { ms } = yield* elapsed(
+          health.waitHealthy(check("tcp", "", { timeoutMs: 10_000 }), context({ port, logFile }))
+        )
+        expect(ms).toBeGreaterThanOrEqual(190)
+        expect(ms).toBeLessThan(ENDS)
+      })
+    )
   })
 
   describe("defaultCheck", () => {
