@@ -169,3 +169,16 @@ export const cpuMs = (pid) => {
   }
 }
 let ticksPerSecond
+
+/**
+ * CPU time (ms) of a process's main thread alone (the one running its JavaScript), from its schedstat: the rest of
+ * `cpuMs` is V8's worker threads (optimizing compiles, the garbage collector's helpers) and libuv's thread pool.
+ * NaN where there is no schedstat.
+ */
+export const mainThreadCpuMs = (pid) => {
+  try {
+    return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, "utf8").split(" ")[0]) / 1e6
+  } catch {
+    return Number.NaN
+  }
+}

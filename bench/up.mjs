@@ -8,7 +8,8 @@
 // - floor: the same three services started directly (`node server.js`, in parallel) until each accepts a connection:
 //   what a warm `up` cannot beat; the goal is a warm `up` within 100 ms of it (each run's pair is reported)
 // - status --json / env --json: one daemon round trip each
-// - daemon CPU: what the daemon used (every thread of it, from /proc) during each warm up and each down
+// - daemon CPU: what the daemon used (every thread of it, from /proc) during each warm up and each down, and of it
+//   the main thread's share during each warm up (the rest is V8's compiler and collector threads, libuv's pool)
 // - daemon RSS: VmRSS of the daemon with --worlds worlds × 3 services up (services are `sleep`, so the machine's
 //   memory goes to the daemon's bookkeeping only): 7 s after the last up, while the garbage of the burst is still
 //   held, and settled, --settle seconds (60) after it, once V8 has collected it with the swarm quiet (0: not read)
@@ -24,7 +25,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { awaitProfile, commitRepo, cpuMs, floor, monotonicUs, startDaemonHere } from "./fixtures.mjs"
+import { awaitProfile, commitRepo, cpuMs, floor, mainThreadCpuMs, monotonicUs, startDaemonHere } from "./fixtures.mjs"
 import { machineNow, median, printTable, summarize, summaryLine } from "./stats.mjs"
 
 const { values: options } = parseArgs({
@@ -83,7 +84,18 @@ const berth = (...args) => time(args, cli)
 
 /** Answers once something accepts a connection on the port (polled every 5 ms, as tightly as a health check can). */
 
-const samples = { node: [], floor: [], cold: [], warm: [], over: [], status: [], env: [], upCpu: [], downCpu: [] }
+const samples = {
+  node: [],
+  floor: [],
+  cold: [],
+  warm: [],
+  over: [],
+  status: [],
+  env: [],
+  upCpu: [],
+  upMainCpu: [],
+  downCpu: []
+}
 const machineBefore = machineNow()
 const profileDir = options["cpu-prof"]
 /** the warm ups' bounds on the clock the profile's samples are timed by */
@@ -103,9 +115,11 @@ try {
     const bare = await floor(repo, env)
     samples.floor.push(bare)
     const cpuBefore = cpuMs(daemonPid)
+    const mainBefore = mainThreadCpuMs(daemonPid)
     const from = monotonicUs()
     const warm = berth("up", `cold-${i}`, "-s", "a", "-s", "b", "-s", "c")
     samples.upCpu.push(cpuMs(daemonPid) - cpuBefore)
+    samples.upMainCpu.push(mainThreadCpuMs(daemonPid) - mainBefore)
     warmWindows.push({ from, to: monotonicUs() })
     samples.warm.push(warm)
     samples.over.push(warm - bare)
@@ -154,6 +168,7 @@ try {
   const daemonCpu = {
     perWarmUpMs: Number(median(samples.upCpu).toFixed(1)),
     perWarmUpRangeMs: [Math.min(...samples.upCpu), Math.max(...samples.upCpu)].map((v) => Number(v.toFixed(1))),
+    perWarmUpMainThreadMs: Number(median(samples.upMainCpu).toFixed(1)),
     perDownMs: Number(median(samples.downCpu).toFixed(1)),
     perDownRangeMs: [Math.min(...samples.downCpu), Math.max(...samples.downCpu)].map((v) => Number(v.toFixed(1)))
   }
@@ -171,6 +186,12 @@ try {
       unit: "ms",
       before: machineBefore,
       goal: "goal ≤ 60 ms"
+    }),
+    summaryLine({
+      what: "of it on the daemon's main thread (the rest: V8's compiler and collector threads)",
+      values: samples.upMainCpu,
+      unit: "ms",
+      before: machineBefore
     }),
     summaryLine({ what: "daemon CPU per down", values: samples.downCpu, unit: "ms", before: machineBefore }),
     summaryLine({
