@@ -9,7 +9,8 @@
 // --worlds worlds (a comma list measures each count in turn: --worlds 50,100), each with --services small node HTTP
 // services (a url and an http health check each, so the proxy routes them and berth probes them), all brought up and
 // left alone. Then, after a settling pause, over --seconds:
-// - the daemon's CPU as a share of one core (from /proc: fixtures.mjs cpuMs), and its RSS at the end
+// - the daemon's CPU as a share of one core (from /proc: fixtures.mjs cpuMs), of it on its main thread (the rest:
+//   V8's compiler and collector threads), and its RSS at the end
 //   (/proc/<pid>/status)
 // - its system calls per second: reads and writes from /proc/<pid>/io (syscr + syscw); with --strace, every call
 //   `strace -c -f` counts over 10 s (needs strace and root)
@@ -24,7 +25,7 @@ import { availableParallelism, loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { awaitProfile, commitRepo, cpuMs, monotonicUs, startDaemonHere } from "./fixtures.mjs"
+import { awaitProfile, commitRepo, cpuMs, mainThreadCpuMs, monotonicUs, startDaemonHere } from "./fixtures.mjs"
 import { commandLine, median } from "./stats.mjs"
 
 const { values: options } = parseArgs({
@@ -142,14 +143,17 @@ try {
     // to their steady pace (5 s apart for the first passes, then 10, 20, 40, 80, 120 s: about 170 s after it is ready)
     await sleep(Number(options.settle) * 1000)
     const cpu = []
+    const mainCpu = []
     let calls = 0
     for (let r = 0; r < runs; r++) {
       const used = cpuMs(pid)
+      const usedMain = mainThreadCpuMs(pid)
       const sc = syscalls(pid)
       const from = monotonicUs()
       await sleep(seconds * 1000)
       if (idleWindows.length === 0) idleWindows.push({ pid, from, to: monotonicUs() })
       cpu.push((cpuMs(pid) - used) / seconds / 10)
+      mainCpu.push((mainThreadCpuMs(pid) - usedMain) / seconds / 10)
       calls = (syscalls(pid) - sc) / seconds
     }
     const straced = options.strace ? straceCounts(pid) : undefined
@@ -172,6 +176,7 @@ try {
       runs,
       cpuPercentOfOneCore: Number(median(cpu).toFixed(2)),
       cpuRange: range(cpu),
+      mainThreadCpuPercent: Number(median(mainCpu).toFixed(2)),
       rssMiB: Number(rssMiB(pid).toFixed(1)),
       readWriteSyscallsPerSecond: Number(calls.toFixed(1)),
       ...(straced === undefined ? {} : { allSyscallsPerSecond: straced.perSecond, topSyscalls: straced.top }),
@@ -214,7 +219,8 @@ else {
   for (const r of results) {
     console.log(
       `idle: ${r.worlds} worlds × ${r.services} node HTTP services: daemon CPU ${r.cpuPercentOfOneCore} % of one core ` +
-        `(median of ${r.runs} × ${r.seconds} s, range ${r.cpuRange}), RSS ${r.rssMiB} MiB, ` +
+        `(median of ${r.runs} × ${r.seconds} s, range ${r.cpuRange}; ${r.mainThreadCpuPercent} % on its main thread), ` +
+        `RSS ${r.rssMiB} MiB, ` +
         `${r.readWriteSyscallsPerSecond} read/write syscalls/s` +
         (r.allSyscallsPerSecond === undefined
           ? ""

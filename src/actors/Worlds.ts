@@ -484,13 +484,14 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       })
 
     /** When another repository declares the same project name: what this one's worlds are called instead, and why. */
-    const projectNote = (w: WorldRow) =>
-      Effect.gen(function* () {
-        if (w.projectName === projectLabel(w.declaredName)) return undefined
-        const others = (yield* registry.projectsNamed(w.declaredName)).filter((p) => p.mainRoot !== w.mainRoot)
-        const where = others.length === 0 ? "another repository" : others.map((p) => p.mainRoot).join(", ")
-        return `project ${w.declaredName} is also the name of ${where}: this repository's worlds are ${w.projectName} (hosts *.${w.projectName}.localhost); set [project] name in berth.toml to choose another`
-      })
+    const projectNote = (w: WorldRow): Effect.Effect<string | undefined, RegistryError> =>
+      w.projectName === projectLabel(w.declaredName)
+        ? Effect.succeed(undefined)
+        : Effect.gen(function* () {
+            const others = (yield* registry.projectsNamed(w.declaredName)).filter((p) => p.mainRoot !== w.mainRoot)
+            const where = others.length === 0 ? "another repository" : others.map((p) => p.mainRoot).join(", ")
+            return `project ${w.declaredName} is also the name of ${where}: this repository's worlds are ${w.projectName} (hosts *.${w.projectName}.localhost); set [project] name in berth.toml to choose another`
+          })
 
     /** Where a waiting world stands in line, and what it waits for. */
     const queueOf = (worldId: number) => {
@@ -517,42 +518,38 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       )
     }
 
+    /**
+     * One generator per world, its steps in line: `status` of a hundred worlds runs this a hundred times, and each
+     * combinator between the steps cost the daemon's answer more than the step itself.
+     */
     const worldStatus = (w: WorldRow, given?: WorldFacts) =>
-      Effect.map(
-        Effect.all([
-          Effect.flatMap(given === undefined ? factsOf(w.id) : Effect.succeed(given), (facts) =>
-            Effect.map(serviceStatus(w, facts), (services) => [services, facts.events] as const)
-          ),
-          projectNote(w),
-          actors.get(w.id)?.configNote ?? Effect.succeed(undefined)
-        ]).pipe(
-          Effect.flatMap(([[services, events], note, configNote]) =>
-            Effect.map(setupTail(w, events), (tail) => [services, events, note, tail, configNote] as const)
-          )
-        ),
-        ([services, events, note, tail, configNote]): WorldStatus => {
-          const queued = queueOf(w.id)
-          return {
-            ...(note === undefined ? {} : { projectNote: note }),
-            ...(configNote === undefined ? {} : { configNote }),
-            ...queued,
-            ...tail,
-            project: w.projectName,
-            name: w.name,
-            slug: w.slug,
-            path: w.path,
-            branch: w.branch,
-            main: w.isMain,
-            desired: w.desired,
-            state: w.observed,
-            // in line, it waits for what the gate says now (a slot, then disk, say), not what it waited for when it
-            // queued
-            reason: queued.queue === undefined ? w.reason : `waiting for ${queued.queue.waitingFor}`,
-            services,
-            events
-          }
-        }
-      )
+      Effect.gen(function* () {
+        const facts = given ?? (yield* factsOf(w.id))
+        const services = yield* serviceStatus(w, facts)
+        const note = yield* projectNote(w)
+        const configNote = yield* actors.get(w.id)?.configNote ?? Effect.succeed(undefined)
+        const tail = yield* setupTail(w, facts.events)
+        const queued = queueOf(w.id)
+        return {
+          ...(note === undefined ? {} : { projectNote: note }),
+          ...(configNote === undefined ? {} : { configNote }),
+          ...queued,
+          ...tail,
+          project: w.projectName,
+          name: w.name,
+          slug: w.slug,
+          path: w.path,
+          branch: w.branch,
+          main: w.isMain,
+          desired: w.desired,
+          state: w.observed,
+          // in line, it waits for what the gate says now (a slot, then disk, say), not what it waited for when it
+          // queued
+          reason: queued.queue === undefined ? w.reason : `waiting for ${queued.queue.waitingFor}`,
+          services,
+          events: facts.events
+        } satisfies WorldStatus
+      })
 
     const statusOf = (worldId: number) =>
       Effect.flatMap(registry.world(worldId), (w) =>

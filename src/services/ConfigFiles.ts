@@ -119,11 +119,14 @@ const make = Effect.gen(function* () {
     }
   }
 
-  const load = Effect.fn("ConfigFiles.load")(function* (start: string) {
-    // the usual caller names the folder holding the file: an unchanged one is found again without a walk
+  /** The config of `start`'s folder as last parsed, when its file there is unchanged since: two stats, no walk. */
+  const unchanged = (start: string): LoadedConfig | undefined => {
     const direct = path.join(path.resolve(start), CONFIG_FILE)
     const known = cache.get(direct)
-    if (known !== undefined && known.stamp === stampOf(direct)) return known.loaded
+    return known !== undefined && known.stamp === stampOf(direct) ? known.loaded : undefined
+  }
+
+  const read = Effect.fn("ConfigFiles.load")(function* (start: string) {
     const file = yield* locate(start)
     const stamp = stampOf(file)
     const cached = cache.get(file)
@@ -149,6 +152,14 @@ const make = Effect.gen(function* () {
     }
     return loaded
   })
+
+  // the usual caller names the folder holding the file, and it is usually unchanged: found again without a walk, and
+  // without a span (a `status` of a hundred worlds loads a hundred configs, each span costing more than its stats)
+  const load = (start: string) =>
+    Effect.suspend(() => {
+      const known = unchanged(start)
+      return known === undefined ? read(start) : Effect.succeed(known)
+    })
 
   const isExecutable = (file: string) =>
     fs.stat(file).pipe(
