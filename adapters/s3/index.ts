@@ -332,8 +332,11 @@ const eachPage = (
     } while (token !== undefined)
   })
 
-/** The marker's contents, "missing" without a marker, "no-bucket" without the bucket. */
-type Mark = { readonly owner: unknown; readonly name: unknown } | "missing" | "no-bucket"
+/**
+ * The marker's contents, "missing" without a marker, "no-bucket" without the bucket; "unreadable" when it is empty or
+ * not JSON, which is also how a marker looks while a provision is still writing it (s3rver writes an object in place).
+ */
+type Mark = { readonly owner: unknown; readonly name: unknown } | "unreadable" | "missing" | "no-bucket"
 
 const readMark = (client: S3Client, bucket: string, key: string): Effect.Effect<Mark, S3Failure> =>
   unless(
@@ -348,13 +351,25 @@ const readMark = (client: S3Client, bucket: string, key: string): Effect.Effect<
               ? { owner: parsed.owner, name: parsed.name }
               : { owner: undefined, name: undefined }
           } catch {
-            // something else under our marker's key: not ours
-            return { owner: undefined, name: undefined }
+            return "unreadable" as const
           }
         })
     ),
     ["NoSuchKey", "NoSuchBucket", "NotFound"],
     (code): Mark => (code === "NoSuchBucket" ? "no-bucket" : "missing")
+  )
+
+/** how often, and how many times, an unreadable marker is read again before it is taken for something else's */
+const MARK_READ_AGAIN = Schedule.intersect(Schedule.spaced(Duration.millis(50)), Schedule.recurs(20))
+
+/**
+ * `readMark`, read again while it is unreadable: a provision writing it finishes within a few requests' time. One that
+ * stays unreadable is something else under our marker's key, not ours.
+ */
+const readMarkSettled = (client: S3Client, bucket: string, key: string): Effect.Effect<Mark, S3Failure> =>
+  Effect.repeat(
+    readMark(client, bucket, key),
+    Schedule.passthrough(Schedule.whileInput(MARK_READ_AGAIN, (mark: Mark) => mark === "unreadable"))
   )
 
 /**
@@ -470,19 +485,22 @@ const stateOf = (
   slice: { readonly owner: string; readonly name: string }
 ): Effect.Effect<State, S3Failure> =>
   Effect.gen(function* () {
+    // a marker still unreadable after the wait is something else's
     const marked = (mark: Mark): State | undefined =>
-      typeof mark !== "object"
-        ? undefined
-        : mark.owner === slice.owner && mark.name === slice.name
-          ? "owned"
-          : "foreign"
-    const mark = yield* readMark(client, place.bucket, place.marker)
+      mark === "unreadable"
+        ? "foreign"
+        : typeof mark !== "object"
+          ? undefined
+          : mark.owner === slice.owner && mark.name === slice.name
+            ? "owned"
+            : "foreign"
+    const mark = yield* readMarkSettled(client, place.bucket, place.marker)
     if (mark === "no-bucket") return "no-bucket"
     const first = marked(mark)
     if (first !== undefined) return first
     const contents = yield* contentsOf(client, place)
     // marked since it was read, and the winner's claim perhaps gone already: read the marker again
-    const now = contents.marked ? marked(yield* readMark(client, place.bucket, place.marker)) : undefined
+    const now = contents.marked ? marked(yield* readMarkSettled(client, place.bucket, place.marker)) : undefined
     if (now !== undefined) return now
     if (contents.objects) return "foreign"
     // a bucket of its own exists, empty: a crash between making and marking it; an empty prefix is simply nothing
@@ -839,7 +857,8 @@ const ownedAt = (
   mark: Mark
 ): Effect.Effect<ReadonlyArray<string>, S3Failure> => {
   if (typeof mark === "object") return Effect.succeed(mark.owner === owner && mark.name === name ? [name] : [])
-  if (mark === "no-bucket" || !/^[a-z][a-z0-9_]*$/.test(name) || name.length > 63) return Effect.succeed([])
+  if (mark === "unreadable" || mark === "no-bucket" || !/^[a-z][a-z0-9_]*$/.test(name) || name.length > 63)
+    return Effect.succeed([])
   return Effect.map(leftClaim(client, bucket, marker, owner), (left) => (left ? [name] : []))
 }
 
@@ -855,7 +874,7 @@ const listBuckets = (client: S3Client, owner: string): Effect.Effect<ReadonlyArr
       (bucket) =>
         // a bucket we may not read (another account's, another region's) is simply not ours
         Effect.catchIf(
-          Effect.flatMap(readMark(client, bucket, MARKER), (mark) =>
+          Effect.flatMap(readMarkSettled(client, bucket, MARKER), (mark) =>
             ownedAt(client, bucket, MARKER, bucket.replaceAll("-", "_"), owner, mark)
           ),
           (failure) => statusOf(failure.cause) !== undefined,
@@ -892,7 +911,7 @@ const listPrefixes = (
       prefixes,
       (prefix) => {
         const marker = `${prefix}${MARKER}`
-        return Effect.flatMap(readMark(client, bucket, marker), (mark) =>
+        return Effect.flatMap(readMarkSettled(client, bucket, marker), (mark) =>
           ownedAt(client, bucket, marker, prefix.slice(0, -1), owner, mark)
         )
       },
