@@ -28,6 +28,12 @@ const { values: options } = parseArgs({
   }
 })
 
+/** This process's CPU so far (user + system), ms. */
+const cpuNow = () => {
+  const { user, system } = process.cpuUsage()
+  return (user + system) / 1000
+}
+
 /** One service as berth starts it: its own session and group, stdout and stderr appended to its log. */
 const startService = (dir, port) => {
   const log = openSync(join(dir, `service-${port}.log`), "a", 0o600)
@@ -50,8 +56,7 @@ if (options.role === "helper") {
   const lines = createInterface({ input: process.stdin })
   lines.on("line", (line) => {
     if (line === "cpu") {
-      const { user, system } = process.cpuUsage()
-      process.stdout.write(`${(user + system) / 1000}\n`)
+      process.stdout.write(`${cpuNow()}\n`)
       return
     }
     const [dir, port] = line.split(" ")
@@ -61,6 +66,10 @@ if (options.role === "helper") {
   const runs = Number(options.runs)
   const count = Number(options.services)
   const rssMb = Number(options["rss-mb"])
+  if (!(runs >= 1 && count >= 1 && rssMb > 0)) {
+    console.error("--runs and --services take a count of at least 1, --rss-mb a size in MiB")
+    process.exit(2)
+  }
   const machineBefore = machineNow()
   const dir = mkdtempSync(join(tmpdir(), "berth-bench-spawn-"))
   writeFileSync(
@@ -87,10 +96,6 @@ if (options.role === "helper") {
     })
   const helperCpu = async () => Number(await ask("cpu"))
 
-  const cpuNow = () => {
-    const { user, system } = process.cpuUsage()
-    return (user + system) / 1000
-  }
   const stopAll = (pids) => {
     for (const pid of pids) {
       try {
@@ -134,10 +139,9 @@ if (options.role === "helper") {
   rmSync(dir, { recursive: true, force: true })
 
   const rss = (process.memoryUsage().rss / 1024 / 1024).toFixed(0)
-  const before = machineBefore
   const field = (mode, key) => samples[mode].map((s) => s[key])
   if (options.json) {
-    console.log(JSON.stringify({ rssMb: Number(rss), samples, before, after: machineNow() }, null, 2))
+    console.log(JSON.stringify({ rssMb: Number(rss), samples, before: machineBefore, after: machineNow() }, null, 2))
   } else {
     console.log(
       `${runs} runs of ${count} services each, direct and through the helper in turn; this process ${rss} MiB\n`
@@ -160,7 +164,7 @@ if (options.role === "helper") {
           values: field(mode, "cpuMs").map((v, i) => v + field(mode, "helperMs")[i]),
           unit: "ms",
           digits: 1,
-          before
+          before: machineBefore
         })
       )
       console.log(
@@ -168,7 +172,7 @@ if (options.role === "helper") {
           what: `${mode}: until every service answers`,
           values: field(mode, "readyMs"),
           unit: "ms",
-          before
+          before: machineBefore
         })
       )
     }

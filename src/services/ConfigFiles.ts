@@ -126,7 +126,7 @@ const make = Effect.gen(function* () {
     return known !== undefined && known.stamp === stampOf(direct) ? known.loaded : undefined
   }
 
-  const read = Effect.fn("ConfigFiles.load")(function* (start: string) {
+  const loadChanged = Effect.fn("ConfigFiles.load")(function* (start: string) {
     const file = yield* locate(start)
     const stamp = stampOf(file)
     const cached = cache.get(file)
@@ -158,7 +158,7 @@ const make = Effect.gen(function* () {
   const load = (start: string) =>
     Effect.suspend(() => {
       const known = unchanged(start)
-      return known === undefined ? read(start) : Effect.succeed(known)
+      return known === undefined ? loadChanged(start) : Effect.succeed(known)
     })
 
   const isExecutable = (file: string) =>
