@@ -9,7 +9,6 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Effect from "effect/Effect"
-import type { BrowserContext } from "playwright-core"
 import { type CertificateAuthority, loadOrCreateCa } from "../../src/services/proxy/ca.js"
 import { planTrust, runTrust } from "../../src/services/proxy/trust.js"
 import {
@@ -20,7 +19,7 @@ import {
   startProxy,
   target
 } from "../services/proxy-helpers.js"
-import { goto, hasChromium, launch, render } from "./chromium.js"
+import { goto, hasChromium, relaunching, render } from "./chromium.js"
 
 const page = `<!doctype html>
 <html><body><p id="out">loading</p><script>
@@ -48,7 +47,7 @@ let web: Backend
 let api: Backend
 let proxy: StartedProxy
 let ca: CertificateAuthority
-let context: BrowserContext
+let browser: ReturnType<typeof relaunching>
 
 beforeAll(async () => {
   if (!hasChromium) return
@@ -86,11 +85,13 @@ beforeAll(async () => {
   const report = await Effect.runPromise(runTrust(plan, { isRoot: false }))
   expect(report.failed).toEqual([])
 
-  context = await launch(base, home)
+  // one browser for the file's tests; one that ended on its own (why goes to stderr) is started again for the next
+  browser = relaunching(base, home)
+  await browser.context()
 }, 60_000)
 
 afterAll(async () => {
-  await context?.close()
+  await browser?.close()
   await proxy?.close()
   await web?.close()
   await api?.close()
@@ -99,24 +100,29 @@ afterAll(async () => {
 
 describe.skipIf(!hasChromium)("Chromium through the proxy", () => {
   it("loads a page over HTTP that calls its api and opens a WebSocket through the proxy", async () => {
-    const text = await render(context, `http://web.w1.demo.localhost:${proxy.port}/`)
+    const text = await browser.run((context) => render(context, `http://web.w1.demo.localhost:${proxy.port}/`))
     expect(text).toBe("api says hello via http; page over http/1.1; ws echo:from the browser")
   })
 
   it("does the same over HTTPS (h2) with berth's CA trusted in the browser's NSS database", async () => {
-    const text = await render(context, `https://web.w1.demo.localhost:${proxy.httpsPort}/`)
+    const text = await browser.run((context) => render(context, `https://web.w1.demo.localhost:${proxy.httpsPort}/`))
     expect(text).toBe("api says hello via https; page over h2; ws echo:from the browser")
   })
 
   it("shows the 404 page for an unknown host", async () => {
-    const tab = await context.newPage()
-    try {
-      const response = await goto(tab, `http://nope.w1.demo.localhost:${proxy.port}/`)
-      expect(response?.status()).toBe(404)
-      expect(await tab.textContent("h1")).toBe("404 Not found")
-      expect(await tab.getAttribute("a", "href")).toBe(`http://api.w1.demo.localhost:${proxy.port}/`)
-    } finally {
-      await tab.close()
-    }
+    const seen = await browser.run(async (context) => {
+      const tab = await context.newPage()
+      try {
+        const response = await goto(tab, `http://nope.w1.demo.localhost:${proxy.port}/`)
+        return {
+          status: response?.status(),
+          h1: await tab.textContent("h1"),
+          href: await tab.getAttribute("a", "href")
+        }
+      } finally {
+        await tab.close()
+      }
+    })
+    expect(seen).toEqual({ status: 404, h1: "404 Not found", href: `http://api.w1.demo.localhost:${proxy.port}/` })
   })
 })
