@@ -23,6 +23,7 @@ import {
   holdUntil,
   leaseLets,
   parseLease,
+  refreshRenews,
   STALL_MS
 } from "../domain/fence.js"
 import { isAtRest } from "../domain/world-state.js"
@@ -53,7 +54,8 @@ export const holdGood = (hold: Hold, now: number = Date.now()): boolean =>
 /**
  * The engine's lock storage, with each refresh that kept every shard it asked for renewing `hold` (from the moment the
  * refresh started: the database stamps the locks later). A refresh that lost a shard renews nothing: the engine stops
- * that shard's entities, and until the next full refresh nothing of a world that runs anywhere starts here.
+ * that shard's entities, and until the next full refresh nothing of a world that runs anywhere starts here. Nor does
+ * one that asked for none (`refreshRenews`).
  */
 export const renewing = (hold: Hold) =>
   Layer.effect(
@@ -67,8 +69,7 @@ export const renewing = (hold: Hold) =>
             const asked = Array.from(shardIds, String)
             return Effect.tap(inner.refresh(address, shardIds), (kept) =>
               Effect.sync(() => {
-                const held = new Set(kept.map(String))
-                if (asked.every((id) => held.has(id))) hold.refreshedAt = at
+                if (refreshRenews(asked, kept.map(String))) hold.refreshedAt = at
               })
             )
           })

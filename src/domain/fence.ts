@@ -59,6 +59,17 @@ export const leaseUntil = (renewedAt: number, expirationMs: number, marginMs: nu
 export const BEAT_HOLD_MS = 4_000
 
 /**
+ * A lock refresh renews the hold only when it kept every shard it asked for, and asked for one at least: a refresh of
+ * none is the engine's probe of a lock storage it found unhealthy (it has let go of every shard then, and is stopping
+ * their worlds), or a runner that holds nothing — neither says anything of the worlds that run here.
+ */
+export const refreshRenews = (asked: ReadonlyArray<string>, kept: ReadonlyArray<string>): boolean => {
+  if (asked.length === 0) return false
+  const held = new Set(kept)
+  return asked.every((id) => held.has(id))
+}
+
+/**
  * Until when a member's hold is good (epoch ms; 0 before its first renewals): the earlier of what its last full lock
  * refresh and its last heartbeat allow, each counted from when it started.
  */

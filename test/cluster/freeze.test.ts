@@ -159,6 +159,28 @@ describe.skipIf(unavailable !== undefined)(
       }
     }
 
+    /**
+     * What the frozen machine knew of its fence, on stderr, when its copy outlived the wake (frozen at `frozenAt`):
+     * its lease and fenced record, and the end of its daemon's log
+     */
+    const explain = (owner: Host, frozenAt: number) => {
+      const read = (file: string) => {
+        try {
+          return readFileSync(join(owner.home, file), "utf8")
+        } catch (e) {
+          return String(e)
+        }
+      }
+      const log = read("daemon.log")
+        .split("\n")
+        .slice(-80)
+        .map((line) => line.slice(0, 400))
+      process.stderr.write(
+        `${owner.name}'s fence, its copy having outlived the wake (frozen at ${new Date(frozenAt).toISOString()}):\n  fence.json ${read("fence.json").trim()}\n` +
+          `  fenced.json ${read("fenced.json").trim()}\n  the end of its daemon's log:\n    ${log.join("\n    ")}\n`
+      )
+    }
+
     it("fences the copy as a machine frozen 4 s wakes, before the cluster gives it up, says so, and runs it again", async () => {
       const { machine, owner, pid } = await steady("feat-a")
       const observer = net.hosts.find((h) => h !== owner) as Host
@@ -220,6 +242,7 @@ describe.skipIf(unavailable !== undefined)(
               `(${old.length} processes) ended ${watched.ended.join(", ")} ms after the thaw; ${seen.beatsAfter} ` +
               `beats after it (the last ${seen.ranFor} ms after); the fence recorded ${seen.recorded} ms after\n`
           )
+          if (seen.lived > OVERLAP_BOUND_MS || seen.recorded === null) explain(owner, frozenAt)
           // the thawed machine says its copy stopped, or no longer lists it (it runs elsewhere now)
           const own = await listing(owner, watched.at, (w) => w === undefined || w.state === "stopped", 10_000)
           expect(own?.state ?? "stopped", JSON.stringify(own)).toBe("stopped")
