@@ -118,7 +118,14 @@ export interface WorldsService {
     selection: Selection,
     env: Readonly<Record<string, string>>,
     wait?: boolean,
-    options?: { readonly from?: string | undefined }
+    options?: {
+      readonly from?: string | undefined
+      /**
+       * Runs once the world exists, before it is told to start: the cluster marks a world that runs anywhere there,
+       * so that its fence and its holder know it before its first process starts
+       */
+      readonly before?: ((worldId: number) => Effect.Effect<void, CommandError<"up">>) | undefined
+    }
   ) => Effect.Effect<WorldStatus, CommandError<"up">>
   /**
    * Waits until the world runs and answers its status; fails with the start's own error when it failed, and with
@@ -575,14 +582,23 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       selection: Selection,
       env: Readonly<Record<string, string>>,
       wait = true,
-      /** `from`: a new world whose slices are copies of that world's, as they are now (`berth up <new> --from <world>`) */
-      options: { readonly from?: string | undefined } = {}
+      /**
+       * `from`: a new world whose slices are copies of that world's, as they are now (`berth up <new> --from <world>`);
+       * `before`: see WorldsService
+       */
+      options: {
+        readonly from?: string | undefined
+        readonly before?: ((worldId: number) => Effect.Effect<void, CommandError<"up">>) | undefined
+      } = {}
     ) {
       yield* trace("daemon: up received")
       const w = options.from === undefined ? yield* resolve(ref, true) : yield* copiedFrom(ref, options.from, env)
       yield* trace("daemon: world resolved")
       const upOnce = (id: number) =>
-        Effect.zipRight(send(id, new Protocol.Up({ selection, env })), wait ? settle(id) : Effect.void).pipe(
+        Effect.zipRight(
+          Effect.zipRight(options.before?.(id) ?? Effect.void, send(id, new Protocol.Up({ selection, env }))),
+          wait ? settle(id) : Effect.void
+        ).pipe(
           Effect.tapError(() =>
             // an up refused before its worktree ever existed (git could not make it) leaves no world behind
             Effect.gen(function* () {

@@ -201,11 +201,13 @@ export const anywhereLayer = (host: AnywhereHost) =>
           const status = yield* Effect.gen(function* () {
             const ref = yield* place(row)
             started = true
-            // marked as soon as it exists (it may wait in line first): the fence and the move of a waiting world
-            // (Cluster's tick) know it from then on
-            const first = yield* worlds.up(ref, row.selection, row.env, false)
+            // marked as soon as it exists, before it is told to start (it may wait in line first): the fence (its
+            // first process waits for this machine's hold, and is held) and the move of a waiting world (Cluster's
+            // tick) know it from then on
+            const first = yield* worlds.up(ref, row.selection, row.env, false, {
+              before: (id) => markAnywhere(registry, [id], true)
+            })
             const id = yield* worlds.idOf(first.project, first.slug)
-            if (id !== undefined) yield* markAnywhere(registry, [id], true)
             if (id !== undefined) yield* tellMove(id, row)
             return yield* worlds.waitReady(ref)
           }).pipe(

@@ -375,6 +375,24 @@ describe("a world driven in-process", () => {
     })
   )
 
+  it.scoped("an up's `before` runs once the world exists and before any of its processes may start", () =>
+    Effect.gen(function* () {
+      const h = yield* worldHarness(SHOP)
+      yield* h.fakes.health.setDefault(true)
+      // as the cluster's entity marks a world that runs anywhere, and its fence's rule asks at each start
+      const marked = new Set<number>()
+      const markedAtStart: Array<boolean> = []
+      yield* h.engine.fence.install((worldId) => Effect.sync(() => void markedAtStart.push(marked.has(worldId))))
+      yield* h.engine.worlds.up(h.ref("alpha"), { services: [], groups: [] }, ALLOWED, false, {
+        before: (worldId) => Effect.sync(() => void marked.add(worldId))
+      })
+      yield* startServices
+      yield* h.awaitState("alpha", "running")
+      expect([...marked]).toEqual([yield* h.idOf("alpha")])
+      expect(markedAtStart).toEqual([true, true, true])
+    })
+  )
+
   it.scoped(
     "after a daemon restart, a running world is adopted: its live processes are watched, not spawned again",
     () =>
