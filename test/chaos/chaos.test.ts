@@ -12,7 +12,7 @@
  * The run is seeded: BERTH_CHAOS_SEED=<seed> replays its sequence of operations (timings still vary). A failure
  * prints the seed, every broken invariant and the operation log; the log is also written to the temp folder.
  */
-import { writeFileSync } from "node:fs"
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
@@ -195,6 +195,26 @@ afterAll(async () => {
   unmount(home)
   box.cleanup()
 }, 150_000)
+
+/**
+ * What a run that broke an invariant leaves to read, since its home goes with the test: the daemon's log and the
+ * services' logs beside the operation log (`<tmp>/berth-chaos-<seed>.home`), and the end of the daemon's log on stdout,
+ * where CI keeps it.
+ */
+const keepEvidence = (home: string, seed: string) => {
+  const kept = join(tmpdir(), `berth-chaos-${seed}.home`)
+  try {
+    rmSync(kept, { recursive: true, force: true })
+    mkdirSync(kept, { recursive: true })
+    for (const part of ["daemon.log", "logs"]) {
+      if (existsSync(join(home, part))) cpSync(join(home, part), join(kept, part), { recursive: true })
+    }
+    const tail = readFileSync(join(home, "daemon.log"), "utf8").split("\n").slice(-60)
+    console.log(`the daemon's log (all of it, and the services' logs, in ${kept}) ends:\n${tail.join("\n")}`)
+  } catch (e) {
+    console.log(`the daemon's log could not be kept: ${e}`)
+  }
+}
 
 const cliEnv = (home: string): Record<string, string> => {
   const env: Record<string, string> = {}
@@ -928,6 +948,7 @@ describe("chaos", () => {
         const file = join(tmpdir(), `berth-chaos-${SEED}.log`)
         writeFileSync(file, `${log.join("\n")}\n`)
         console.log(`chaos: seed ${SEED}, ${ops} operations in ${(elapsed() / 1000).toFixed(0)} s; log in ${file}`)
+        if (violations.length > 0) keepEvidence(home, `${SEED}`)
       }
 
       const byInvariant = new Map<string, Array<string>>()
