@@ -34,6 +34,20 @@ export class RegistryUnavailable extends Data.TaggedError("RegistryUnavailable")
   }
 }
 
+/**
+ * How much of a world's history is kept (and of the machine's own events): its latest events, enough for any `logs
+ * berth` a person reads, bounded so that a service that fails over and over for months does not grow the state
+ */
+export const EVENTS_KEPT = 1000
+
+/**
+ * Every world's latest `?` events, newest first within each world: for each world, its latest through the index on
+ * (world_id, id) — the work of a status stays with the worlds and the events it shows, whatever their history holds
+ */
+export const RECENT_EVENTS_SQL = `SELECT e.world_id AS worldId, e.id, e.service, e.kind, e.message, e.at
+  FROM worlds w JOIN events e ON e.id IN (SELECT id FROM events WHERE world_id = w.id ORDER BY id DESC LIMIT ?)
+  ORDER BY e.world_id, e.id DESC`
+
 /** the highest world id ever given (a setting), so that no id is given twice */
 const WORLD_ID_HIGH_WATER = "world-id-high-water"
 
@@ -176,6 +190,20 @@ const migrations = {
     // a world suspended for idleness sleeps until a request or an `up` wakes it, across daemon restarts too; one
     // suspended for memory goes back in line
     yield* sql`ALTER TABLE worlds ADD COLUMN wakes_on_request INTEGER NOT NULL DEFAULT 0`
+  }),
+  "0008_events_by_world": Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    // a world's latest events are read through this (every status, every `logs berth`), never by going through the
+    // history of every world; and a history longer than it keeps is cut down once, here
+    yield* sql`CREATE INDEX events_world ON events (world_id, id)`
+    yield* sql`DELETE FROM events WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY world_id
+      ORDER BY id DESC) AS n FROM events) WHERE n > ${EVENTS_KEPT})`
+    // each new event lets its world's (or the machine's) oldest go past the latest EVENTS_KEPT, in the insert itself
+    // and through the index: no statement more for the daemon. (Another EVENTS_KEPT needs a migration of its own.)
+    yield* sql.unsafe(`CREATE TRIGGER events_kept AFTER INSERT ON events BEGIN
+      DELETE FROM events WHERE world_id IS NEW.world_id AND id <= (SELECT id FROM events
+        WHERE world_id IS NEW.world_id ORDER BY id DESC LIMIT 1 OFFSET ${EVENTS_KEPT});
+    END`)
   })
 }
 
@@ -820,6 +848,7 @@ const makeRegistry = Effect.gen(function* () {
 
   const releaseLeases = (worldId: number) => sql`DELETE FROM leases WHERE world_id = ${worldId}`.pipe(Effect.asVoid)
 
+  /** Records an event (the table's trigger lets the world's oldest go past the latest EVENTS_KEPT). */
   const addEvent = (e: { worldId: number | null; service: string | null; kind: string; message: string }) =>
     sql`INSERT INTO events (world_id, service, kind, message, at) VALUES (${e.worldId}, ${e.service}, ${e.kind},
       ${e.message}, ${Date.now()})`.pipe(Effect.asVoid)
@@ -830,12 +859,7 @@ const makeRegistry = Effect.gen(function* () {
   })
 
   const recentEvents = Effect.fn("Registry.recentEvents")(function* (limit: number) {
-    return yield* sql<
-      EventRow & { readonly worldId: number }
-    >`SELECT world_id AS worldId, id, service, kind, message, at
-      FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY world_id ORDER BY id DESC) AS n FROM events
-        WHERE world_id IS NOT NULL)
-      WHERE n <= ${limit} ORDER BY world_id, id DESC`
+    return yield* sql.unsafe<EventRow & { readonly worldId: number }>(RECENT_EVENTS_SQL, [limit])
   })
 
   const getSetting = Effect.fn("Registry.getSetting")(function* (key: string) {
