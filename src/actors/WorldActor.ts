@@ -28,7 +28,7 @@ import { InternalError, WorldNotFound } from "../domain/errors.js"
 import { covers, widen } from "../domain/selection.js"
 import { step, WorldEvent } from "../domain/world-state.js"
 import { Admission } from "../services/Admission.js"
-import { ConfigFiles } from "../services/ConfigFiles.js"
+import { ConfigFiles, type LoadedConfig } from "../services/ConfigFiles.js"
 import { Fence } from "../services/Fence.js"
 import { Git } from "../services/Git.js"
 import type { Health } from "../services/Health.js"
@@ -78,8 +78,11 @@ export interface WorldActor {
   readonly snapshots: Effect.Effect<ReadonlyMap<string, ServiceSnapshot>>
   /** completes when the actor has ended (its world was removed) */
   readonly done: Effect.Effect<void>
-  /** set while the world runs a berth.toml that was edited since: what to do about it */
-  readonly configNote: Effect.Effect<string | undefined>
+  /**
+   * set while the world runs a berth.toml that was edited since: what to do about it. `seen`: the config a caller
+   * read a moment ago, used when it is the file the world runs
+   */
+  readonly configNote: (seen?: LoadedConfig) => Effect.Effect<string | undefined>
   /** writes what could not be written when it happened (a full disk): the reconciler's pass asks every actor */
   readonly flush: Effect.Effect<void>
 }
@@ -553,18 +556,21 @@ export const makeWorldActor = (
       }),
       done: Deferred.await(done),
       flush: rows.flush,
-      configNote: Effect.flatMap(currentGeneration, (g) => {
-        if (g === undefined) return Effect.succeed(undefined)
-        const name = initial?.name ?? `#${worldId}`
-        return configs.load(g.source.root).pipe(
-          Effect.map((now) =>
-            now.digest === g.source.digest
-              ? undefined
-              : `${now.file} changed since world ${name} started: berth reload ${name} applies it`
-          ),
-          Effect.orElseSucceed(() => undefined)
-        )
-      })
+      configNote: (seen) =>
+        Effect.flatMap(currentGeneration, (g) => {
+          if (g === undefined) return Effect.succeed(undefined)
+          const name = initial?.name ?? `#${worldId}`
+          // the file a status read a moment ago is not read again (two stats a world, a hundred worlds a status)
+          const now = seen?.root === g.source.root ? Effect.succeed(seen) : configs.load(g.source.root)
+          return now.pipe(
+            Effect.map((now) =>
+              now.digest === g.source.digest
+                ? undefined
+                : `${now.file} changed since world ${name} started: berth reload ${name} applies it`
+            ),
+            Effect.orElseSucceed(() => undefined)
+          )
+        })
     }
     return { actor, loop }
   })

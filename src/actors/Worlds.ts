@@ -7,6 +7,7 @@ import { existsSync, readdirSync } from "node:fs"
 import { basename, dirname, join } from "node:path"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as FiberId from "effect/FiberId"
 import * as FiberMap from "effect/FiberMap"
 import * as PubSub from "effect/PubSub"
@@ -31,7 +32,7 @@ import { projectLabel } from "../domain/names.js"
 import { hidePassword, secretsOf } from "../domain/redact.js"
 import { ANYWHERE_SETTING, runsAnywhere } from "../domain/cluster.js"
 import { decide } from "../domain/world-state.js"
-import { ConfigFiles } from "../services/ConfigFiles.js"
+import { ConfigFiles, type LoadedConfig } from "../services/ConfigFiles.js"
 import { Git, type RepoInfo } from "../services/Git.js"
 import type { Health } from "../services/Health.js"
 import { Home } from "../services/Home.js"
@@ -428,7 +429,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
       })
     })
 
-    const serviceStatus = (w: WorldRow, facts: WorldFacts) =>
+    /** `loaded`: the world's berth.toml as it is now (none when it cannot be read) */
+    const serviceStatus = (w: WorldRow, facts: WorldFacts, loaded: Option.Option<LoadedConfig>) =>
       Effect.gen(function* () {
         const leases = facts.leases
         const rows = facts.services
@@ -448,8 +450,6 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
           })
         )
         // a routed service is shown at its route (the config says which are); the rest at 127.0.0.1
-        const folder = w.path !== "" && existsSync(w.path) ? w.path : w.mainRoot
-        const loaded = yield* configs.load(folder).pipe(Effect.option)
         const config = loaded._tag === "Some" ? Model.forWorld(loaded.value.parsed.config, w.name) : undefined
         const routing = config === undefined ? undefined : router.routing(config, w.projectName, w.slug)
         const labels = new Map(
@@ -532,9 +532,12 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
     const worldStatus = (w: WorldRow, given?: WorldFacts) =>
       Effect.gen(function* () {
         const facts = given ?? (yield* factsOf(w.id))
-        const services = yield* serviceStatus(w, facts)
+        const folder = w.path !== "" && existsSync(w.path) ? w.path : w.mainRoot
+        const loaded = yield* configs.load(folder).pipe(Effect.option)
+        const services = yield* serviceStatus(w, facts, loaded)
         const note = yield* projectNote(w)
-        const configNote = yield* actors.get(w.id)?.configNote ?? Effect.succeed(undefined)
+        const configNote = yield* actors.get(w.id)?.configNote(Option.getOrUndefined(loaded)) ??
+          Effect.succeed(undefined)
         const tail = yield* setupTail(w, facts.events)
         const queued = queueOf(w.id)
         return {
