@@ -32,10 +32,6 @@ import { Home } from "../services/Home.js"
 import { Registry } from "../services/Registry.js"
 import { type Holder, makeHolder } from "./holder.js"
 
-/** How long a service of a world not (yet) marked as one that runs anywhere is looked at again, to be tied then. */
-const TIE_LOOKS = 20
-const TIE_LOOK_MS = 500
-
 /** How often the lease file is brought up to date (it changes with each renewal, every lock refresh). */
 const WRITE_EVERY_MS = 250
 
@@ -226,15 +222,9 @@ export const installRule = (
     yield* fence.installTie((worldId, pgid) =>
       Effect.gen(function* () {
         if (!(yield* cluster.member)) return
-        if (yield* anywhere(worldId)) return yield* tie(pgid)
-        // a new world is marked as one that runs anywhere once it exists, which its first services may beat: looked
-        // at again for a while, beside the service
-        yield* Effect.gen(function* () {
-          for (let i = 0; i < TIE_LOOKS; i++) {
-            yield* Effect.sleep(Duration.millis(TIE_LOOK_MS))
-            if (yield* anywhere(worldId)) return yield* tie(pgid)
-          }
-        }).pipe(Effect.forkScoped)
+        // a world that runs anywhere is marked before it is told to start (the entity's `before`), so its first
+        // process finds the mark: nothing to look at again
+        if (yield* anywhere(worldId)) yield* tie(pgid)
       })
     )
     return holder

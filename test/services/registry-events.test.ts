@@ -96,4 +96,34 @@ describe("Registry.recentEvents", () => {
       expect(machine?.n).toBe(EVENTS_KEPT)
     }).pipe(Effect.provide(layer()))
   )
+
+  it.effect("cuts a longer history down once, as a database of an earlier berth is opened", () =>
+    Effect.gen(function* () {
+      const home = mkdtempSync(join(tmpdir(), "berth-registry-events-"))
+      folders.push(home)
+      const opened = RegistryLive.pipe(Layer.provideMerge(Home.layerAt(home)))
+      const world = yield* Effect.gen(function* () {
+        const registry = yield* Registry
+        const project = yield* registry.upsertProject({ name: "p", commonDir: "/tmp/p/.git", mainRoot: "/tmp/p" })
+        return yield* registry.createWorld({ projectId: project.id, name: "a", path: "", branch: "a", isMain: false })
+      }).pipe(Effect.provide(opened))
+      // the database as an earlier berth left it: no index, no trigger, a long history
+      yield* onDatabase((sql) =>
+        Effect.gen(function* () {
+          yield* sql`DROP TRIGGER events_kept`
+          yield* sql`DROP INDEX events_world`
+          yield* sql`DELETE FROM effect_sql_migrations WHERE migration_id = 8`
+          for (let i = 0; i < EVENTS_KEPT + 20; i++) {
+            yield* sql`INSERT INTO events (world_id, service, kind, message, at) VALUES (${world.id}, NULL, 'note',
+              ${`a${i}`}, 0)`
+          }
+        })
+      ).pipe(Effect.provide(Home.layerAt(home)))
+      const kept = yield* Effect.flatMap(Registry, (registry) => registry.events(world.id, EVENTS_KEPT * 2)).pipe(
+        Effect.provide(opened)
+      )
+      expect(kept).toHaveLength(EVENTS_KEPT)
+      expect(kept.at(-1)?.message).toBe("a20")
+    })
+  )
 })
