@@ -79,15 +79,16 @@ beforeAll(async () => {
   backend = await startBackend(echoHandler)
   acceptWebSockets(backend.server)
   aLocal = await startBackend((_req, res) => res.end("a's own"))
-  const closed = await startBackend(() => {}, B_CLUSTER)
-  closedPort = closed.port
-  await closed.close()
   b = await startProxy([target("demo", "w1", "web", backend.port)], {
     cluster: { host: B_CLUSTER, port: 0, peers: [A_CLUSTER] }
   })
   bCluster = b.handle.cluster()!.port
   aFast = await startProxy([], { https: { port: 0, ca }, cluster: { host: A_CLUSTER, port: 0, peers: [B_CLUSTER] } })
   aSlow = await startProxy([], { fastPath: false, cluster: { host: A_CLUSTER, port: 0, peers: [B_CLUSTER] } })
+  // let go only once every listener here holds its port: freed earlier, the kernel may hand it to one of them
+  const closed = await startBackend(() => {}, B_CLUSTER)
+  closedPort = closed.port
+  await closed.close()
   for (const a of [aFast, aSlow]) a.setRoutes(aTargets())
 })
 
@@ -391,6 +392,10 @@ describe("a peer that takes no connection", () => {
       expect(took).toBeLessThan(10_000)
     } finally {
       silent.stop()
+      // let go only once every listener here holds its port: freed earlier, the kernel may hand it to one of them
+      const closed = await startBackend(() => {}, B_CLUSTER)
+      closedPort = closed.port
+      await closed.close()
       for (const a of [aFast, aSlow]) a.setRoutes(aTargets())
     }
   })

@@ -132,10 +132,6 @@ beforeAll(async () => {
     const parts = ["HTTP/1.1 200 OK\r\nContent-", "Length: 10\r\nX-Split: y", "es\r\n\r\n01234", "56789"]
     for (const [i, p] of parts.entries()) setTimeout(() => socket.write(p), i * 20)
   })
-  const probe = net.createServer()
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", () => resolve()))
-  unusedPort = (probe.address() as net.AddressInfo).port
-  await new Promise<void>((resolve) => probe.close(() => resolve()))
   const targets: Array<RouteTarget> = [
     target("demo", "w1", "web", backend.port),
     target("demo", "w1", "once", once.port),
@@ -143,7 +139,6 @@ beforeAll(async () => {
     target("demo", "w1", "garbage", garbage.port),
     target("demo", "w1", "interim", interim.port),
     target("demo", "w1", "split", split.port),
-    target("demo", "w1", "refused", unusedPort),
     target("demo", "w2", "asleep", undefined, {
       worldState: "suspended",
       serviceState: "stopped",
@@ -152,6 +147,12 @@ beforeAll(async () => {
     })
   ]
   proxy = await startProxy(targets, { https: { port: 0, ca } })
+  // a port let go only once the proxy holds both of its own: freed earlier, the kernel may hand it to the proxy
+  const probe = net.createServer()
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", () => resolve()))
+  unusedPort = (probe.address() as net.AddressInfo).port
+  await new Promise<void>((resolve) => probe.close(() => resolve()))
+  targets.push(target("demo", "w1", "refused", unusedPort))
   const bump = (map: Map<string, number>, t: RouteTarget) => map.set(t.service, (map.get(t.service) ?? 0) + 1)
   proxy.handle.setRoutes({
     ...makeRouteTable(targets),
