@@ -19,6 +19,9 @@ declare const BERTH_MAIN_HASH: string | undefined
 
 type MainModule = typeof Main
 
+/** when a daemon that found no code cache of its own writes one: its start (adoption, first reconcile) is done by then */
+const DAEMON_CACHE_AFTER_MS = 5_000
+
 // dist/berth (the launcher) starts this process without NODE_EXTRA_CA_CERTS: put it back for the daemon and the worlds
 const handedOn = process.env.BERTH_NODE_EXTRA_CA_CERTS
 if (handedOn !== undefined) {
@@ -138,7 +141,12 @@ async function loadBundledMain(hash: string): Promise<MainModule> {
   }
   const source = bytes.toString("utf8")
   const folder = cacheFolder()
-  const cacheFile = folder && path.join(folder, `main-${hash}-${process.version}-${process.arch}.v8`)
+  // V8 rejects a cache written under other V8 flags, and the daemon runs with flags of its own (DAEMON_NODE_FLAGS):
+  // one file shared by the CLI and the daemon was rejected, compiled afresh and rewritten by each in turn, so every
+  // daemon start and the first command after it compiled the whole program. Each set of flags keeps its own file
+  const flags = [...process.execArgv, process.env.NODE_OPTIONS ?? ""].join("\n").trim()
+  const flagsKey = flags === "" ? "" : `-${crypto.createHash("sha256").update(flags).digest("hex").slice(0, 8)}`
+  const cacheFile = folder && path.join(folder, `main-${hash}-${process.version}-${process.arch}${flagsKey}.v8`)
   const cachedData = cacheFile ? readCache(cacheFile) : undefined
   // the build turns import() into require(), so this is only a fallback (and Node < 20.12 lacks it)
   const importModuleDynamically = (vm as Partial<typeof vm>).constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER
@@ -147,9 +155,20 @@ async function loadBundledMain(hash: string): Promise<MainModule> {
     ...(cachedData ? { cachedData } : {}),
     ...(importModuleDynamically === undefined ? {} : { importModuleDynamically })
   })
+  traceNow(
+    `code cache: ${cachedData === undefined ? "none" : script.cachedDataRejected === true ? "rejected" : "taken"}`
+  )
   if (cacheFile && (cachedData === undefined || script.cachedDataRejected === true)) {
-    // written at exit, so that it holds the functions compiled while running too, not only the top level
-    process.once("exit", () => writeCache(cacheFile, () => script.createCachedData()))
+    // written at exit, so that it holds the functions compiled while running too, not only the top level. A daemon
+    // runs for days and often ends by a signal, which runs no exit handler: it writes once its start is behind it
+    let written = false
+    const write = () => {
+      if (written) return
+      written = true
+      writeCache(cacheFile, () => script.createCachedData())
+    }
+    process.once("exit", write)
+    if (argv[0] === "daemon" && argv[1] === "run") setTimeout(write, DAEMON_CACHE_AFTER_MS).unref()
   }
 
   const module = { exports: {} as MainModule }

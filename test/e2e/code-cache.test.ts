@@ -4,7 +4,7 @@
  * another build, replaces it, and its own daemons in turn (it once failed two CI runs' worth of tests at once, every
  * BERTH_HOME of the machine sharing the one cache folder).
  */
-import { mkdtempSync, readdirSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
@@ -45,6 +45,44 @@ describe("the code cache", () => {
     const started = await box.run(["port", "--range", portBlock()], { env })
     expect(started.code, started.stderr).toBe(0)
     expect(buildOf((await box.run(["daemon", "status", "--json"], { env })).stdout)).toBe(ours)
+  }, 60_000)
+
+  it("keeps the daemon's cache apart from the CLI's: neither throws the other's away, and a daemon starts from its own", async () => {
+    const box = boxes.plain({})
+    const cacheHome = mkdtempSync(join(tmpdir(), "berth-cache-"))
+    const env = { XDG_CACHE_HOME: cacheHome, BERTH_TRACE: join(cacheHome, "trace") }
+    const folder = join(env.XDG_CACHE_HOME, "berth")
+    const caches = () => readdirSync(folder).filter((f) => f.endsWith(".v8"))
+    /** what each process said of its code cache, in order: `<pid> taken|none|rejected` */
+    const said = () =>
+      readFileSync(env.BERTH_TRACE, "utf8")
+        .split("\n")
+        .flatMap((line) => {
+          const m = /^\S+ (\d+) code cache: (\w+)$/.exec(line)
+          return m === null ? [] : [{ pid: Number(m[1]), cache: m[2] }]
+        })
+    expect((await box.run(["version", "--json"], { env })).code).toBe(0)
+    const [cli] = caches()
+    expect(cli).toBeDefined()
+    const written = statSync(join(folder, cli!)).mtimeMs
+    // the daemon runs with flags of its own (V8 rejects a cache written under others): it starts, then stops
+    expect((await box.run(["port", "--range", portBlock()], { env })).code).toBe(0)
+    const first = JSON.parse((await box.run(["daemon", "status", "--json"], { env })).stdout) as { pid: number }
+    // a daemon writes its cache once it has started, not only at its exit (a daemon is often ended by a signal)
+    const deadline = Date.now() + 20_000
+    while (caches().length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200))
+    expect(caches()).toHaveLength(2)
+    expect((await box.run(["daemon", "stop"], { env })).code).toBe(0)
+    expect(statSync(join(folder, cli!)).mtimeMs).toBe(written)
+    // the next daemon takes what the first wrote, and every command after the first took the CLI's
+    expect((await box.run(["port", "--range", portBlock()], { env })).code).toBe(0)
+    const second = JSON.parse((await box.run(["daemon", "status", "--json"], { env })).stdout) as { pid: number }
+    const lines = said()
+    expect(lines.filter((l) => l.pid === first.pid).map((l) => l.cache)).toEqual(["none"])
+    expect(lines.filter((l) => l.pid === second.pid).map((l) => l.cache)).toEqual(["taken"])
+    const commands = lines.filter((l) => l.pid !== first.pid && l.pid !== second.pid)
+    expect(commands.map((l) => l.cache)).toEqual(["none", ...commands.slice(1).map(() => "taken")])
+    expect(statSync(join(folder, cli!)).mtimeMs).toBe(written)
   }, 60_000)
 
   it("refuses a program that is not its entry's, even of the same length: one line, no stack, exit 1", async () => {
