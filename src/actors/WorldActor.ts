@@ -259,7 +259,8 @@ export const makeWorldActor = (
       lastEnv: () => lastEnv,
       select,
       prepare,
-      generations
+      generations,
+      markStopping: rows.markStopping
     })
     const { followServices, addServices, failedAmong, stopSome, restartSome } = running
     const { launchStart, admitted, settled } = makeLaunch({
@@ -343,13 +344,13 @@ export const makeWorldActor = (
           // what starts now runs the config as it is: only once its content is allowed
           if (failed.length > 0 || missing) yield* mayRun(loaded, env)
           if (failed.length > 0) {
-            yield* stopServices(g, failed)
             yield* registry.addEvent({
               worldId,
               service: null,
               kind: "restarted",
               message: `starting failed ${failed.join(", ")} again`
             })
+            yield* stopServices(g, failed)
           }
           if (names.every((n) => g.services.has(n) || !Model.processes(config).some((s) => s.name === n))) return
           selection = widen(selection, sel)
@@ -359,13 +360,19 @@ export const makeWorldActor = (
         // checked before anything is recorded: an up that cannot resolve its tokens changes nothing
         yield* trace("actor: up")
         const ready = yield* prepare(sel, env)
+        yield* recordUp(sel, env)
+        yield* launchStart(ready, { since: Date.now(), resuming: false })
+      })
+
+    /** What an up records before it starts anything: the world wanted up, with this selection and environment. */
+    const recordUp = (sel: Selection, env: Readonly<Record<string, string>>) =>
+      Effect.gen(function* () {
         yield* registry.setDesired(worldId, "up")
+        yield* registry.setSelection(worldId, sel)
+        yield* registry.setEnv(worldId, env)
         selection = sel
         lastEnv = env
         hasOwnEnv = true
-        yield* registry.setSelection(worldId, sel)
-        yield* registry.setEnv(worldId, env)
-        yield* launchStart(ready, { since: Date.now(), resuming: false })
       })
 
     const down = Effect.gen(function* () {
@@ -379,7 +386,11 @@ export const makeWorldActor = (
     const suspend = (reason: string, requeue: boolean) =>
       Effect.gen(function* () {
         const w = yield* row
-        if (w.desired !== "up" || (yield* currentRun)._tag === "Idle") return
+        const run = yield* currentRun
+        if (w.desired !== "up" || run._tag === "Idle") return
+        // a stop it could not write down is one a crash would lose (rows.ts): on a full disk the world runs on
+        const g = generationOf(run)
+        if (g !== undefined) yield* rows.markStopping([...g.services.keys()])
         if (!(yield* apply(WorldEvent.Suspend(), reason))) return
         yield* halt
         if (requeue) yield* admission.suspended
@@ -409,11 +420,15 @@ export const makeWorldActor = (
           return down satisfies Answer<Protocol.Down>
         case "Reload":
           return Effect.gen(function* () {
-            // what the new start needs is checked first: a reload that cannot start leaves the world running; it keeps
-            // its permit (the same world, started again)
-            yield* prepare(selection, command.env)
+            // what the new start needs is checked, and everything it writes written, before anything stops: a reload
+            // that cannot start (or cannot record its stop: a full disk) leaves the world running. It keeps its permit
+            // (the same world, started again)
+            const ready = yield* prepare(selection, command.env)
+            yield* recordUp(selection, command.env)
+            const g = generationOf((yield* currentLife).run)
+            if (g !== undefined) yield* rows.markStopping([...g.services.keys()])
             yield* stopRun
-            yield* up(selection, command.env)
+            yield* launchStart(ready, { since: Date.now(), resuming: false })
           }) satisfies Answer<Protocol.Reload>
         case "Remove":
           return remove(command.force) satisfies Answer<Protocol.Remove>

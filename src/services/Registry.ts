@@ -7,7 +7,7 @@
 import { openSync, readSync, closeSync, existsSync, statSync, chmodSync } from "node:fs"
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
+import { SqlError } from "@effect/sql/SqlError"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
@@ -493,6 +493,8 @@ export interface RegistryService {
   readonly services: (worldId?: number) => Effect.Effect<ReadonlyArray<ServiceRow>, RegistryError>
   /** Inserts or replaces the row of (world, service). */
   readonly saveService: (s: ServiceRow) => Effect.Effect<void, RegistryError>
+  /** Inserts or replaces several rows of one world's services in one transaction: all of them, or none. */
+  readonly saveServices: (worldId: number, rows: ReadonlyArray<ServiceRow>) => Effect.Effect<void, RegistryError>
   readonly dropServicesExcept: (worldId: number, keep: ReadonlyArray<string>) => Effect.Effect<void, RegistryError>
   /** A world's port leases, or (no argument) every lease. */
   readonly leases: (worldId?: number) => Effect.Effect<ReadonlyArray<LeaseRow>, RegistryError>
@@ -581,6 +583,21 @@ const makeRegistry = Effect.gen(function* () {
   /** the worlds each bump of `changes` touched (the journal's version is the counter's value) */
   const journal = new TouchJournal()
   const failure = sqlFailure(home.database, home.root)
+  /**
+   * `sql.withTransaction`, with a COMMIT or ROLLBACK that fails (a full disk) a failure like any statement's: @effect/sql
+   * makes it a defect, which reached users as an internal error. After such a COMMIT SQLite may or may not have rolled
+   * back, so the transaction is rolled back here if it is still open: the connection's next write is not inside it.
+   */
+  const transaction = <A, R>(effect: Effect.Effect<A, SqlError, R>): Effect.Effect<A, SqlError, R> =>
+    sql
+      .withTransaction(effect)
+      .pipe(
+        Effect.catchSomeDefect((defect) =>
+          defect instanceof SqlError
+            ? Option.some(Effect.zipRight(Effect.ignore(sql.unsafe("ROLLBACK")), Effect.fail(defect)))
+            : Option.none()
+        )
+      )
   const orInternal =
     <Args extends ReadonlyArray<unknown>, A, R>(f: (...args: Args) => Effect.Effect<A, SqlError, R>) =>
     (...args: Args): Effect.Effect<A, RegistryError, R> =>
@@ -617,7 +634,7 @@ const makeRegistry = Effect.gen(function* () {
    * while the declared name stays: a label never changes under running worlds.
    */
   const upsertProject = Effect.fn("Registry.upsertProject")(function* (p: Omit<ProjectRow, "id" | "label">) {
-    return yield* sql.withTransaction(
+    return yield* transaction(
       Effect.gen(function* () {
         const existing = (yield* sql<ProjectRow>`${projectSelect} WHERE common_dir = ${p.commonDir}`)[0]
         if (existing !== undefined && existing.name === p.name) {
@@ -671,7 +688,7 @@ const makeRegistry = Effect.gen(function* () {
     readonly branch: string | null
     readonly isMain: boolean
   }) {
-    return yield* sql.withTransaction(
+    return yield* transaction(
       Effect.gen(function* () {
         const held = yield* sql<{ slug: string; name: string }>`SELECT slug, name FROM worlds
           WHERE project_id = ${w.projectId}`
@@ -741,6 +758,9 @@ const makeRegistry = Effect.gen(function* () {
       reason = excluded.reason, log_tail = excluded.log_tail,
       command = COALESCE(excluded.command, services.command)`.pipe(Effect.asVoid)
 
+  const saveServices = (_worldId: number, rows: ReadonlyArray<ServiceRow>) =>
+    transaction(Effect.forEach(rows, saveService, { discard: true }))
+
   const dropServicesExcept = (worldId: number, keep: ReadonlyArray<string>) =>
     (keep.length === 0
       ? sql`DELETE FROM services WHERE world_id = ${worldId}`
@@ -755,7 +775,7 @@ const makeRegistry = Effect.gen(function* () {
 
   /** Replaces a world's leases with `entries` in one transaction (the port column is the machine-wide guard). */
   const setLeases = Effect.fn("Registry.setLeases")(function* (worldId: number, entries: ReadonlyArray<LeaseRow>) {
-    yield* sql.withTransaction(
+    yield* transaction(
       Effect.gen(function* () {
         yield* sql`DELETE FROM leases WHERE world_id = ${worldId}`
         for (const e of entries) {
@@ -872,7 +892,7 @@ const makeRegistry = Effect.gen(function* () {
       ON CONFLICT (key) DO UPDATE SET value = excluded.value`.pipe(Effect.asVoid)
 
   const updateSetting = (key: string, f: (value: unknown) => unknown) =>
-    sql.withTransaction(
+    transaction(
       Effect.gen(function* () {
         const rows = yield* sql<{ value: string }>`SELECT value FROM settings WHERE key = ${key}`
         yield* setSetting(key, f(rows[0] === undefined ? undefined : JSON.parse(rows[0].value)))
@@ -904,6 +924,7 @@ const makeRegistry = Effect.gen(function* () {
     deleteWorld: announced(deleteWorld, theWorld),
     services: orInternal(services),
     saveService: announced(saveService, (_, s) => [s.worldId]),
+    saveServices: announced(saveServices, theWorld),
     dropServicesExcept: announced(dropServicesExcept, theWorld),
     leases: orInternal(leases),
     setLeases: announced(setLeases, theWorld),

@@ -144,3 +144,46 @@ describe("a world whose up met a full disk", () => {
     expect(truthful(restarted), JSON.stringify(restarted)).toBe(true)
   }, 120_000)
 })
+
+describe("a reload on a full disk", () => {
+  it("stops nothing it could not record: what runs runs on, and a daemon killed meanwhile loses none of it", async (ctx) => {
+    if (disk.skipped !== undefined) return ctx.skip(disk.skipped)
+    await disk.box.run(["down"], { timeoutMs: 60_000 })
+    disk.box.write(
+      "berth.toml",
+      `[services.api]\ncmd = "node server.mjs"\nurl = "api"\n\n` +
+        `[services.web]\ncmd = "node server.mjs"\nurl = "web"\ndepends_on = ["api"]\n`
+    )
+    disk.box.git("commit", "-qam", "two services")
+    const up = await disk.box.run(["up", "--yes"], { timeoutMs: 60_000 })
+    expect(up.code, up.stderr).toBe(0)
+    const before = await statusOf()
+    expect(before?.services.map((s) => s.state)).toEqual(["healthy", "healthy"])
+
+    fillDisk(disk.box.home)
+    try {
+      const reload = await disk.box.run(["reload", "--json"], { timeoutMs: 60_000 })
+      if (reload.code !== 0) {
+        expect(failure(reload).tag).toBe("DiskFull")
+        // refused before anything stopped: the same processes, and status says so
+        const now = await statusOf()
+        expect(now?.state, JSON.stringify(now)).toBe("running")
+        expect(now?.services.map((s) => [s.state, s.pid])).toEqual(before?.services.map((s) => ["healthy", s.pid]))
+        for (const s of before?.services ?? []) expect(isAlive(s.pid ?? 0)).toBe(true)
+      }
+      // whatever the reload did, a daemon killed now (its rows not all written) must leave the next one the truth
+      const pid = await daemonPid()
+      process.kill(pid, "SIGKILL")
+      while (isAlive(pid)) await new Promise((r) => setTimeout(r, 20))
+    } finally {
+      freeDisk(disk.box.home)
+    }
+    const settled = await eventually(
+      statusOf,
+      (w) => truthful(w) && w?.state === "running" && w.services.every((s) => s.state === "healthy"),
+      20_000
+    )
+    expect(settled?.state, JSON.stringify(settled)).toBe("running")
+    expect(truthful(settled), JSON.stringify(settled)).toBe(true)
+  }, 120_000)
+})

@@ -48,6 +48,25 @@ export const makeRows = (deps: {
         reason: snap.reason ?? null
       })
     })
+  /**
+   * The intent of a stop, written before it begins, in one transaction: the rows of `names` that have a process, each
+   * `stopping`. It fails (a full disk) rather than let a stop go unwritten, and the command that asked stops nothing:
+   * a daemon that died after a stop it could not write would take the process for one that ended by itself (left
+   * `exited`, `restart = "no"`) and what started in its place for a stray. Written, a crash finds a stop in flight,
+   * which the next daemon finishes and starts again.
+   */
+  const markStopping = (names: ReadonlyArray<string>) =>
+    Effect.gen(function* () {
+      const stored = yield* registry.services(worldId)
+      const rows = names.flatMap((name) => {
+        const row = unwritten.services.get(name) ?? stored.find((r) => r.name === name)
+        return row === undefined || row.pid === null ? [] : [{ ...row, observed: "stopping" as const }]
+      })
+      if (rows.length === 0) return
+      yield* registry.saveServices(worldId, rows)
+      // written with the latest of each: an older row kept for `flush` must not come after it
+      for (const row of rows) unwritten.services.delete(row.name)
+    })
   /** The world's observed state written as `apply` records a move; one that cannot be written now waits for `flush`. */
   const writeObserved = (state: WorldState, reason: string | null) =>
     Effect.map(Effect.exit(registry.setObserved(worldId, state, reason)), (written) => {
@@ -64,7 +83,7 @@ export const makeRows = (deps: {
       if (Exit.isSuccess(written) && unwritten.services.get(row.name) === row) unwritten.services.delete(row.name)
     }
   })
-  return { saveRow, keepFinal, writeObserved, flush }
+  return { saveRow, keepFinal, markStopping, writeObserved, flush }
 }
 
 export type Rows = ReturnType<typeof makeRows>

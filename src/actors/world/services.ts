@@ -9,7 +9,7 @@ import * as Model from "../../domain/config/model.js"
 import { UnknownGroup, UnknownService, WorldNotRunning } from "../../domain/errors.js"
 import { dependentsClosure } from "../../domain/graph.js"
 import { WorldEvent } from "../../domain/world-state.js"
-import type { RegistryService } from "../../services/Registry.js"
+import type { RegistryError, RegistryService } from "../../services/Registry.js"
 import type * as Protocol from "../protocol.js"
 import type { Generations } from "./generation.js"
 import { type Apply, type Generation, generationOf, type Life, type ReadRow } from "./life.js"
@@ -28,6 +28,8 @@ export const makeServices = (deps: {
   readonly select: (selection: Protocol.Selection) => ReturnType<RegistryService["setSelection"]>
   readonly prepare: Prepare["prepare"]
   readonly generations: Pick<Generations, "start" | "stopServices">
+  /** the stop of these services written down before it begins (fails on a full disk: see rows.ts) */
+  readonly markStopping: (names: ReadonlyArray<string>) => Effect.Effect<void, RegistryError>
 }) => {
   const { worldId, row, registry, life, apply, prepare } = deps
   const { start, stopServices } = deps.generations
@@ -102,28 +104,33 @@ export const makeServices = (deps: {
       return { g, w, order: g.config.graph.order.filter((n) => affected.has(n)) }
     })
 
-  /** `stop -s`: those services and their dependents stop, and stay out of the world's selection until an `up -s`. */
+  /**
+   * `stop -s`: those services and their dependents stop, and stay out of the world's selection until an `up -s`.
+   * Everything it writes is written before anything stops: on a full disk it fails having stopped nothing.
+   */
   const stopSome = (names: ReadonlyArray<string>) =>
     Effect.gen(function* () {
       const { g, order } = yield* withDependents(names)
-      yield* stopServices(g, order)
-      const left = g.config.graph.order.filter((n) => g.services.has(n))
+      const left = g.config.graph.order.filter((n) => g.services.has(n) && !order.includes(n))
       yield* deps.select({ services: left, groups: [] })
       yield* registry.addEvent({ worldId, service: null, kind: "stopped", message: `stopped ${order.join(", ")}` })
+      yield* deps.markStopping(order)
+      yield* stopServices(g, order)
       yield* followServices
     })
 
-  /** `restart -s`/`-g`: those services and their dependents stop, then start again beside the rest. */
+  /** `restart -s`/`-g`: those services and their dependents stop, then start again beside the rest (written first). */
   const restartSome = (names: ReadonlyArray<string>, groups: ReadonlyArray<string>) =>
     Effect.gen(function* () {
       const { g, order } = yield* withDependents(names, groups)
-      yield* stopServices(g, order)
       yield* registry.addEvent({
         worldId,
         service: null,
         kind: "restarted",
         message: `restarted ${order.join(", ")}`
       })
+      yield* deps.markStopping(order)
+      yield* stopServices(g, order)
       yield* addServices(g, { services: order, groups: [] })
     })
 

@@ -1,0 +1,103 @@
+/**
+ * The state database on a full disk (a small tmpfs, root only): every write that cannot be made is a DiskFull — the
+ * statements' and the transactions' alike, a COMMIT that fails included, which @effect/sql turns into a defect — and
+ * the database takes writes again once there is room (no transaction left open on its connection).
+ */
+import { execFileSync } from "node:child_process"
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import { Home } from "../../src/services/Home.js"
+import { Registry, type RegistryError, RegistryLive, type ServiceRow } from "../../src/services/Registry.js"
+
+const base = mkdtempSync(join(tmpdir(), "berth-registry-full-"))
+const home = join(base, "home")
+mkdirSync(home)
+const mounted = (() => {
+  try {
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", home], { stdio: "pipe" })
+    return undefined
+  } catch (e) {
+    return `cannot mount a tmpfs: ${String(e)}`
+  }
+})()
+afterAll(() => {
+  if (mounted === undefined) execFileSync("umount", ["-l", home], { stdio: "pipe" })
+  rmSync(base, { recursive: true, force: true })
+})
+
+const FILLER = join(home, ".filler")
+const fill = () => {
+  const fd = openSync(FILLER, "a")
+  try {
+    for (const size of [1024 * 1024, 64 * 1024, 4096, 512, 1]) {
+      const chunk = Buffer.alloc(size, 0x61)
+      try {
+        for (;;) writeSync(fd, chunk)
+      } catch {
+        // this size no longer fits: a smaller one
+      }
+    }
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** what a write ended with: its failure's tag, "defect" for a defect, "ok" */
+const outcome = <A, E extends { readonly _tag: string }>(write: Effect.Effect<A, E>) =>
+  Effect.map(Effect.exit(write), (exit) =>
+    Exit.isSuccess(exit)
+      ? "ok"
+      : Cause.failureOption(exit.cause).pipe((f) => (f._tag === "Some" ? f.value._tag : "defect"))
+  )
+
+describe("the state database on a full disk", () => {
+  it.effect("fails every write it cannot make as DiskFull, transactions too, and takes writes again after", (ctx) =>
+    Effect.gen(function* () {
+      if (mounted !== undefined) return ctx.skip(mounted)
+      const registry = yield* Registry
+      const project = yield* registry.upsertProject({ name: "p", commonDir: "/tmp/p/.git", mainRoot: "/tmp/p" })
+      const w = yield* registry.createWorld({ projectId: project.id, name: "a", path: "", branch: "a", isMain: false })
+      const row = (name: string, observed: string): ServiceRow => ({
+        worldId: w.id,
+        name,
+        observed,
+        pid: 10,
+        pgid: 10,
+        startTime: "1",
+        restarts: 0,
+        reason: null,
+        logTail: JSON.stringify(["x".repeat(2000)]),
+        command: "serve"
+      })
+      yield* registry.saveServices(w.id, [row("api", "healthy"), row("web", "healthy")])
+
+      fill()
+      const writes: Record<string, Effect.Effect<unknown, RegistryError>> = {
+        saveServices: registry.saveServices(w.id, [row("api", "stopping"), row("web", "stopping")]),
+        saveService: registry.saveService(row("api", "stopped")),
+        setLeases: registry.setLeases(w.id, [{ port: 20_001, worldId: w.id, service: "api", name: "" }]),
+        createWorld: registry.createWorld({ projectId: project.id, name: "b", path: "", branch: "b", isMain: false }),
+        upsertProject: registry.upsertProject({ name: "q", commonDir: "/tmp/q/.git", mainRoot: "/tmp/q" }),
+        updateSetting: registry.updateSetting("k", () => "v".repeat(4096))
+      }
+      const results: Record<string, string> = {}
+      for (const [name, write] of Object.entries(writes)) results[name] = yield* outcome(write)
+      rmSync(FILLER)
+      // a small write may still find room in SQLite's log; none is a defect or an internal error
+      for (const [name, result] of Object.entries(results))
+        expect([name, result]).toEqual([name, expect.stringMatching(/^(DiskFull|ok)$/)])
+      expect(Object.values(results)).toContain("DiskFull")
+
+      // room again: the same connection takes writes (no transaction left open by a failed COMMIT)
+      yield* registry.saveServices(w.id, [row("api", "stopping"), row("web", "stopping")])
+      yield* registry.setLeases(w.id, [{ port: 20_001, worldId: w.id, service: "api", name: "" }])
+      expect((yield* registry.services(w.id)).map((s) => s.observed)).toEqual(["stopping", "stopping"])
+    }).pipe(Effect.provide(RegistryLive.pipe(Layer.provideMerge(Home.layerAt(home)))))
+  )
+})
