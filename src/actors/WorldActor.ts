@@ -26,7 +26,7 @@ import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Model from "../domain/config/model.js"
 import { InternalError, WorldNotFound } from "../domain/errors.js"
 import { covers, widen } from "../domain/selection.js"
-import { step, WorldEvent } from "../domain/world-state.js"
+import { step, transition, WorldEvent } from "../domain/world-state.js"
 import { Admission } from "../services/Admission.js"
 import { ConfigFiles, type LoadedConfig } from "../services/ConfigFiles.js"
 import { Fence } from "../services/Fence.js"
@@ -386,8 +386,8 @@ export const makeWorldActor = (
     const suspend = (reason: string, requeue: boolean) =>
       Effect.gen(function* () {
         const w = yield* row
-        const run = yield* currentRun
-        if (w.desired !== "up" || run._tag === "Idle") return
+        const { run, state } = yield* currentLife
+        if (w.desired !== "up" || run._tag === "Idle" || transition(state, WorldEvent.Suspend()) === undefined) return
         // a stop it could not write down is one a crash would lose (rows.ts): on a full disk the world runs on
         const g = generationOf(run)
         if (g !== undefined) yield* rows.markStopping([...g.services.keys()])

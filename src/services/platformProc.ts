@@ -54,6 +54,15 @@ export const procPids = (): ReadonlyArray<number> => {
 /** `/proc/<pid>/stat`, parsed; undefined when the process is gone or the text is not one. */
 export const procStat = (pid: number): ProcStat | undefined => parseStat(readTextSync(`/proc/${pid}/stat`) ?? "")
 
+/**
+ * The process has ended though its pid is still taken: a zombie (or dead) entry, waiting for its parent to reap it.
+ * False when /proc cannot tell (no such entry, or no /proc).
+ */
+export const procEnded = (pid: number): boolean => {
+  const stat = procStat(pid)
+  return stat !== undefined && isDefunct(stat)
+}
+
 /** The children of `pid` its main thread forked (a service's shell and what it starts); none if unreadable. */
 export const procChildren = (pid: number): ReadonlyArray<number> =>
   (readTextSync(`/proc/${pid}/task/${pid}/children`) ?? "")
