@@ -1,12 +1,16 @@
 /**
  * The state database on a full disk (a small tmpfs, root only): every write that cannot be made is a DiskFull — the
  * statements' and the transactions' alike, a COMMIT that fails included, which @effect/sql turns into a defect — and
- * the database takes writes again once there is room (no transaction left open on its connection).
+ * the database takes writes again once there is room (no transaction left open on its connection). Whether the disk
+ * fails a transaction's statement or its COMMIT depends on the room SQLite's log has left, so a COMMIT that fails is
+ * also made to fail for certain, by a constraint checked only then.
  */
 import { execFileSync } from "node:child_process"
 import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -30,6 +34,10 @@ afterAll(() => {
   if (mounted === undefined) execFileSync("umount", ["-l", home], { stdio: "pipe" })
   rmSync(base, { recursive: true, force: true })
 })
+
+/** a home on the ordinary disk, for the COMMIT made to fail */
+const commitHome = join(base, "commit")
+mkdirSync(commitHome)
 
 const FILLER = join(home, ".filler")
 const fill = () => {
@@ -77,6 +85,12 @@ describe("the state database on a full disk", () => {
       })
       yield* registry.saveServices(w.id, [row("api", "healthy"), row("web", "healthy")])
 
+      // SQLite's log emptied, then begun again with one write: a transaction's statements then fit in memory, and its
+      // COMMIT, which must grow the log, is what finds no room (a log with room left from before takes a small commit)
+      yield* Effect.flatMap(SqlClient.SqlClient, (sql) => sql`PRAGMA wal_checkpoint(TRUNCATE)`).pipe(
+        Effect.provide(SqliteClient.layer({ filename: join(home, "state.db") }))
+      )
+      yield* registry.saveService(row("api", "healthy"))
       fill()
       const writes: Record<string, Effect.Effect<unknown, RegistryError>> = {
         saveServices: registry.saveServices(w.id, [row("api", "stopping"), row("web", "stopping")]),
@@ -99,5 +113,28 @@ describe("the state database on a full disk", () => {
       yield* registry.setLeases(w.id, [{ port: 20_001, worldId: w.id, service: "api", name: "" }])
       expect((yield* registry.services(w.id)).map((s) => s.observed)).toEqual(["stopping", "stopping"])
     }).pipe(Effect.provide(RegistryLive.pipe(Layer.provideMerge(Home.layerAt(home)))))
+  )
+})
+
+describe("a transaction whose COMMIT fails", () => {
+  it.effect("is a failure, not a defect, and leaves no transaction open on the connection", () =>
+    Effect.gen(function* () {
+      const registry = yield* Registry
+      const project = yield* registry.upsertProject({ name: "p", commonDir: "/tmp/p/.git", mainRoot: "/tmp/p" })
+      const w = yield* registry.createWorld({ projectId: project.id, name: "a", path: "", branch: "a", isMain: false })
+      // every lease written now breaks a foreign key that SQLite checks at COMMIT only
+      const beside = (statement: string) =>
+        Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(statement)).pipe(
+          Effect.provide(SqliteClient.layer({ filename: join(commitHome, "state.db") }))
+        )
+      yield* beside("CREATE TABLE late (world INTEGER REFERENCES worlds(id) DEFERRABLE INITIALLY DEFERRED)")
+      yield* beside("CREATE TRIGGER late_check AFTER INSERT ON leases BEGIN INSERT INTO late VALUES (-1); END")
+      const lease = { port: 20_002, worldId: w.id, service: "api", name: "" }
+      expect(yield* outcome(registry.setLeases(w.id, [lease]))).toBe("InternalError")
+      yield* beside("DROP TRIGGER late_check")
+      // the next transaction begins: the failed one was rolled back
+      yield* registry.setLeases(w.id, [lease])
+      expect((yield* registry.leases(w.id)).map((l) => l.port)).toEqual([20_002])
+    }).pipe(Effect.provide(RegistryLive.pipe(Layer.provideMerge(Home.layerAt(commitHome)))))
   )
 })
