@@ -425,7 +425,7 @@ export const makeWorldActor = (
             // (the same world, started again)
             const ready = yield* prepare(selection, command.env)
             yield* recordUp(selection, command.env)
-            const g = generationOf((yield* currentLife).run)
+            const g = yield* currentGeneration
             if (g !== undefined) yield* rows.markStopping([...g.services.keys()])
             yield* stopRun
             yield* launchStart(ready, { since: Date.now(), resuming: false })

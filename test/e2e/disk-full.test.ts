@@ -33,6 +33,14 @@ const daemonPid = async (): Promise<number> => {
   return (JSON.parse(status.stdout) as { pid: number }).pid
 }
 
+/** kill -9 of the daemon, and `meanwhile` (while it dies), answered once it is gone */
+const killDaemon = async (meanwhile: () => void = () => {}): Promise<void> => {
+  const pid = await daemonPid()
+  process.kill(pid, "SIGKILL")
+  meanwhile()
+  while (isAlive(pid)) await new Promise((r) => setTimeout(r, 20))
+}
+
 describe("a full disk", () => {
   it("is a DiskFull naming the path, the free space and the fix, on every path, and berth works again once freed", async (ctx) => {
     if (disk.skipped !== undefined) return ctx.skip(disk.skipped)
@@ -58,9 +66,7 @@ describe("a full disk", () => {
       expect(down.tag).toBe("DiskFull")
 
       // a daemon killed on a full disk cannot start again: the next command says why, in berth's words
-      const pid = await daemonPid()
-      process.kill(pid, "SIGKILL")
-      while (isAlive(pid)) await new Promise((r) => setTimeout(r, 20))
+      await killDaemon()
       expectDiskFull(await disk.box.run(["status"]), disk.box.home)
       expect(failure(await disk.box.run(["up", "--json"])).tag).toBe("DiskFull")
     } finally {
@@ -127,10 +133,9 @@ describe("a world whose up met a full disk", () => {
     const before = await statusOf()
     fillDisk(disk.box.home)
     try {
-      const pid = await daemonPid()
-      process.kill(pid, "SIGKILL")
-      for (const s of before?.services ?? []) if (s.pid !== null) process.kill(-s.pid, "SIGKILL")
-      while (isAlive(pid)) await new Promise((r) => setTimeout(r, 20))
+      await killDaemon(() => {
+        for (const s of before?.services ?? []) if (s.pid !== null) process.kill(-s.pid, "SIGKILL")
+      })
       expect((await disk.box.run(["status"])).code).toBe(1)
     } finally {
       freeDisk(disk.box.home)
@@ -172,9 +177,7 @@ describe("a reload on a full disk", () => {
         for (const s of before?.services ?? []) expect(isAlive(s.pid ?? 0)).toBe(true)
       }
       // whatever the reload did, a daemon killed now (its rows not all written) must leave the next one the truth
-      const pid = await daemonPid()
-      process.kill(pid, "SIGKILL")
-      while (isAlive(pid)) await new Promise((r) => setTimeout(r, 20))
+      await killDaemon()
     } finally {
       freeDisk(disk.box.home)
     }

@@ -5,8 +5,7 @@
  * fails a transaction's statement or its COMMIT depends on the room SQLite's log has left, so a COMMIT that fails is
  * also made to fail for certain, by a constraint checked only then.
  */
-import { execFileSync } from "node:child_process"
-import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs"
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -18,43 +17,19 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import { Home } from "../../src/services/Home.js"
 import { Registry, type RegistryError, RegistryLive, type ServiceRow } from "../../src/services/Registry.js"
+import { fillDisk, freeDisk, mountTmpfs, unmount } from "../e2e/filled-disk.js"
 
 const base = mkdtempSync(join(tmpdir(), "berth-registry-full-"))
 const home = join(base, "home")
-mkdirSync(home)
-const mounted = (() => {
-  try {
-    execFileSync("mount", ["-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", home], { stdio: "pipe" })
-    return undefined
-  } catch (e) {
-    return `cannot mount a tmpfs: ${String(e)}`
-  }
-})()
+const mounted = mountTmpfs(home, "4m")
 afterAll(() => {
-  if (mounted === undefined) execFileSync("umount", ["-l", home], { stdio: "pipe" })
+  if (mounted === undefined) unmount(home)
   rmSync(base, { recursive: true, force: true })
 })
 
 /** a home on the ordinary disk, for the COMMIT made to fail */
 const commitHome = join(base, "commit")
 mkdirSync(commitHome)
-
-const FILLER = join(home, ".filler")
-const fill = () => {
-  const fd = openSync(FILLER, "a")
-  try {
-    for (const size of [1024 * 1024, 64 * 1024, 4096, 512, 1]) {
-      const chunk = Buffer.alloc(size, 0x61)
-      try {
-        for (;;) writeSync(fd, chunk)
-      } catch {
-        // this size no longer fits: a smaller one
-      }
-    }
-  } finally {
-    closeSync(fd)
-  }
-}
 
 /** what a write ended with: its failure's tag, "defect" for a defect, "ok" */
 const outcome = <A, E extends { readonly _tag: string }>(write: Effect.Effect<A, E>) =>
@@ -91,7 +66,7 @@ describe("the state database on a full disk", () => {
         Effect.provide(SqliteClient.layer({ filename: join(home, "state.db") }))
       )
       yield* registry.saveService(row("api", "healthy"))
-      fill()
+      fillDisk(home)
       const writes: Record<string, Effect.Effect<unknown, RegistryError>> = {
         saveServices: registry.saveServices(w.id, [row("api", "stopping"), row("web", "stopping")]),
         saveService: registry.saveService(row("api", "stopped")),
@@ -102,7 +77,7 @@ describe("the state database on a full disk", () => {
       }
       const results: Record<string, string> = {}
       for (const [name, write] of Object.entries(writes)) results[name] = yield* outcome(write)
-      rmSync(FILLER)
+      freeDisk(home)
       // a small write may still find room in SQLite's log; none is a defect or an internal error
       for (const [name, result] of Object.entries(results))
         expect([name, result]).toEqual([name, expect.stringMatching(/^(DiskFull|ok)$/)])
