@@ -496,7 +496,7 @@ describe("ServiceActor", () => {
 
   describe("liveness", () => {
     /** A ready service with a passing check, WATCH_INTERVAL_MS before its first liveness probe. */
-    const readyWith = (timing?: Partial<ServiceTiming>) =>
+    const readyWith = (timing: Partial<ServiceTiming> = {}) =>
       Effect.gen(function* () {
         const h = yield* harness
         const plan = checked("web")
@@ -507,16 +507,7 @@ describe("ServiceActor", () => {
         yield* inState(s, "healthy")
         return { h, plan, s } as const
       })
-    const ready = Effect.gen(function* () {
-      const h = yield* harness
-      const plan = checked("web")
-      yield* h.health.setHealthy(plan.logFile, true)
-      const s = yield* h.start(plan)
-      yield* inState(s, "running")
-      yield* TestClock.adjust(CONFIRM_MS)
-      yield* inState(s, "healthy")
-      return { h, plan, s } as const
-    })
+    const ready = readyWith()
 
     it.effect(`turns unhealthy only after ${UNHEALTHY_AFTER_MISSES} misses in a row, and a pass heals it`, () =>
       Effect.gen(function* () {
