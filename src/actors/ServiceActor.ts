@@ -28,8 +28,6 @@ import { elsewhereReason } from "../domain/proc.js"
 import { decideRestart, exitDescription, type ExitStatus } from "../domain/restart.js"
 import {
   livenessDelayMs,
-  PROBE_SLOT_MS,
-  probeDueMs,
   livenessStep,
   type ServiceEvent,
   type ServiceState,
@@ -124,16 +122,13 @@ export interface ServiceTiming {
   readonly watchIntervalMs: number
   /** one liveness probe's time; undefined: the check's `livenessAttemptMs` */
   readonly livenessAttemptMs: number | undefined
-  /** the grid backed-off liveness probes fall due on (`probeDueMs`); 0: none */
-  readonly probeSlotMs: number
 }
 
 export const defaultTiming: ServiceTiming = {
   settleMs: SETTLE_MS,
   confirmMs: CONFIRM_MS,
   watchIntervalMs: WATCH_INTERVAL_MS,
-  livenessAttemptMs: undefined,
-  probeSlotMs: PROBE_SLOT_MS
+  livenessAttemptMs: undefined
 }
 
 /** How one life of the process ended. */
@@ -311,18 +306,8 @@ export const runService = (
                 let misses = initialMisses
                 // passes in a row: a service that answers steadily is probed less and less often (livenessDelayMs)
                 let passes = 0
-                // a backed-off wait ends on the probe grid, so that an idle swarm's probes share their wakes
-                const wait = Effect.flatMap(Effect.zip(Random.next, Clock.currentTimeMillis), ([spread, now]) =>
-                  Effect.sleep(
-                    Duration.millis(
-                      probeDueMs(
-                        now,
-                        livenessDelayMs(timing.watchIntervalMs, passes, spread),
-                        timing.watchIntervalMs,
-                        timing.probeSlotMs
-                      )
-                    )
-                  )
+                const wait = Effect.flatMap(Random.next, (spread) =>
+                  Effect.sleep(Duration.millis(livenessDelayMs(timing.watchIntervalMs, passes, spread)))
                 )
                 // a port check is what the proxy's traffic shows already: an answer it passed on since the last look
                 // is this look's pass, and the service is not asked again
