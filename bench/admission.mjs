@@ -12,7 +12,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { commitRepo, cpuMs } from "./fixtures.mjs"
+import { berthRunner, commitRepo, cpuMs } from "./fixtures.mjs"
 import { machineNow, summaryLine } from "./stats.mjs"
 
 const { values: options } = parseArgs({
@@ -37,11 +37,7 @@ execFileSync("mkdir", ["-p", repo])
 writeFileSync(join(repo, "berth.toml"), `[services.idle]\ncmd = "sleep 100000"\n`)
 commitRepo(repo, env)
 
-const berth = (...args) => {
-  const r = spawnSync(cli, args, { cwd: repo, env, encoding: "utf8" })
-  if (r.status !== 0) throw new Error(`berth ${args.join(" ")} failed: ${r.stderr}`)
-  return r.stdout
-}
+const berth = berthRunner(cli, repo, env)
 const berthAsync = (...args) =>
   new Promise((resolve, reject) => {
     const child = spawn(cli, args, { cwd: repo, env, stdio: ["ignore", "pipe", "pipe"] })

@@ -1,7 +1,7 @@
 // Shared by the benchmark scripts: a committed git repository to run berth in, a free port, the floor of a warm `up`
 // (servers started directly until each answers), and the daemon's Node flags.
 import { execFileSync, spawn, spawnSync } from "node:child_process"
-import { mkdirSync, readdirSync, readFileSync } from "node:fs"
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as net from "node:net"
 import { join } from "node:path"
 
@@ -21,6 +21,40 @@ export const commitRepo = (dir, env = process.env) => {
   git("init", "-q", "-b", "main")
   git("add", "-A")
   git("commit", "-qm", "bench")
+}
+
+/** Runs `cli` in `cwd` with `env` and answers its stdout; throws with its stderr when it fails. */
+export const berthRunner =
+  (cli, cwd, env) =>
+  (...args) => {
+    const r = spawnSync(cli, args, { cwd, env, encoding: "utf8" })
+    if (r.status !== 0) throw new Error(`berth ${args.join(" ")} failed: ${r.stderr}`)
+    return r.stdout
+  }
+
+/**
+ * The idle benches' project, committed in `repo`: `services` small node HTTP services, each with a url and an http
+ * health check, so the proxy routes them and berth probes them.
+ */
+export const swarmRepo = (repo, services, env) => {
+  mkdirSync(repo, { recursive: true })
+  writeFileSync(
+    join(repo, "server.mjs"),
+    `import { createServer } from "node:http"
+createServer((req, res) => res.end("ok")).listen(Number(process.env.PORT), "127.0.0.1")
+`
+  )
+  writeFileSync(
+    join(repo, "berth.toml"),
+    services.map((s) => `[services.${s}]\ncmd = "node server.mjs"\nurl = "${s}"\nhealth = { http = "/" }\n`).join("\n")
+  )
+  commitRepo(repo, env)
+}
+
+/** Brings worlds w`from` … w`to - 1` up: every one asked at once, then each waited for in turn. */
+export const upWorlds = (berth, from, to) => {
+  for (let i = from; i < to; i++) berth("up", `w${i}`, "--no-wait")
+  for (let i = from; i < to; i++) berth("up", `w${i}`)
 }
 
 /** A port nothing listens on now, chosen by the system (fixed ones collide with another run on a shared machine). */

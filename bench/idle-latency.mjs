@@ -5,13 +5,13 @@
 // --seconds, each waiting for the last, and prints the latency's p50, p99, p99.9 and maximum. A stall of the
 // daemon (its own work, or the services it wakes taking the cores) shows in the tail. --cli runs another build.
 import { spawnSync } from "node:child_process"
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import * as http from "node:http"
 import { availableParallelism, loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { commitRepo } from "./fixtures.mjs"
+import { berthRunner, swarmRepo, upWorlds } from "./fixtures.mjs"
 import { commandLine } from "./stats.mjs"
 
 const { values: options } = parseArgs({
@@ -37,33 +37,15 @@ const env = {
   BERTH_HTTPS_PORT: "off",
   BERTH_YES: "1"
 }
-mkdirSync(repo, { recursive: true })
-writeFileSync(
-  join(repo, "server.mjs"),
-  `import { createServer } from "node:http"
-createServer((req, res) => res.end("ok")).listen(Number(process.env.PORT), "127.0.0.1")
-`
-)
-writeFileSync(
-  join(repo, "berth.toml"),
-  ["s0", "s1", "s2"]
-    .map((s) => `[services.${s}]\ncmd = "node server.mjs"\nurl = "${s}"\nhealth = { http = "/" }\n`)
-    .join("\n")
-)
-commitRepo(repo, env)
-const berth = (...args) => {
-  const r = spawnSync(cli, args, { cwd: repo, env, encoding: "utf8" })
-  if (r.status !== 0) throw new Error(`berth ${args.join(" ")} failed: ${r.stderr}`)
-  return r.stdout
-}
+swarmRepo(repo, ["s0", "s1", "s2"], env)
+const berth = berthRunner(cli, repo, env)
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 const loadBefore = loadavg()[0]
 try {
   berth("port", "--range", "40000-44999")
   berth("reserve", "--max-parallel", String(worlds + 1), "--ram", "0", "--disk", "0")
-  for (let i = 0; i < worlds; i++) berth("up", `w${i}`, "--no-wait")
-  for (let i = 0; i < worlds; i++) berth("up", `w${i}`)
+  upWorlds(berth, 0, worlds)
   await sleep(Number(options.settle) * 1000)
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
   const host = `s0.w${Math.min(1, worlds - 1)}.bench.localhost`

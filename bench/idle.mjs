@@ -20,12 +20,21 @@
 // Goals (issue of the idle swarm): < 1 % of one core and RSS ≤ 200 MiB at 100 × 3; status --json ≤ 1.2× node -e 0.
 // The last line is the summary: the figures, the machine (cores, load average before and after) and the date.
 import { spawnSync } from "node:child_process"
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { availableParallelism, loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { awaitProfile, commitRepo, cpuMs, mainThreadCpuMs, monotonicUs, startDaemonHere } from "./fixtures.mjs"
+import {
+  awaitProfile,
+  berthRunner,
+  cpuMs,
+  mainThreadCpuMs,
+  monotonicUs,
+  startDaemonHere,
+  swarmRepo,
+  upWorlds
+} from "./fixtures.mjs"
 import { commandLine, median } from "./stats.mjs"
 
 const { values: options } = parseArgs({
@@ -53,25 +62,12 @@ const base = mkdtempSync(join(tmpdir(), "berth-bench-idle-"))
 const repo = join(base, "bench")
 const home = join(base, "home")
 const env = { ...process.env, BERTH_HOME: home, BERTH_PROXY_PORT: "0", BERTH_HTTPS_PORT: "off", BERTH_YES: "1" }
-mkdirSync(repo, { recursive: true })
-writeFileSync(
-  join(repo, "server.mjs"),
-  `import { createServer } from "node:http"
-createServer((req, res) => res.end("ok")).listen(Number(process.env.PORT), "127.0.0.1")
-`
+swarmRepo(
+  repo,
+  Array.from({ length: serviceCount }, (_, i) => `s${i}`),
+  env
 )
-const services = Array.from({ length: serviceCount }, (_, i) => `s${i}`)
-writeFileSync(
-  join(repo, "berth.toml"),
-  services.map((s) => `[services.${s}]\ncmd = "node server.mjs"\nurl = "${s}"\nhealth = { http = "/" }\n`).join("\n")
-)
-commitRepo(repo, env)
-
-const berth = (...args) => {
-  const r = spawnSync(cli, args, { cwd: repo, env, encoding: "utf8" })
-  if (r.status !== 0) throw new Error(`berth ${args.join(" ")} failed: ${r.stderr}`)
-  return r.stdout
-}
+const berth = berthRunner(cli, repo, env)
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const rssMiB = (pid) => {
   const line = readFileSync(`/proc/${pid}/status`, "utf8")
@@ -135,9 +131,8 @@ try {
   berth("reserve", "--max-parallel", String(Math.max(...counts) + 1), "--ram", "0", "--disk", "0")
   let up = 0
   for (const count of counts) {
-    for (; up < count; up++) berth("up", `w${up}`, "--no-wait")
-    // every world running: up waits for each in turn (the ones already running answer at once)
-    for (let i = 0; i < count; i++) berth("up", `w${i}`)
+    upWorlds(berth, up, count)
+    up = count
     const pid = JSON.parse(berth("daemon", "status", "--json")).pid
     // settle: the reconciler's and the monitor's first passes over the new worlds, and the liveness probes backing off
     // to their steady pace (5 s apart for the first passes, then 10, 20, 40, 80, 120 s: about 170 s after it is ready)
