@@ -4,8 +4,9 @@
  *
  * HTTP/1.1 takes the fast path (`fast.ts`): it reads request heads itself and pins each client connection to one
  * backend connection, which is what makes it fast — on a raw `net` server for plain HTTP, and on the TLS socket once
- * ALPN chose HTTP/1.1 (or the client offered nothing). h2 is served on node:http2's core API, forwarded over a pool
- * of keep-alive backend connections (`h2.ts`); the rare HTTP/1.1 request the fast path does not take goes through
+ * ALPN chose HTTP/1.1 (or the client offered nothing). h2 is berth's own HTTP/2 on the TLS socket (`h2conn.ts`,
+ * with `hpack.ts`; node:http2's core API when the fast path is off), forwarded over a pool of keep-alive backend
+ * connections (`h2.ts`); the rare HTTP/1.1 request the fast path does not take goes through
  * `node:http` (`slow.ts`). All read the route table the daemon last gave `setRoutes`: one `Map` lookup per request,
  * no disk.
  *
@@ -447,7 +448,8 @@ export const makeProxy = Effect.fn("Proxy.make")(function* (options: ProxyOption
       const context = tlsContext((socket) => onSecure.call(server, socket))
       server.removeListener("secureConnection", onSecure)
       server.on("secureConnection", (socket: tls.TLSSocket) => {
-        if (socket.alpnProtocol === "h2") onSecure.call(server, socket)
+        // h2 on berth's own HTTP/2 (`h2conn.ts`): node:http2's sessions cost more than the proxying
+        if (socket.alpnProtocol === "h2") h2.onConnection(socket, idleMs)
         else new FastConnection(socket, context)
       })
     }

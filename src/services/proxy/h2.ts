@@ -15,8 +15,10 @@ import * as crypto from "node:crypto"
 import * as httpModule from "node:http"
 import * as http2 from "node:http2"
 import type * as net from "node:net"
+import type * as tls from "node:tls"
 import type { PageModel, RouteTable, Unavailable } from "../../domain/routes.js"
 import { ChunkedScanner, HOP_HEADER, MALFORMED, MORE, nameAt, statusLineAt, TCHAR } from "./http1.js"
+import { H2Connection, type ProxyStream, type RequestHeaders } from "./h2conn.js"
 import { renderPage } from "./pages.js"
 import {
   dialFor,
@@ -383,7 +385,7 @@ class Exchange {
 
   constructor(
     private readonly proxy: H2Proxy,
-    private readonly stream: http2.ServerHttp2Stream,
+    private readonly stream: ProxyStream,
     private readonly routed: Go,
     private readonly head: string,
     private readonly upload: Upload,
@@ -740,12 +742,33 @@ class Exchange {
 
 const noop = (): void => {}
 
+/** A WebSocket's frames both ways between a stream and its backend, each side paused while the other is full. */
+const bridge = (stream: ProxyStream, backend: net.Socket): void => {
+  backend.on("data", (chunk: Buffer) => {
+    if (!stream.write(chunk)) backend.pause()
+  })
+  stream.on("drain", () => backend.resume())
+  stream.on("data", (chunk: Buffer) => {
+    if (!backend.write(chunk)) stream.pause()
+  })
+  backend.on("drain", () => stream.resume())
+  stream.on("end", () => backend.end())
+  const done = () => {
+    backend.destroy()
+    if (!stream.writableEnded && !stream.destroyed) stream.end()
+  }
+  backend.on("end", done)
+  backend.on("error", done)
+  backend.on("close", done)
+  stream.on("close", () => backend.destroy())
+}
+
 const reasonOf = (error: NodeJS.ErrnoException | undefined): Unavailable =>
   error === undefined ? "closed" : failureReason(error)
 
 /** Answers a stream with one of the proxy's pages (HTML or text by Accept); a stream already answered is reset. */
 export const respondPage = (
-  stream: http2.ServerHttp2Stream,
+  stream: ProxyStream,
   page: PageModel,
   accept: string | undefined,
   isHead: boolean
@@ -771,7 +794,7 @@ export const respondPage = (
 
 /** The request headers for the backend from an h2 request: as `backendHeaders` in `slow.ts`, for the stream API. */
 const forwardedHeaders = (
-  headers: http2.IncomingHttpHeaders,
+  headers: RequestHeaders,
   client: string,
   hops: number
 ): Record<string, string | Array<string>> => {
@@ -781,7 +804,7 @@ const forwardedHeaders = (
     if (value === undefined || name.charCodeAt(0) === 58 || HOP_BY_HOP.has(name) || name.startsWith("proxy-")) continue
     out[name] = value
   }
-  const authority = headers[":authority"] ?? firstValue(headers.host)
+  const authority = firstValue(headers[":authority"]) ?? firstValue(headers.host)
   if (authority !== undefined) {
     out.host = authority
     out["x-forwarded-host"] = authority
@@ -813,14 +836,24 @@ export class H2Proxy {
     const socket = session.socket
     const client = socket.remoteAddress ?? ""
     const localPort = socket.localPort ?? 0
+    session.on("stream", this.streams(client, localPort))
+  }
+
+  /** Serves an h2 connection on the TLS socket with berth's own HTTP/2 (`h2conn.ts`). */
+  readonly onConnection = (socket: tls.TLSSocket, idleMs: number): void => {
+    new H2Connection(socket, { idleMs, onStream: this.streams(socket.remoteAddress ?? "", socket.localPort ?? 0) })
+  }
+
+  /** A connection's stream handler. */
+  private streams(client: string, localPort: number): (stream: ProxyStream, headers: RequestHeaders) => void {
     const cache: RouteCache = { table: undefined, authority: undefined, hops: 0, routed: undefined }
-    session.on("stream", (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => {
+    return (stream, headers) => {
       try {
         this.onStream(stream, headers, client, localPort, cache)
       } catch {
         if (!stream.destroyed) stream.close(NGHTTP2_INTERNAL_ERROR)
       }
-    })
+    }
   }
 
   destroy(): void {
@@ -828,19 +861,19 @@ export class H2Proxy {
   }
 
   private onStream(
-    stream: http2.ServerHttp2Stream,
-    headers: http2.IncomingHttpHeaders,
+    stream: ProxyStream,
+    headers: RequestHeaders,
     client: string,
     localPort: number,
     cache: RouteCache
   ): void {
-    const method = headers[":method"] ?? "GET"
+    const method = firstValue(headers[":method"]) ?? "GET"
     if (method === "CONNECT") {
       this.onConnect(stream, headers, client, localPort)
       return
     }
     const isHead = method === "HEAD"
-    const authority = headers[":authority"] ?? firstValue(headers.host)
+    const authority = firstValue(headers[":authority"]) ?? firstValue(headers.host)
     const hops = parseHops(headers[HOP_HEADER])
     const table = this.engine.routes()
     let routed: Routed
@@ -862,7 +895,7 @@ export class H2Proxy {
       respondPage(stream, routed.page, firstValue(headers.accept), isHead)
       return
     }
-    const path = headers[":path"] ?? "/"
+    const path = firstValue(headers[":path"]) ?? "/"
     if (badTarget(path) || (authority !== undefined && badTarget(authority))) {
       stream.close(http2.constants.NGHTTP2_PROTOCOL_ERROR)
       return
@@ -901,12 +934,7 @@ export class H2Proxy {
    * so the proxy makes a classic upgrade with its own key, answers the stream 200 when the backend switches, and
    * then pipes the frames (WebSocket frames are the same bytes on both).
    */
-  private onConnect(
-    stream: http2.ServerHttp2Stream,
-    headers: http2.IncomingHttpHeaders,
-    client: string,
-    localPort: number
-  ): void {
+  private onConnect(stream: ProxyStream, headers: RequestHeaders, client: string, localPort: number): void {
     stream.on("error", noop)
     const protocol = firstValue(headers[":protocol"])
     if (protocol === undefined) {
@@ -914,7 +942,7 @@ export class H2Proxy {
       stream.end("CONNECT is not supported by berth's proxy\n")
       return
     }
-    const authority = headers[":authority"] ?? firstValue(headers.host)
+    const authority = firstValue(headers[":authority"]) ?? firstValue(headers.host)
     const hops = parseHops(headers[HOP_HEADER])
     const routed = route(this.engine, authority, hops, "https", localPort)
     const accept = firstValue(headers.accept)
@@ -939,7 +967,7 @@ export class H2Proxy {
       host: "localhost",
       port: routed.port,
       method: "GET",
-      path: headers[":path"] ?? "/",
+      path: firstValue(headers[":path"]) ?? "/",
       headers: out,
       setHost: false
     })
@@ -956,15 +984,7 @@ export class H2Proxy {
       if (answer.statusCode !== undefined && answer.statusCode < 500) routed.answered?.()
       stream.respond(reply)
       if (rest.length > 0) stream.write(rest)
-      backend.pipe(stream)
-      stream.pipe(backend)
-      const done = () => {
-        backend.destroy()
-        if (!stream.writableEnded && !stream.destroyed) stream.end()
-      }
-      backend.on("error", done)
-      backend.on("close", done)
-      stream.on("close", () => backend.destroy())
+      bridge(stream, backend)
     })
     upstream.on("response", (answer) => {
       const status = answer.statusCode ?? 502
@@ -976,7 +996,11 @@ export class H2Proxy {
         if (!stream.destroyed) stream.close(NGHTTP2_INTERNAL_ERROR)
         return
       }
-      answer.pipe(stream)
+      answer.on("data", (chunk: Buffer) => {
+        if (!stream.write(chunk)) answer.pause()
+      })
+      stream.on("drain", () => answer.resume())
+      answer.on("end", () => stream.end())
     })
     upstream.on("error", (error: NodeJS.ErrnoException) => {
       if (!stream.headersSent) respondPage(stream, routed.unavailable(failureReason(error)), accept, false)
