@@ -137,7 +137,8 @@ export const normalizeHost = (header: string | undefined): string => {
     return (end === -1 ? host : host.slice(0, end + 1)).toLowerCase()
   }
   const colon = host.lastIndexOf(":")
-  if (colon !== -1) host = host.slice(0, colon)
+  // only a port of digits comes off: `name:@other` stays whole, so no route matches what a URL parser reads as other
+  if (colon !== -1 && /^\d*$/.test(host.slice(colon + 1))) host = host.slice(0, colon)
   host = host.toLowerCase()
   return host.endsWith(".") ? host.slice(0, -1) : host
 }

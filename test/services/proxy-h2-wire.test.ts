@@ -41,6 +41,12 @@ beforeAll(async () => {
       })
       return
     }
+    if (req.url === "/headers") {
+      req.resume()
+      res.writeHead(200, { "content-type": "application/json" })
+      res.end(JSON.stringify(req.rawHeaders))
+      return
+    }
     if (req.url === "/slow-echo") {
       // reads the body slowly: the proxy must hold the client back, not buffer without bound
       req.pause()
@@ -221,18 +227,22 @@ const rawClient = async (): Promise<RawClient> => {
 
 /** A connection served by H2Connection over plain TCP, its streams handed to `onStream` and nothing else. */
 const directClient = async (
-  onStream: (stream: H2Stream) => void
-): Promise<{ client: RawClient; close: () => void }> => {
+  onStream: (stream: H2Stream) => void,
+  preface = true
+): Promise<{ client: RawClient; served: Array<net.Socket>; close: () => void }> => {
+  const served: Array<net.Socket> = []
   const server = net.createServer((socket) => {
+    served.push(socket)
     new H2Connection(socket, { idleMs: 10_000, onStream })
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
   const socket = net.connect((server.address() as net.AddressInfo).port, "127.0.0.1")
   await new Promise<void>((resolve) => socket.once("connect", () => resolve()))
   const client = new RawClient(socket)
-  client.send(PREFACE, frame(SETTINGS, 0, 0))
+  if (preface) client.send(PREFACE, frame(SETTINGS, 0, 0))
   return {
     client,
+    served,
     close: () => {
       socket.destroy()
       server.close()
@@ -286,6 +296,75 @@ describe("berth's HTTP/2: what could become two requests on the backend's connec
       expect(client.resetOf(3)).toBe(1)
       await settled()
       expect(seen.slice(before).filter((r) => r.includes("smuggled"))).toEqual([])
+    } finally {
+      client.close()
+    }
+  })
+
+  it("resets a HEAD or GET that names a body it does not send, and a body cut short by trailers", async () => {
+    const client = await rawClient()
+    try {
+      const before = seen.length
+      client.send(
+        frame(HEADERS, END_STREAM | END_HEADERS, 1, requestBlock("/head", ["content-length", "36"], "HEAD")),
+        frame(HEADERS, END_STREAM | END_HEADERS, 3, requestBlock("/get", ["content-length", "36"])),
+        frame(HEADERS, END_HEADERS, 5, requestBlock("/echo", ["content-length", "10"], "POST")),
+        frame(0, 0, 5, Buffer.from("abc")),
+        frame(HEADERS, END_STREAM | END_HEADERS, 5, encodeHeaders(["x-trailer", "t"])),
+        frame(HEADERS, END_STREAM | END_HEADERS, 7, requestBlock("/smuggled"))
+      )
+      await client.until((f) => f.some((x) => x.id === 7 && (x.flags & END_STREAM) !== 0))
+      for (const id of [1, 3, 5]) expect(client.resetOf(id)).toBe(1)
+      await settled()
+      // the POST's head went out before its body fell short; its backend connection was closed with the reset
+      expect(seen.slice(before).sort()).toEqual(["GET /smuggled", "POST /echo"])
+    } finally {
+      client.close()
+    }
+  })
+
+  it("resets a request whose method is not a token or whose path is not origin-form", async () => {
+    const client = await rawClient()
+    try {
+      const before = seen.length
+      const cases: Array<[string, string]> = [
+        ["GET /admin HTTP/1.0\tx", "/public"],
+        ["GE\u0001T", "/"],
+        ["GET", "http://internal.example/secret"],
+        ["GET", "admin"],
+        ["GET", "*"],
+        ["OPTIONS", "*x"]
+      ]
+      cases.forEach(([method, path], i) => {
+        client.send(frame(HEADERS, END_STREAM | END_HEADERS, 1 + 2 * i, requestBlock(path, [], method)))
+      })
+      await client.until((f) => f.filter((x) => x.type === RST_STREAM).length === cases.length)
+      for (let i = 0; i < cases.length; i++) expect(client.resetOf(1 + 2 * i)).toBe(1)
+      // OPTIONS * is the one asterisk-form a backend may take
+      const id = 1 + 2 * cases.length
+      client.send(frame(HEADERS, END_STREAM | END_HEADERS, id, requestBlock("*", [], "OPTIONS")))
+      await client.until((f) => f.some((x) => x.id === id && (x.flags & END_STREAM) !== 0))
+      expect(client.resetOf(id)).toBeUndefined()
+      await settled()
+      expect(seen.slice(before)).toEqual(["OPTIONS *"])
+    } finally {
+      client.close()
+    }
+  })
+
+  it("passes header names that an object's prototype has (constructor, __proto__) as they are", async () => {
+    const client = await rawClient()
+    try {
+      client.send(
+        frame(HEADERS, END_STREAM | END_HEADERS, 1, requestBlock("/headers", ["constructor", "abc", "__proto__", "x"]))
+      )
+      await client.until((f) => f.some((x) => x.id === 1 && x.type === 0 && (x.flags & END_STREAM) !== 0))
+      const body = Buffer.concat(client.frames.filter((x) => x.id === 1 && x.type === 0).map((x) => x.payload))
+      const raw: Array<string> = JSON.parse(body.toString())
+      const pairs = new Map<string, string>()
+      for (let i = 0; i < raw.length; i += 2) pairs.set(raw[i]!, raw[i + 1]!)
+      expect(pairs.get("constructor")).toBe("abc")
+      expect(pairs.get("__proto__")).toBe("x")
     } finally {
       client.close()
     }
@@ -408,6 +487,73 @@ describe("berth's HTTP/2: a stream's request body", () => {
   })
 })
 
+describe("berth's HTTP/2: windows", () => {
+  it("ends a stream whose send window the client made negative without looping, and waits to send its data", async () => {
+    const streams = new Map<number, H2Stream>()
+    const { client, close } = await directClient((stream) => {
+      streams.set(stream.id, stream)
+      stream.respond({ ":status": 200 })
+      stream.write(Buffer.alloc(1_000, 97))
+    })
+    try {
+      client.send(
+        frame(HEADERS, END_STREAM | END_HEADERS, 1, requestBlock("/")),
+        frame(HEADERS, END_STREAM | END_HEADERS, 3, requestBlock("/"))
+      )
+      await client.until((f) => f.filter((x) => x.type === 0).length >= 2)
+      // each stream's window: 65,535 - 1,000 - 65,535 = -1,000 (RFC 9113 §6.9.2)
+      const zero = Buffer.alloc(6)
+      zero.writeUInt16BE(0x4, 0)
+      client.send(frame(SETTINGS, 0, 0, zero))
+      await client.until((f) => f.filter((x) => x.type === SETTINGS && x.flags === 1).length >= 2)
+      const data = (id: number) => client.frames.filter((x) => x.type === 0 && x.id === id)
+      // an end with nothing to send needs no window
+      streams.get(3)!.end()
+      await client.until((f) => f.some((x) => x.type === 0 && x.id === 3 && (x.flags & END_STREAM) !== 0))
+      expect(data(3).map((x) => x.payload.length)).toEqual([1_000, 0])
+      expect(streams.get(1)!.write(Buffer.alloc(10, 98))).toBe(false)
+      streams.get(1)!.end()
+      await settled()
+      expect(data(1).length).toBe(1)
+      // the window comes back above zero: the 10 bytes go, then the end
+      const grow = Buffer.alloc(4)
+      grow.writeUInt32BE(1_010)
+      client.send(frame(WINDOW_UPDATE, 0, 1, grow))
+      await client.until((f) => f.some((x) => x.type === 0 && x.id === 1 && (x.flags & END_STREAM) !== 0))
+      expect(Buffer.concat(data(1).map((x) => x.payload)).toString("latin1")).toBe("a".repeat(1_000) + "b".repeat(10))
+    } finally {
+      close()
+    }
+  })
+
+  it("gives the connection's window back only as request bodies are read", async () => {
+    const streams: Array<H2Stream> = []
+    const { client, close } = await directClient((stream) => {
+      streams.push(stream)
+      stream.pause()
+    })
+    try {
+      const frames: Array<Buffer> = []
+      for (let k = 0; k < 8; k++) {
+        frames.push(frame(HEADERS, END_HEADERS, 1 + 2 * k, requestBlock("/up", [], "POST")))
+        for (let i = 0; i < 15; i++) frames.push(frame(0, 0, 1 + 2 * k, Buffer.alloc(16_384)))
+      }
+      client.send(...frames)
+      await settled()
+      const connectionUpdates = () => client.frames.filter((x) => x.type === WINDOW_UPDATE && x.id === 0).length
+      // the one in the opening flight only
+      expect(connectionUpdates()).toBe(1)
+      for (const stream of streams) {
+        stream.on("data", () => {})
+        stream.resume()
+      }
+      await client.until(() => connectionUpdates() > 1)
+    } finally {
+      close()
+    }
+  })
+})
+
 describe("berth's HTTP/2: the connection", () => {
   it("answers PING and acknowledges SETTINGS, ignores unknown frames, and takes trailers as a request's end", async () => {
     const client = await rawClient()
@@ -451,6 +597,148 @@ describe("berth's HTTP/2: the connection", () => {
     await flood.until(() => false, 3_000).catch(() => {})
     expect(flood.goAway()).toBe(11)
     expect(flood.closed).toBe(true)
+  })
+
+  it("ends a connection flooded with empty CONTINUATION frames", async () => {
+    const client = await rawClient()
+    const pieces = [frame(HEADERS, 0, 1, requestBlock("/"))]
+    for (let i = 0; i < 50_000; i++) pieces.push(frame(CONTINUATION, 0, 1))
+    client.send(...pieces)
+    await client.until(() => false, 5_000).catch(() => {})
+    expect(client.goAway()).toBe(11)
+    expect(client.closed).toBe(true)
+  })
+
+  it("stops reading a client that sends PINGs and reads none of the answers", async () => {
+    const { client, served, close } = await directClient(() => {})
+    try {
+      client.socket.pause()
+      const pings = Buffer.concat(Array.from({ length: 1_000 }, () => frame(PING, 0, 0, Buffer.alloc(8))))
+      for (let i = 0; i < 300; i++) {
+        if (!client.socket.write(pings)) {
+          await new Promise((resolve) => {
+            client.socket.once("drain", resolve)
+            setTimeout(resolve, 200)
+          })
+        }
+      }
+      await settled()
+      // what waits to be written is bounded by what the proxy lets pile up, not by what the client sent
+      expect(served[0]!.writableLength).toBeLessThan(256 * 1024)
+    } finally {
+      close()
+    }
+  })
+
+  it("hands 'end' to a stream whose request ended with its headers, once it is read", async () => {
+    const events: Array<string> = []
+    const { client, close } = await directClient((stream) => {
+      stream.on("data", () => events.push("data"))
+      stream.on("end", () => events.push("end"))
+      stream.on("close", () => events.push("close"))
+      stream.respond({ ":status": 204 }, { endStream: true })
+    })
+    try {
+      client.send(frame(HEADERS, END_STREAM | END_HEADERS, 1, requestBlock("/")))
+      await client.until((f) => f.some((x) => x.id === 1))
+      await settled()
+      expect(events).toEqual(["end", "close"])
+    } finally {
+      close()
+    }
+  })
+
+  it("answers headers past the limit with a whole 431, and a stream's second HEADERS without END_STREAM", async () => {
+    const client = await rawClient()
+    try {
+      const big = requestBlock("/", ["x-big", "y".repeat(16_000), "x-big2", "y".repeat(16_000)])
+      const bigger = requestBlock("/", [
+        "x-a",
+        "y".repeat(16_000),
+        "x-b",
+        "y".repeat(16_000),
+        "x-c",
+        "y".repeat(16_000),
+        "x-d",
+        "y".repeat(16_000),
+        "x-e",
+        "y".repeat(8_000)
+      ])
+      const parts: Array<Buffer> = []
+      for (let o = 0; o < bigger.length; o += 16_384) {
+        const last = o + 16_384 >= bigger.length
+        parts.push(
+          frame(
+            o === 0 ? HEADERS : CONTINUATION,
+            (o === 0 ? END_STREAM : 0) | (last ? END_HEADERS : 0),
+            3,
+            bigger.subarray(o, o + 16_384)
+          )
+        )
+      }
+      expect(big.length).toBeLessThan(64 * 1024)
+      client.send(...parts)
+      await client.until((f) => f.some((x) => x.id === 3 && x.type === 0 && (x.flags & END_STREAM) !== 0))
+      expect(client.headersOf(3).slice(0, 2)).toEqual([":status", "431"])
+      const body = Buffer.concat(client.frames.filter((x) => x.id === 3 && x.type === 0).map((x) => x.payload))
+      expect(body.toString()).toBe("the request's headers are too large\n")
+      // headers again on a stream whose request already ended: that stream's error, not the connection's
+      client.send(
+        frame(HEADERS, END_HEADERS, 5, requestBlock("/hold", [], "POST")),
+        frame(0, END_STREAM, 5, Buffer.alloc(0)),
+        frame(HEADERS, END_HEADERS, 5, encodeHeaders(["x-late", "1"])),
+        frame(HEADERS, END_STREAM | END_HEADERS, 7, requestBlock("/"))
+      )
+      await client.until((f) => f.some((x) => x.id === 7 && (x.flags & END_STREAM) !== 0))
+      expect(client.resetOf(5)).toBe(5)
+      expect(client.goAway()).toBeUndefined()
+    } finally {
+      client.close()
+    }
+  })
+
+  it("takes a connection's frames however the reads split them, a byte at a time included", async () => {
+    const { client, close } = await directClient((stream) => {
+      const chunks: Array<Buffer> = []
+      stream.on("data", (c: Buffer) => chunks.push(c))
+      stream.on("end", () => {
+        stream.respond({ ":status": 200 })
+        stream.end(Buffer.concat(chunks))
+      })
+    }, false)
+    try {
+      const bytes = Buffer.concat([
+        PREFACE,
+        frame(SETTINGS, 0, 0),
+        frame(HEADERS, END_HEADERS, 1, requestBlock("/up", [], "POST")),
+        frame(0, 8, 1, Buffer.concat([Buffer.from([3]), Buffer.from("one"), Buffer.alloc(3)])),
+        frame(PING, 0, 0, Buffer.from("abcdefgh")),
+        frame(0, 0, 1, Buffer.alloc(16_000, 120)),
+        frame(0, 0, 1, Buffer.alloc(3_616, 121)),
+        frame(0, END_STREAM, 1, Buffer.from("two"))
+      ])
+      for (const b of bytes) {
+        client.socket.write(Buffer.from([b]))
+        if (Math.random() < 0.01) await new Promise((resolve) => setImmediate(resolve))
+      }
+      await client.until((f) => f.some((x) => x.id === 1 && x.type === 0 && (x.flags & END_STREAM) !== 0))
+      const body = Buffer.concat(client.frames.filter((x) => x.id === 1 && x.type === 0).map((x) => x.payload))
+      expect(body.length).toBe(3 + 19_616 + 3)
+      expect(client.frames.some((x) => x.type === PING && x.flags === 1)).toBe(true)
+    } finally {
+      close()
+    }
+  })
+
+  it("ends a connection whose first frame is not SETTINGS", async () => {
+    const { client, close } = await directClient(() => {}, false)
+    try {
+      client.send(PREFACE, frame(PING, 0, 0, Buffer.alloc(8)))
+      await client.until(() => false, 2_000).catch(() => {})
+      expect(client.goAway()).toBe(1)
+    } finally {
+      close()
+    }
   })
 
   it("ends a connection whose streams mostly end in a reset (a rapid-reset flood)", async () => {

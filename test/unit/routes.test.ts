@@ -61,6 +61,10 @@ describe("route table", () => {
     expect(normalizeHost("web.w1.demo.localhost.:80")).toBe("web.w1.demo.localhost")
     expect(normalizeHost("[::1]:8080")).toBe("[::1]")
     expect(normalizeHost(undefined)).toBe("")
+    // a port that is not one: the whole is the name, which no route has (a Host a URL parser reads as evil.example)
+    expect(normalizeHost("web.w1.demo.localhost:@evil.example")).toBe("web.w1.demo.localhost:@evil.example")
+    expect(normalizeHost("web.w1.demo.localhost:80x")).toBe("web.w1.demo.localhost:80x")
+    expect(normalizeHost("web.w1.demo.localhost:")).toBe("web.w1.demo.localhost")
     expect(normalizeHost("  ")).toBe("")
   })
 

@@ -58,7 +58,7 @@ const MAX_HEADER_LIST = 64 * 1024
 const MAX_HEADER_BLOCK = 256 * 1024
 /** Request bodies: each stream may have this much unread; the connection this much in all. */
 const STREAM_WINDOW = 256 * 1024
-const CONNECTION_WINDOW = 1024 * 1024
+const CONNECTION_WINDOW = 2 * 1024 * 1024
 const MAX_WINDOW = 2 ** 31 - 1
 /** Past this much unsent in the socket, streams' writes say "wait for drain". */
 const SOCKET_HIGH_WATER = 64 * 1024
@@ -88,6 +88,8 @@ const OPENING = (() => {
   frame.writeUInt32BE(CONNECTION_WINDOW - 65_535, o + 9)
   return frame
 })()
+
+const TOO_LARGE = Buffer.from("the request's headers are too large\n")
 
 const SETTINGS_ACK = Buffer.from([0, 0, 0, Frame.Settings, ACK, 0, 0, 0, 0])
 
@@ -144,12 +146,27 @@ const goodValue = (value: string): boolean => {
   return first !== 32 && first !== 9 && last !== 32 && last !== 9
 }
 
+const METHOD = new Uint8Array(128)
+for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+  METHOD[c.charCodeAt(0)] = 1
+
+/** A method is a token (RFC 9110 §9.1): it goes into the backend's request line as it is. */
+const goodMethod = (method: string): boolean => {
+  if (method.length === 0) return false
+  for (let i = 0; i < method.length; i++) {
+    const c = method.charCodeAt(i)
+    if (c >= 128 || METHOD[c] !== 1) return false
+  }
+  return true
+}
+
 const CONNECTION_SPECIFIC = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"])
 const PSEUDO = new Set([":method", ":scheme", ":authority", ":path", ":protocol"])
 
 /** Builds the headers object from decoded pairs, or MALFORMED. */
 const requestHeaders = (pairs: ReadonlyArray<string>): RequestHeaders | typeof MALFORMED => {
-  const headers: RequestHeaders = {}
+  // no prototype: a field named constructor or __proto__ is a field like any other
+  const headers: RequestHeaders = Object.create(null)
   let regular = false
   for (let i = 0; i < pairs.length; i += 2) {
     const name = pairs[i]!
@@ -174,16 +191,20 @@ const requestHeaders = (pairs: ReadonlyArray<string>): RequestHeaders | typeof M
     } else headers[name] = `${existing}, ${value}`
   }
   const method = headers[":method"]
-  if (typeof method !== "string" || method === "") return MALFORMED
+  if (typeof method !== "string" || !goodMethod(method)) return MALFORMED
+  const path = headers[":path"]
   if (method === "CONNECT") {
     if (headers[":protocol"] === undefined) {
       // a plain CONNECT names only where to
-      if (headers[":scheme"] !== undefined || headers[":path"] !== undefined || headers[":authority"] === undefined)
+      if (headers[":scheme"] !== undefined || path !== undefined || headers[":authority"] === undefined)
         return MALFORMED
-    } else if (headers[":scheme"] === undefined || headers[":path"] === undefined) return MALFORMED
+    } else if (headers[":scheme"] === undefined || typeof path !== "string" || path.charCodeAt(0) !== 47)
+      return MALFORMED
   } else {
-    if (headers[":protocol"] !== undefined) return MALFORMED
-    if (headers[":scheme"] === undefined || headers[":path"] === undefined || headers[":path"] === "") return MALFORMED
+    if (headers[":protocol"] !== undefined || headers[":scheme"] === undefined || typeof path !== "string")
+      return MALFORMED
+    // origin-form, or OPTIONS * (RFC 9113 §8.3.1): an absolute URL would name another host to the backend
+    if (path.charCodeAt(0) !== 47 && !(path === "*" && method === "OPTIONS")) return MALFORMED
   }
   const length = headers["content-length"]
   if (typeof length === "string" && !/^\d{1,15}$/.test(length)) return MALFORMED
@@ -230,6 +251,10 @@ export class H2Stream extends EventEmitter implements ProxyStream {
     super()
   }
 
+  override addListener(event: string | symbol, listener: Listener): this {
+    return this.on(event, listener)
+  }
+
   override on(event: string | symbol, listener: Listener): this {
     super.on(event, listener)
     if (event === "data" && !this.flowing && !this.paused) {
@@ -256,14 +281,19 @@ export class H2Stream extends EventEmitter implements ProxyStream {
   }
 
   private readonly flush = (): void => {
-    while (this.flowing && this.unread !== undefined) {
-      const chunk = this.unread.shift()!
-      if (this.unread.length === 0) this.unread = undefined
-      this.deliver(chunk)
-    }
-    if (this.flowing && this.unread === undefined && this.unreadEnd) {
-      this.unreadEnd = false
-      this.emit("end")
+    try {
+      while (this.flowing && this.unread !== undefined) {
+        const chunk = this.unread.shift()!
+        if (this.unread.length === 0) this.unread = undefined
+        this.deliver(chunk)
+      }
+      if (this.flowing && this.unread === undefined && this.unreadEnd) {
+        this.unreadEnd = false
+        this.emit("end")
+      }
+    } catch {
+      // a fault in a listener ends this stream, never the daemon
+      this.close(H2Code.InternalError)
     }
   }
 
@@ -274,6 +304,7 @@ export class H2Stream extends EventEmitter implements ProxyStream {
 
   /** Bytes read from the window: given back to the client in WINDOW_UPDATEs of half the window or more. */
   consume(n: number): void {
+    this.conn.consumed(n)
     this.consumed += n
     if (this.consumed >= STREAM_WINDOW / 2 && !this.remoteEnded && !this.closed) {
       this.conn.windowUpdate(this.id, this.consumed)
@@ -408,7 +439,13 @@ export class H2Stream extends EventEmitter implements ProxyStream {
     this.closed = true
     this.destroyed = true
     this.queue = undefined
-    this.unread = undefined
+    // what nobody will read frees the connection's window
+    if (this.unread !== undefined) {
+      let n = 0
+      for (const chunk of this.unread) n += chunk.length
+      this.unread = undefined
+      this.conn.consumed(n)
+    }
     this.conn.forget(this)
     process.nextTick(emitClose, this)
   }
@@ -417,7 +454,11 @@ export class H2Stream extends EventEmitter implements ProxyStream {
 type Listener = Parameters<EventEmitter["on"]>[1]
 
 const emitClose = (stream: H2Stream): void => {
-  stream.emit("close")
+  try {
+    stream.emit("close")
+  } catch {
+    // a fault in a listener must not reach the daemon's event loop
+  }
 }
 
 const EMPTY = Buffer.alloc(0)
@@ -446,7 +487,13 @@ export interface H2Options {
 
 export class H2Connection {
   private buf: Buffer | undefined = undefined
+  /** reads after `buf` that do not yet make a whole frame, their bytes, and how many more `buf` needs */
+  private parts: Array<Buffer> = []
+  private partsBytes = 0
+  private need = 0
   private preface = false
+  /** the client's SETTINGS came */
+  private settled = false
   private readonly streams = new Map<number, H2Stream>()
   private lastStreamId = 0
   private readonly decoder = new HpackDecoder()
@@ -489,12 +536,23 @@ export class H2Connection {
 
   private readonly onData = (chunk: Buffer): void => {
     if (this.dead) return
-    this.buf = this.buf === undefined ? chunk : Buffer.concat([this.buf, chunk])
+    if (this.buf === undefined) this.buf = chunk
+    else {
+      // a frame in pieces is joined once it is whole, not at every read (a frame dripped a byte at a time)
+      this.parts.push(chunk)
+      this.partsBytes += chunk.length
+      if (this.partsBytes < this.need) return
+      this.buf = Buffer.concat([this.buf, ...this.parts])
+      this.parts = []
+      this.partsBytes = 0
+    }
     try {
       this.parse()
     } catch (error) {
       this.fail(error instanceof ConnectionError ? error.code : H2Code.InternalError)
     }
+    // answers the client does not read must not pile up: read no more until they are taken
+    if (!this.dead && this.socketFull() && !this.socket.isPaused()) this.socket.pause()
   }
 
   private parse(): void {
@@ -503,25 +561,39 @@ export class H2Connection {
     if (!this.preface) {
       const n = Math.min(buf.length, PREFACE.length)
       if (buf.compare(PREFACE, 0, n, 0, n) !== 0) throw new ConnectionError(H2Code.ProtocolError)
-      if (buf.length < PREFACE.length) return
+      if (buf.length < PREFACE.length) {
+        this.need = PREFACE.length - buf.length
+        return
+      }
       this.preface = true
       i = PREFACE.length
     }
+    this.need = 9
     while (buf.length - i >= 9 && !this.dead) {
       const length = (buf[i]! << 16) | (buf[i + 1]! << 8) | buf[i + 2]!
       if (length > MAX_FRAME) throw new ConnectionError(H2Code.FrameSizeError)
-      if (buf.length - i < 9 + length) break
+      if (buf.length - i < 9 + length) {
+        this.need = 9 + length
+        break
+      }
       const type = buf[i + 3]!
+      // the client's first frame is its SETTINGS (RFC 9113 §3.4)
+      if (!this.settled) {
+        if (type !== Frame.Settings || (buf[i + 4]! & ACK) !== 0) throw new ConnectionError(H2Code.ProtocolError)
+        this.settled = true
+      }
       const flags = buf[i + 4]!
       const id = buf.readUInt32BE(i + 5) & 0x7fffffff
       const start = i + 9
       i = start + length
       this.frame(type, flags, id, buf, start, i)
-      // a frame may have replaced the buffer's owner (the connection ended)
+      // the connection ended within that frame
       if (this.buf === undefined) return
       buf = this.buf
     }
+    // what is left waits for the rest of its frame: `need` counts from its start
     this.buf = i === buf.length ? undefined : buf.subarray(i)
+    if (this.buf !== undefined) this.need -= this.buf.length
   }
 
   private frame(type: number, flags: number, id: number, buf: Buffer, start: number, end: number): void {
@@ -537,7 +609,8 @@ export class H2Connection {
         return
       case Frame.Continuation: {
         if (this.blockParts === undefined) throw new ConnectionError(H2Code.ProtocolError)
-        this.blockBytes += end - start
+        // a frame's header counts too: empty CONTINUATION frames are a flood as well
+        this.blockBytes += end - start + 9
         if (this.blockBytes > MAX_HEADER_BLOCK) throw new ConnectionError(H2Code.EnhanceYourCalm)
         this.blockParts.push(Buffer.from(buf.subarray(start, end)))
         if ((flags & END_HEADERS) !== 0) {
@@ -582,6 +655,7 @@ export class H2Connection {
         return
       case Frame.GoAway:
         if (id !== 0) throw new ConnectionError(H2Code.ProtocolError)
+        if (end - start < 8) throw new ConnectionError(H2Code.FrameSizeError)
         // no new streams; the open ones finish
         this.goingAway = true
         if (this.streams.size === 0) this.end()
@@ -614,23 +688,20 @@ export class H2Connection {
     // the whole payload, padding too, counts against the windows
     if (size > this.recvWindow) throw new ConnectionError(H2Code.FlowControlError)
     this.recvWindow -= size
-    this.recvConsumed += size
-    if (this.recvConsumed >= CONNECTION_WINDOW / 2) {
-      this.windowUpdate(0, this.recvConsumed)
-      this.recvWindow += this.recvConsumed
-      this.recvConsumed = 0
-    }
     const stream = this.streams.get(id)
     if (stream === undefined) {
       if (id > this.lastStreamId) throw new ConnectionError(H2Code.ProtocolError)
       // a stream already closed (reset by us, say): what was in flight is dropped
+      this.consumed(size)
       return
     }
     if (stream.remoteEnded) {
+      this.consumed(size)
       this.resetStream(id, H2Code.StreamClosed)
       return
     }
     if (size > stream.recvWindow) {
+      this.consumed(size)
       this.resetStream(id, H2Code.FlowControlError)
       return
     }
@@ -686,16 +757,28 @@ export class H2Connection {
     }
     const existing = this.streams.get(id)
     if (existing !== undefined) {
-      // trailers: they end the request; berth's backends get none (a chunked body's end is sent without them)
-      if ((flags & END_STREAM) === 0 || existing.remoteEnded) throw new ConnectionError(H2Code.ProtocolError)
+      if (existing.remoteEnded) {
+        this.resetStream(id, H2Code.StreamClosed)
+        return
+      }
+      // trailers end the request (berth's backends get none: a chunked body's end is sent without them); a body
+      // short of its Content-Length is malformed, as it would be without them
+      if (
+        (flags & END_STREAM) === 0 ||
+        (existing.expectedLength !== -1 && existing.receivedLength !== existing.expectedLength)
+      ) {
+        this.malformed(existing)
+        return
+      }
       existing.remoteEnd()
       return
     }
     if ((id & 1) === 0) throw new ConnectionError(H2Code.ProtocolError)
     // trailers of a stream already reset here: decoded (the table stays in step) and dropped
     if (id <= this.lastStreamId) return
-    this.lastStreamId = id
+    // after the client's GOAWAY it opens no stream
     if (this.goingAway) return
+    this.lastStreamId = id
     if (this.streams.size >= MAX_STREAMS) {
       this.sendReset(id, H2Code.RefusedStream)
       return
@@ -704,11 +787,15 @@ export class H2Connection {
     this.streams.set(id, stream)
     this.requests++
     stream.endAfterHeaders = (flags & END_STREAM) !== 0
-    if (stream.endAfterHeaders) stream.remoteEnded = true
+    // 'end' waits for a reader, as node's
+    if (stream.endAfterHeaders) stream.remoteEnd()
     if (tooLarge) {
-      stream.remoteEnded = true
-      stream.respond({ ":status": 431, "content-type": "text/plain; charset=utf-8", "content-length": 34 })
-      stream.end("the request's headers are too large\n".slice(0, 34))
+      stream.respond({
+        ":status": 431,
+        "content-type": "text/plain; charset=utf-8",
+        "content-length": TOO_LARGE.length
+      })
+      stream.end(TOO_LARGE)
       return
     }
     const headers = requestHeaders(pairs)
@@ -719,7 +806,8 @@ export class H2Connection {
     const length = headers["content-length"]
     if (typeof length === "string") {
       stream.expectedLength = Number(length)
-      if (stream.endAfterHeaders && stream.expectedLength !== 0 && headers[":method"] !== "HEAD") {
+      // a request (HEAD's too) that names a body it does not send: the backend would read the next request as it
+      if (stream.endAfterHeaders && stream.expectedLength !== 0) {
         this.malformed(stream)
         return
       }
@@ -860,7 +948,8 @@ export class H2Connection {
     if (this.dead) return data.length
     let o = 0
     do {
-      const room = Math.min(this.sendWindow, stream.sendWindow, this.maxFrame)
+      // a window may be below zero (the client lowered its initial window, RFC 9113 §6.9.2): nothing then
+      const room = Math.max(0, Math.min(this.sendWindow, stream.sendWindow, this.maxFrame))
       const n = Math.min(room, data.length - o)
       if (n <= 0 && data.length > 0) return o
       const last = o + n === data.length
@@ -871,6 +960,19 @@ export class H2Connection {
       o += n
     } while (o < data.length)
     return o
+  }
+
+  /**
+   * Request body bytes read (or dropped): the connection's window is given back as they are, so that what waits
+   * unread on all streams together stays within CONNECTION_WINDOW.
+   */
+  consumed(n: number): void {
+    this.recvConsumed += n
+    if (this.recvConsumed >= CONNECTION_WINDOW / 2 && !this.dead) {
+      this.windowUpdate(0, this.recvConsumed)
+      this.recvWindow += this.recvConsumed
+      this.recvConsumed = 0
+    }
   }
 
   blocked(stream: H2Stream): void {
@@ -896,6 +998,7 @@ export class H2Connection {
   }
 
   private readonly onDrain = (): void => {
+    if (this.socket.isPaused() && !this.dead) this.socket.resume()
     for (const stream of this.streams.values()) if (stream.needDrain) stream.socketDrained()
   }
 
