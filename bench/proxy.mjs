@@ -377,10 +377,20 @@ if (has("caddy") && !https) {
 const toMs = (value, unit) => Number(value) * ({ us: 0.001, ms: 1, s: 1000 }[unit] ?? Number.NaN)
 
 /** One measured run of the case's client against a target: requests/s, p50/p99 ms and CPU µs per request. */
-const measure = (protocol, t, seconds, c) => {
-  const before = cpuSeconds(t.pid)
-  const run = protocol === "h2" ? h2load(t, seconds, c) : wrk(protocol, t, seconds, c)
-  const after = cpuSeconds(t.pid)
+const measure = async (protocol, t, seconds, c) => {
+  let before = cpuSeconds(t.pid)
+  let after
+  let run
+  if (protocol === "h2") {
+    // the CPU of h2load's measured window only: its warm-up's requests are not counted, so neither is their CPU
+    run = await h2load(t, seconds, c, () => {
+      before = cpuSeconds(t.pid)
+    })
+    after = run.cpuAtEnd
+  } else {
+    run = wrk(protocol, t, seconds, c)
+    after = cpuSeconds(t.pid)
+  }
   const perRequest = (f) =>
     before === undefined || after === undefined ? Number.NaN : ((after[f] - before[f]) * 1e6) / run.requests
   const user = perRequest("user")
@@ -414,21 +424,46 @@ const wrk = (protocol, t, seconds, c) => {
 }
 
 /** h2load: one stream at a time per connection, as wrk; latency percentiles from its per-request log. */
-const h2load = (t, seconds, c) => {
+const h2load = async (t, seconds, c, onMainStart) => {
   const log = join(work, "h2load.log")
   rmSync(log, { force: true })
   const args = t.direct
     ? ["--h1", `http://127.0.0.1:${t.port}/`]
     : ["-H", `:authority: ${HOST}`, `https://127.0.0.1:${t.tlsPort}/`]
-  const out = execFileSync(
-    "h2load",
-    [`-t${threads}`, `-c${c}`, "-m1", `-D${seconds}`, "--warm-up-time=1", `--log-file=${log}`, ...args],
-    // The warm-up is needed, not only for fair figures: h2load (1.52) with -D stops only the clients that have an h2
-    // session when the duration ends; one still in its TLS handshake then (200 handshakes take seconds on a loaded
-    // machine) is never stopped and requests for ever. Without a warm-up, `-c200 -D3` hangs in about half the runs,
-    // against node:http2 with no proxy as well. The timeout is the guard if it happens anyway.
-    { encoding: "utf8", timeout: (seconds + 60) * 1000 }
-  )
+  // The warm-up is needed, not only for fair figures: h2load (1.52) with -D stops only the clients that have an h2
+  // session when the duration ends; one still in its TLS handshake then (200 handshakes take seconds on a loaded
+  // machine) is never stopped and requests for ever. Without a warm-up, `-c200 -D3` hangs in about half the runs,
+  // against node:http2 with no proxy as well. The timeout is the guard if it happens anyway. Its lines saying when
+  // the measured window starts and ends are when the target's CPU is read.
+  let cpuAtEnd
+  const out = await new Promise((resolve, reject) => {
+    const child = spawn(
+      "h2load",
+      [`-t${threads}`, `-c${c}`, "-m1", `-D${seconds}`, "--warm-up-time=1", `--log-file=${log}`, ...args],
+      { stdio: ["ignore", "pipe", "pipe"] }
+    )
+    let text = ""
+    child.stdout.setEncoding("utf8")
+    child.stdout.on("data", (chunk) => {
+      const before = text
+      text += chunk
+      if (!before.includes("Main benchmark duration is started") && text.includes("Main benchmark duration is started"))
+        onMainStart()
+      if (!before.includes("Main benchmark duration is over") && text.includes("Main benchmark duration is over"))
+        cpuAtEnd = cpuSeconds(t.pid)
+    })
+    child.stderr.on("data", (chunk) => {
+      text += chunk
+    })
+    const timer = setTimeout(() => child.kill("SIGKILL"), (seconds + 60) * 1000)
+    child.on("error", reject)
+    child.on("close", (code) => {
+      clearTimeout(timer)
+      if (code === 0) resolve(text)
+      else reject(new Error(`h2load on port ${t.tlsPort ?? t.port} exited ${code}: ${text}`))
+    })
+  })
+  cpuAtEnd ??= cpuSeconds(t.pid)
   const m = /requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored/.exec(out)
   if (
     m === null ||
@@ -449,7 +484,7 @@ const h2load = (t, seconds, c) => {
     .sort((a, b) => a - b)
   const at = (p) => times[Math.min(times.length - 1, Math.ceil((p / 100) * times.length) - 1)]
   // the warm-up's requests are not in "done"; the log's are the measured ones
-  return { rps: times.length / seconds, requests: times.length, p50: at(50), p99: at(99) }
+  return { rps: times.length / seconds, requests: times.length, p50: at(50), p99: at(99), cpuAtEnd }
 }
 
 const signed = (ms, digits = 2) => `${ms >= 0 ? "+" : ""}${ms.toFixed(digits)}`
@@ -479,14 +514,14 @@ try {
           t.h2Only ? protocol === "h2" : protocol === "http" || t.direct || t.tlsPort !== undefined
         )
         const loadBefore = load()
-        for (const t of caseTargets) measure(protocol, t, 2, c)
+        for (const t of caseTargets) await measure(protocol, t, 2, c)
         const samples = new Map(caseTargets.map((t) => [t.name, []]))
         const berth = caseTargets.find((t) => t.berth)
         const nginx1 = caseTargets.find((t) => t.nginx1)
         const ratios = []
         for (let r = 0; r < rounds; r++) {
           const order = caseTargets.map((_, i) => caseTargets[(i + r) % caseTargets.length])
-          for (const t of order) samples.get(t.name).push(measure(protocol, t, duration, c))
+          for (const t of order) samples.get(t.name).push(await measure(protocol, t, duration, c))
           const direct = samples.get("direct")[r]
           const parts = caseTargets.map((t) => {
             const s = samples.get(t.name)[r]
