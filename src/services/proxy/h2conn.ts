@@ -14,6 +14,7 @@ import { EventEmitter } from "node:events"
 import type * as http2 from "node:http2"
 import type * as net from "node:net"
 import { encodeHeaders, HeaderListTooLarge, HpackDecoder } from "./hpack.js"
+import { TCHAR } from "./http1.js"
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1")
 
@@ -120,15 +121,12 @@ export type RequestHeaders = Record<string, string | Array<string> | undefined>
 /** A malformed request, refused with RST_STREAM PROTOCOL_ERROR; the connection goes on. */
 const MALFORMED = "malformed"
 
-const TOKEN = new Uint8Array(128)
-for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz") TOKEN[c.charCodeAt(0)] = 1
-
-/** A field name HTTP/2 allows from a client that an HTTP/1.1 backend can take: a lower-case token. */
-const goodName = (name: string): boolean => {
-  if (name.length === 0) return false
-  for (let i = 0; i < name.length; i++) {
-    const c = name.charCodeAt(i)
-    if (c >= 128 || TOKEN[c] !== 1) return false
+/** A token (RFC 9110 §5.6.2); `lower`: with no upper-case letter either, as HTTP/2 field names must be. */
+const isToken = (s: string, lower: boolean): boolean => {
+  if (s.length === 0) return false
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    if (c > 255 || TCHAR[c] !== 1 || (lower && c >= 65 && c <= 90)) return false
   }
   return true
 }
@@ -144,20 +142,6 @@ const goodValue = (value: string): boolean => {
   const first = value.charCodeAt(0)
   const last = value.charCodeAt(n - 1)
   return first !== 32 && first !== 9 && last !== 32 && last !== 9
-}
-
-const METHOD = new Uint8Array(128)
-for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-  METHOD[c.charCodeAt(0)] = 1
-
-/** A method is a token (RFC 9110 §9.1): it goes into the backend's request line as it is. */
-const goodMethod = (method: string): boolean => {
-  if (method.length === 0) return false
-  for (let i = 0; i < method.length; i++) {
-    const c = method.charCodeAt(i)
-    if (c >= 128 || METHOD[c] !== 1) return false
-  }
-  return true
 }
 
 const CONNECTION_SPECIFIC = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"])
@@ -179,7 +163,7 @@ const requestHeaders = (pairs: ReadonlyArray<string>): RequestHeaders | typeof M
       continue
     }
     regular = true
-    if (!goodName(name) || !goodValue(value)) return MALFORMED
+    if (!isToken(name, true) || !goodValue(value)) return MALFORMED
     if (CONNECTION_SPECIFIC.has(name)) return MALFORMED
     if (name === "te" && value !== "trailers") return MALFORMED
     const existing = headers[name]
@@ -191,7 +175,8 @@ const requestHeaders = (pairs: ReadonlyArray<string>): RequestHeaders | typeof M
     } else headers[name] = `${existing}, ${value}`
   }
   const method = headers[":method"]
-  if (typeof method !== "string" || !goodMethod(method)) return MALFORMED
+  // a method goes into the backend's request line as it is (RFC 9110 §9.1)
+  if (typeof method !== "string" || !isToken(method, false)) return MALFORMED
   const path = headers[":path"]
   if (method === "CONNECT") {
     if (headers[":protocol"] === undefined) {
