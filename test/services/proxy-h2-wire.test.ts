@@ -554,6 +554,25 @@ describe("berth's HTTP/2: windows", () => {
   })
 })
 
+describe("berth's HTTP/2: the proxy closing", () => {
+  it("ends its open h2 connections and cancels their backend requests", async () => {
+    const own = await startProxy([target("demo", "w1", "web", backend.port)], { https: { port: 0, ca } })
+    const s = http2.connect(`https://127.0.0.1:${own.httpsPort}`, { ca: ca.certPem, servername: web })
+    s.on("error", () => {})
+    const sessionClosed = new Promise<void>((resolve) => s.on("close", () => resolve()))
+    const before = held.length
+    const stream = s.request({ ":path": "/hold", ":authority": web })
+    stream.on("error", () => {})
+    const deadline = Date.now() + 5_000
+    while (held.length === before && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+    const res = held.at(-1)!
+    const cancelled = new Promise<void>((resolve) => res.on("close", () => resolve()))
+    await own.close()
+    await Promise.all([sessionClosed, cancelled])
+    expect(res.writableFinished).toBe(false)
+  })
+})
+
 describe("berth's HTTP/2: the connection", () => {
   it("answers PING and acknowledges SETTINGS, ignores unknown frames, and takes trailers as a request's end", async () => {
     const client = await rawClient()
