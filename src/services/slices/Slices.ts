@@ -16,6 +16,7 @@ import * as Exit from "effect/Exit"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import type { ExternalAdapter } from "../../../adapters/external/index.js"
 import type { Adapter, AdapterError, Slice } from "../../../adapters/index.js"
@@ -313,6 +314,27 @@ const make = Effect.gen(function* () {
     )
   }
 
+  /** the spares' copies, and forgets a full disk put off: ended with the layer */
+  const background = yield* FiberSet.make()
+
+  /**
+   * Forgets the row of a slice a failed step has just dropped. A full disk can refuse that write as well: it is tried
+   * again in the background until space is back, so no row is left `provisioning` (gc's "half-provisioned") for the
+   * next slice sweep, minutes later, to find.
+   */
+  const forgetDropped = (id: number): Effect.Effect<void> =>
+    registry.forgetSlice(id).pipe(
+      Effect.catchTag("DiskFull", () =>
+        FiberSet.run(
+          background,
+          registry
+            .forgetSlice(id)
+            .pipe(Effect.retry({ schedule: Schedule.spaced("1 second"), while: (e) => e._tag === "DiskFull" }))
+        )
+      ),
+      Effect.ignore
+    )
+
   /**
    * Marks a slice busy until the scope closes, so that gc never drops it half-way (and waits while gc drops it). A
    * world's slice is held from before its row is written until it is ready: in between, its row says `provisioning`,
@@ -446,9 +468,7 @@ const make = Effect.gen(function* () {
             const url = yield* adapter.resolve(golden).pipe(Effect.mapError(failure))
             yield* registry.setSliceUrl(row.id, url)
             yield* init(service, new Map([...urls, [service.name, url]])).pipe(
-              Effect.tapError(() =>
-                Effect.zipRight(Effect.ignore(adapter.teardown(golden)), Effect.ignore(registry.forgetSlice(row.id)))
-              )
+              Effect.tapError(() => Effect.zipRight(Effect.ignore(adapter.teardown(golden)), forgetDropped(row.id)))
             )
             yield* registry.markSliceReady(row.id)
             yield* event(world, service.name, "golden_ready", `golden ${golden.name} is ready`)
@@ -474,7 +494,6 @@ const make = Effect.gen(function* () {
 
   /** ids of spares being renamed into a world right now: each goes to one world */
   const claimed = new Set<number>()
-  const background = yield* FiberSet.make()
 
   /** Renames a ready spare of the golden into `target`; false when there is none (or it cannot be used). */
   const takeSpare = (service: Model.SliceService, adapter: Adapter, golden: Golden, target: Slice) =>
@@ -527,7 +546,7 @@ const make = Effect.gen(function* () {
         Effect.catchAll((e) =>
           Effect.zipRight(
             Effect.logWarning(`spare of ${golden.slice.name}: ${e.message}`),
-            Effect.zipRight(Effect.ignore(adapter.teardown(spare)), Effect.ignore(registry.forgetSlice(row.id)))
+            Effect.zipRight(Effect.ignore(adapter.teardown(spare)), forgetDropped(row.id))
           )
         ),
         Effect.ensuring(Scope.close(held, Exit.void))
@@ -773,7 +792,7 @@ const make = Effect.gen(function* () {
           Effect.zipRight(
             // a slice that moves with its world is dropped only while this machine still holds the world
             Effect.ignore(Effect.zipRight(guard(p.service.name), p.adapter.teardown(p.slice))),
-            Effect.ignore(registry.forgetSlice(p.rowId))
+            forgetDropped(p.rowId)
           )
         )
       )
@@ -903,7 +922,7 @@ const make = Effect.gen(function* () {
       Effect.tapError(() =>
         Effect.forEach(
           made,
-          (m) => Effect.ignore(Effect.zipRight(m.adapter.teardown(m.slice), registry.forgetSlice(m.rowId))),
+          (m) => Effect.ignore(Effect.zipRight(m.adapter.teardown(m.slice), forgetDropped(m.rowId))),
           { discard: true }
         )
       )
