@@ -1,6 +1,6 @@
 // What an idle swarm costs the daemon. Usage: node bench/idle.mjs [--worlds 100] [--services 3] [--seconds 60]
-// [--settle 200] [--runs 1] [--status-runs 10] [--strace] [--cpu-prof DIR] [--node-flags=F] [--json]
-// (build first: npm run build)
+// [--settle 200] [--runs 1] [--status-runs 10] [--strace] [--cpu-prof DIR] [--node-flags=F] [--cli PATH] [--json]
+// (build first: npm run build; --cli runs another build, such as a worktree's dist/berth)
 // --settle S waits S seconds (200) after the last world runs before measuring: the probes are at their steady pace.
 // --cpu-prof DIR starts the daemon under V8's profiler and prints where its CPU went in the first idle window.
 // --node-flags="FLAGS" starts the daemon with those Node flags instead of its own (the = form: the value begins with
@@ -48,6 +48,7 @@ const { values: options } = parseArgs({
     strace: { type: "boolean" },
     "cpu-prof": { type: "string" },
     "node-flags": { type: "string" },
+    cli: { type: "string" },
     json: { type: "boolean" }
   }
 })
@@ -56,7 +57,7 @@ const serviceCount = Number(options.services)
 const seconds = Number(options.seconds)
 const runs = Number(options.runs)
 const statusRuns = Number(options["status-runs"])
-const cli = fileURLToPath(new URL("../dist/berth", import.meta.url))
+const cli = options.cli ?? fileURLToPath(new URL("../dist/berth", import.meta.url))
 
 const base = mkdtempSync(join(tmpdir(), "berth-bench-idle-"))
 const repo = join(base, "bench")

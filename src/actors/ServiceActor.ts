@@ -28,6 +28,8 @@ import { elsewhereReason } from "../domain/proc.js"
 import { decideRestart, exitDescription, type ExitStatus } from "../domain/restart.js"
 import {
   livenessDelayMs,
+  PROBE_SLOT_MS,
+  probeDueMs,
   livenessStep,
   type ServiceEvent,
   type ServiceState,
@@ -122,13 +124,16 @@ export interface ServiceTiming {
   readonly watchIntervalMs: number
   /** one liveness probe's time; undefined: the check's `livenessAttemptMs` */
   readonly livenessAttemptMs: number | undefined
+  /** the grid backed-off liveness probes fall due on (`probeDueMs`); 0: none */
+  readonly probeSlotMs: number
 }
 
 export const defaultTiming: ServiceTiming = {
   settleMs: SETTLE_MS,
   confirmMs: CONFIRM_MS,
   watchIntervalMs: WATCH_INTERVAL_MS,
-  livenessAttemptMs: undefined
+  livenessAttemptMs: undefined,
+  probeSlotMs: PROBE_SLOT_MS
 }
 
 /** How one life of the process ended. */
@@ -306,9 +311,13 @@ export const runService = (
                 let misses = initialMisses
                 // passes in a row: a service that answers steadily is probed less and less often (livenessDelayMs)
                 let passes = 0
-                const wait = Effect.flatMap(Random.next, (spread) =>
-                  Effect.sleep(Duration.millis(livenessDelayMs(timing.watchIntervalMs, passes, spread)))
-                )
+                // a backed-off wait ends on the probe grid, and its probe takes its turn in the probe line: an idle
+                // swarm's probes share their wakes, and the services they ask are woken one at a time
+                const wait = Effect.flatMap(Effect.zip(Random.next, Clock.currentTimeMillis), ([spread, now]) => {
+                  const delay = livenessDelayMs(timing.watchIntervalMs, passes, spread)
+                  const due = probeDueMs(now, delay, timing.watchIntervalMs, timing.probeSlotMs)
+                  return Effect.as(Effect.sleep(Duration.millis(due)), delay > timing.watchIntervalMs)
+                })
                 // a port check is what the proxy's traffic shows already: an answer it passed on since the last look
                 // is this look's pass, and the service is not asked again
                 const answeredAt = check.kind === "http" || check.kind === "tcp" ? options.answeredAt : undefined
@@ -320,7 +329,7 @@ export const runService = (
                   return answered !== undefined && answered > since ? true : yield* probe
                 })
                 yield* wait.pipe(
-                  Effect.zipRight(look),
+                  Effect.flatMap((lined) => (lined && timing.probeSlotMs > 0 ? health.inLine(look) : look)),
                   Effect.flatMap((ok) => {
                     const step = livenessStep(misses, ok)
                     misses = step.misses

@@ -96,6 +96,25 @@ export const livenessDelayMs = (intervalMs: number, passes: number, spread = 1):
   return Math.max(intervalMs, Math.round(delay * (0.8 + 0.2 * Math.min(1, Math.max(0, spread)))))
 }
 
+/**
+ * The grid a backed-off liveness probe falls due on (`probeDueMs`), where the interval is no shorter. An idle daemon
+ * pays for a probe mostly in waking up: on a 2-core machine one probe alone cost 1.4–2 ms of CPU, five at one wake
+ * 0.7 ms each. Probes that fall due on the same tick of the grid share the wake.
+ */
+export const PROBE_SLOT_MS = 5_000
+
+/**
+ * How long to wait, from `nowMs`, for a probe `delayMs` away: a wait no longer than the interval is kept as it is (a
+ * service starting, or one that just missed, keeps its pace); a backed-off one is lengthened to the next tick of a
+ * grid of `min(slotMs, intervalMs)` on the clock — by less than one tick, so a hung service is seen at most that much
+ * later. `slotMs` 0 keeps every wait.
+ */
+export const probeDueMs = (nowMs: number, delayMs: number, intervalMs: number, slotMs = PROBE_SLOT_MS): number => {
+  const slot = Math.min(slotMs, intervalMs)
+  if (delayMs <= intervalMs || slot <= 0) return delayMs
+  return Math.ceil((nowMs + delayMs) / slot) * slot - nowMs
+}
+
 /** States in which a process of ours is (or may be) alive. */
 const live: ReadonlyArray<ServiceState> = ["starting", "running", "healthy", "unhealthy"]
 /** States in which a health probe may run: the process was spawned and no stop or restart is under way. */

@@ -22,6 +22,7 @@ import * as Schedule from "effect/Schedule"
 import { defaults, type HealthCheck } from "../domain/config/model.js"
 import { finalStatus } from "../domain/http-status.js"
 import { Platform, type PlatformService } from "./Platform.js"
+import { makeProbeLine } from "./probe-line.js"
 import {
   firstListenerPollMs,
   LISTENER_POLL_MIN_MS,
@@ -526,6 +527,12 @@ export const pollUntilHealthy = (
     }
   })
 
+/**
+ * The longest a probe holds the probe line: one that has not answered by then goes on beside the next, so a service
+ * slow to answer holds up the others this long at most. A loopback probe of an idle service answers in about 1 ms.
+ */
+export const LINE_TURN_MS = 50
+
 export interface HealthService {
   /**
    * One attempt. A log check read this way starts at `logOffset` each time: to poll, use `prober` (or
@@ -547,6 +554,11 @@ export interface HealthService {
     ctx: ProbeContext,
     confirm?: Effect.Effect<string | undefined>
   ) => Effect.Effect<void, HealthTimeout>
+  /**
+   * Runs a backed-off liveness probe in the probe line (`probe-line.ts`): the probes that fall due on one tick of the
+   * probe grid go one after another, each as the one before it answers (or has had its `LINE_TURN_MS`).
+   */
+  readonly inLine: <A>(probe: Effect.Effect<A>) => Effect.Effect<A>
   /** the module's `defaultCheck` */
   readonly defaultCheck: (hasPort: boolean) => HealthCheck | undefined
   /** the module's `makeLogWatcher` */
@@ -603,10 +615,13 @@ const make = Effect.gen(function* () {
     )
   })
 
+  const inLine = makeProbeLine(LINE_TURN_MS)
+
   return {
     probe,
     prober,
     waitHealthy,
+    inLine,
     defaultCheck,
     makeLogWatcher,
     listenerJudge: (port: number, serviceStartTime: string) => makeListenerJudge(platform, port, serviceStartTime),

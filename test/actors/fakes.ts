@@ -291,6 +291,8 @@ export interface FakeHealthControl {
   readonly setListener: (verdict: ListenerVerdict) => Effect.Effect<void>
   /** attempts made so far for the service logging to `logFile` */
   readonly attempts: (logFile: string) => Effect.Effect<number>
+  /** probes run in the probe line so far, every service's */
+  readonly lined: Effect.Effect<number>
 }
 
 /**
@@ -303,6 +305,7 @@ export const makeFakeHealth = Effect.sync(() => {
   let byDefault = false
   const attempts = new Map<string, number>()
   let listener: ListenerVerdict = { _tag: "Ours" }
+  let lined = 0
 
   const attempt = (ctx: ProbeContext) =>
     Effect.sync(() => {
@@ -313,6 +316,11 @@ export const makeFakeHealth = Effect.sync(() => {
   const service: HealthService = {
     probe: (_check: HealthCheck, ctx) => attempt(ctx),
     prober: (_check, ctx) => Effect.succeed(attempt(ctx)),
+    inLine: (probe) =>
+      Effect.zipRight(
+        Effect.sync(() => lined++),
+        probe
+      ),
     waitHealthy: (check, ctx, confirm) => pollUntilHealthy(check, attempt(ctx), confirm, ctx.port),
     defaultCheck,
     makeLogWatcher,
@@ -337,7 +345,8 @@ export const makeFakeHealth = Effect.sync(() => {
       Effect.sync(() => {
         listener = verdict
       }),
-    attempts: (logFile) => Effect.sync(() => attempts.get(logFile) ?? 0)
+    attempts: (logFile) => Effect.sync(() => attempts.get(logFile) ?? 0),
+    lined: Effect.sync(() => lined)
   }
   return { service, control } as const
 })

@@ -19,11 +19,12 @@ import {
   type ServicePlan,
   type ServiceRuntime,
   type ServiceSnapshot,
+  type ServiceTiming,
   SETTLE_MS,
   WATCH_INTERVAL_MS
 } from "../../src/actors/ServiceActor.js"
 import type { HealthCheck, ProcessService } from "../../src/domain/config/model.js"
-import { type ServiceState, UNHEALTHY_AFTER_MISSES } from "../../src/domain/service-state.js"
+import { PROBE_SLOT_MS, type ServiceState, UNHEALTHY_AFTER_MISSES } from "../../src/domain/service-state.js"
 import { Health } from "../../src/services/Health.js"
 import { type ProcessHandle, Processes } from "../../src/services/Processes.js"
 import { awaitRef, makeFakeHealth, makeFakeProcesses, within } from "./fakes.js"
@@ -86,7 +87,11 @@ const harness = Effect.gen(function* () {
   const health = yield* makeFakeHealth
   const start = (
     plan: ServicePlan,
-    options: { readonly adopt?: ProcessHandle; readonly dependencies?: Effect.Effect<void> } = {}
+    options: {
+      readonly adopt?: ProcessHandle
+      readonly dependencies?: Effect.Effect<void>
+      readonly timing?: Partial<ServiceTiming>
+    } = {}
   ) =>
     Effect.gen(function* () {
       const rt = yield* makeRuntime(plan)
@@ -107,7 +112,8 @@ const harness = Effect.gen(function* () {
       yield* Deferred.await(listening)
       const fiber = yield* runService(rt, {
         adopt: options.adopt,
-        dependencies: options.dependencies ?? Effect.void
+        dependencies: options.dependencies ?? Effect.void,
+        timing: options.timing
       }).pipe(
         Effect.provideService(Processes, processes.service),
         Effect.provideService(Health, health.service),
@@ -490,16 +496,18 @@ describe("ServiceActor", () => {
 
   describe("liveness", () => {
     /** A ready service with a passing check, WATCH_INTERVAL_MS before its first liveness probe. */
-    const ready = Effect.gen(function* () {
-      const h = yield* harness
-      const plan = checked("web")
-      yield* h.health.setHealthy(plan.logFile, true)
-      const s = yield* h.start(plan)
-      yield* inState(s, "running")
-      yield* TestClock.adjust(CONFIRM_MS)
-      yield* inState(s, "healthy")
-      return { h, plan, s } as const
-    })
+    const readyWith = (timing: Partial<ServiceTiming> = {}) =>
+      Effect.gen(function* () {
+        const h = yield* harness
+        const plan = checked("web")
+        yield* h.health.setHealthy(plan.logFile, true)
+        const s = yield* h.start(plan, { timing })
+        yield* inState(s, "running")
+        yield* TestClock.adjust(CONFIRM_MS)
+        yield* inState(s, "healthy")
+        return { h, plan, s } as const
+      })
+    const ready = readyWith()
 
     it.effect(`turns unhealthy only after ${UNHEALTHY_AFTER_MISSES} misses in a row, and a pass heals it`, () =>
       Effect.gen(function* () {
@@ -564,9 +572,10 @@ describe("ServiceActor", () => {
 
     // the daemon shortens a backed-off wait by a random fifth at most (livenessDelayMs' spread): at spread 1 the waits
     // are the whole intervals counted here
+    // (the probe grid apart: a test below)
     it.effect("a service that answers steadily is probed less often, and a miss brings the interval back", () =>
       Effect.gen(function* () {
-        const { h, plan } = yield* ready
+        const { h, plan } = yield* readyWith({ probeSlotMs: 0 })
         const probes = () => h.health.attempts(plan.logFile)
         // the first three passes come an interval apart, the fourth too; then twice the interval
         for (let pass = 1; pass <= 4; pass++) yield* TestClock.adjust(WATCH_INTERVAL_MS)
@@ -586,7 +595,7 @@ describe("ServiceActor", () => {
 
     it.effect("a backed-off wait is shortened by a fifth at most, and the interval after a miss is not", () =>
       Effect.gen(function* () {
-        const { h, plan } = yield* ready
+        const { h, plan } = yield* readyWith({ probeSlotMs: 0 })
         const probes = () => h.health.attempts(plan.logFile)
         const I = WATCH_INTERVAL_MS
         for (let pass = 1; pass <= 4; pass++) yield* TestClock.adjust(I)
@@ -605,6 +614,47 @@ describe("ServiceActor", () => {
         yield* TestClock.adjust(I * 0.1)
         expect(yield* probes()).toBe(1 + 7)
       }).pipe(Effect.withRandomFixed([0]))
+    )
+
+    it.effect("backed-off probes of services ready apart fall due together, on the probe grid", () =>
+      Effect.gen(function* () {
+        const h = yield* harness
+        const web = checked("web")
+        const api = checked("api")
+        yield* h.health.setHealthy(web.logFile, true)
+        yield* h.health.setHealthy(api.logFile, true)
+        const first = yield* h.start(web)
+        yield* inState(first, "running")
+        yield* TestClock.adjust(CONFIRM_MS)
+        yield* inState(first, "healthy")
+        // the second is ready 1.3 s after the first: their probes an interval apart stay 1.3 s apart
+        yield* TestClock.adjust(1_300)
+        const second = yield* h.start(api)
+        yield* inState(second, "running")
+        yield* TestClock.adjust(CONFIRM_MS)
+        yield* inState(second, "healthy")
+        const probes = Effect.zip(h.health.attempts(web.logFile), h.health.attempts(api.logFile))
+        // a probe an interval apart is not in the probe line
+        expect(yield* h.health.lined).toBe(0)
+        // both are past their first passes by then; each wait after is at least twice the interval and ends on the grid
+        yield* TestClock.adjust(WATCH_INTERVAL_MS * 5)
+        const [w0, a0] = yield* probes
+        for (let i = 0; i < 8; i++) {
+          const before = yield* probes
+          // at a tick of the grid, whoever is probed next is probed there: nobody in between
+          const now = yield* TestClock.currentTimeMillis
+          const tick = Math.ceil((now + 1) / PROBE_SLOT_MS) * PROBE_SLOT_MS
+          yield* TestClock.adjust(tick - now - 1)
+          expect(yield* probes).toEqual(before)
+          yield* TestClock.adjust(1)
+        }
+        // and, 1.3 s apart before, they are now probed on the same ticks
+        const [w, a] = yield* probes
+        expect(w - w0).toBeGreaterThanOrEqual(2)
+        expect(a - a0).toBe(w - w0)
+        // a backed-off probe takes its turn in the probe line
+        expect(yield* h.health.lined).toBeGreaterThanOrEqual(w - w0 + (a - a0))
+      }).pipe(Effect.withRandomFixed([1]))
     )
 
     it.effect("probes stop with the process: no verdict after it exited", () =>

@@ -4,6 +4,7 @@ import * as http from "node:http"
 import * as net from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Fiber from "effect/Fiber"
@@ -13,6 +14,7 @@ import {
   defaultCheck,
   Health,
   HealthLive,
+  LINE_TURN_MS,
   LIVENESS_ATTEMPT_MS,
   livenessAttemptMs,
   makeLogWatcher,
@@ -506,6 +508,77 @@ layer(HealthLive.pipe(Layer.provide(PlatformLive)), { excludeTestServices: true 
         )
         expect(ms).toBeGreaterThanOrEqual(190)
         expect(ms).toBeLessThan(ENDS)
+      })
+    )
+  })
+
+  describe("the probe line", () => {
+    /** a probe that takes `ms`, noting when it runs; its answer is its name */
+    const timed = (name: string, ms: number, runs: Array<string>) =>
+      Effect.gen(function* () {
+        runs.push(`${name} start`)
+        yield* Effect.sleep(ms)
+        runs.push(`${name} end`)
+        return name
+      })
+
+    it.scoped("runs the probes that come together one after another, each with its own answer", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const runs: Array<string> = []
+        const answers = yield* Effect.all(
+          ["a", "b", "c"].map((name) => health.inLine(timed(name, 20, runs))),
+          { concurrency: "unbounded" }
+        )
+        expect(answers).toEqual(["a", "b", "c"])
+        expect(runs).toEqual(["a start", "a end", "b start", "b end", "c start", "c end"])
+      })
+    )
+
+    it.scoped(`lets the next probe go after ${LINE_TURN_MS} ms when one has not answered`, () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const runs: Array<string> = []
+        const slow = yield* Effect.fork(health.inLine(timed("slow", 1_000, runs)))
+        yield* Effect.sleep(5)
+        const [ms, answer] = yield* Effect.timed(health.inLine(timed("next", 1, runs)))
+        expect(answer).toBe("next")
+        expect(Duration.toMillis(ms)).toBeLessThan(500)
+        expect(runs).toEqual(["slow start", "next start", "next end"])
+        // the slow one still gives its own answer when it comes
+        expect(yield* Fiber.join(slow)).toBe("slow")
+      })
+    )
+
+    it.scoped("leaves out a probe interrupted while it waits for its turn", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const runs: Array<string> = []
+        const first = yield* Effect.fork(health.inLine(timed("first", 30, runs)))
+        yield* Effect.sleep(5)
+        const second = yield* Effect.fork(health.inLine(timed("second", 1, runs)))
+        const third = yield* Effect.fork(health.inLine(timed("third", 1, runs)))
+        yield* Effect.sleep(5)
+        yield* Fiber.interrupt(second)
+        expect(yield* Fiber.join(first)).toBe("first")
+        expect(yield* Fiber.join(third)).toBe("third")
+        expect(runs).toEqual(["first start", "first end", "third start", "third end"])
+      })
+    )
+
+    it.scoped("ends a probe that is interrupted while it runs, and the line goes on", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const runs: Array<string> = []
+        const hung = yield* Effect.fork(
+          health.inLine(
+            Effect.onInterrupt(timed("hung", 60_000, runs), () => Effect.sync(() => runs.push("hung interrupted")))
+          )
+        )
+        yield* Effect.sleep(5)
+        yield* Fiber.interrupt(hung)
+        expect(runs).toEqual(["hung start", "hung interrupted"])
+        expect(yield* health.inLine(Effect.succeed("after"))).toBe("after")
       })
     )
   })

@@ -4,6 +4,7 @@ import type { ServiceState } from "../../src/domain/service-state.js"
 import {
   livenessDelayMs,
   livenessStep,
+  probeDueMs,
   STEADY_PROBE_CAP_MS,
   ServiceEvent,
   serviceStates,
@@ -275,5 +276,45 @@ describe("livenessDelayMs", () => {
     expect(livenessDelayMs(5_000, 100, 1)).toBe(120_000)
     // the first passes keep the interval exactly
     expect(livenessDelayMs(5_000, 2, 0)).toBe(5_000)
+  })
+})
+
+describe("probeDueMs", () => {
+  it("ends a backed-off wait on the next tick of the grid, and keeps a wait of one interval", () => {
+    // 10 s from 1.3 s: due at 11.3 s, so at 15 s
+    expect(probeDueMs(1_300, 10_000, 5_000)).toBe(13_700)
+    // already on a tick
+    expect(probeDueMs(5_000, 10_000, 5_000)).toBe(10_000)
+    // an interval's wait (starting, or after a miss) keeps its pace
+    expect(probeDueMs(1_300, 5_000, 5_000)).toBe(5_000)
+    // a short interval is its own grid; 0 keeps every wait
+    expect(probeDueMs(1_300, 800, 200)).toBe(900)
+    expect(probeDueMs(1_300, 10_000, 5_000, 0)).toBe(10_000)
+  })
+
+  it("waits at least the delay and less than one tick more; waits that end together end on one tick", () => {
+    FastCheck.assert(
+      FastCheck.property(
+        FastCheck.integer({ min: 0, max: 2 ** 42 }),
+        FastCheck.integer({ min: 1, max: 200_000 }),
+        FastCheck.integer({ min: 1, max: 120_000 }),
+        FastCheck.integer({ min: 0, max: 10_000 }),
+        (now, delay, interval, slotMs) => {
+          const wait = probeDueMs(now, delay, interval, slotMs)
+          const slot = Math.min(slotMs, interval)
+          if (delay <= interval || slot === 0) {
+            expect(wait).toBe(delay)
+            return
+          }
+          expect(wait).toBeGreaterThanOrEqual(delay)
+          expect(wait).toBeLessThan(delay + slot)
+          expect((now + wait) % slot).toBe(0)
+          // two services whose backed-off waits end within the same tick are probed at the same moment
+          const other = probeDueMs(now + 1, delay - 1, interval, slotMs)
+          if (delay - 1 > interval) expect(now + 1 + other).toBe(now + wait)
+        }
+      ),
+      RUNS
+    )
   })
 })
