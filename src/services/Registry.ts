@@ -527,7 +527,8 @@ export interface RegistryService {
   readonly markSliceProvisioning: (id: number) => Effect.Effect<void, RegistryError>
   /** Used now (gc keeps the most recently used goldens). */
   readonly touchSlice: (id: number) => Effect.Effect<void, RegistryError>
-  readonly forgetSlice: (id: number) => Effect.Effect<void, RegistryError>
+  /** With `name`, only while the row still names that slice (an id is reused once the highest row is gone). */
+  readonly forgetSlice: (id: number, name?: string) => Effect.Effect<void, RegistryError>
   /** A slice no longer any world's: kept on its server, left for gc. */
   readonly detachSlice: (id: number) => Effect.Effect<void, RegistryError>
   /** Every server (or storage folder) a slice was ever made on, for gc to ask what this installation owns there. */
@@ -844,7 +845,11 @@ const makeRegistry = Effect.gen(function* () {
   const detachSlice = (id: number) =>
     sql`UPDATE slices SET world_id = NULL, role = 'detached' WHERE id = ${id}`.pipe(Effect.asVoid)
 
-  const forgetSlice = (id: number) => sql`DELETE FROM slices WHERE id = ${id}`.pipe(Effect.asVoid)
+  const forgetSlice = (id: number, name?: string) =>
+    (name === undefined
+      ? sql`DELETE FROM slices WHERE id = ${id}`
+      : sql`DELETE FROM slices WHERE id = ${id} AND name = ${name}`
+    ).pipe(Effect.asVoid)
 
   /** Every server (or storage folder) a slice was ever made on, for gc to ask what this installation owns there. */
   const sliceServers = Effect.fn("Registry.sliceServers")(function* () {

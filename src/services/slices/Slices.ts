@@ -16,7 +16,6 @@ import * as Exit from "effect/Exit"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import type { ExternalAdapter } from "../../../adapters/external/index.js"
 import type { Adapter, AdapterError, Slice } from "../../../adapters/index.js"
@@ -209,6 +208,11 @@ const make = Effect.gen(function* () {
   const inFlight = new Map<string, number>()
   /** what gc is dropping right now: a provision of the same name waits */
   const dropping = new Set<string>()
+  /**
+   * Rows of dropped slices whose forgetting a full disk put off (`forgetDropped`), by slice. Holding the slice again
+   * takes it out: a world's row is rewritten in place when the world provisions it anew, and is then the new one's.
+   */
+  const putOff = new Map<string, number>()
   /** one gc at a time (see `gc` below) */
   const gcLock = yield* Effect.makeSemaphore(1)
   /** goldens being built, by project/service/key: concurrent first `up`s wait for one build */
@@ -318,24 +322,6 @@ const make = Effect.gen(function* () {
   const background = yield* FiberSet.make()
 
   /**
-   * Forgets the row of a slice a failed step has just dropped. A full disk can refuse that write as well: it is tried
-   * again in the background until space is back, so no row is left `provisioning` (gc's "half-provisioned") for the
-   * next slice sweep, minutes later, to find.
-   */
-  const forgetDropped = (id: number): Effect.Effect<void> =>
-    registry.forgetSlice(id).pipe(
-      Effect.catchTag("DiskFull", () =>
-        FiberSet.run(
-          background,
-          registry
-            .forgetSlice(id)
-            .pipe(Effect.retry({ schedule: Schedule.spaced("1 second"), while: (e) => e._tag === "DiskFull" }))
-        )
-      ),
-      Effect.ignore
-    )
-
-  /**
    * Marks a slice busy until the scope closes, so that gc never drops it half-way (and waits while gc drops it). A
    * world's slice is held from before its row is written until it is ready: in between, its row says `provisioning`,
    * which gc would otherwise take for a crash's leftover.
@@ -344,6 +330,7 @@ const make = Effect.gen(function* () {
     const key = gcInFlightKey(serverOf(slice), slice.name)
     const enter: Effect.Effect<void> = Effect.suspend(() => {
       if (dropping.has(key)) return Effect.zipRight(Effect.sleep("50 millis"), enter)
+      putOff.delete(key)
       inFlight.set(key, (inFlight.get(key) ?? 0) + 1)
       return Effect.void
     })
@@ -367,6 +354,48 @@ const make = Effect.gen(function* () {
       dropping.add(key)
       return key
     })
+
+  /**
+   * Forgets the row of a slice a failed step has just dropped. A full disk can refuse that write as well: it is tried
+   * again in the background each second until space is back, so no row is left `provisioning` (gc's
+   * "half-provisioned") for the next slice sweep, minutes later, to find. Each try claims the slice as gc does, and
+   * none is made once the slice has been held again (`putOff`): the row is no longer the one dropped. A try forgets
+   * the row only while it names the slice: gc may have forgotten it meanwhile, and another slice's taken its id.
+   */
+  const forgetDropped = (slice: Slice, id: number): Effect.Effect<void> => {
+    const key = gcInFlightKey(serverOf(slice), slice.name)
+    /** true once there is nothing more to do */
+    const again: Effect.Effect<boolean> = Effect.suspend(() =>
+      putOff.get(key) !== id
+        ? Effect.succeed(true)
+        : Effect.flatMap(claimForDrop(slice), (claimed) =>
+            claimed === undefined
+              ? Effect.succeed(false)
+              : registry.forgetSlice(id, slice.name).pipe(
+                  Effect.as(true),
+                  Effect.catchAll((e) => Effect.succeed(e._tag !== "DiskFull")),
+                  Effect.ensuring(Effect.sync(() => dropping.delete(claimed)))
+                )
+          )
+    )
+    const later = Effect.delay(again, "1 second").pipe(
+      Effect.repeat({ until: (done) => done }),
+      Effect.ensuring(
+        Effect.sync(() => {
+          if (putOff.get(key) === id) putOff.delete(key)
+        })
+      )
+    )
+    return registry.forgetSlice(id).pipe(
+      Effect.catchTag("DiskFull", () =>
+        Effect.zipRight(
+          Effect.sync(() => putOff.set(key, id)),
+          FiberSet.run(background, later)
+        )
+      ),
+      Effect.ignore
+    )
+  }
 
   const event = (world: SliceWorld, service: string, kind: string, message: string) =>
     Effect.gen(function* () {
@@ -468,7 +497,9 @@ const make = Effect.gen(function* () {
             const url = yield* adapter.resolve(golden).pipe(Effect.mapError(failure))
             yield* registry.setSliceUrl(row.id, url)
             yield* init(service, new Map([...urls, [service.name, url]])).pipe(
-              Effect.tapError(() => Effect.zipRight(Effect.ignore(adapter.teardown(golden)), forgetDropped(row.id)))
+              Effect.tapError(() =>
+                Effect.zipRight(Effect.ignore(adapter.teardown(golden)), forgetDropped(golden, row.id))
+              )
             )
             yield* registry.markSliceReady(row.id)
             yield* event(world, service.name, "golden_ready", `golden ${golden.name} is ready`)
@@ -546,7 +577,7 @@ const make = Effect.gen(function* () {
         Effect.catchAll((e) =>
           Effect.zipRight(
             Effect.logWarning(`spare of ${golden.slice.name}: ${e.message}`),
-            Effect.zipRight(Effect.ignore(adapter.teardown(spare)), forgetDropped(row.id))
+            Effect.zipRight(Effect.ignore(adapter.teardown(spare)), forgetDropped(spare, row.id))
           )
         ),
         Effect.ensuring(Scope.close(held, Exit.void))
@@ -792,7 +823,7 @@ const make = Effect.gen(function* () {
           Effect.zipRight(
             // a slice that moves with its world is dropped only while this machine still holds the world
             Effect.ignore(Effect.zipRight(guard(p.service.name), p.adapter.teardown(p.slice))),
-            forgetDropped(p.rowId)
+            forgetDropped(p.slice, p.rowId)
           )
         )
       )
@@ -922,7 +953,7 @@ const make = Effect.gen(function* () {
       Effect.tapError(() =>
         Effect.forEach(
           made,
-          (m) => Effect.ignore(Effect.zipRight(m.adapter.teardown(m.slice), forgetDropped(m.rowId))),
+          (m) => Effect.ignore(Effect.zipRight(m.adapter.teardown(m.slice), forgetDropped(m.slice, m.rowId))),
           { discard: true }
         )
       )
