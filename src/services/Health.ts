@@ -20,7 +20,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import { defaults, type HealthCheck } from "../domain/config/model.js"
-import { finalStatus } from "../domain/http-status.js"
+import { bodyComplete, finalHead, finalStatus, MAX_STATUS_SEARCH_BYTES } from "../domain/http-status.js"
 import { Platform, type PlatformService } from "./Platform.js"
 import { makeProbeLine } from "./probe-line.js"
 import {
@@ -104,15 +104,20 @@ type HttpOutcome = "healthy" | "unhealthy" | "unreachable"
 
 /**
  * One GET over a plain socket (Node's HTTP client costs several times as much per probe, and a probe needs only the
- * status). A 2xx answer is healthy. The rest of the answer is read (so the server sees a clean close) until it ends
- * or the time is up; an answer that came without a complete body still counts by its status. A connection refused,
- * or closed before any answer, is `unreachable` (the other loopback address is asked then).
+ * status). A 2xx answer is healthy. The answer is read until it is whole — as long as its framing says, so the
+ * connection is closed with nothing left unread and the server sees a clean close, without waiting for the server to
+ * close it (an idle daemon's probes are mostly wake-ups, and that wait was one more each) — or until it ends or the
+ * time is up; an answer that came without a complete body still counts by its status. A connection refused, or
+ * closed before any answer, is `unreachable` (the other loopback address is asked then).
  */
 const httpGet = (host: string, port: number, path: string, timeoutMs: number): Effect.Effect<HttpOutcome> =>
   Effect.async<HttpOutcome>((resume) => {
     let status: number | undefined
     let settled = false
-    let received = ""
+    // the answer so far, while its head or its body's end is still to be read from it (then `undefined`: the rest
+    // is read to the close, unlooked at)
+    let received: string | undefined = ""
+    let head: ReturnType<typeof finalHead> = null
     const judged = (): HttpOutcome =>
       status === undefined ? "unhealthy" : status >= 200 && status < 300 ? "healthy" : "unhealthy"
     const socket = net.connect({ host, port })
@@ -132,14 +137,19 @@ const httpGet = (host: string, port: number, path: string, timeoutMs: number): E
       )
     })
     socket.on("data", (chunk: string) => {
-      if (status !== undefined) return
+      if (received === undefined) return
       received += chunk
-      const read = finalStatus(received)
-      if (read === null) return
-      received = ""
-      // bytes that are no HTTP answer: the service answers, but not as asked
-      if (read === undefined) return finish("unhealthy")
-      status = read
+      if (status === undefined) {
+        const read = finalStatus(received)
+        if (read === null) return
+        // bytes that are no HTTP answer: the service answers, but not as asked
+        if (read === undefined) return finish("unhealthy")
+        status = read
+      }
+      head ??= finalHead(received)
+      if (head !== null && bodyComplete(head.framing, received.slice(head.bodyAt))) return finish(judged())
+      // a head that will not end, a long body or one that runs to the close: read on to the end, unkept
+      if (head?.framing._tag === "UntilClose" || received.length > MAX_STATUS_SEARCH_BYTES) received = undefined
     })
     socket.once("end", () => finish(status === undefined ? "unreachable" : judged()))
     socket.once("error", () => finish(status === undefined ? "unreachable" : judged()))

@@ -174,6 +174,46 @@ layer(HealthLive.pipe(Layer.provide(PlatformLive)), { excludeTestServices: true 
       })
     )
 
+    it.scoped("closes its connection once the whole answer is in, without waiting for the server to close it", () =>
+      Effect.gen(function* () {
+        const health = yield* Health
+        const closedBy: Array<string> = []
+        /** a server that answers `answer` and keeps the connection open (as some ignore `connection: close`) */
+        const keeps = (answer: string) =>
+          listen(
+            tracked(
+              net.createServer((socket) => {
+                let head = ""
+                socket.on("data", (d) => {
+                  head += d.toString("latin1")
+                  if (head.includes("\r\n\r\n")) socket.write(answer)
+                })
+                socket.on("end", () => {
+                  closedBy.push("client")
+                  socket.end()
+                })
+              })
+            ),
+            "127.0.0.1"
+          )
+        const answers = [
+          ["HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", true],
+          ["HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", true],
+          ["HTTP/1.1 204 No Content\r\n\r\n", true],
+          ["HTTP/1.1 503 Busy\r\ncontent-length: 4\r\n\r\nbusy", false]
+        ] as const
+        for (const [answer, healthy] of answers) {
+          const port = yield* keeps(answer)
+          // an attempt of a minute: one that waited for the server's close would take all of it
+          const attempt = yield* health.prober(check("http", "/"), context({ port }), { attemptMs: 60_000 })
+          const { value, ms } = yield* elapsed(attempt)
+          expect(value).toBe(healthy)
+          expect(ms).toBeLessThan(ENDS)
+        }
+        expect(yield* waitUntil(() => closedBy.length === answers.length)).toBe(true)
+      })
+    )
+
     it.scoped("gives up on a server that accepts but never answers, within the attempt's time", () =>
       Effect.gen(function* () {
         const health = yield* Health
