@@ -1,7 +1,10 @@
 // What an idle swarm costs the daemon. Usage: node bench/idle.mjs [--worlds 100] [--services 3] [--seconds 60]
-// [--settle 200] [--runs 1] [--status-runs 10] [--strace] [--cpu-prof DIR] [--node-flags=F] [--cli PATH] [--json]
+// [--settle 200] [--runs 1] [--status-runs 10] [--strace] [--cpu-prof DIR] [--node-flags=F] [--cli PATH] [--restart]
+// [--json]
 // (build first: npm run build; --cli runs another build, such as a worktree's dist/berth)
 // --settle S waits S seconds (200) after the last world runs before measuring: the probes are at their steady pace.
+// --restart stops the daemon once the worlds are up and starts the next, which adopts their processes (as after an
+// upgrade, or `daemon stop`), and measures that one: it watches processes it did not spawn.
 // --cpu-prof DIR starts the daemon under V8's profiler and prints where its CPU went in the first idle window.
 // --node-flags="FLAGS" starts the daemon with those Node flags instead of its own (the = form: the value begins with
 // --), to weigh a change of them.
@@ -49,6 +52,7 @@ const { values: options } = parseArgs({
     "cpu-prof": { type: "string" },
     "node-flags": { type: "string" },
     cli: { type: "string" },
+    restart: { type: "boolean" },
     json: { type: "boolean" }
   }
 })
@@ -134,6 +138,12 @@ try {
   for (const count of counts) {
     upWorlds(berth, up, count)
     up = count
+    if (options.restart) {
+      berth("daemon", "stop")
+      if (profileDir !== undefined || options["node-flags"] !== undefined)
+        await startDaemonHere({ cli, cwd: repo, home, env, dir: profileDir, nodeFlags: options["node-flags"] })
+      else berth("daemon", "start")
+    }
     const pid = JSON.parse(berth("daemon", "status", "--json")).pid
     // settle: the reconciler's and the monitor's first passes over the new worlds, and the liveness probes backing off
     // to their steady pace (5 s apart for the first passes, then 10, 20, 40, 80, 120 s: about 170 s after it is ready)

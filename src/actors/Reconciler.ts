@@ -23,10 +23,10 @@ import * as LogFiles from "../services/LogFiles.js"
 import { numberKnob } from "../domain/knobs.js"
 import { Processes } from "../services/Processes.js"
 import { Registry } from "../services/Registry.js"
+import { sleepOnGrid, sleepToTick } from "../services/tick.js"
 import { monitorPressure, PressureTargetsLive } from "./PressureMonitor.js"
 import { Worlds } from "./Worlds.js"
 
-export const RECONCILE_EVERY = Duration.millis(RECONCILE_TICK_MS)
 /** the slice sweep: rare, since a slice is only left behind by a crash or a server that was down at `remove` */
 const gcEvery = Effect.map(
   Effect.orElseSucceed(numberKnob("BERTH_GC_INTERVAL_MS", Duration.toMillis(Duration.minutes(10)), 1), () =>
@@ -181,7 +181,7 @@ export const pacedReconcile = (steps: ReconcileSteps): Effect.Effect<never> =>
     })
     return look.pipe(
       Effect.catchAllCause((cause) => Effect.logError("reconcile pass failed", cause)),
-      Effect.zipRight(Effect.sleep(RECONCILE_EVERY)),
+      Effect.zipRight(sleepToTick(RECONCILE_TICK_MS)),
       Effect.forever
     )
   })
@@ -205,7 +205,7 @@ const loops = Effect.gen(function* () {
   // each look says when the next is due: every 2 s while the logs are near their budget, up to 30 s with room to spare
   yield* rotateLogs.pipe(
     Effect.catchAllCause((cause) => Effect.as(Effect.logWarning("log budget", cause), LOG_CHECK_MIN_MS)),
-    Effect.flatMap((ms) => Effect.sleep(Duration.millis(ms))),
+    Effect.flatMap(sleepOnGrid),
     Effect.forever,
     Effect.forkScoped
   )

@@ -12,6 +12,7 @@
 import * as Data from "effect/Data"
 import type { ExitStatus } from "./restart.js"
 import { isCleanExit } from "./restart.js"
+import { onTick } from "./wake-grid.js"
 
 export type ServiceState =
   | "pending"
@@ -109,11 +110,8 @@ export const PROBE_SLOT_MS = 5_000
  * grid of `min(slotMs, intervalMs)` on the clock — by less than one tick, so a hung service is seen at most that much
  * later. `slotMs` 0 keeps every wait.
  */
-export const probeDueMs = (nowMs: number, delayMs: number, intervalMs: number, slotMs = PROBE_SLOT_MS): number => {
-  const slot = Math.min(slotMs, intervalMs)
-  if (delayMs <= intervalMs || slot <= 0) return delayMs
-  return Math.ceil((nowMs + delayMs) / slot) * slot - nowMs
-}
+export const probeDueMs = (nowMs: number, delayMs: number, intervalMs: number, slotMs = PROBE_SLOT_MS): number =>
+  delayMs <= intervalMs ? delayMs : onTick(nowMs, delayMs, Math.min(slotMs, intervalMs))
 
 /** States in which a process of ours is (or may be) alive. */
 const live: ReadonlyArray<ServiceState> = ["starting", "running", "healthy", "unhealthy"]

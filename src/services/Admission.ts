@@ -8,7 +8,6 @@ import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Schedule from "effect/Schedule"
 import type * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import {
@@ -21,6 +20,7 @@ import {
 } from "../domain/admission.js"
 import type { DiskFull, InternalError } from "../domain/errors.js"
 import { Home } from "./Home.js"
+import { sleepToTick } from "./tick.js"
 import { Machine } from "./Machine.js"
 import { Registry } from "./Registry.js"
 
@@ -173,7 +173,8 @@ const make = Effect.gen(function* () {
     if (waiting.size > 0 || recovering) yield* evaluate
     yield* SubscriptionRef.set(taken, readings)
   })
-  yield* sample.pipe(Effect.repeat(Schedule.spaced(`${SAMPLE_EVERY_MS} millis`)), Effect.forkScoped)
+  // on the daemon's wake grid, so an idle daemon's periodic looks share their wakes (wake-grid.ts)
+  yield* sample.pipe(Effect.zipRight(sleepToTick(SAMPLE_EVERY_MS)), Effect.forever, Effect.forkScoped)
 
   const enter = (worldId: number, since: number, path?: string) =>
     Effect.gen(function* () {

@@ -18,6 +18,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { MARK_VARIABLE, type MarkedProcess, parseMark } from "../domain/marks.js"
+import { untilTick } from "../domain/wake-grid.js"
 import { Platform, type ProcessEntry } from "./Platform.js"
 
 export interface SpawnSpec {
@@ -62,9 +63,11 @@ const POLL_MS = 50
 const KILL_SETTLE_MS = 2_000
 /**
  * awaitExit on a process this daemon did not spawn can only watch the Platform: one poller looks at every adopted process
- * together (after a daemon restart with dozens of worlds up, one fiber per process was most of the daemon's idle CPU)
+ * together (after a daemon restart with dozens of worlds up, one fiber per process was most of the daemon's idle CPU),
+ * each second, on the daemon's wake grid (wake-grid.ts): at 500 ms apart, 300 adopted services cost a replaced
+ * daemon about as much CPU again as all its probes
  */
-const ADOPTED_POLL_MS = 500
+const ADOPTED_POLL_MS = 1_000
 /**
  * Each round asks the kernel only whether each pid still exists (kill 0: one system call, no file read); every this
  * many rounds it reads each one's start time and state, so a reused pid or a zombie nobody reaps is seen gone too
@@ -397,7 +400,7 @@ const make = Effect.gen(function* () {
   const pollAdopted: Effect.Effect<void> = Effect.gen(function* () {
     let round = 0
     while (adopted.size > 0) {
-      yield* sleepMs(ADOPTED_POLL_MS)
+      yield* sleepMs(untilTick(Date.now(), ADOPTED_POLL_MS))
       const full = ++round % ADOPTED_FULL_LOOK_EVERY === 0
       for (const [key, w] of adopted) {
         const exists = pidExists(w.handle.pid)
