@@ -103,6 +103,30 @@ const status =
     response.end("x".repeat(100_000))
   }
 
+/**
+ * A plain TCP server on 127.0.0.1 that writes `answer` once the request's head is in, then closes (`close`) or keeps
+ * the connection open until the client ends it (`onClientEnd` hears that).
+ */
+const rawServer = (answer: string, options: { readonly close: boolean; readonly onClientEnd?: () => void }) =>
+  listen(
+    tracked(
+      net.createServer((socket) => {
+        let head = ""
+        socket.on("data", (d) => {
+          head += d.toString("latin1")
+          if (!head.includes("\r\n\r\n")) return
+          if (options.close) socket.end(answer)
+          else socket.write(answer)
+        })
+        socket.on("end", () => {
+          options.onClientEnd?.()
+          socket.end()
+        })
+      })
+    ),
+    "127.0.0.1"
+  )
+
 /** A port nobody listens on: one that was just free. */
 const closedPort = Effect.scoped(listen(net.createServer(), "127.0.0.1"))
 
@@ -147,20 +171,7 @@ layer(HealthLive.pipe(Layer.provide(PlatformLive)), { excludeTestServices: true 
     it.scoped("judges the final answer after an interim one; bytes that are no HTTP, or a close, are no pass", () =>
       Effect.gen(function* () {
         const health = yield* Health
-        /** a server that writes `answer` once the request's head is in, then closes */
-        const raw = (answer: string) =>
-          listen(
-            tracked(
-              net.createServer((socket) => {
-                let head = ""
-                socket.on("data", (d) => {
-                  head += d.toString("latin1")
-                  if (head.includes("\r\n\r\n")) socket.end(answer)
-                })
-              })
-            ),
-            "127.0.0.1"
-          )
+        const raw = (answer: string) => rawServer(answer, { close: true })
         const early = yield* raw("HTTP/1.1 103 Early Hints\r\nlink: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\n\r\nok")
         const early500 = yield* raw("HTTP/1.1 103 Early Hints\r\n\r\nHTTP/1.1 500 Oops\r\n\r\n")
         const noHttp = yield* raw("SSH-2.0-OpenSSH_9.2\r\n")
@@ -178,24 +189,9 @@ layer(HealthLive.pipe(Layer.provide(PlatformLive)), { excludeTestServices: true 
       Effect.gen(function* () {
         const health = yield* Health
         const closedBy: Array<string> = []
-        /** a server that answers `answer` and keeps the connection open (as some ignore `connection: close`) */
+        // keeps the connection open, as some servers ignore `connection: close`
         const keeps = (answer: string) =>
-          listen(
-            tracked(
-              net.createServer((socket) => {
-                let head = ""
-                socket.on("data", (d) => {
-                  head += d.toString("latin1")
-                  if (head.includes("\r\n\r\n")) socket.write(answer)
-                })
-                socket.on("end", () => {
-                  closedBy.push("client")
-                  socket.end()
-                })
-              })
-            ),
-            "127.0.0.1"
-          )
+          rawServer(answer, { close: false, onClientEnd: () => closedBy.push("client") })
         const answers = [
           ["HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", true],
           ["HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", true],
