@@ -4,6 +4,7 @@
  * change `process.env` to turn one. A value that is missing, not a number or out of range is the default.
  */
 import * as Config from "effect/Config"
+import type * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 
 /** A number of at least `min` (milliseconds, a count), or `fallback`. */
@@ -20,6 +21,29 @@ export const textKnob = (name: string): Config.Config<string | undefined> =>
     Config.orElse(() => Config.succeed(undefined))
   )
 
-/** `textKnob` read now: it never fails (what cannot be read is unset). */
+/**
+ * Text knobs as each ConfigProvider gave them. A knob that is not set costs Config's whole failure path (errors with
+ * stacks, ~40 µs) on every read, and the daemon reads some on every trace mark and every start of a service: a
+ * provider is asked once per name. The daemon's environment does not change while it runs; a test or an embedding
+ * program that wants other values gives another provider.
+ */
+const readByProvider = new WeakMap<ConfigProvider.ConfigProvider, Map<string, string | undefined>>()
+
+/** `textKnob` read now, once per provider: it never fails (what cannot be read is unset). */
 export const readText = (name: string): Effect.Effect<string | undefined> =>
-  Effect.orElseSucceed(textKnob(name), () => undefined)
+  Effect.configProviderWith((provider) => {
+    let read = readByProvider.get(provider)
+    if (read === undefined) {
+      read = new Map()
+      readByProvider.set(provider, read)
+    }
+    if (read.has(name)) return Effect.succeed(read.get(name))
+    const known = read
+    return Effect.map(
+      Effect.orElseSucceed(textKnob(name), () => undefined),
+      (value) => {
+        known.set(name, value)
+        return value
+      }
+    )
+  })
