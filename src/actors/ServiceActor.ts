@@ -319,21 +319,29 @@ export const runService = (
                   return Effect.as(Effect.sleep(Duration.millis(due)), delay > timing.watchIntervalMs)
                 })
                 // a port check is what the proxy's traffic shows already: an answer it passed on since the last look
-                // is this look's pass, and the service is not asked again
+                // is this look's pass, and the service is not asked again (nor does it take a turn in the line)
                 const answeredAt = check.kind === "http" || check.kind === "tcp" ? options.answeredAt : undefined
                 let lookedAt = yield* Clock.currentTimeMillis
-                const look = Effect.gen(function* () {
-                  const since = lookedAt
-                  lookedAt = yield* Clock.currentTimeMillis
-                  const answered = answeredAt === undefined ? undefined : yield* answeredAt
-                  return answered !== undefined && answered > since ? true : yield* probe
-                })
+                const answeredSince: Effect.Effect<boolean> =
+                  answeredAt === undefined
+                    ? Effect.succeed(false)
+                    : Effect.flatMap(Effect.zip(answeredAt, Clock.currentTimeMillis), ([answered, now]) => {
+                        const since = lookedAt
+                        lookedAt = now
+                        return Effect.succeed(answered !== undefined && answered > since)
+                      })
                 yield* wait.pipe(
-                  Effect.flatMap((lined) => (lined && timing.probeSlotMs > 0 ? health.inLine(look) : look)),
+                  Effect.flatMap((lined) =>
+                    Effect.flatMap(answeredSince, (answered) =>
+                      answered ? Effect.succeed(true) : lined && timing.probeSlotMs > 0 ? health.inLine(probe) : probe
+                    )
+                  ),
                   Effect.flatMap((ok) => {
+                    passes = ok ? passes + 1 : 0
+                    // a pass with no miss before it leaves a healthy service as it is: nothing to apply
+                    if (ok && misses === 0) return Effect.void
                     const step = livenessStep(misses, ok)
                     misses = step.misses
-                    passes = ok ? passes + 1 : 0
                     const reason =
                       misses >= UNHEALTHY_AFTER_MISSES ? `its health check failed ${misses} times in a row` : undefined
                     return apply(step.event, { reason })

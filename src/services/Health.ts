@@ -102,6 +102,9 @@ const LOOPBACK = ["127.0.0.1", "::1"] as const
 
 type HttpOutcome = "healthy" | "unhealthy" | "unreachable"
 
+/** Stops an attempt under way: its timer and its socket go. */
+type Cancel = () => void
+
 /**
  * One GET over a plain socket (Node's HTTP client costs several times as much per probe, and a probe needs only the
  * status). A 2xx answer is healthy. The answer is read until it is whole — as long as its framing says, so the
@@ -110,95 +113,125 @@ type HttpOutcome = "healthy" | "unhealthy" | "unreachable"
  * time is up; an answer that came without a complete body still counts by its status. A connection refused, or
  * closed before any answer, is `unreachable` (the other loopback address is asked then).
  */
-const httpGet = (host: string, port: number, path: string, timeoutMs: number): Effect.Effect<HttpOutcome> =>
-  Effect.async<HttpOutcome>((resume) => {
-    let status: number | undefined
-    let settled = false
-    // the answer so far, while its head or its body's end is still to be read from it (then `undefined`: the rest
-    // is read to the close, unlooked at)
-    let received: string | undefined = ""
-    let head: ReturnType<typeof finalHead> = null
-    const judged = (): HttpOutcome =>
-      status === undefined ? "unhealthy" : status >= 200 && status < 300 ? "healthy" : "unhealthy"
-    const socket = net.connect({ host, port })
-    const finish = (outcome: HttpOutcome) => {
-      if (settled) return
-      settled = true
-      clearTimeout(timer)
-      socket.destroy()
-      resume(Effect.succeed(outcome))
+const httpGet = (
+  host: string,
+  port: number,
+  path: string,
+  timeoutMs: number,
+  done: (outcome: HttpOutcome) => void
+): Cancel => {
+  let status: number | undefined
+  let settled = false
+  // the answer so far, while its head or its body's end is still to be read from it (then `undefined`: the rest
+  // is read to the close, unlooked at)
+  let received: string | undefined = ""
+  let head: ReturnType<typeof finalHead> = null
+  const judged = (): HttpOutcome =>
+    status === undefined ? "unhealthy" : status >= 200 && status < 300 ? "healthy" : "unhealthy"
+  const socket = net.connect({ host, port })
+  const stop = () => {
+    settled = true
+    clearTimeout(timer)
+    socket.destroy()
+  }
+  const finish = (outcome: HttpOutcome) => {
+    if (settled) return
+    stop()
+    done(outcome)
+  }
+  const timer = setTimeout(() => finish(judged()), timeoutMs)
+  socket.setEncoding("latin1")
+  socket.once("connect", () => {
+    socket.write(
+      `GET ${path} HTTP/1.1\r\nhost: localhost:${port}\r\nconnection: close\r\nuser-agent: berth-health\r\n\r\n`,
+      "latin1"
+    )
+  })
+  socket.on("data", (chunk: string) => {
+    if (received === undefined) return
+    received += chunk
+    if (status === undefined) {
+      const read = finalStatus(received)
+      if (read === null) return
+      // bytes that are no HTTP answer: the service answers, but not as asked
+      if (read === undefined) return finish("unhealthy")
+      status = read
     }
-    const timer = setTimeout(() => finish(judged()), timeoutMs)
-    socket.setEncoding("latin1")
-    socket.once("connect", () => {
-      socket.write(
-        `GET ${path} HTTP/1.1\r\nhost: localhost:${port}\r\nconnection: close\r\nuser-agent: berth-health\r\n\r\n`,
-        "latin1"
-      )
-    })
-    socket.on("data", (chunk: string) => {
-      if (received === undefined) return
-      received += chunk
-      if (status === undefined) {
-        const read = finalStatus(received)
-        if (read === null) return
-        // bytes that are no HTTP answer: the service answers, but not as asked
-        if (read === undefined) return finish("unhealthy")
-        status = read
-      }
-      head ??= finalHead(received)
-      if (head !== null && bodyComplete(head.framing, received.slice(head.bodyAt))) return finish(judged())
-      // a head that will not end, a long body or one that runs to the close: read on to the end, unkept
-      if (head?.framing._tag === "UntilClose" || received.length > MAX_STATUS_SEARCH_BYTES) received = undefined
-    })
-    socket.once("end", () => finish(status === undefined ? "unreachable" : judged()))
-    socket.once("error", () => finish(status === undefined ? "unreachable" : judged()))
-    return Effect.sync(() => {
-      settled = true
-      clearTimeout(timer)
-      socket.destroy()
-    })
+    head ??= finalHead(received)
+    if (head !== null && bodyComplete(head.framing, received.slice(head.bodyAt))) return finish(judged())
+    // a head that will not end, a long body or one that runs to the close: read on to the end, unkept
+    if (head?.framing._tag === "UntilClose" || received.length > MAX_STATUS_SEARCH_BYTES) received = undefined
+  })
+  socket.once("end", () => finish(status === undefined ? "unreachable" : judged()))
+  socket.once("error", () => finish(status === undefined ? "unreachable" : judged()))
+  return stop
+}
+
+const tcpConnect = (host: string, port: number, timeoutMs: number, done: (ok: boolean) => void): Cancel => {
+  let settled = false
+  const socket = net.connect({ host, port })
+  const stop = () => {
+    settled = true
+    clearTimeout(timer)
+    socket.destroy()
+  }
+  const finish = (ok: boolean) => {
+    if (settled) return
+    stop()
+    done(ok)
+  }
+  const timer = setTimeout(() => finish(false), timeoutMs)
+  socket.once("connect", () => finish(true))
+  socket.once("error", () => finish(false))
+  return stop
+}
+
+/**
+ * A network attempt as one effect over plain callbacks: an idle daemon makes a few every second, and a generator with
+ * clock reads around each socket cost as much of its CPU as the socket itself.
+ */
+const callbackAttempt = (run: (done: (ok: boolean) => void) => Cancel): Effect.Effect<boolean> =>
+  Effect.async<boolean>((resume) => {
+    const cancel = run((ok) => resume(Effect.succeed(ok)))
+    return Effect.sync(cancel)
   })
 
-const tcpConnect = (host: string, port: number, timeoutMs: number): Effect.Effect<boolean> =>
-  Effect.async<boolean>((resume) => {
-    let settled = false
-    const socket = net.connect({ host, port })
-    const finish = (ok: boolean) => {
-      if (settled) return
-      settled = true
-      clearTimeout(timer)
-      socket.destroy()
-      resume(Effect.succeed(ok))
-    }
-    const timer = setTimeout(() => finish(false), timeoutMs)
-    socket.once("connect", () => finish(true))
-    socket.once("error", () => finish(false))
-    return Effect.sync(() => {
-      settled = true
-      clearTimeout(timer)
-      socket.destroy()
+/** Asks 127.0.0.1, then ::1 with the time left only when 127.0.0.1 was unreachable. */
+const onLoopback =
+  <A>(
+    ask: (host: string, timeoutMs: number, done: (answer: A) => void) => Cancel,
+    unreachable: (answer: A) => boolean,
+    timeoutMs: number
+  ) =>
+  (done: (answer: A) => void): Cancel => {
+    const started = performance.now()
+    let cancel = ask(LOOPBACK[0], timeoutMs, (answer) => {
+      const left = timeoutMs - (performance.now() - started)
+      if (!unreachable(answer) || left <= 0) return done(answer)
+      cancel = ask(LOOPBACK[1], left, done)
     })
-  })
+    return () => cancel()
+  }
 
 /** ::1 is asked only when 127.0.0.1 refused: a server that answered badly or hung there is the answer. */
-const probeHttp = (port: number, target: string, timeoutMs: number): Effect.Effect<boolean> =>
-  Effect.gen(function* () {
-    const path = target.startsWith("/") ? target : `/${target}`
-    const started = yield* Clock.currentTimeMillis
-    const v4 = yield* httpGet(LOOPBACK[0], port, path, timeoutMs)
-    if (v4 !== "unreachable") return v4 === "healthy"
-    const left = timeoutMs - ((yield* Clock.currentTimeMillis) - started)
-    return left > 0 && (yield* httpGet(LOOPBACK[1], port, path, left)) === "healthy"
-  })
+const probeHttp = (port: number, target: string, timeoutMs: number): Effect.Effect<boolean> => {
+  const path = target.startsWith("/") ? target : `/${target}`
+  const get = onLoopback<HttpOutcome>(
+    (host, ms, done) => httpGet(host, port, path, ms, done),
+    (outcome) => outcome === "unreachable",
+    timeoutMs
+  )
+  return callbackAttempt((done) => get((outcome) => done(outcome === "healthy")))
+}
 
 const probeTcp = (port: number, timeoutMs: number): Effect.Effect<boolean> =>
-  Effect.gen(function* () {
-    const started = yield* Clock.currentTimeMillis
-    if (yield* tcpConnect(LOOPBACK[0], port, timeoutMs)) return true
-    const left = timeoutMs - ((yield* Clock.currentTimeMillis) - started)
-    return left > 0 && (yield* tcpConnect(LOOPBACK[1], port, left))
-  })
+  callbackAttempt(
+    onLoopback<boolean>(
+      (host, ms, done) => tcpConnect(host, port, ms, done),
+      (ok) => !ok,
+      timeoutMs
+    )
+  )
 
 const killGroup = (pid: number | undefined) => {
   if (pid === undefined) return
@@ -603,9 +636,8 @@ const make = Effect.gen(function* () {
     options: { readonly attemptMs?: number | undefined } = {}
   ) {
     if (check.kind === "log") return yield* logProbe(check, ctx)
-    return attempt(check, ctx, options.attemptMs).pipe(
-      Effect.withSpan("Health.attempt", { attributes: { kind: check.kind } })
-    )
+    // no span per attempt: a ready service is probed for as long as it runs, and a span cost as much as the socket
+    return attempt(check, ctx, options.attemptMs)
   })
 
   const waitHealthy = Effect.fn("Health.waitHealthy")(function* (

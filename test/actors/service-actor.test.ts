@@ -91,6 +91,7 @@ const harness = Effect.gen(function* () {
       readonly adopt?: ProcessHandle
       readonly dependencies?: Effect.Effect<void>
       readonly timing?: Partial<ServiceTiming>
+      readonly answeredAt?: Effect.Effect<number | undefined>
     } = {}
   ) =>
     Effect.gen(function* () {
@@ -113,7 +114,8 @@ const harness = Effect.gen(function* () {
       const fiber = yield* runService(rt, {
         adopt: options.adopt,
         dependencies: options.dependencies ?? Effect.void,
-        timing: options.timing
+        timing: options.timing,
+        answeredAt: options.answeredAt
       }).pipe(
         Effect.provideService(Processes, processes.service),
         Effect.provideService(Health, health.service),
@@ -656,6 +658,32 @@ describe("ServiceActor", () => {
         expect(a - a0).toBe(w - w0)
         // a backed-off probe takes its turn in the probe line
         expect(yield* h.health.lined).toBeGreaterThanOrEqual(w - w0 + (a - a0))
+      }).pipe(Effect.withRandomFixed([1]))
+    )
+
+    it.effect("a look the proxy's traffic answered asks nothing and takes no turn in the probe line", () =>
+      Effect.gen(function* () {
+        const h = yield* harness
+        const plan = checked("web")
+        yield* h.health.setHealthy(plan.logFile, true)
+        // the proxy passes an answer on from the service at every moment the test looks
+        let proxied = true
+        const answeredAt = Effect.map(TestClock.currentTimeMillis, (now) => (proxied ? now : undefined))
+        const s = yield* h.start(plan, { answeredAt })
+        yield* inState(s, "running")
+        yield* TestClock.adjust(CONFIRM_MS)
+        yield* inState(s, "healthy")
+        const atReady = yield* h.health.attempts(plan.logFile)
+        // past the first passes (an interval apart) and well into the backed-off looks, on the grid
+        yield* TestClock.adjust(WATCH_INTERVAL_MS * 40)
+        expect(yield* h.health.attempts(plan.logFile)).toBe(atReady)
+        expect(yield* h.health.lined).toBe(0)
+        // with no traffic, the backed-off looks ask the service, each in its turn
+        proxied = false
+        yield* TestClock.adjust(WATCH_INTERVAL_MS * 40)
+        expect(yield* h.health.attempts(plan.logFile)).toBeGreaterThan(atReady)
+        expect(yield* h.health.lined).toBeGreaterThan(0)
+        expect((yield* SubscriptionRef.get(s.rt.snapshot)).state).toBe("healthy")
       }).pipe(Effect.withRandomFixed([1]))
     )
 
