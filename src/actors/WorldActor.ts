@@ -85,6 +85,8 @@ export interface WorldActor {
   readonly configNote: (seen?: LoadedConfig) => Effect.Effect<string | undefined>
   /** writes what could not be written when it happened (a full disk): the reconciler's pass asks every actor */
   readonly flush: Effect.Effect<void>
+  /** whether `flush` has anything to write (a plain read: an idle swarm's looks cost no effect per world) */
+  readonly unwrittenLeft: () => boolean
 }
 
 export const makeWorldActor = (
@@ -571,6 +573,7 @@ export const makeWorldActor = (
       }),
       done: Deferred.await(done),
       flush: rows.flush,
+      unwrittenLeft: rows.unwrittenLeft,
       configNote: (seen) =>
         Effect.flatMap(currentGeneration, (g) => {
           if (g === undefined) return Effect.succeed(undefined)

@@ -831,7 +831,8 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
 
     /** What any actor could not write when it happened (a full disk), written now that it may fit. */
     const flush = Effect.fn("Worlds.flush")(function* () {
-      for (const actor of [...actors.values()]) {
+      // asked on every look of the reconciler: only the worlds with something left to write cost an effect
+      for (const actor of [...actors.values()].filter((a) => a.unwrittenLeft())) {
         yield* Effect.catchAllCause(actor.flush, (cause) =>
           Effect.logWarning(`world ${actor.worldId}: writing its state`, cause)
         )

@@ -11,7 +11,7 @@ import * as Ref from "effect/Ref"
 import { CONFIRM_MS } from "../../src/actors/ServiceActor.js"
 import { DiskFull } from "../../src/domain/errors.js"
 import type { RegistryError, RegistryService } from "../../src/services/Registry.js"
-import { ALLOWED, passTime, type WorldHarness, worldHarness } from "./world.js"
+import { ALLOWED, eventually, passTime, type WorldHarness, worldHarness } from "./world.js"
 
 const TOML = `[project]
 name = "shop"
@@ -119,4 +119,47 @@ describe.each(["every write", "rows"] as const)("on a full disk that refuses %s"
       })
     )
   }
+})
+
+describe("on a full disk, what an actor could not write", () => {
+  it.scoped(
+    "waits for the reconciler: a service's row the disk refused is written by its next look once space is back",
+    () =>
+      Effect.gen(function* () {
+        const full = yield* Ref.make(false)
+        // the rows of the worker's end that reached the database's door, written or not
+        const tried = yield* Ref.make(0)
+        const h = yield* worldHarness(TOML, {
+          registry: (real) => {
+            const onFull = onFullDisk(full, "rows")(real)
+            return {
+              ...onFull,
+              saveService: (row) =>
+                Effect.zipRight(
+                  row.name === "worker" && row.observed === "exited" ? Ref.update(tried, (n) => n + 1) : Effect.void,
+                  onFull.saveService(row)
+                )
+            }
+          }
+        })
+        const [, worker] = yield* running(h)
+        const id = yield* h.idOf("alpha")
+        const workerRow = Effect.map(h.engine.registry.services(id), (rows) => rows.find((r) => r.name === "worker"))
+        expect((yield* workerRow)?.observed).toBe("healthy")
+        // the worker ends while no row can be written: its actor knows, the database does not
+        yield* Ref.set(full, true)
+        yield* h.fakes.processes.exit(worker!, { code: 0, signal: null })
+        yield* eventually(
+          "the worker's end is offered to the database",
+          Effect.map(Ref.get(tried), (n) => n > 0)
+        )
+        expect((yield* workerRow)?.observed).toBe("healthy")
+        // a look while the disk is still full writes nothing, and loses nothing
+        yield* h.engine.worlds.reconcile()
+        expect((yield* workerRow)?.observed).toBe("healthy")
+        yield* Ref.set(full, false)
+        yield* h.engine.worlds.reconcile()
+        expect((yield* workerRow)?.observed).toBe("exited")
+      })
+  )
 })

@@ -83,7 +83,9 @@ export const makeRows = (deps: {
       if (Exit.isSuccess(written) && unwritten.services.get(row.name) === row) unwritten.services.delete(row.name)
     }
   })
-  return { saveRow, keepFinal, markStopping, writeObserved, flush }
+  /** Whether `flush` has anything to write: the reconciler looks every few seconds, at every world. */
+  const unwrittenLeft = (): boolean => unwritten.world || unwritten.services.size > 0
+  return { saveRow, keepFinal, markStopping, writeObserved, flush, unwrittenLeft }
 }
 
 export type Rows = ReturnType<typeof makeRows>
