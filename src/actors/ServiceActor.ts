@@ -325,10 +325,10 @@ export const runService = (
                 const answeredSince: Effect.Effect<boolean> =
                   answeredAt === undefined
                     ? Effect.succeed(false)
-                    : Effect.flatMap(Effect.zip(answeredAt, Clock.currentTimeMillis), ([answered, now]) => {
+                    : Effect.map(Effect.zip(answeredAt, Clock.currentTimeMillis), ([answered, now]) => {
                         const since = lookedAt
                         lookedAt = now
-                        return Effect.succeed(answered !== undefined && answered > since)
+                        return answered !== undefined && answered > since
                       })
                 yield* wait.pipe(
                   Effect.flatMap((lined) =>

@@ -23,26 +23,29 @@ export const textKnob = (name: string): Config.Config<string | undefined> =>
 
 /**
  * Text knobs as each ConfigProvider gave them. A knob that is not set costs Config's whole failure path (errors with
- * stacks, ~40 µs) on every read, and the daemon reads some on every trace mark and every start of a service: a
- * provider is asked once per name. The daemon's environment does not change while it runs; a test or an embedding
- * program that wants other values gives another provider.
+ * stacks) on every read, and the daemon reads some on every trace mark and every start of a service: a provider is
+ * asked once per name. The daemon's environment does not change while it runs; a test or an embedding program that
+ * wants other values gives another provider.
  */
 const readByProvider = new WeakMap<ConfigProvider.ConfigProvider, Map<string, string | undefined>>()
+
+const readOf = (provider: ConfigProvider.ConfigProvider): Map<string, string | undefined> => {
+  const known = readByProvider.get(provider)
+  if (known !== undefined) return known
+  const fresh = new Map<string, string | undefined>()
+  readByProvider.set(provider, fresh)
+  return fresh
+}
 
 /** `textKnob` read now, once per provider: it never fails (what cannot be read is unset). */
 export const readText = (name: string): Effect.Effect<string | undefined> =>
   Effect.configProviderWith((provider) => {
-    let read = readByProvider.get(provider)
-    if (read === undefined) {
-      read = new Map()
-      readByProvider.set(provider, read)
-    }
+    const read = readOf(provider)
     if (read.has(name)) return Effect.succeed(read.get(name))
-    const known = read
     return Effect.map(
       Effect.orElseSucceed(textKnob(name), () => undefined),
       (value) => {
-        known.set(name, value)
+        read.set(name, value)
         return value
       }
     )

@@ -113,6 +113,35 @@ type Cancel = () => void
  * time is up; an answer that came without a complete body still counts by its status. A connection refused, or
  * closed before any answer, is `unreachable` (the other loopback address is asked then).
  */
+/**
+ * One socket to `host:port` that settles once: `wire` listens on it and calls `finish`; the time running out settles
+ * it with `onTimeout()`. Settled or cancelled, its timer and socket go.
+ */
+const socketAttempt = <A>(
+  host: string,
+  port: number,
+  timeoutMs: number,
+  onTimeout: () => A,
+  done: (answer: A) => void,
+  wire: (socket: net.Socket, finish: (answer: A) => void) => void
+): Cancel => {
+  let settled = false
+  const socket = net.connect({ host, port })
+  const stop = () => {
+    settled = true
+    clearTimeout(timer)
+    socket.destroy()
+  }
+  const finish = (answer: A) => {
+    if (settled) return
+    stop()
+    done(answer)
+  }
+  const timer = setTimeout(() => finish(onTimeout()), timeoutMs)
+  wire(socket, finish)
+  return stop
+}
+
 const httpGet = (
   host: string,
   port: number,
@@ -121,74 +150,56 @@ const httpGet = (
   done: (outcome: HttpOutcome) => void
 ): Cancel => {
   let status: number | undefined
-  let settled = false
   // the answer so far, while its head or its body's end is still to be read from it (then `undefined`: the rest
   // is read to the close, unlooked at)
   let received: string | undefined = ""
   let head: ReturnType<typeof finalHead> = null
   const judged = (): HttpOutcome =>
     status === undefined ? "unhealthy" : status >= 200 && status < 300 ? "healthy" : "unhealthy"
-  const socket = net.connect({ host, port })
-  const stop = () => {
-    settled = true
-    clearTimeout(timer)
-    socket.destroy()
-  }
-  const finish = (outcome: HttpOutcome) => {
-    if (settled) return
-    stop()
-    done(outcome)
-  }
-  const timer = setTimeout(() => finish(judged()), timeoutMs)
-  socket.setEncoding("latin1")
-  socket.once("connect", () => {
-    socket.write(
-      `GET ${path} HTTP/1.1\r\nhost: localhost:${port}\r\nconnection: close\r\nuser-agent: berth-health\r\n\r\n`,
-      "latin1"
-    )
+  return socketAttempt(host, port, timeoutMs, judged, done, (socket, finish) => {
+    socket.setEncoding("latin1")
+    socket.once("connect", () => {
+      socket.write(
+        `GET ${path} HTTP/1.1\r\nhost: localhost:${port}\r\nconnection: close\r\nuser-agent: berth-health\r\n\r\n`,
+        "latin1"
+      )
+    })
+    socket.on("data", (chunk: string) => {
+      if (received === undefined) return
+      received += chunk
+      if (status === undefined) {
+        const read = finalStatus(received)
+        if (read === null) return
+        // bytes that are no HTTP answer: the service answers, but not as asked
+        if (read === undefined) return finish("unhealthy")
+        status = read
+      }
+      head ??= finalHead(received)
+      if (head !== null && bodyComplete(head.framing, received.slice(head.bodyAt))) return finish(judged())
+      // a head that will not end, a long body or one that runs to the close: read on to the end, unkept
+      if (head?.framing._tag === "UntilClose" || received.length > MAX_STATUS_SEARCH_BYTES) received = undefined
+    })
+    socket.once("end", () => finish(status === undefined ? "unreachable" : judged()))
+    socket.once("error", () => finish(status === undefined ? "unreachable" : judged()))
   })
-  socket.on("data", (chunk: string) => {
-    if (received === undefined) return
-    received += chunk
-    if (status === undefined) {
-      const read = finalStatus(received)
-      if (read === null) return
-      // bytes that are no HTTP answer: the service answers, but not as asked
-      if (read === undefined) return finish("unhealthy")
-      status = read
-    }
-    head ??= finalHead(received)
-    if (head !== null && bodyComplete(head.framing, received.slice(head.bodyAt))) return finish(judged())
-    // a head that will not end, a long body or one that runs to the close: read on to the end, unkept
-    if (head?.framing._tag === "UntilClose" || received.length > MAX_STATUS_SEARCH_BYTES) received = undefined
-  })
-  socket.once("end", () => finish(status === undefined ? "unreachable" : judged()))
-  socket.once("error", () => finish(status === undefined ? "unreachable" : judged()))
-  return stop
 }
 
-const tcpConnect = (host: string, port: number, timeoutMs: number, done: (ok: boolean) => void): Cancel => {
-  let settled = false
-  const socket = net.connect({ host, port })
-  const stop = () => {
-    settled = true
-    clearTimeout(timer)
-    socket.destroy()
-  }
-  const finish = (ok: boolean) => {
-    if (settled) return
-    stop()
-    done(ok)
-  }
-  const timer = setTimeout(() => finish(false), timeoutMs)
-  socket.once("connect", () => finish(true))
-  socket.once("error", () => finish(false))
-  return stop
-}
+const tcpConnect = (host: string, port: number, timeoutMs: number, done: (ok: boolean) => void): Cancel =>
+  socketAttempt(
+    host,
+    port,
+    timeoutMs,
+    () => false,
+    done,
+    (socket, finish) => {
+      socket.once("connect", () => finish(true))
+      socket.once("error", () => finish(false))
+    }
+  )
 
 /**
- * A network attempt as one effect over plain callbacks: an idle daemon makes a few every second, and a generator with
- * clock reads around each socket cost as much of its CPU as the socket itself.
+ * A network attempt as one effect over plain callbacks: a ready service is probed for as long as it runs, so the
+ * attempt carries no generator, clock reads or span of its own around the socket.
  */
 const callbackAttempt = (run: (done: (ok: boolean) => void) => Cancel): Effect.Effect<boolean> =>
   Effect.async<boolean>((resume) => {
@@ -636,7 +647,7 @@ const make = Effect.gen(function* () {
     options: { readonly attemptMs?: number | undefined } = {}
   ) {
     if (check.kind === "log") return yield* logProbe(check, ctx)
-    // no span per attempt: a ready service is probed for as long as it runs, and a span cost as much as the socket
+    // no span per attempt: a ready service is probed for as long as it runs
     return attempt(check, ctx, options.attemptMs)
   })
 
