@@ -33,7 +33,7 @@ import { hidePassword, secretsOf } from "../domain/redact.js"
 import { ANYWHERE_SETTING, runsAnywhere } from "../domain/cluster.js"
 import { decide } from "../domain/world-state.js"
 import { ConfigFiles, type LoadedConfig } from "../services/ConfigFiles.js"
-import { Git, type RepoInfo } from "../services/Git.js"
+import { Git } from "../services/Git.js"
 import type { Health } from "../services/Health.js"
 import { Home } from "../services/Home.js"
 import { trace } from "../services/trace.js"
@@ -72,7 +72,6 @@ export interface WorldRef {
   readonly world?: string | undefined
 }
 
-const REPO_CACHE_MS = 3_000
 /** how many of its latest events a world's status carries */
 const STATUS_EVENTS = 10
 
@@ -303,28 +302,15 @@ export class Worlds extends Effect.Service<Worlds>()("berth/Worlds", {
         Effect.ensuring(router.refresh.pipe(Effect.ignore))
       )
 
-    /**
-     * Which repository a folder is in, remembered briefly: agents call `env`/`status` in tight loops, and asking git
-     * costs a process each time. A few seconds is short enough to notice a checkout of another branch.
-     */
     const projects = new Map<string, ProjectRow>()
-    const repoCache = new Map<string, { readonly at: number; readonly repo: RepoInfo }>()
+    /** Which repository a folder is in: git's answer, kept by `Git` while its files say it still holds. */
     const repoOf = (cwd: string) =>
-      Effect.gen(function* () {
-        const cached = repoCache.get(cwd)
-        if (cached !== undefined && Date.now() - cached.at < REPO_CACHE_MS && existsSync(cached.repo.root)) {
-          return cached.repo
-        }
-        const repo = yield* git.repo(cwd).pipe(
-          Effect.catchTags({
-            NotARepository: () => new NotARepository({ path: cwd }),
-            GitFailed: internal
-          })
-        )
-        if (repoCache.size > 1000) repoCache.clear()
-        repoCache.set(cwd, { at: Date.now(), repo })
-        return repo
-      })
+      git.repo(cwd).pipe(
+        Effect.catchTags({
+          NotARepository: () => new NotARepository({ path: cwd }),
+          GitFailed: internal
+        })
+      )
 
     /** The project `cwd` is in, registered on first sight. */
     const project = Effect.fn("Worlds.project")(function* (cwd: string) {

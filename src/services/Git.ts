@@ -4,7 +4,19 @@
  * are dropped, so berth behaves the same when it runs inside a git hook).
  */
 import { execFile } from "node:child_process"
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync } from "node:fs"
+import {
+  closeSync,
+  existsSync,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync
+} from "node:fs"
 import * as path from "node:path"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
@@ -169,7 +181,8 @@ const run = (cwd: string, args: ReadonlyArray<string>): Effect.Effect<string, No
 const canonical = (p: string): string => {
   const absolute = path.resolve(p)
   try {
-    return realpathSync(absolute)
+    // one system call, where the JavaScript realpath looks at each component of the path in turn
+    return realpathSync.native(absolute)
   } catch {
     return absolute
   }
@@ -296,6 +309,73 @@ export const linkedCommonDir = (folder: string): string | undefined => {
   }
 }
 
+/** how long an answer of `repo` is kept at most, however its files look */
+const REPO_MEMORY_MS = 60_000
+
+/**
+ * What one answer of `repo` for the folder `dir` rests on, as the files are now: HEAD's identity (git replaces it by a
+ * rename at every checkout, so another branch gives it another inode), the worktree's `.git` entry, and that `dir`
+ * still exists with no `.git` of its own between it and the worktree's top. Undefined when any of that cannot be read:
+ * ask git then. With it, HEAD's text as read.
+ */
+const repoStamp = (
+  dir: string,
+  root: string,
+  gitDir: string
+): { readonly stamp: string; readonly head: string } | undefined => {
+  const head = readHead(gitDir)
+  const dotGit = dotGitId(root)
+  if (head === undefined || dotGit === undefined || !plainPathTo(canonical(dir), root)) return undefined
+  return { stamp: `${head.id}|${dotGit}`, head: head.text.trim() }
+}
+
+/** HEAD's identity and text, read through one descriptor: the text is the one the identity names. */
+const readHead = (gitDir: string): { readonly id: string; readonly text: string } | undefined => {
+  try {
+    const fd = openSync(path.join(gitDir, "HEAD"), "r")
+    try {
+      const s = fstatSync(fd, { bigint: true })
+      return { id: `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}`, text: readFileSync(fd, "utf8") }
+    } finally {
+      closeSync(fd)
+    }
+  } catch {
+    return undefined
+  }
+}
+
+/** The worktree's `.git`: a folder by its inode (its time moves with every index write), a file by all it is. */
+const dotGitId = (root: string): string | undefined => {
+  try {
+    const s = lstatSync(path.join(root, ".git"), { bigint: true })
+    return s.isDirectory() ? `d${s.dev}:${s.ino}` : `f${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}`
+  } catch {
+    return undefined
+  }
+}
+
+/** `dir` (resolved) exists, is `root` or under it, and no folder from `dir` up to `root` has a `.git` of its own. */
+const plainPathTo = (dir: string, root: string): boolean => {
+  if (dir !== root && !dir.startsWith(`${root}${path.sep}`)) return false
+  if (!existsSync(dir)) return false
+  for (let folder = dir; folder !== root; folder = path.dirname(folder)) {
+    if (existsSync(path.join(folder, ".git"))) return false
+  }
+  return true
+}
+
+/**
+ * The stamp of an answer just had from git, when the HEAD it names says what the answer says: a checkout between
+ * git's read and this one leaves them apart, and nothing is vouched for then.
+ */
+const answerStamp = (dir: string, info: RepoInfo, gitDir: string): string | undefined => {
+  const now = repoStamp(dir, info.root, gitDir)
+  if (now === undefined) return undefined
+  const agrees =
+    info.branch === undefined ? !now.head.startsWith("ref:") : now.head === `ref: refs/heads/${info.branch}`
+  return agrees ? now.stamp : undefined
+}
+
 /** git's own words when a branch is held by another worktree (2.39: "checked out at", later: "used by worktree at"). */
 /** what `git worktree add -b` says when the branch exists already */
 const BRANCH_EXISTS = /a branch named .* already exists/
@@ -381,18 +461,39 @@ const make = Effect.gen(function* () {
   })
 
   /**
+   * Which repository each folder asked about is in, kept while git's files say the answer still holds
+   * (`repoStamp`): agents run `env` and `up` in tight loops, and asking git costs a process each time, while a
+   * checkout of another branch must be seen by the very next command. Kept a minute at most besides.
+   */
+  const remembered = new Map<
+    string,
+    { readonly at: number; readonly gitDir: string; readonly stamp: string; readonly info: RepoInfo }
+  >()
+
+  /**
    * One rev-parse call. `--symbolic-full-name` rather than `--abbrev-ref`: the latter prints `heads/x` when a tag
    * is also called `x`. A branch with no commit yet makes rev-parse fail after printing the paths; symbolic-ref
    * names it then.
    */
-  const repo = Effect.fn("Git.repo")(function* (cwd: string) {
-    const dir = path.resolve(cwd)
-    const args = ["rev-parse", "--show-toplevel", "--git-common-dir", "--symbolic-full-name", "HEAD"]
+  const askRepo = Effect.fn("Git.askRepo")(function* (dir: string) {
+    const args = [
+      "rev-parse",
+      "--show-toplevel",
+      "--absolute-git-dir",
+      "--git-common-dir",
+      "--symbolic-full-name",
+      "HEAD"
+    ]
     const out = yield* exec(dir, args)
-    const [top, common, head] = lines(out.stdout)
-    if (out.exitCode !== 0 || top === undefined || common === undefined) {
+    const [top, gitDir, common, head] = lines(out.stdout)
+    if (out.exitCode !== 0 || top === undefined || gitDir === undefined || common === undefined) {
       if (isNotARepository(out.stderr)) return yield* new NotARepository({ path: dir })
-      if (!/unknown revision|bad revision/.test(out.stderr) || top === undefined || common === undefined) {
+      if (
+        !/unknown revision|bad revision/.test(out.stderr) ||
+        top === undefined ||
+        gitDir === undefined ||
+        common === undefined
+      ) {
         return yield* new GitFailed({ args, stderr: out.stderr.trim(), exitCode: out.exitCode })
       }
     }
@@ -409,13 +510,35 @@ const make = Effect.gen(function* () {
       path.basename(commonDir) === ".git"
         ? path.dirname(commonDir)
         : canonical((yield* worktrees(root))[0]?.path ?? path.dirname(commonDir))
-    return {
+    const info: RepoInfo = {
       root,
       commonDir,
       mainRoot,
       branch: ref === undefined ? undefined : stripHeads(ref),
       isMain: root === mainRoot
-    } satisfies RepoInfo
+    }
+    return { info, gitDir }
+  })
+
+  const repo = Effect.fn("Git.repo")(function* (cwd: string) {
+    const dir = path.resolve(cwd)
+    const known = remembered.get(dir)
+    if (
+      known !== undefined &&
+      Date.now() - known.at < REPO_MEMORY_MS &&
+      repoStamp(dir, known.info.root, known.gitDir)?.stamp === known.stamp
+    ) {
+      return known.info
+    }
+    const { info, gitDir } = yield* askRepo(dir)
+    const stamp = answerStamp(dir, info, gitDir)
+    if (stamp === undefined) remembered.delete(dir)
+    else {
+      // bounded: a long-lived daemon is asked about many folders
+      if (remembered.size >= 1_000) remembered.clear()
+      remembered.set(dir, { at: Date.now(), gitDir, stamp, info })
+    }
+    return info
   })
 
   /** git's branch-name rules (`domain/branch.ts`): checked without a process. */

@@ -48,6 +48,28 @@ url = "api"
     expect(at(lines[done]) - at(lines[start])).toBeGreaterThanOrEqual(1_000)
   })
 
+  it("takes the branch just checked out in the main checkout as its world, however soon after the last command", async () => {
+    const box = await project(`
+[services.api]
+cmd = "node server.mjs"
+url = "api"
+`)
+    // the main checkout's world is its branch: asked about once (main), then moved to another branch at once
+    const before = await box.run(["up", "--json"], { timeoutMs: 60_000 })
+    expect(before.code, before.stderr).toBe(0)
+    expect(worldFrom(before.stdout).name).toBe("main")
+    const seen = await box.run(["env", "--json"])
+    expect(seen.code, seen.stderr).toBe(0)
+    box.git("checkout", "-q", "-b", "feature")
+    const env = await box.run(["env", "--json"])
+    // the world of the branch now checked out, which does not exist yet; not main's
+    expect(env.code, env.stdout).toBe(1)
+    expect(env.stderr).toContain("feature")
+    const after = await box.run(["up", "--json"], { timeoutMs: 60_000 })
+    expect(after.code, after.stderr).toBe(0)
+    expect(worldFrom(after.stdout).name).toBe("feature")
+  })
+
   it("shows a slice's migrate output after the migrate failed and the slice went", async () => {
     const box = await project(`
 [services.db]

@@ -1,7 +1,16 @@
 import { afterAll, describe, expect, it, layer } from "@effect/vitest"
 import { execFileSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs"
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync
+} from "node:fs"
 import { tmpdir } from "node:os"
 import { basename, join } from "node:path"
 import * as Effect from "effect/Effect"
@@ -125,6 +134,61 @@ layer(GitLive)("Git", (it) => {
         mkdirSync(join(wt, "sub"))
         expect(yield* g.repo(join(wt, "sub"))).toEqual(expected)
       })
+    )
+
+    it.effect(
+      "asks git once while its files stay as they were, and again at once after a checkout or a new repository",
+      () =>
+        Effect.gen(function* () {
+          const g = yield* Git
+          const dir = makeRepo()
+          // every git the service runs passes through this one, which counts it
+          const bin = fresh("bin")
+          mkdirSync(bin)
+          const counted = join(bin, "runs")
+          const real = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim()
+          writeFileSync(join(bin, "git"), `#!/bin/sh\necho run >> '${counted}'\nexec '${real}' "$@"\n`, { mode: 0o755 })
+          // the test's own git, not counted
+          const direct = (cwd: string, ...args: ReadonlyArray<string>) =>
+            execFileSync(real, args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] })
+          const runs = () => (existsSync(counted) ? readFileSync(counted, "utf8").split("\n").length - 1 : 0)
+          const path = process.env.PATH
+          process.env.PATH = `${bin}:${path}`
+          yield* Effect.gen(function* () {
+            expect((yield* g.repo(dir)).branch).toBe("main")
+            const asked = runs()
+            expect(asked).toBe(1)
+            // a commit moves the branch, not HEAD: the answer holds, and no git runs
+            writeFileSync(join(dir, "more.md"), "more\n")
+            direct(dir, "add", "more.md")
+            direct(dir, "commit", "-q", "-m", "more")
+            expect((yield* g.repo(dir)).branch).toBe("main")
+            expect(runs()).toBe(asked)
+            // asked through a symlink: kept too
+            const link = fresh("link")
+            symlinkSync(dir, link)
+            expect((yield* g.repo(link)).root).toBe(dir)
+            expect((yield* g.repo(link)).root).toBe(dir)
+            expect(runs()).toBe(asked + 1)
+            // another branch checked out: seen by the very next ask
+            direct(dir, "checkout", "-q", "-b", "feature")
+            expect((yield* g.repo(dir)).branch).toBe("feature")
+            direct(dir, "checkout", "-q", "--detach")
+            expect((yield* g.repo(dir)).branch).toBeUndefined()
+            direct(dir, "checkout", "-q", "main")
+            expect((yield* g.repo(dir)).branch).toBe("main")
+            // a subfolder asked about, then made a repository of its own
+            const sub = join(dir, "sub")
+            mkdirSync(sub)
+            expect((yield* g.repo(sub)).root).toBe(dir)
+            direct(sub, "init", "-q", "-b", "inner")
+            expect(yield* g.repo(sub)).toMatchObject({ root: sub, branch: "inner" })
+            // the repository replaced under the same folder
+            rmSync(join(dir, ".git"), { recursive: true, force: true })
+            direct(dir, "init", "-q", "-b", "again")
+            expect((yield* g.repo(dir)).branch).toBe("again")
+          }).pipe(Effect.ensuring(Effect.sync(() => (process.env.PATH = path))))
+        })
     )
 
     it.effect("fails with NotARepository outside a repository and for a missing folder", () =>
