@@ -302,6 +302,8 @@ const make = Effect.gen(function* () {
   /** The service still has something running: its leader, or anything left in its group (never someone else's). */
   const isRunning = Effect.fn("Processes.isRunning")(function* (handle: ProcessHandle) {
     if (yield* isAlive(handle)) return true
+    // a group the kernel knows empty needs no scan of every process (what a service that ended is asked, each time)
+    if (!groupMayLive(handle.pgid)) return false
     const members = (yield* scanProc()).filter(isLiveMember(handle.pgid))
     return members.length > 0 && groupIsOurs(handle, members)
   })
@@ -350,11 +352,15 @@ const make = Effect.gen(function* () {
     for (const s of tracked.values()) if (!ours || !inGroup(s)) yield* signal(s.pid, "SIGTERM")
 
     const deadline = Date.now() + Math.max(0, graceMs)
-    let left = yield* survivors
-    while (left.count > 0 && Date.now() < deadline) {
+    // what was signalled this instant has not ended yet: with a grace to wait, the first look comes a poll later
+    // rather than read every process now to find them all still there
+    const signalled = ours || tracked.size > 0
+    let looked = signalled && graceMs > 0 ? undefined : yield* survivors
+    while ((looked === undefined || looked.count > 0) && Date.now() < deadline) {
       yield* sleepMs(Math.min(POLL_MS, deadline - Date.now()))
-      left = yield* survivors
+      looked = yield* survivors
     }
+    let left = looked ?? (yield* survivors)
     const outcome: StopOutcome = left.count > 0 ? { _tag: "Killed" } : { _tag: "Exited" }
 
     const settle = Date.now() + KILL_SETTLE_MS

@@ -151,6 +151,26 @@ describe.each(platforms)("Processes on $name", ({ platform, exported }) => {
     }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(PlatformHere))))
   )
 
+  it.live("reads every process once to stop a group that ends on SIGTERM, and not at all to find it ended", () => {
+    // what each `down` pays per service: the table of every process read, counted
+    let scans = 0
+    const counting = Layer.succeed(Platform, {
+      ...platform,
+      processes: Effect.tap(platform.processes, () => Effect.sync(() => scans++))
+    })
+    return Effect.gen(function* () {
+      const p = yield* Processes
+      const h = yield* spawn(spec("exec sleep 1000"))
+      expect(yield* p.isRunning(h)).toBe(true)
+      scans = 0
+      expect(yield* p.stop(h, 2_000)).toEqual({ _tag: "Exited" })
+      expect(scans).toBe(1)
+      expect(yield* p.isRunning(h)).toBe(false)
+      expect(yield* p.awaitExit(h)).toEqual({ code: null, signal: "SIGTERM" })
+      expect(scans).toBe(1)
+    }).pipe(Effect.provide(ProcessesLive.pipe(Layer.provide(counting))))
+  })
+
   it.live("kills a group that ignores SIGTERM, grandchildren included, once the grace ends", () =>
     Effect.gen(function* () {
       const p = yield* Processes
