@@ -65,13 +65,28 @@ const admin = (): S3Client =>
 const put = (client: S3Client, bucket: string, key: string, body: string) =>
   Effect.promise(() => client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body })))
 
+/** an object that is not there, as the server says it: the one failure a read takes for "none" */
+const isMissing = (e: unknown): boolean =>
+  e instanceof Error &&
+  (e.name === "NoSuchKey" || (e as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404)
+
+/**
+ * An object's text, or undefined when there is none. Any other failure of the test server (a connection it reset
+ * while a thousand-object copy loads it) is tried again, and named if it lasts: it never reads as a missing object.
+ */
 const read = (client: S3Client, bucket: string, key: string): Effect.Effect<string | undefined> =>
-  Effect.promise(() =>
-    client.send(new GetObjectCommand({ Bucket: bucket, Key: key })).then(
-      (output) => output.Body?.transformToString(),
-      () => undefined
-    )
-  )
+  Effect.promise(async () => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const output = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }))
+        return await output.Body?.transformToString()
+      } catch (e) {
+        if (isMissing(e)) return undefined
+        if (attempt >= 3) throw e
+        await new Promise((resolve) => setTimeout(resolve, 100 * attempt))
+      }
+    }
+  })
 
 const keysOf = (bucket: string, prefix = ""): Effect.Effect<ReadonlyArray<string>> =>
   Effect.promise(async () => {
