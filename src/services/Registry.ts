@@ -23,6 +23,7 @@ import { type Touched, TouchJournal } from "../domain/touched.js"
 import type { WorldDesired, WorldState } from "../domain/world-state.js"
 import { diskFullAt } from "./disk.js"
 import { Home } from "./Home.js"
+import { openDatabase, type SqliteStatement } from "./sqlite.js"
 
 export class RegistryUnavailable extends Data.TaggedError("RegistryUnavailable")<{
   readonly file: string
@@ -47,6 +48,14 @@ export const EVENTS_KEPT = 1000
 export const RECENT_EVENTS_SQL = `SELECT e.world_id AS worldId, e.id, e.service, e.kind, e.message, e.at
   FROM worlds w JOIN events e ON e.id IN (SELECT id FROM events WHERE world_id = w.id ORDER BY id DESC LIMIT ?)
   ORDER BY e.world_id, e.id DESC`
+
+const WORLD_SELECT = `SELECT w.*, p.label AS project_name, p.name AS declared_name, p.main_root AS main_root
+  FROM worlds w JOIN projects p ON p.id = w.project_id`
+
+const PROJECT_SELECT = "SELECT id, name, label, common_dir AS commonDir, main_root AS mainRoot FROM projects"
+
+const SERVICE_SELECT = `SELECT world_id AS worldId, name, observed, pid, pgid, start_time AS startTime, restarts, reason,
+  log_tail AS logTail, command FROM services`
 
 /** the highest world id ever given (a setting), so that no id is given twice */
 const WORLD_ID_HIGH_WATER = "world-id-high-water"
@@ -625,10 +634,42 @@ const makeRegistry = Effect.gen(function* () {
   /** a write whose first argument is the world it touches */
   const theWorld = <A>(_: A, id: number): ReadonlyArray<number> => [id]
 
-  const worldSelect = sql`SELECT w.*, p.label AS project_name, p.name AS declared_name, p.main_root AS main_root
-    FROM worlds w JOIN projects p ON p.id = w.project_id`
+  /**
+   * The reads go through a connection of their own, each statement prepared once. Through @effect/sql a statement
+   * costs about a hundred effect steps (its cache of prepared statements, the connection's semaphore, a span): the
+   * reads were a quarter of a warm `up`'s steps. WAL gives each read the last committed state — never what a
+   * transaction open on the writing connection has not committed yet — and a read neither waits for a writer nor
+   * holds one up. The writes stay on @effect/sql's one connection, whose transactions keep them in order.
+   */
+  const reader = yield* Effect.acquireRelease(
+    Effect.try({
+      try: () => {
+        const db = openDatabase(home.database, { readonly: false })
+        db.pragma("query_only = ON")
+        db.pragma("busy_timeout = 5000")
+        return db
+      },
+      catch: (cause) => unavailable(home.database, cause instanceof Error ? cause.message : String(cause))
+    }),
+    (db) => Effect.sync(() => db.close())
+  )
+  const prepared = new Map<string, SqliteStatement>()
+  const read = <A>(text: string, ...params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<A>, RegistryError> =>
+    Effect.try({
+      try: () => {
+        let statement = prepared.get(text)
+        if (statement === undefined) {
+          statement = reader.prepare(text)
+          prepared.set(text, statement)
+        }
+        return statement.all(...params) as ReadonlyArray<A>
+      },
+      catch: (cause) => failure(new SqlError({ cause, message: "Failed to execute statement" }))
+    })
+  const first = <A>(rows: ReadonlyArray<A>): A | undefined => rows[0]
 
-  const projectSelect = sql`SELECT id, name, label, common_dir AS commonDir, main_root AS mainRoot FROM projects`
+  const worldSelect = sql.unsafe(WORLD_SELECT)
+  const projectSelect = sql.unsafe(PROJECT_SELECT)
 
   /**
    * The project of a repository (its git common dir), registered on first sight. Its label is assigned once and kept
@@ -656,30 +697,25 @@ const makeRegistry = Effect.gen(function* () {
   })
 
   /** Other repositories whose berth.toml declares `name` (for saying why a label carries a suffix). */
-  const projectsNamed = Effect.fn("Registry.projectsNamed")(function* (name: string) {
-    return yield* sql<ProjectRow>`${projectSelect} WHERE name = ${name} ORDER BY id`
-  })
+  const projectsNamed = (name: string) => read<ProjectRow>(`${PROJECT_SELECT} WHERE name = ? ORDER BY id`, name)
 
-  const projectLabelled = Effect.fn("Registry.projectLabelled")(function* (label: string) {
-    return (yield* sql<ProjectRow>`${projectSelect} WHERE label = ${label}`)[0]
-  })
+  const projectLabelled = (label: string) =>
+    Effect.map(read<ProjectRow>(`${PROJECT_SELECT} WHERE label = ?`, label), first)
 
-  const worlds = Effect.fn("Registry.worlds")(function* (projectId?: number) {
-    const rows = yield* projectId === undefined
-      ? sql<WorldRecord>`${worldSelect} ORDER BY p.name, w.created_at, w.id`
-      : sql<WorldRecord>`${worldSelect} WHERE w.project_id = ${projectId} ORDER BY w.created_at, w.id`
-    return rows.map(toWorld)
-  })
+  const worlds = (projectId?: number) =>
+    Effect.map(
+      projectId === undefined
+        ? read<WorldRecord>(`${WORLD_SELECT} ORDER BY p.name, w.created_at, w.id`)
+        : read<WorldRecord>(`${WORLD_SELECT} WHERE w.project_id = ? ORDER BY w.created_at, w.id`, projectId),
+      (rows) => rows.map(toWorld)
+    )
 
-  const world = Effect.fn("Registry.world")(function* (id: number) {
-    const rows = yield* sql<WorldRecord>`${worldSelect} WHERE w.id = ${id}`
-    return rows[0] === undefined ? undefined : toWorld(rows[0])
-  })
+  const oneWorld = (rows: ReadonlyArray<WorldRecord>) => (rows[0] === undefined ? undefined : toWorld(rows[0]))
 
-  const findWorld = Effect.fn("Registry.findWorld")(function* (projectId: number, name: string) {
-    const rows = yield* sql<WorldRecord>`${worldSelect} WHERE w.project_id = ${projectId} AND w.name = ${name}`
-    return rows[0] === undefined ? undefined : toWorld(rows[0])
-  })
+  const world = (id: number) => Effect.map(read<WorldRecord>(`${WORLD_SELECT} WHERE w.id = ?`, id), oneWorld)
+
+  const findWorld = (projectId: number, name: string) =>
+    Effect.map(read<WorldRecord>(`${WORLD_SELECT} WHERE w.project_id = ? AND w.name = ?`, projectId, name), oneWorld)
 
   /** Creates a world with a slug no other world of the project holds (assigned once, then kept). */
   const createWorld = Effect.fn("Registry.createWorld")(function* (w: {
@@ -742,13 +778,10 @@ const makeRegistry = Effect.gen(function* () {
   const deleteWorld = (id: number) => sql`DELETE FROM worlds WHERE id = ${id}`.pipe(Effect.asVoid)
 
   /** A world's services, or (no argument) every world's. */
-  const services = Effect.fn("Registry.services")(function* (worldId?: number) {
-    return yield* worldId === undefined
-      ? sql<ServiceRow>`SELECT world_id AS worldId, name, observed, pid, pgid, start_time AS startTime,
-          restarts, reason, log_tail AS logTail, command FROM services ORDER BY rowid`
-      : sql<ServiceRow>`SELECT world_id AS worldId, name, observed, pid, pgid, start_time AS startTime,
-          restarts, reason, log_tail AS logTail, command FROM services WHERE world_id = ${worldId} ORDER BY rowid`
-  })
+  const services = (worldId?: number) =>
+    worldId === undefined
+      ? read<ServiceRow>(`${SERVICE_SELECT} ORDER BY rowid`)
+      : read<ServiceRow>(`${SERVICE_SELECT} WHERE world_id = ? ORDER BY rowid`, worldId)
 
   const saveService = (s: ServiceRow) =>
     sql`INSERT INTO services (world_id, name, observed, pid, pgid, start_time, restarts, reason, log_tail, command)
@@ -768,11 +801,10 @@ const makeRegistry = Effect.gen(function* () {
       : sql`DELETE FROM services WHERE world_id = ${worldId} AND name NOT IN ${sql.in(keep)}`
     ).pipe(Effect.asVoid)
 
-  const leases = Effect.fn("Registry.leases")(function* (worldId?: number) {
-    return yield* worldId === undefined
-      ? sql<LeaseRow>`SELECT port, world_id AS worldId, service, name FROM leases`
-      : sql<LeaseRow>`SELECT port, world_id AS worldId, service, name FROM leases WHERE world_id = ${worldId}`
-  })
+  const leases = (worldId?: number) =>
+    worldId === undefined
+      ? read<LeaseRow>("SELECT port, world_id AS worldId, service, name FROM leases")
+      : read<LeaseRow>("SELECT port, world_id AS worldId, service, name FROM leases WHERE world_id = ?", worldId)
 
   /** Replaces a world's leases with `entries` in one transaction (the port column is the machine-wide guard). */
   const setLeases = Effect.fn("Registry.setLeases")(function* (worldId: number, entries: ReadonlyArray<LeaseRow>) {
@@ -788,25 +820,31 @@ const makeRegistry = Effect.gen(function* () {
   })
 
   /** A world's slices, or (no argument) every slice row: goldens and those whose world is gone included. */
-  const slices = Effect.fn("Registry.slices")(function* (worldId?: number) {
-    const rows = yield* worldId === undefined
-      ? sql<SliceRecord>`SELECT * FROM slices ORDER BY id`
-      : sql<SliceRecord>`SELECT * FROM slices WHERE world_id = ${worldId} ORDER BY id`
-    return rows.map(toSlice)
-  })
+  const toSlices = (rows: ReadonlyArray<SliceRecord>) => rows.map(toSlice)
 
-  const goldens = Effect.fn("Registry.goldens")(function* (project: string, service: string, key: string) {
-    const rows = yield* sql<SliceRecord>`SELECT * FROM slices WHERE world_id IS NULL AND role = 'golden'
-      AND project = ${project} AND service = ${service} AND golden_key = ${key} ORDER BY id`
-    return rows.map(toSlice)
-  })
+  const slices = (worldId?: number) =>
+    Effect.map(
+      worldId === undefined
+        ? read<SliceRecord>("SELECT * FROM slices ORDER BY id")
+        : read<SliceRecord>("SELECT * FROM slices WHERE world_id = ? ORDER BY id", worldId),
+      toSlices
+    )
 
-  /** The spare copies of a golden, oldest first. */
-  const spares = Effect.fn("Registry.spares")(function* (project: string, service: string, key: string) {
-    const rows = yield* sql<SliceRecord>`SELECT * FROM slices WHERE world_id IS NULL AND role = 'spare'
-      AND project = ${project} AND service = ${service} AND golden_key = ${key} ORDER BY id`
-    return rows.map(toSlice)
-  })
+  /** A golden's rows (`role` golden), or its spare copies (`role` spare), oldest first. */
+  const ofGolden = (role: "golden" | "spare") => (project: string, service: string, key: string) =>
+    Effect.map(
+      read<SliceRecord>(
+        `SELECT * FROM slices WHERE world_id IS NULL AND role = ? AND project = ? AND service = ? AND golden_key = ?
+          ORDER BY id`,
+        role,
+        project,
+        service,
+        key
+      ),
+      toSlices
+    )
+  const goldens = ofGolden("golden")
+  const spares = ofGolden("spare")
 
   /**
    * Records a slice before it is made (a world's replaces what the world had for that service; a golden is a new
@@ -852,13 +890,11 @@ const makeRegistry = Effect.gen(function* () {
     ).pipe(Effect.asVoid)
 
   /** Every server (or storage folder) a slice was ever made on, for gc to ask what this installation owns there. */
-  const sliceServers = Effect.fn("Registry.sliceServers")(function* () {
-    const rows = yield* sql<{
-      key: string
-      value: string
-    }>`SELECT key, value FROM settings WHERE key LIKE 'slice-server:%'`
-    return rows.map((r) => ({ ...(JSON.parse(r.value) as SliceServer), key: r.key.slice("slice-server:".length) }))
-  })
+  const sliceServers = () =>
+    Effect.map(
+      read<{ key: string; value: string }>("SELECT key, value FROM settings WHERE key LIKE 'slice-server:%'"),
+      (rows) => rows.map((r) => ({ ...(JSON.parse(r.value) as SliceServer), key: r.key.slice("slice-server:".length) }))
+    )
 
   const forgetSliceServer = (key: string) =>
     sql`DELETE FROM settings WHERE key = ${`slice-server:${key}`}`.pipe(Effect.asVoid)
@@ -878,19 +914,20 @@ const makeRegistry = Effect.gen(function* () {
     sql`INSERT INTO events (world_id, service, kind, message, at) VALUES (${e.worldId}, ${e.service}, ${e.kind},
       ${e.message}, ${Date.now()})`.pipe(Effect.asVoid)
 
-  const events = Effect.fn("Registry.events")(function* (worldId: number, limit = 50, after = 0) {
-    return yield* sql<EventRow>`SELECT id, service, kind,
-      message, at FROM events WHERE world_id = ${worldId} AND id > ${after} ORDER BY id DESC LIMIT ${limit}`
-  })
+  const events = (worldId: number, limit = 50, after = 0) =>
+    read<EventRow>(
+      "SELECT id, service, kind, message, at FROM events WHERE world_id = ? AND id > ? ORDER BY id DESC LIMIT ?",
+      worldId,
+      after,
+      limit
+    )
 
-  const recentEvents = Effect.fn("Registry.recentEvents")(function* (limit: number) {
-    return yield* sql.unsafe<EventRow & { readonly worldId: number }>(RECENT_EVENTS_SQL, [limit])
-  })
+  const recentEvents = (limit: number) => read<EventRow & { readonly worldId: number }>(RECENT_EVENTS_SQL, limit)
 
-  const getSetting = Effect.fn("Registry.getSetting")(function* (key: string) {
-    const rows = yield* sql<{ value: string }>`SELECT value FROM settings WHERE key = ${key}`
-    return rows[0] === undefined ? undefined : (JSON.parse(rows[0].value) as unknown)
-  })
+  const getSetting = (key: string) =>
+    Effect.map(read<{ value: string }>("SELECT value FROM settings WHERE key = ?", key), (rows) =>
+      rows[0] === undefined ? undefined : (JSON.parse(rows[0].value) as unknown)
+    )
 
   const setSetting = (key: string, value: unknown) =>
     sql`INSERT INTO settings (key, value) VALUES (${key}, ${JSON.stringify(value)})
@@ -912,11 +949,11 @@ const makeRegistry = Effect.gen(function* () {
     // enough that every route is read again; a new project has no world yet
     upsertProject: (p: Omit<ProjectRow, "id" | "label">) =>
       Effect.map(announced(upsertProject, (r) => (r.changed ? "all" : undefined))(p), (r) => r.project),
-    projectsNamed: orInternal(projectsNamed),
-    projectLabelled: orInternal(projectLabelled),
-    worlds: orInternal(worlds),
-    world: orInternal(world),
-    findWorld: orInternal(findWorld),
+    projectsNamed,
+    projectLabelled,
+    worlds,
+    world,
+    findWorld,
     createWorld: announced(createWorld, (w) => [w.id]),
     setDesired: orInternal(setDesired),
     setObserved: announced(setObserved, theWorld),
@@ -927,16 +964,16 @@ const makeRegistry = Effect.gen(function* () {
     setEnv: orInternal(setEnv),
     setPath: announced(setPath, theWorld),
     deleteWorld: announced(deleteWorld, theWorld),
-    services: orInternal(services),
+    services,
     saveService: announced(saveService, (_, s) => [s.worldId]),
     saveServices: announced(saveServices, theWorld),
     dropServicesExcept: announced(dropServicesExcept, theWorld),
-    leases: orInternal(leases),
+    leases,
     setLeases: announced(setLeases, theWorld),
     releaseLeases: announced(releaseLeases, theWorld),
-    slices: orInternal(slices),
-    goldens: orInternal(goldens),
-    spares: orInternal(spares),
+    slices,
+    goldens,
+    spares,
     recordSlice: orInternal(recordSlice),
     setSliceUrl: orInternal(setSliceUrl),
     markSliceReady: orInternal(markSliceReady),
@@ -944,13 +981,13 @@ const makeRegistry = Effect.gen(function* () {
     touchSlice: orInternal(touchSlice),
     forgetSlice: orInternal(forgetSlice),
     detachSlice: orInternal(detachSlice),
-    sliceServers: orInternal(sliceServers),
+    sliceServers,
     recordSliceServer: orInternal(recordSliceServer),
     forgetSliceServer: orInternal(forgetSliceServer),
     addEvent: orInternal(addEvent),
-    events: orInternal(events),
-    recentEvents: orInternal(recentEvents),
-    getSetting: orInternal(getSetting),
+    events,
+    recentEvents,
+    getSetting,
     setSetting: orInternal(setSetting),
     updateSetting: orInternal(updateSetting)
   } satisfies RegistryService
@@ -998,7 +1035,7 @@ export const RegistryLive: Layer.Layer<Registry, RegistryUnavailable, Home> = La
         })
       )
     )
-    return Layer.effect(Registry, makeRegistry).pipe(
+    return Layer.scoped(Registry, makeRegistry).pipe(
       Layer.provide(setup),
       Layer.provide(client),
       // better-sqlite3 throws (a defect) on some broken files: it is still "cannot use this file", never a crash

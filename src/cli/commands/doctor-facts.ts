@@ -6,11 +6,11 @@
  */
 import { execFileSync } from "node:child_process"
 import { existsSync, readFileSync } from "node:fs"
-import { createRequire } from "node:module"
 import * as Effect from "effect/Effect"
 import type { Listener, WorldProcess } from "../../domain/doctor.js"
 import { defaultPortRange, type PortRange } from "../../domain/ports.js"
 import { platformHere } from "../../services/Platform.js"
+import { openDatabase, type SqliteDatabase } from "../../services/sqlite.js"
 
 /** What the state database says, read-only. */
 export interface StateFacts {
@@ -25,24 +25,11 @@ export interface StateFacts {
   readonly worlds: ReadonlySet<string>
 }
 
-interface Statement {
-  readonly all: () => ReadonlyArray<Record<string, unknown>>
-}
-interface Database {
-  readonly prepare: (sql: string) => Statement
-  readonly close: () => void
-}
-
 /** Reads the state database; a message saying why it cannot be read instead. */
 export const readState = (file: string): StateFacts | string => {
-  let db: Database | undefined
+  let db: SqliteDatabase | undefined
   try {
-    // the native driver, resolved beside the bundle as the daemon resolves it
-    const Driver = createRequire(import.meta.url)("better-sqlite3") as new (
-      file: string,
-      options: { readonly readonly: boolean; readonly fileMustExist: boolean }
-    ) => Database
-    db = new Driver(file, { readonly: true, fileMustExist: true })
+    db = openDatabase(file, { readonly: true })
     const rows = (sql: string) => db!.prepare(sql).all()
     const integrity = String(rows("PRAGMA quick_check")[0]?.quick_check ?? "no answer")
     if (integrity !== "ok") {

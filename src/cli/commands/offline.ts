@@ -3,7 +3,6 @@
  * their marks and stopped, as a starting daemon stops strays (`Processes.marked`, `stopGroups`: one implementation),
  * and the worlds are recorded down in the state database when it can be written, so the next daemon leaves them down.
  */
-import { createRequire } from "node:module"
 import * as Effect from "effect/Effect"
 import type { WorldStatus } from "../../daemon/api.js"
 import { isDiskFull } from "../../domain/disk.js"
@@ -12,28 +11,10 @@ import { groupsOfWorlds, type RecordedWorld, worldsNamed } from "../../domain/ma
 import { diskFullAt } from "../../services/disk.js"
 import type { HomePaths } from "../../services/Home.js"
 import { Processes } from "../../services/Processes.js"
+import { openDatabase, type SqliteDatabase } from "../../services/sqlite.js"
 
 /** how long a service's group gets to end on SIGTERM before it is killed, as a `down` gives it */
 const STOP_GRACE_MS = 10_000
-
-interface Statement {
-  readonly all: (...params: ReadonlyArray<unknown>) => ReadonlyArray<Record<string, unknown>>
-  readonly run: (...params: ReadonlyArray<unknown>) => unknown
-}
-interface Database {
-  readonly prepare: (sql: string) => Statement
-  readonly transaction: (f: () => void) => () => void
-  readonly close: () => void
-}
-
-const open = (file: string, readonly: boolean): Database => {
-  // the native driver, resolved beside the bundle as the daemon resolves it
-  const Driver = createRequire(import.meta.url)("better-sqlite3") as new (
-    file: string,
-    options: { readonly readonly: boolean; readonly fileMustExist: boolean }
-  ) => Database
-  return new Driver(file, { readonly, fileMustExist: true })
-}
 
 interface Recorded extends RecordedWorld {
   readonly label: string
@@ -43,9 +24,9 @@ interface Recorded extends RecordedWorld {
 
 /** Every world the state database records, read-only; undefined when it cannot be read. */
 const recordedWorlds = (file: string): ReadonlyArray<Recorded> | undefined => {
-  let db: Database | undefined
+  let db: SqliteDatabase | undefined
   try {
-    db = open(file, true)
+    db = openDatabase(file, { readonly: true })
     return db
       .prepare(
         `SELECT w.id, w.project_id, w.name, w.slug, w.path, w.branch, w.is_main, p.label
@@ -71,9 +52,9 @@ const recordedWorlds = (file: string): ReadonlyArray<Recorded> | undefined => {
 
 /** Records the worlds down and their services stopped; the failure when the database cannot be written. */
 const recordDown = (file: string, ids: ReadonlyArray<number>): unknown => {
-  let db: Database | undefined
+  let db: SqliteDatabase | undefined
   try {
-    db = open(file, false)
+    db = openDatabase(file, { readonly: false })
     const world = db.prepare("UPDATE worlds SET desired = 'down', observed = 'stopped', reason = NULL WHERE id = ?")
     const services = db.prepare(
       "UPDATE services SET observed = 'stopped', pid = NULL, pgid = NULL, start_time = NULL WHERE world_id = ?"
