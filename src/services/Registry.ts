@@ -637,7 +637,7 @@ const makeRegistry = Effect.gen(function* () {
   /**
    * The reads go through a connection of their own, each statement prepared once. Through @effect/sql a statement
    * costs about a hundred effect steps (its cache of prepared statements, the connection's semaphore, a span): the
-   * reads were a quarter of a warm `up`'s steps. WAL gives each read the last committed state — never what a
+   * reads were nearly a third of a warm `up`'s steps. WAL gives each read the last committed state — never what a
    * transaction open on the writing connection has not committed yet — and a read neither waits for a writer nor
    * holds one up. The writes stay on @effect/sql's one connection, whose transactions keep them in order.
    */
