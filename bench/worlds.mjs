@@ -38,7 +38,7 @@ import { availableParallelism, cpus, tmpdir, totalmem } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { median, p90 } from "./stats.mjs"
+import { machineNow, median, p90, summaryLine } from "./stats.mjs"
 
 const usage =
   "usage: node bench/worlds.mjs [--worlds 1,2,4,8] [--rows 200000] [--samples 5] [--clones 5] [--quick] [--clean-env]\n" +
@@ -862,6 +862,34 @@ const report = ({ facts, pgBin, servers, b, parts }) => {
         (goals.daemonMiBPerWorld === undefined ? "" : `; the daemon: ${goals.daemonMiBPerWorld.toFixed(2)} MiB`)
     )
   }
+  if (last.n > first.n) {
+    // the summary lines, in the form the docs quote (median and range, the machine, the day and the command)
+    const verdict = (met) => (met ? "met" : "not met")
+    console.log(
+      `\n${summaryLine({
+        what: `berth's world ${lastN} of ${rows.toLocaleString("en")} rows`,
+        values: lastReading.berthMs.map((x) => x / 1000),
+        unit: "s",
+        digits: 2,
+        before: startedOn,
+        goal:
+          `a raw template clone ${fmtS(rawNth)} s (range ${range(lastReading.rawMs)} s), ${goals.ratio.toFixed(2)}× it;` +
+          ` goal ≤ 1.3×: ${verdict(goals.timeMet)}`
+      })}`
+    )
+    if (goals.serverMiBPerWorld !== undefined) {
+      console.log(
+        summaryLine({
+          what: `the shared server's memory per world (worlds ${first.n + 1}–${lastN})`,
+          values: [goals.serverMiBPerWorld],
+          unit: "MiB",
+          digits: 2,
+          before: startedOn,
+          goal: `goal ≤ 3 MiB: ${verdict(goals.memoryMet)}`
+        })
+      )
+    }
+  }
   console.log(
     `\nThe shared server's PSS before the first world: ${fmtMiB(b.serverBeforeKiB)} MiB; the idle daemon: ${fmtMiB(b.daemonIdleKiB)} MiB; the golden: ${fmtMiB(b.goldenKiB)} MiB on disk.`
   )
@@ -895,6 +923,8 @@ const report = ({ facts, pgBin, servers, b, parts }) => {
 // ---------------------------------------------------------------------------------------------------------------
 
 const partsRuns = options.quick ? 3 : 5
+/** the machine as the run began: its load average then, for the summary lines */
+const startedOn = machineNow()
 let failed = false
 try {
   const facts = await serverFacts()
