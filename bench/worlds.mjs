@@ -16,7 +16,7 @@
 // many more less one, each made after removing the latest world, so that each is made beside the same N - 1 others;
 // a raw clone follows each of them. Memory is the
 // PSS of the processes involved without its shared-memory part, plus the growth of the machine's resident shared
-// memory (see "Memory" below), with plain PSS beside it; on disk is pg_database_size, and the cluster's folder for
+// memory (see "Memory" below; the shared server's buffer pool is made resident first), with plain PSS beside it; on disk is pg_database_size, and the cluster's folder for
 // "a server each". Afterwards it times the parts of a further world's `up`, one by one, to show where its time goes.
 // --quick: 20,000 rows, N = 1,2, 3 extra clones, 2 samples (a smoke run). --clean-env: PATH and HOME only for every process.
 // Everything made (clusters, databases, worlds, the daemon, temporary folders) is removed at the end, on failure and
@@ -231,6 +231,35 @@ const sharedServerMemory = async (postmaster) => {
     if (reading !== undefined && (best === undefined || reading.pss < best.pss)) best = reading
   }
   return best
+}
+
+/**
+ * Brings the shared server's buffer pool resident before its memory is first read. A server whose pool was never
+ * filled grows by each page of it that any work touches for the first time — 9.32 MiB a world on a machine just
+ * booted, 0.02 MiB on the same machine one run later (2026-12-07) — which is the pool's one-time cost, bounded by
+ * shared_buffers, and not a world's. An unlogged table a tenth larger than the pool, read into it by pg_prewarm, in a
+ * database of this run's own that is dropped at once (and by the cleanup, should the run stop here).
+ */
+const warmSharedBuffers = async (facts) => {
+  const name = `${project}_warm`
+  const force = facts.versionNum >= 130_000 ? " WITH (FORCE)" : ""
+  const buffers = Number((await psql(shared, "SELECT setting FROM pg_settings WHERE name = 'shared_buffers'")).stdout)
+  // about 35 rows of this shape to a page of 8 KiB
+  const fillRows = Math.ceil(buffers * 1.1) * 35
+  await psql(shared, `CREATE DATABASE ${ident(name)}`)
+  try {
+    const url = new URL(adminUrl)
+    url.pathname = `/${name}`
+    await psqlScript(
+      ["-d", url.toString()],
+      `CREATE EXTENSION pg_prewarm;
+CREATE UNLOGGED TABLE fill AS SELECT g, repeat('x', 200) AS pad FROM generate_series(1, ${fillRows}) AS g;
+SELECT pg_prewarm('fill', 'buffer');
+`
+    )
+  } finally {
+    await psql(shared, `DROP DATABASE IF EXISTS ${ident(name)}${force}`)
+  }
 }
 
 const shmemKiB = () => {
@@ -550,6 +579,8 @@ const berthWorlds = async (facts) => {
   })
 
   const sharedPostmaster = facts.dataDir === undefined ? undefined : postmasterOf(facts.dataDir)
+  log("berth: the shared server's buffer pool made resident first (pg_prewarm)")
+  await warmSharedBuffers(facts)
   const serverBefore = await sharedServerMemory(sharedPostmaster)
   const shmemBefore = shmemKiB()
   await berth("daemon", "start")
