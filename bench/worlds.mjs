@@ -16,8 +16,10 @@
 // many more less one, each made after removing the latest world, so that each is made beside the same N - 1 others;
 // a raw clone follows each of them. Memory is the PSS of the processes involved without its shared-memory part, plus
 // the growth of the machine's resident shared memory (see "Memory" below; the shared server's buffer pool is made
-// resident first), with plain PSS beside it; on disk is pg_database_size, and the cluster's folder for "a server each". Afterwards it times the parts of a further world's `up`, one by one, to show where its time goes.
-// --quick: 20,000 rows, N = 1,2, 3 extra clones, 2 samples (a smoke run). --clean-env: PATH and HOME only for every process.
+// resident first), with plain PSS beside it; on disk is pg_database_size, and the cluster's folder for "a server
+// each". Afterwards it times the parts of a further world's `up`, one by one, to show where its time goes.
+// --quick: 20,000 rows, N = 1,2, 3 extra clones, 2 samples (a smoke run). --clean-env: PATH and HOME only for every
+// process.
 // Everything made (clusters, databases, worlds, the daemon, temporary folders) is removed at the end, on failure and
 // on Ctrl-C; names carry a random suffix, so runs beside each other do not collide.
 import { spawn, spawnSync } from "node:child_process"
