@@ -140,7 +140,7 @@ const statusRuns = async (label) => {
   for (let i = 0; i < 3; i++) await timed(h1, ["status", "--json"])
   const ms = []
   for (let i = 0; i < runs; i++) ms.push(await timed(h1, ["status", "--json"]))
-  return summarize(label, ms)
+  return { ...summarize(label, ms), samples: ms }
 }
 
 console.error(`bringing up ${worldCount} worlds on each of 3 hosts…`)
@@ -436,7 +436,8 @@ const rows = [
       )
     )
 ]
-if (options.json) console.log(JSON.stringify({ worlds: worldCount, runs, rows }, null, 2))
+if (options.json)
+  console.log(JSON.stringify({ worlds: worldCount, runs, rows: rows.map(({ samples: _, ...r }) => r) }, null, 2))
 else {
   printTable(rows)
   console.log(
@@ -457,7 +458,10 @@ else {
   console.log("")
   const line = (what, values, unit, goal, digits = 1) =>
     console.log(summaryLine({ what, values, unit, digits, before: machineBefore, goal }))
-  line("cluster status --json, 3 machines", clusterStatus, "ms", "goal ≤ 200 ms")
+  // the goal is status's, listing every world of the cluster; `cluster status` is the full CLI's start and more
+  line(across.command, across.samples, "ms", "goal ≤ 200 ms")
+  line(alone.command, alone.samples, "ms")
+  line("cluster status --json, 3 machines", clusterStatus, "ms")
   line("a request to this machine's own world", localMs, "ms", undefined, 2)
   line("a request to another machine's world", remoteMs, "ms", "goal: ≤ 1 ms more than its own", 2)
   for (const f of faults) {
