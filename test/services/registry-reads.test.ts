@@ -11,7 +11,8 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import { Home } from "../../src/services/Home.js"
-import { Registry, RegistryLive, type ServiceRow } from "../../src/services/Registry.js"
+import { Registry, RegistryLive } from "../../src/services/Registry.js"
+import { serviceRow } from "./registry-helpers.js"
 
 const folders: Array<string> = []
 afterAll(() => {
@@ -24,37 +25,30 @@ const layer = () => {
   return RegistryLive.pipe(Layer.provideMerge(Home.layerAt(home)))
 }
 
-const row = (worldId: number, name: string, observed: string): ServiceRow => ({
-  worldId,
-  name,
-  observed,
-  pid: null,
-  pgid: null,
-  startTime: null,
-  restarts: 0,
-  reason: null,
-  logTail: null,
-  command: null
+/** A project with one world in it, as the tests below start. */
+const aWorld = Effect.gen(function* () {
+  const registry = yield* Registry
+  const project = yield* registry.upsertProject({ name: "p", commonDir: "/tmp/p/.git", mainRoot: "/tmp/p" })
+  const world = yield* registry.createWorld({
+    projectId: project.id,
+    name: "a",
+    path: "/tmp/a",
+    branch: "a",
+    isMain: false
+  })
+  return { registry, project, world }
 })
 
 describe("Registry reads", () => {
   it.effect("see each write as soon as it is committed", () =>
     Effect.gen(function* () {
-      const registry = yield* Registry
-      const project = yield* registry.upsertProject({ name: "p", commonDir: "/tmp/p/.git", mainRoot: "/tmp/p" })
+      const { registry, project, world: w } = yield* aWorld
       expect(yield* registry.projectLabelled(project.label)).toEqual(project)
-      const w = yield* registry.createWorld({
-        projectId: project.id,
-        name: "a",
-        path: "/tmp/a",
-        branch: "a",
-        isMain: false
-      })
       expect((yield* registry.world(w.id))?.name).toBe("a")
       expect((yield* registry.findWorld(project.id, "a"))?.id).toBe(w.id)
       yield* registry.setObserved(w.id, "running", null)
       expect((yield* registry.world(w.id))?.observed).toBe("running")
-      yield* registry.saveService(row(w.id, "web", "healthy"))
+      yield* registry.saveService(serviceRow(w.id, "web", "healthy"))
       expect((yield* registry.services(w.id)).map((s) => s.observed)).toEqual(["healthy"])
       yield* registry.setSetting("k", { n: 1 })
       expect(yield* registry.getSetting("k")).toEqual({ n: 1 })
@@ -67,16 +61,8 @@ describe("Registry reads", () => {
 
   it.effect("never see a transaction half done, while it is under way", () =>
     Effect.gen(function* () {
-      const registry = yield* Registry
-      const project = yield* registry.upsertProject({ name: "p", commonDir: "/tmp/p/.git", mainRoot: "/tmp/p" })
-      const w = yield* registry.createWorld({
-        projectId: project.id,
-        name: "a",
-        path: "/tmp/a",
-        branch: "a",
-        isMain: false
-      })
-      const rows = Array.from({ length: 400 }, (_, i) => row(w.id, `s${i}`, "running"))
+      const { registry, world: w } = yield* aWorld
+      const rows = Array.from({ length: 400 }, (_, i) => serviceRow(w.id, `s${i}`, "running"))
       let done = false
       const seen: Array<number> = []
       // the reader takes a turn whenever the runtime lets the writing fiber yield, mid-transaction included

@@ -18,6 +18,7 @@ import { dashboardHost, type RouteTable, type RouteTarget } from "../../src/doma
 import { type WorldState, worldStates } from "../../src/domain/world-state.js"
 import { ConfigFiles, ConfigFilesLive } from "../../src/services/ConfigFiles.js"
 import { Home } from "../../src/services/Home.js"
+import { serviceRow } from "./registry-helpers.js"
 import { Router, RouterWithoutListeners } from "../../src/services/proxy/Router.js"
 import { InternalError } from "../../src/domain/errors.js"
 import {
@@ -149,19 +150,6 @@ const folder = (dir: string, name: string, config: string) => {
   return path
 }
 
-const service = (worldId: number, name: string, observed: string) => ({
-  worldId,
-  name,
-  observed,
-  pid: null,
-  pgid: null,
-  startTime: null,
-  restarts: 0,
-  reason: null,
-  logTail: null,
-  command: null
-})
-
 /** Lets the Router's own refreshes (on the registry's changes) finish, then refreshes once more. */
 const settled = Effect.gen(function* () {
   const router = yield* Router
@@ -195,7 +183,7 @@ describe("the Router's table, world by world", () => {
             isMain: false
           })
           worlds.push(w)
-          yield* registry.saveService(service(w.id, "web", "running"))
+          yield* registry.saveService(serviceRow(w.id, "web", "running"))
           yield* registry.setLeases(w.id, leaseOf(w, ["web", "api", "worker"]))
           yield* registry.setObserved(w.id, "running", null)
         }
@@ -206,7 +194,7 @@ describe("the Router's table, world by world", () => {
         const target = worlds[16]!
         reads.reset()
 
-        yield* registry.saveService(service(target.id, "api", "healthy"))
+        yield* registry.saveService(serviceRow(target.id, "api", "healthy"))
         yield* settled
 
         // its world row, services and leases, once each (whichever refresh came first read them), and its config
@@ -239,12 +227,12 @@ describe("the Router's table, world by world", () => {
         // beta's config routes no api: a write to it reads its world again, and publishes no new table
         const other = worlds[17]!
         reads.reset()
-        yield* registry.saveService(service(other.id, "api", "failed"))
+        yield* registry.saveService(serviceRow(other.id, "api", "failed"))
         yield* settled
         expect(reads.of("world:")).toEqual([`world:${other.id}`])
         expect(reads.of("load:")).toEqual([`load:${mains[1]}`])
         expect(yield* router.routes).toBe(after)
-        yield* registry.saveService(service(other.id, "worker", "running"))
+        yield* registry.saveService(serviceRow(other.id, "worker", "running"))
         yield* router.refresh
         expect((yield* router.routes).byHost.get("jobs.w17.beta.test")).toMatchObject({ serviceState: "running" })
         expect(plain(yield* router.routes)).toEqual(plain(yield* fullTable))
@@ -272,7 +260,7 @@ describe("the Router's table, world by world", () => {
           branch: "b",
           isMain: false
         })
-        yield* registry.saveService(service(a.id, "web", "running"))
+        yield* registry.saveService(serviceRow(a.id, "web", "running"))
         yield* router.refresh
         expect([...(yield* router.routes).byHost.keys()].sort()).toEqual([
           "api.a.alpha.localhost",
@@ -320,7 +308,7 @@ describe("the Router's table, world by world", () => {
         yield* settled
         reads.reset()
         reads.failOnce.add(`services:${a.id}`)
-        yield* registry.saveService(service(a.id, "web", "running"))
+        yield* registry.saveService(serviceRow(a.id, "web", "running"))
         // the Router's own refresh may be the one that fails; either way, the next one reads everything
         yield* router.refresh.pipe(Effect.ignore)
         yield* settled
@@ -344,7 +332,7 @@ describe("the Router's table, world by world", () => {
           branch: "main",
           isMain: true
         })
-        yield* registry.saveService(service(a.id, "web", "running"))
+        yield* registry.saveService(serviceRow(a.id, "web", "running"))
         yield* settled
         const local = (yield* router.routes).byHost.get("web.main.alpha.localhost")
         reads.reset()
@@ -477,7 +465,7 @@ describe("the Router's table, world by world", () => {
                   if (chosen === undefined) break
                   if (w._tag === "delete") yield* registry.deleteWorld(chosen.id)
                   else if (w._tag === "observe") yield* registry.setObserved(chosen.id, w.state, null)
-                  else if (w._tag === "service") yield* registry.saveService(service(chosen.id, w.service, w.state))
+                  else if (w._tag === "service") yield* registry.saveService(serviceRow(chosen.id, w.service, w.state))
                   else if (w._tag === "drop") yield* registry.dropServicesExcept(chosen.id, w.keep)
                   else if (w._tag === "lease") yield* registry.setLeases(chosen.id, leaseOf(chosen, w.services))
                   else if (w._tag === "release") yield* registry.releaseLeases(chosen.id)
